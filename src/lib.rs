@@ -1,0 +1,18 @@
+//! offwake-perf: why was a thread blocked, for how long, and who woke it up,
+//! measured from the `sched_switch` and `sched_waking` tracepoints without
+//! eBPF.
+//!
+//! Data flows one way:
+//! backend ([`perf`] | [`tracefs`]) → [`reorder`] → [`aggregate`] →
+//! [`symbolize`] → [`report`]; [`session`] wires them together for the CLI
+//! defined in [`cli`].
+
+pub mod aggregate;
+pub mod cli;
+pub mod event;
+pub mod perf;
+pub mod reorder;
+pub mod report;
+pub mod session;
+pub mod symbolize;
+pub mod tracefs;
