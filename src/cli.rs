@@ -1,1 +1,294 @@
-//! Command-line interface.
+//! The command line: bcc `offwaketime`'s options plus what perf users expect,
+//! parsed with clap and checked against the rules of SPEC section 1. Usage
+//! errors exit with status 2, as clap gives them.
+
+use std::ffi::OsString;
+
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, ValueEnum};
+
+const EXAMPLES: &str = "\
+examples:
+    offwake-perf                  # trace off-CPU + waker stacks until Ctrl-C
+    offwake-perf 5                # trace for 5 seconds only
+    offwake-perf -f 5             # 5 seconds, folded output (for flamegraph.pl)
+    offwake-perf -m 1000          # only blocks longer than 1000 us
+    offwake-perf -M 9000          # only blocks shorter than 9000 us
+    offwake-perf -p 185           # only threads of process 185
+    offwake-perf -p 185,186 10    # processes 185 and 186, for 10 seconds
+    offwake-perf -t 188           # only thread 188
+    offwake-perf -u               # only user threads (no kernel threads)
+    offwake-perf -k               # only kernel threads
+    offwake-perf -U               # show user-space stacks only
+    offwake-perf -K               # show kernel stacks only
+    offwake-perf --state 2        # only uninterruptible (D) sleeps
+    offwake-perf -f -- make -j2   # run a command and trace it and its children
+    offwake-perf -f 10 | flamegraph.pl --color=chain --countname=us > offwake.svg";
+
+/// Where events come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// perf_event_open, falling back to tracefs when it is denied.
+    Auto,
+    /// perf_event_open only.
+    Perf,
+    /// A private tracefs (ftrace) instance.
+    Tracefs,
+}
+
+/// Summarize blocked time by off-CPU stack and waker stack, without eBPF.
+#[derive(Debug, Parser)]
+#[command(
+    name = "offwake-perf",
+    version,
+    about = "Summarize blocked time by off-CPU stack + waker stack, without eBPF",
+    long_about = "Summarize blocked time by off-CPU stack + waker stack, without eBPF.\n\n\
+        Reads the sched:sched_switch and sched:sched_waking tracepoints with \
+        callchains through perf_event_open(2), pairs them per thread and prints \
+        what bcc's offwaketime prints. Needs root (or CAP_PERFMON and tracefs access).",
+    after_help = EXAMPLES,
+    after_long_help = EXAMPLES
+)]
+pub struct Cli {
+    /// Seconds to trace (default: until Ctrl-C or SIGTERM).
+    #[arg(value_name = "DURATION", value_parser = nonzero)]
+    pub duration: Option<u64>,
+
+    /// Trace only threads of these processes (comma-separated PIDs).
+    #[arg(short = 'p', long = "pid", value_name = "PIDS", value_delimiter = ',', value_parser = positive_id,
+          conflicts_with_all = ["tid", "user_threads_only", "kernel_threads_only"])]
+    pub pid: Option<Vec<u32>>,
+
+    /// Trace only these threads (comma-separated TIDs).
+    #[arg(short = 't', long = "tid", value_name = "TIDS", value_delimiter = ',', value_parser = positive_id,
+          conflicts_with_all = ["user_threads_only", "kernel_threads_only"])]
+    pub tid: Option<Vec<u32>>,
+
+    /// Trace user threads only (no kernel threads).
+    #[arg(short = 'u', long, conflicts_with = "kernel_threads_only")]
+    pub user_threads_only: bool,
+
+    /// Trace kernel threads only (no user threads).
+    #[arg(short = 'k', long)]
+    pub kernel_threads_only: bool,
+
+    /// Show user-space stacks only (no kernel stacks).
+    #[arg(short = 'U', long, conflicts_with = "kernel_stacks_only")]
+    pub user_stacks_only: bool,
+
+    /// Show kernel stacks only (no user-space stacks).
+    #[arg(short = 'K', long)]
+    pub kernel_stacks_only: bool,
+
+    /// Insert a "-" between the kernel and user parts of each stack.
+    #[arg(short = 'd', long)]
+    pub delimited: bool,
+
+    /// Folded output, one line per entry (input for flamegraph.pl).
+    #[arg(short = 'f', long)]
+    pub folded: bool,
+
+    /// Drop blocks shorter than this many microseconds.
+    #[arg(short = 'm', long = "min-block-time", value_name = "US", default_value_t = 1,
+          value_parser = nonzero)]
+    pub min_block_time: u64,
+
+    /// Drop blocks longer than this many microseconds.
+    #[arg(short = 'M', long = "max-block-time", value_name = "US", default_value_t = u64::MAX,
+          value_parser = nonzero)]
+    pub max_block_time: u64,
+
+    /// Only blocks whose task state at switch-out shares a bit with N
+    /// (1 S, 2 D, 4 T, 8 t, 16 X, 32 Z, 64 P, 128 I); 0 selects preempted
+    /// (runnable) switch-outs.
+    #[arg(long, value_name = "N")]
+    pub state: Option<u64>,
+
+    /// Most unique stacks kept; stacks beyond this print as placeholders.
+    #[arg(long, value_name = "N", default_value_t = 16384, value_parser = nonzero_usize)]
+    pub stack_storage_size: usize,
+
+    /// Event source.
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    pub backend: Backend,
+
+    /// Ring-buffer size per CPU, in pages (a power of two).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MMAP_PAGES, value_parser = power_of_two)]
+    pub mmap_pages: usize,
+
+    /// Start COMMAND with tracing already active, trace it and every process
+    /// it starts, and stop when it exits.
+    #[arg(last = true, value_name = "COMMAND",
+          conflicts_with_all = ["pid", "tid", "user_threads_only", "kernel_threads_only"])]
+    pub command: Vec<OsString>,
+}
+
+/// Default ring size per CPU: 1024 pages (4 MiB with 4 KiB pages).
+pub const DEFAULT_MMAP_PAGES: usize = 1024;
+
+impl Cli {
+    /// Parses `std::env::args_os()`, exiting with status 2 on a usage error.
+    pub fn parse_and_check() -> Cli {
+        match Cli::try_parse_from_checked(std::env::args_os()) {
+            Ok(cli) => cli,
+            Err(e) => e.exit(),
+        }
+    }
+
+    /// Parses and applies the cross-option rules that clap cannot express.
+    pub fn try_parse_from_checked<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let cli = Cli::try_parse_from(args)?;
+        if cli.min_block_time > cli.max_block_time {
+            return Err(Cli::command().error(
+                ErrorKind::ArgumentConflict,
+                format!(
+                    "--min-block-time ({}) must not be greater than --max-block-time ({})",
+                    cli.min_block_time, cli.max_block_time
+                ),
+            ));
+        }
+        Ok(cli)
+    }
+}
+
+fn parse_u64(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!("'{s}' must be positive"));
+    }
+    t.parse::<u64>()
+        .map_err(|_| format!("'{s}' is not a non-negative integer"))
+}
+
+fn nonzero(s: &str) -> Result<u64, String> {
+    match parse_u64(s)? {
+        0 => Err("must be non-zero".to_string()),
+        v => Ok(v),
+    }
+}
+
+fn nonzero_usize(s: &str) -> Result<usize, String> {
+    let v = nonzero(s)?;
+    usize::try_from(v).map_err(|_| format!("'{s}' is too large"))
+}
+
+fn power_of_two(s: &str) -> Result<usize, String> {
+    let v = nonzero_usize(s)?;
+    if !v.is_power_of_two() {
+        return Err(format!(
+            "{v} is not a power of two (try {})",
+            v.next_power_of_two()
+        ));
+    }
+    Ok(v)
+}
+
+/// One positive process or thread id (`-p`/`-t` take comma-separated lists
+/// of them, of any length).
+fn positive_id(s: &str) -> Result<u32, String> {
+    let part = s.trim();
+    if part.is_empty() {
+        return Err("empty entry in the list; expected e.g. 123,456".to_string());
+    }
+    let v = nonzero(part)?;
+    match u32::try_from(v) {
+        Ok(id) if id <= i32::MAX as u32 => Ok(id),
+        _ => Err(format!("'{part}' is not a valid id")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        let mut v = vec!["offwake-perf"];
+        v.extend_from_slice(args);
+        Cli::try_parse_from_checked(v)
+    }
+
+    fn err_kind(args: &[&str]) -> ErrorKind {
+        parse(args).expect_err("should be rejected").kind()
+    }
+
+    #[test]
+    fn defaults() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.duration, None);
+        assert_eq!(c.min_block_time, 1);
+        assert_eq!(c.max_block_time, u64::MAX);
+        assert_eq!(c.stack_storage_size, 16384);
+        assert_eq!(c.backend, Backend::Auto);
+        assert_eq!(c.mmap_pages, DEFAULT_MMAP_PAGES);
+        assert!(c.command.is_empty());
+    }
+
+    #[test]
+    fn pid_lists_of_any_length() {
+        let c = parse(&["-p", "1,2,3,4,5,6,7,8,9,10", "5"]).unwrap();
+        assert_eq!(c.pid.unwrap(), (1..=10).collect::<Vec<u32>>());
+        assert_eq!(c.duration, Some(5));
+        let c = parse(&["--tid", "42"]).unwrap();
+        assert_eq!(c.tid.unwrap(), vec![42]);
+    }
+
+    #[test]
+    fn bad_lists_are_rejected() {
+        for bad in ["1,,2", "abc", "0", "1,2,", "99999999999"] {
+            assert_eq!(err_kind(&["-p", bad]), ErrorKind::ValueValidation, "{bad}");
+        }
+        // A negative number reads as an unknown flag; still a usage error.
+        assert!(parse(&["-p", "-3"]).is_err());
+    }
+
+    #[test]
+    fn exclusive_groups() {
+        for args in [
+            &["-p", "1", "-t", "2"][..],
+            &["-p", "1", "-u"],
+            &["-t", "1", "-k"],
+            &["-u", "-k"],
+            &["-U", "-K"],
+            &["-p", "1", "--", "true"],
+        ] {
+            assert_eq!(err_kind(args), ErrorKind::ArgumentConflict, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn numbers_must_be_positive_and_nonzero() {
+        assert_eq!(err_kind(&["0"]), ErrorKind::ValueValidation);
+        assert_eq!(err_kind(&["-m", "0"]), ErrorKind::ValueValidation);
+        assert_eq!(err_kind(&["-M", "0"]), ErrorKind::ValueValidation);
+        assert_eq!(
+            err_kind(&["--stack-storage-size", "0"]),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(err_kind(&["-m", "-5"]), ErrorKind::UnknownArgument);
+        assert_eq!(err_kind(&["--state", "-1"]), ErrorKind::UnknownArgument);
+        assert_eq!(err_kind(&["--mmap-pages", "3"]), ErrorKind::ValueValidation);
+        assert_eq!(err_kind(&["x"]), ErrorKind::ValueValidation);
+    }
+
+    #[test]
+    fn min_not_above_max() {
+        assert_eq!(
+            err_kind(&["-m", "10", "-M", "5"]),
+            ErrorKind::ArgumentConflict
+        );
+        assert!(parse(&["-m", "5", "-M", "5"]).is_ok());
+    }
+
+    #[test]
+    fn command_after_double_dash() {
+        let c = parse(&["-f", "--", "sleep", "-x", "1"]).unwrap();
+        assert!(c.folded);
+        assert_eq!(c.command, vec!["sleep", "-x", "1"]);
+        let c = parse(&["3", "--", "true"]).unwrap();
+        assert_eq!(c.duration, Some(3));
+    }
+}

@@ -1,1 +1,408 @@
-//! Session orchestration.
+//! One run of the tool: checks the targets, opens the backend, optionally
+//! starts the command, drives the event loop until the duration ends, a
+//! signal arrives or the command exits, then aggregates, symbolizes and
+//! prints.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{self, Write};
+use std::path::Path;
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::aggregate::{
+    self, Aggregator, StackRef, StackTable, StateFilter, TaskTable, ThreadFilter,
+};
+use crate::cli::{Backend, Cli};
+use crate::event::{Event, EventKind};
+use crate::perf::{PerfBackend, PerfConfig};
+use crate::report::{self, Frames, ReportOptions, ResolvedEntry, StackMode};
+use crate::symbolize::{ProcessMaps, Symbolizer};
+use crate::tracefs::Tracefs;
+
+/// Set by SIGINT/SIGTERM: stop tracing and print the report.
+static STOP: AtomicBool = AtomicBool::new(false);
+/// SIGINTs received; the second one aborts.
+static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    if sig == libc::SIGINT && INTERRUPTS.fetch_add(1, Ordering::SeqCst) >= 1 {
+        // SAFETY: _exit is async-signal-safe; a second Ctrl-C aborts at once.
+        unsafe { libc::_exit(130) };
+    }
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() -> Result<()> {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    // No SA_RESTART: poll() must return EINTR so the loop sees the flag.
+    let action = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only touches atomics and calls _exit, both
+        // async-signal-safe.
+        unsafe { sigaction(sig, &action) }
+            .with_context(|| format!("installing a handler for {sig}"))?;
+    }
+    Ok(())
+}
+
+/// How the run ended, for the caller's exit status.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// stdout was closed under us: exit quietly.
+    BrokenPipe,
+}
+
+/// Runs the whole job described by `cli`.
+pub fn run(cli: &Cli) -> Result<Outcome> {
+    let launch = Instant::now();
+    let threads = thread_filter(cli)?;
+    let state = match cli.state {
+        Some(n) => Some(StateFilter::from_user(n)?),
+        None => None,
+    };
+    match cli.backend {
+        Backend::Auto | Backend::Perf => {}
+        Backend::Tracefs => {
+            bail!("the tracefs backend is not available yet; use --backend perf (or auto)")
+        }
+    }
+
+    let tracefs = Tracefs::open()?;
+    // Seed what is known about threads before the first event arrives.
+    let tasks = TaskTable::scan_proc();
+    let mut maps = ProcessMaps::new();
+    if let ThreadFilter::Tgids(pids) = &threads {
+        for &pid in pids {
+            maps.ensure_known(pid, 0);
+        }
+    }
+
+    let stack_mode = if cli.user_stacks_only {
+        StackMode::UserOnly
+    } else if cli.kernel_stacks_only {
+        StackMode::KernelOnly
+    } else {
+        StackMode::Both
+    };
+    let perf_config = PerfConfig {
+        mmap_pages: cli.mmap_pages,
+        kernel_callchain: stack_mode != StackMode::UserOnly,
+        user_callchain: stack_mode != StackMode::KernelOnly,
+    };
+    install_signal_handlers()?;
+    let mut backend = PerfBackend::open(&tracefs, &perf_config)?;
+    let attached = launch.elapsed();
+    if std::env::var_os("OFFWAKE_TIMING").is_some() {
+        eprintln!(
+            "offwake-perf: tracing active {:.3} ms after launch",
+            attached.as_secs_f64() * 1e3
+        );
+    }
+
+    // Tracing is active from here on: a command started now is seen from
+    // its first instruction.
+    let mut child = None;
+    let threads = if cli.command.is_empty() {
+        threads
+    } else {
+        let c = spawn_command(&cli.command)?;
+        let root = c.id();
+        child = Some(c);
+        ThreadFilter::Command { root }
+    };
+
+    let options = ReportOptions {
+        folded: cli.folded,
+        delimited: cli.delimited,
+        stacks: stack_mode,
+    };
+    let mut out = io::stdout().lock();
+    let header = report::header(&options, cli.duration);
+    if !header.is_empty() && write_out(&mut out, header.as_bytes())? == Outcome::BrokenPipe {
+        return Ok(Outcome::BrokenPipe);
+    }
+
+    let config = aggregate::Config {
+        threads,
+        state,
+        min_block_us: cli.min_block_time,
+        max_block_us: cli.max_block_time,
+        stack_storage_size: cli.stack_storage_size,
+        kernel_stacks: stack_mode != StackMode::UserOnly,
+        user_stacks: stack_mode != StackMode::KernelOnly,
+    };
+    let mut aggregator = Aggregator::new(config, tasks);
+    let keep_user = stack_mode != StackMode::KernelOnly;
+    let mut sink = |event: Event| {
+        if keep_user {
+            track_maps(&mut maps, &event);
+        }
+        aggregator.process(&event);
+    };
+
+    let deadline = cli
+        .duration
+        .map(|s| Instant::now() + Duration::from_secs(s));
+    let mut child_status = None;
+    loop {
+        if STOP.load(Ordering::SeqCst) {
+            break;
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            break;
+        }
+        if let Some(c) = child.as_mut() {
+            if let Some(status) = c.try_wait().context("waiting for the command")? {
+                child_status = Some(status);
+                break;
+            }
+        }
+        let mut timeout = Duration::from_millis(100);
+        if let Some(d) = deadline {
+            timeout = timeout.min(d.saturating_duration_since(now));
+        }
+        backend.poll(timeout, &mut sink)?;
+    }
+    backend.finish(&mut sink)?;
+    let perf_stats = backend.stats();
+    drop(backend);
+    drop(sink);
+
+    if let Some(status) = child_status {
+        if !status.success() {
+            eprintln!("offwake-perf: the command exited with {status}");
+        }
+    } else if let Some(mut c) = child {
+        // Tracing ended first: the command keeps running on its own.
+        if let Ok(None) = c.try_wait() {
+            eprintln!(
+                "offwake-perf: tracing ended; the command (pid {}) is still running",
+                c.id()
+            );
+        }
+    }
+
+    let result = aggregator.finish();
+    let entries = symbolize_entries(&result, maps, stack_mode)?;
+
+    let mut buffered = io::BufWriter::new(&mut out);
+    let written =
+        report::write_report(&mut buffered, &options, &entries).and_then(|()| buffered.flush());
+    drop(buffered);
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(Outcome::BrokenPipe),
+        Err(e) => return Err(e).context("writing the report"),
+    }
+
+    let stats = result.stats;
+    if stats.missed_stacks > 0 {
+        eprintln!(
+            "WARNING: {} stack traces lost and could not be displayed. \
+             Consider increasing --stack-storage-size.",
+            stats.missed_stacks
+        );
+    }
+    let lost = stats.lost_records.max(perf_stats.lost_records);
+    if lost > 0 || stats.discarded_lost > 0 {
+        eprintln!(
+            "WARNING: {lost} records lost; {} intervals that could span a loss were discarded. \
+             Consider a larger --mmap-pages.",
+            stats.discarded_lost
+        );
+    }
+    if perf_stats.malformed > 0 {
+        eprintln!(
+            "WARNING: {} malformed records skipped",
+            perf_stats.malformed
+        );
+    }
+    Ok(Outcome::Done)
+}
+
+/// Writes to stdout, mapping EPIPE to [`Outcome::BrokenPipe`].
+fn write_out(out: &mut dyn Write, bytes: &[u8]) -> Result<Outcome> {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(Outcome::Done),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(Outcome::BrokenPipe),
+        Err(e) => Err(e).context("writing to stdout"),
+    }
+}
+
+/// Feeds the memory-map history: side-band events, and a `/proc` snapshot
+/// for a process the first time one of its user stacks shows up.
+fn track_maps(maps: &mut ProcessMaps, event: &Event) {
+    match &event.kind {
+        EventKind::Switch(s) if !s.stack.user.is_empty() && s.prev_tgid != 0 => {
+            maps.ensure_known(s.prev_tgid, event.time)
+        }
+        EventKind::Waking(w) if !w.stack.user.is_empty() && w.waker_tgid != 0 => {
+            maps.ensure_known(w.waker_tgid, event.time)
+        }
+        EventKind::Fork(_) | EventKind::Comm(_) | EventKind::Mmap(_) | EventKind::Exit(_) => {
+            maps.observe(event)
+        }
+        _ => {}
+    }
+}
+
+/// The target filter from `-p`/`-t`/`-u`/`-k`, after checking that every
+/// named PID and TID exists.
+fn thread_filter(cli: &Cli) -> Result<ThreadFilter> {
+    if let Some(pids) = &cli.pid {
+        for &pid in pids {
+            let status = Path::new("/proc").join(pid.to_string()).join("status");
+            let text = std::fs::read_to_string(&status)
+                .map_err(|_| anyhow::anyhow!("no process with PID {pid} exists"))?;
+            if let Some(tgid) = status_field(&text, "Tgid:") {
+                if tgid != pid {
+                    bail!(
+                        "{pid} is a thread of process {tgid}, not a process; use -t {pid} or -p {tgid}"
+                    );
+                }
+            }
+        }
+        return Ok(ThreadFilter::Tgids(pids.iter().copied().collect()));
+    }
+    if let Some(tids) = &cli.tid {
+        for &tid in tids {
+            // /proc/TID resolves for any thread, even one that is not a
+            // process leader.
+            if !Path::new("/proc").join(tid.to_string()).exists() {
+                bail!("no thread with TID {tid} exists");
+            }
+        }
+        return Ok(ThreadFilter::Tids(
+            tids.iter().copied().collect::<HashSet<_>>(),
+        ));
+    }
+    Ok(if cli.user_threads_only {
+        ThreadFilter::UserThreads
+    } else if cli.kernel_threads_only {
+        ThreadFilter::KernelThreads
+    } else {
+        ThreadFilter::All
+    })
+}
+
+fn status_field(status: &str, name: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn spawn_command(argv: &[std::ffi::OsString]) -> Result<Child> {
+    let (program, args) = argv.split_first().context("no command given after --")?;
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    // The command should not inherit our signal handlers' disposition;
+    // Command resets handled signals to default on exec anyway.
+    cmd.spawn()
+        .with_context(|| format!("starting {}", program.to_string_lossy()))
+}
+
+/// Symbolizes every stack once, then builds the printable entries.
+fn symbolize_entries(
+    result: &aggregate::Aggregate,
+    maps: ProcessMaps,
+    stack_mode: StackMode,
+) -> Result<Vec<ResolvedEntry>> {
+    let mut symbolizer = Symbolizer::new(maps)?;
+    let started = Instant::now();
+    let table: &StackTable = &result.stacks;
+    let total = table.kernel.len() + table.user.len();
+    let mut progress_shown = false;
+    let mut done = 0usize;
+    let mut tick = |done: usize| {
+        if started.elapsed() > Duration::from_secs(1) && (done % 256 == 0 || done == total) {
+            eprint!("\roffwake-perf: symbolizing stacks {done}/{total}");
+            progress_shown = true;
+        }
+    };
+    let mut kernel_names: HashMap<u32, Vec<String>> = HashMap::new();
+    let mut user_names: HashMap<u32, Vec<String>> = HashMap::new();
+    // Only stacks that some entry uses are resolved.
+    let mut wanted_k: HashSet<u32> = HashSet::new();
+    let mut wanted_u: HashSet<u32> = HashSet::new();
+    for e in &result.entries {
+        for r in [
+            e.key.target_kernel,
+            e.key.target_user,
+            e.key.waker_kernel,
+            e.key.waker_user,
+        ] {
+            match r {
+                StackRef::Kernel(id) => {
+                    wanted_k.insert(id);
+                }
+                StackRef::User(id) => {
+                    wanted_u.insert(id);
+                }
+                StackRef::Empty | StackRef::Missed => {}
+            }
+        }
+    }
+    let mut ids: Vec<u32> = wanted_k.into_iter().collect();
+    ids.sort_unstable();
+    for id in ids {
+        if let Some(addrs) = table.kernel.get(id as usize) {
+            kernel_names.insert(id, symbolizer.kernel(addrs));
+        }
+        done += 1;
+        tick(done);
+    }
+    let mut ids: Vec<u32> = wanted_u.into_iter().collect();
+    ids.sort_unstable();
+    for id in ids {
+        if let Some(stack) = table.user.get(id as usize) {
+            user_names.insert(id, symbolizer.user(stack.tgid, stack.time, &stack.addrs));
+        }
+        done += 1;
+        tick(done);
+    }
+    if progress_shown {
+        eprintln!();
+    }
+    for w in symbolizer.warnings() {
+        eprintln!("WARNING: {w}");
+    }
+
+    let frames = |r: StackRef| -> Frames {
+        match r {
+            StackRef::Empty => Frames::Names(Vec::new()),
+            StackRef::Missed => Frames::Missed,
+            StackRef::Kernel(id) => {
+                Frames::Names(kernel_names.get(&id).cloned().unwrap_or_default())
+            }
+            StackRef::User(id) => Frames::Names(user_names.get(&id).cloned().unwrap_or_default()),
+        }
+    };
+    let hide = |f: Frames, shown: bool| if shown { f } else { Frames::Names(Vec::new()) };
+    let show_kernel = stack_mode != StackMode::UserOnly;
+    let show_user = stack_mode != StackMode::KernelOnly;
+    Ok(result
+        .entries
+        .iter()
+        .map(|e| ResolvedEntry {
+            target_comm: e.key.target_comm.as_str().into_owned(),
+            target_tid: e.key.target_tid,
+            waker_comm: e.key.waker_comm.as_str().into_owned(),
+            waker_tid: e.key.waker_tid,
+            target_kernel: hide(frames(e.key.target_kernel), show_kernel),
+            target_user: hide(frames(e.key.target_user), show_user),
+            waker_kernel: hide(frames(e.key.waker_kernel), show_kernel),
+            waker_user: hide(frames(e.key.waker_user), show_user),
+            total_us: e.total_us,
+        })
+        .collect())
+}

@@ -19,7 +19,9 @@ pub enum ThreadFilter {
     KernelThreads,
     /// `-- COMMAND`: the process `root` from its exec on, and every process
     /// it (transitively) forks.
-    Command { root: u32 },
+    Command {
+        root: u32,
+    },
 }
 
 /// `--state N`, mapped onto the bits the tracepoint reports.
