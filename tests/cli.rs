@@ -1,0 +1,97 @@
+//! Bad input: every rule of SPEC section 1 gives a clear message and a
+//! non-zero exit, never a panic. These need no privileges.
+
+mod common;
+
+use common::run;
+
+fn expect_usage_error(args: &[&str], needle: &str) {
+    let out = run(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(
+        err.contains(needle),
+        "{args:?}: expected {needle:?} in:\n{err}"
+    );
+    assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
+    assert!(out.stdout.is_empty(), "{args:?} wrote to stdout");
+}
+
+#[test]
+fn exclusive_options() {
+    expect_usage_error(&["-p", "1", "-t", "1"], "cannot be used with");
+    expect_usage_error(&["-p", "1", "-u"], "cannot be used with");
+    expect_usage_error(&["-t", "1", "-k"], "cannot be used with");
+    expect_usage_error(&["-u", "-k"], "cannot be used with");
+    expect_usage_error(&["-U", "-K"], "cannot be used with");
+    expect_usage_error(&["-p", "1", "--", "true"], "cannot be used with");
+}
+
+#[test]
+fn numbers() {
+    expect_usage_error(&["0"], "non-zero");
+    expect_usage_error(&["abc"], "DURATION");
+    expect_usage_error(&["-m", "0"], "non-zero");
+    expect_usage_error(&["-M", "0"], "non-zero");
+    expect_usage_error(&["--stack-storage-size", "0"], "non-zero");
+    expect_usage_error(&["-m", "100", "-M", "10"], "must not be greater than");
+    expect_usage_error(&["--mmap-pages", "100"], "power of two");
+    expect_usage_error(&["-p", "1,,2"], "empty entry");
+    expect_usage_error(&["-p", "x"], "non-negative integer");
+    expect_usage_error(&["-t", "0"], "non-zero");
+    expect_usage_error(&["-m", "-1"], "unexpected argument");
+    expect_usage_error(&["--backend", "bpf"], "invalid value");
+    expect_usage_error(&["--bogus"], "unexpected argument");
+}
+
+#[test]
+fn missing_targets_are_named() {
+    for (args, needle) in [
+        (&["-p", "1,2147483646"][..], "2147483646"),
+        (&["-t", "2147483645"][..], "2147483645"),
+    ] {
+        let out = run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn unreportable_state_bits_are_refused() {
+    for n in ["256", "512", "8192", "32768", "257"] {
+        let out = run(&["--state", n, "1"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "--state {n}: {err}");
+        assert!(err.contains("never"), "--state {n}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn help_has_examples() {
+    let out = run(&["--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for opt in [
+        "--pid",
+        "--tid",
+        "--user-threads-only",
+        "--kernel-threads-only",
+        "--user-stacks-only",
+        "--kernel-stacks-only",
+        "--delimited",
+        "--folded",
+        "--min-block-time",
+        "--max-block-time",
+        "--state",
+        "--stack-storage-size",
+        "--backend",
+        "--mmap-pages",
+        "examples:",
+        "flamegraph.pl",
+    ] {
+        assert!(text.contains(opt), "--help lacks {opt}");
+    }
+}

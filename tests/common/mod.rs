@@ -1,0 +1,286 @@
+//! Shared helpers for the integration tests: root gating, building the C
+//! workloads, running the tool, and parsing its two output formats.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+
+/// True when the live tests can run. Without root they are skipped, unless
+/// `OFFWAKE_REQUIRE_LIVE=1` (set by `.ci/run`), when they fail.
+pub fn live() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root {
+        return true;
+    }
+    if std::env::var("OFFWAKE_REQUIRE_LIVE").as_deref() == Ok("1") {
+        panic!("this test needs root (OFFWAKE_REQUIRE_LIVE=1 forbids skipping)");
+    }
+    eprintln!("skipping: needs root (set OFFWAKE_REQUIRE_LIVE=1 to make this a failure)");
+    false
+}
+
+pub fn tool() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_offwake-perf"))
+}
+
+static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+
+/// Compiles `tests/workloads/<name>.c` (or `.cpp`) once per test binary,
+/// with frame pointers and debug info, and returns the executable's path.
+pub fn workload(name: &str) -> PathBuf {
+    let mut guard = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    let map = guard.get_or_insert_with(HashMap::new);
+    if let Some(p) = map.get(name) {
+        return p.clone();
+    }
+    let src_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workloads");
+    let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("workloads");
+    std::fs::create_dir_all(&out_dir).expect("creating the workload directory");
+    let out = out_dir.join(name);
+    let c = src_dir.join(format!("{name}.c"));
+    let (compiler, src) = if c.exists() {
+        ("cc", c)
+    } else {
+        ("c++", src_dir.join(format!("{name}.cpp")))
+    };
+    let status = Command::new(compiler)
+        .args(["-O0", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .unwrap_or_else(|e| panic!("running {compiler}: {e}"));
+    assert!(status.success(), "compiling {}", src.display());
+    map.insert(name.to_string(), out.clone());
+    out
+}
+
+/// The ground truth a workload prints on stderr as `blocked_us=<n>`.
+pub fn ground_truth(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("blocked_us="))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no blocked_us= line in:\n{stderr}"))
+}
+
+/// Starts the tool with `args` and returns once it has printed its header
+/// (tracing is active). Only for the default (non-folded) output.
+pub struct Running {
+    pub child: Child,
+    reader: BufReader<std::process::ChildStdout>,
+    pub header: String,
+}
+
+pub fn start_traced(args: &[&str]) -> Running {
+    let mut child = tool()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting offwake-perf");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut reader = BufReader::new(stdout);
+    let mut header = String::new();
+    reader.read_line(&mut header).expect("reading the header");
+    if header.is_empty() {
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        panic!("offwake-perf printed no header; stderr:\n{err}");
+    }
+    Running {
+        child,
+        reader,
+        header,
+    }
+}
+
+impl Running {
+    /// Waits for the tool to finish; returns (rest of stdout, stderr).
+    pub fn finish(mut self) -> (String, String) {
+        let mut out = String::new();
+        self.reader
+            .read_to_string(&mut out)
+            .expect("reading stdout");
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            e.read_to_string(&mut err).expect("reading stderr");
+        }
+        let status = self.child.wait().expect("waiting for offwake-perf");
+        assert!(status.success(), "offwake-perf failed: {status}\n{err}");
+        (out, err)
+    }
+}
+
+/// A workload started with `go` as its last argument: it waits for a byte
+/// on stdin before doing its measured work.
+pub struct Gated {
+    pub child: Child,
+}
+
+pub fn start_gated(path: &Path, args: &[&str]) -> Gated {
+    let child = Command::new(path)
+        .args(args)
+        .arg("go")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the workload");
+    Gated { child }
+}
+
+impl Gated {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn go(&mut self) {
+        let stdin = self.child.stdin.as_mut().expect("piped stdin");
+        stdin.write_all(b"g").expect("releasing the workload");
+        stdin.flush().expect("flushing");
+    }
+
+    /// Waits for exit and returns its stderr.
+    pub fn finish(self) -> String {
+        let out = self.child.wait_with_output().expect("waiting for workload");
+        assert!(out.status.success(), "workload failed: {:?}", out.status);
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+pub fn run(args: &[&str]) -> Output {
+    tool().args(args).output().expect("running offwake-perf")
+}
+
+/// One line of folded output, split into its two sides.
+#[derive(Debug, Clone)]
+pub struct Folded {
+    pub target_comm: String,
+    /// Target frames, outermost first (user then kernel).
+    pub target: Vec<String>,
+    /// Waker frames, innermost first (kernel then user).
+    pub waker: Vec<String>,
+    pub waker_comm: String,
+    pub total: u64,
+}
+
+pub fn parse_folded(text: &str) -> Vec<Folded> {
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|line| {
+            let (stack, total) = line
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("no total in folded line {line:?}"));
+            let total: u64 = total
+                .parse()
+                .unwrap_or_else(|_| panic!("bad total in folded line {line:?}"));
+            let fields: Vec<&str> = stack.split(';').collect();
+            let sep = fields
+                .iter()
+                .position(|f| *f == "--")
+                .unwrap_or_else(|| panic!("no -- in folded line {line:?}"));
+            assert!(fields.len() >= 3, "short folded line {line:?}");
+            for (i, f) in fields.iter().enumerate() {
+                if i != fields.len() - 1 {
+                    assert!(!f.is_empty(), "empty field in folded line {line:?}");
+                }
+            }
+            Folded {
+                target_comm: fields[0].to_string(),
+                target: fields[1..sep].iter().map(|s| s.to_string()).collect(),
+                waker: fields[sep + 1..fields.len() - 1]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+                waker_comm: fields[fields.len() - 1].to_string(),
+                total,
+            }
+        })
+        .collect()
+}
+
+/// One block of the default output.
+#[derive(Debug, Clone)]
+pub struct Block {
+    pub waker_comm: String,
+    pub waker_tid: u32,
+    /// Waker frames as printed (outermost first).
+    pub waker: Vec<String>,
+    /// Target frames as printed (innermost first).
+    pub target: Vec<String>,
+    pub target_comm: String,
+    pub target_tid: u32,
+    pub total: u64,
+}
+
+fn label(line: &str, name: &str) -> Option<(String, u32)> {
+    let rest = line.strip_prefix(&format!("    {name:<16} "))?;
+    let (comm, tid) = rest.rsplit_once(' ')?;
+    Some((comm.to_string(), tid.parse().ok()?))
+}
+
+/// Parses the default multi-line output (after the header), checking its
+/// layout strictly as it goes.
+pub fn parse_default(text: &str) -> Vec<Block> {
+    let mut lines = text.lines().peekable();
+    assert_eq!(
+        lines.next(),
+        Some(""),
+        "report must start with a blank line"
+    );
+    let mut blocks = Vec::new();
+    while let Some(first) = lines.next() {
+        let (waker_comm, waker_tid) = label(first, "waker:")
+            .unwrap_or_else(|| panic!("expected a waker: line, got {first:?}"));
+        let mut waker = Vec::new();
+        loop {
+            let l = lines.next().expect("unterminated block");
+            if l == format!("    {:<16} {}", "--", "--") {
+                break;
+            }
+            waker.push(
+                l.strip_prefix("    ")
+                    .unwrap_or_else(|| panic!("bad frame line {l:?}"))
+                    .to_string(),
+            );
+        }
+        let mut target = Vec::new();
+        let (target_comm, target_tid) = loop {
+            let l = lines.next().expect("unterminated block");
+            if let Some(t) = label(l, "target:") {
+                break t;
+            }
+            target.push(
+                l.strip_prefix("    ")
+                    .unwrap_or_else(|| panic!("bad frame line {l:?}"))
+                    .to_string(),
+            );
+        };
+        let total_line = lines.next().expect("missing total");
+        let total = total_line
+            .strip_prefix("        ")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("bad total line {total_line:?}"));
+        assert_eq!(lines.next(), Some(""), "block must end with a blank line");
+        blocks.push(Block {
+            waker_comm,
+            waker_tid,
+            waker,
+            target,
+            target_comm,
+            target_tid,
+            total,
+        });
+    }
+    blocks
+}
+
+pub fn has(frames: &[String], name: &str) -> bool {
+    frames.iter().any(|f| f == name)
+}

@@ -1,0 +1,288 @@
+//! End-to-end tests against the real kernel (root): workloads with known
+//! blocking behaviour, traced by the built binary, checked for stacks and
+//! durations against the workloads' own measurements.
+
+mod common;
+
+use common::*;
+
+/// Asserts `got` is within [lo, hi] × `expected`.
+fn assert_ratio(what: &str, got: u64, expected: u64, lo: f64, hi: f64) {
+    let ratio = got as f64 / expected as f64;
+    assert!(
+        ratio >= lo && ratio <= hi,
+        "{what}: measured {got} us vs expected {expected} us (ratio {ratio:.4}, allowed {lo}..{hi})"
+    );
+}
+
+/// (a) and (d): N sleeps of known length, through `-- COMMAND`. The total
+/// blocked time in the sleep stack matches N × length and the workload's
+/// own measurement; the waker is the hrtimer path.
+#[test]
+fn sleep_loop_totals_and_hrtimer_waker() {
+    if !live() {
+        return;
+    }
+    let exe = workload("sleeploop");
+    let (n, ms) = (20u64, 50u64);
+    let out = run(&[
+        "-f",
+        "-d",
+        "--",
+        exe.to_str().unwrap(),
+        &n.to_string(),
+        &ms.to_string(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "failed: {stderr}");
+    let lines = parse_folded(&stdout);
+    assert!(!lines.is_empty(), "no output; stderr:\n{stderr}");
+    // Only the command is traced.
+    for l in &lines {
+        assert_eq!(l.target_comm, "sleeploop", "unexpected target in {l:?}");
+    }
+    let sleeps: Vec<&Folded> = lines
+        .iter()
+        .filter(|l| has(&l.target, "sleep_once") && has(&l.target, "do_nanosleep"))
+        .collect();
+    assert!(!sleeps.is_empty(), "no sleep_once stack in:\n{stdout}");
+    for l in &sleeps {
+        // Target user stack outermost first: main → sleep_loop → sleep_once.
+        let pos = |f: &str| l.target.iter().position(|x| x == f);
+        assert!(
+            pos("main") < pos("sleep_loop") && pos("sleep_loop") < pos("sleep_once"),
+            "user frames out of order in {l:?}"
+        );
+        assert!(
+            pos("sleep_once") < pos("-"),
+            "user part must precede kernel part: {l:?}"
+        );
+    }
+    let total: u64 = sleeps.iter().map(|l| l.total).sum();
+    assert_ratio("sleep total vs N x length", total, n * ms * 1000, 1.0, 1.05);
+    assert_ratio(
+        "sleep total vs workload's own measurement",
+        total,
+        ground_truth(&stderr),
+        0.97,
+        1.03,
+    );
+    let by_timer: u64 = sleeps
+        .iter()
+        .filter(|l| has(&l.waker, "hrtimer_wakeup"))
+        .map(|l| l.total)
+        .sum();
+    assert!(
+        by_timer as f64 >= 0.95 * total as f64,
+        "waker stacks should go through hrtimer_wakeup: {by_timer} of {total} us;\n{stdout}"
+    );
+    // The waker's kernel stack starts at the caller of try_to_wake_up.
+    for l in &sleeps {
+        assert_ne!(
+            l.waker.first().map(String::as_str),
+            Some("try_to_wake_up"),
+            "{l:?}"
+        );
+    }
+}
+
+/// (b): a reader thread blocked on a pipe, woken by a writer thread after a
+/// known delay; traced with `-p PID` and the default output.
+#[test]
+fn pipe_wakeup_by_named_thread() {
+    if !live() {
+        return;
+    }
+    let exe = workload("pipewake");
+    let (k, ms) = (20u64, 30u64);
+    let mut w = start_gated(&exe, &[&k.to_string(), &ms.to_string()]);
+    let pid = w.pid().to_string();
+    let tracer = start_traced(&["-p", &pid, "3"]);
+    assert_eq!(
+        tracer.header,
+        "Tracing blocked time (us) by user + kernel off-CPU and waker stack for 3 secs.\n"
+    );
+    w.go();
+    let truth = ground_truth(&w.finish());
+    let (out, err) = tracer.finish();
+    let blocks = parse_default(&out);
+    let pipe: Vec<&Block> = blocks
+        .iter()
+        .filter(|b| b.target_comm == "reader" && has(&b.target, "reader_wait"))
+        .collect();
+    assert!(!pipe.is_empty(), "no reader_wait block in:\n{out}\n{err}");
+    for b in &pipe {
+        assert!(
+            has(&b.target, "pipe_read"),
+            "target kernel stack lacks pipe_read: {b:?}"
+        );
+        assert_eq!(b.waker_comm, "writer", "{b:?}");
+        assert!(
+            has(&b.waker, "pipe_write"),
+            "waker kernel stack lacks pipe_write: {b:?}"
+        );
+        assert!(
+            has(&b.waker, "writer_poke"),
+            "waker user stack lacks writer_poke: {b:?}"
+        );
+        // Waker printed outermost first: writer_main above writer_poke
+        // above the kernel's pipe_write.
+        let pos = |f: &str| b.waker.iter().position(|x| x == f);
+        assert!(
+            pos("writer_main") < pos("writer_poke") && pos("writer_poke") < pos("pipe_write"),
+            "{b:?}"
+        );
+        // Target printed innermost first: kernel, then reader_wait.
+        let tpos = |f: &str| b.target.iter().position(|x| x == f);
+        assert!(
+            tpos("pipe_read") < tpos("reader_wait") && tpos("reader_wait") < tpos("reader_main"),
+            "{b:?}"
+        );
+        assert_ne!(b.waker_tid, 0);
+    }
+    let total: u64 = pipe.iter().map(|b| b.total).sum();
+    assert_ratio(
+        "reader total vs K x delay",
+        total,
+        k * ms * 1000,
+        0.97,
+        1.05,
+    );
+    assert_ratio(
+        "reader total vs workload's own measurement",
+        total,
+        truth,
+        0.97,
+        1.03,
+    );
+    // Blocks come in ascending order of total.
+    let totals: Vec<u64> = blocks.iter().map(|b| b.total).collect();
+    assert!(
+        totals.windows(2).all(|w| w[0] <= w[1]),
+        "not sorted: {totals:?}"
+    );
+}
+
+/// (c): a process that exits before tracing ends still has its user frames
+/// symbolized.
+#[test]
+fn exited_process_still_symbolized() {
+    if !live() {
+        return;
+    }
+    let exe = workload("sleeploop");
+    let tracer = start_traced(&["-u", "2"]);
+    let out = std::process::Command::new(&exe)
+        .args(["5", "20"])
+        .output()
+        .expect("running sleeploop");
+    assert!(out.status.success());
+    let (text, err) = tracer.finish();
+    let blocks = parse_default(&text);
+    let mine: Vec<&Block> = blocks
+        .iter()
+        .filter(|b| b.target_comm == "sleeploop" && has(&b.target, "do_nanosleep"))
+        .collect();
+    assert!(!mine.is_empty(), "sleeploop not traced:\n{err}");
+    for b in &mine {
+        assert!(
+            has(&b.target, "sleep_once") && has(&b.target, "main"),
+            "user frames of the exited process not symbolized: {b:?}"
+        );
+    }
+    let total: u64 = mine.iter().map(|b| b.total).sum();
+    assert_ratio("exited process total", total, 5 * 20_000, 1.0, 1.10);
+}
+
+/// (e): C++ frames come out demangled.
+#[test]
+fn cxx_frames_are_demangled() {
+    if !live() {
+        return;
+    }
+    let exe = workload("cxxsleep");
+    let out = run(&["-f", "-U", "--", exe.to_str().unwrap(), "5", "10"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = parse_folded(&stdout);
+    let naps: Vec<&Folded> = lines
+        .iter()
+        .filter(|l| has(&l.target, "ns::Sleeper::nap(long)"))
+        .collect();
+    assert!(
+        !naps.is_empty(),
+        "no demangled ns::Sleeper::nap(long) in:\n{stdout}"
+    );
+    // -U: no kernel frames anywhere.
+    for l in &lines {
+        assert!(
+            !has(&l.target, "do_nanosleep") && !has(&l.waker, "hrtimer_wakeup"),
+            "{l:?}"
+        );
+    }
+    let total: u64 = naps.iter().map(|l| l.total).sum();
+    assert_ratio("cxx sleep total", total, 5 * 10_000, 1.0, 1.10);
+}
+
+/// `-K` shows only kernel stacks; the header says so.
+#[test]
+fn kernel_stacks_only_header_and_frames() {
+    if !live() {
+        return;
+    }
+    let exe = workload("sleeploop");
+    let tracer = start_traced(&["-K", "2"]);
+    assert_eq!(
+        tracer.header,
+        "Tracing blocked time (us) by kernel off-CPU and waker stack for 2 secs.\n"
+    );
+    let st = std::process::Command::new(&exe)
+        .args(["3", "10"])
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let (text, _) = tracer.finish();
+    let blocks = parse_default(&text);
+    let mine: Vec<&Block> = blocks
+        .iter()
+        .filter(|b| b.target_comm == "sleeploop")
+        .collect();
+    assert!(!mine.is_empty());
+    for b in &mine {
+        assert!(
+            !has(&b.target, "sleep_once") && !has(&b.target, "main"),
+            "{b:?}"
+        );
+    }
+    assert!(mine.iter().any(|b| has(&b.target, "do_nanosleep")));
+}
+
+/// SIGINT ends tracing and still prints the report.
+#[test]
+fn sigint_prints_report() {
+    if !live() {
+        return;
+    }
+    let exe = workload("sleeploop");
+    let tracer = start_traced(&[]);
+    assert_eq!(
+        tracer.header,
+        "Tracing blocked time (us) by user + kernel off-CPU and waker stack... Hit Ctrl-C to end.\n"
+    );
+    let st = std::process::Command::new(&exe)
+        .args(["3", "10"])
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    // SAFETY: kill with a valid pid of our own child and a valid signal.
+    let rc = unsafe { libc::kill(tracer.child.id() as i32, libc::SIGINT) };
+    assert_eq!(rc, 0);
+    let (text, _) = tracer.finish();
+    let blocks = parse_default(&text);
+    assert!(blocks.iter().any(|b| b.target_comm == "sleeploop"));
+}
