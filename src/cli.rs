@@ -101,7 +101,7 @@ pub struct Cli {
     /// Only blocks whose task state at switch-out shares a bit with N
     /// (1 S, 2 D, 4 T, 8 t, 16 X, 32 Z, 64 P, 128 I); 0 selects preempted
     /// (runnable) switch-outs.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = state_bits)]
     pub state: Option<u64>,
 
     /// Most unique stacks kept; stacks beyond this print as placeholders.
@@ -185,6 +185,13 @@ fn power_of_two(s: &str) -> Result<usize, String> {
         ));
     }
     Ok(v)
+}
+
+/// `--state N`: refused here, as a usage error, when N can never match.
+fn state_bits(s: &str) -> Result<u64, String> {
+    let n = parse_u64(s)?;
+    crate::aggregate::StateFilter::from_user(n).map_err(|e| format!("{e:#}"))?;
+    Ok(n)
 }
 
 /// One positive process or thread id (`-p`/`-t` take comma-separated lists
