@@ -19,13 +19,18 @@ pub enum ThreadFilter {
     KernelThreads,
     /// `-- COMMAND`: the process `root` from its exec on, and every process
     /// it (transitively) forks.
-    Command { root: u32 },
+    Command {
+        root: u32,
+    },
 }
 
 impl ThreadFilter {
     /// True when deciding needs to know whether a thread is a kernel thread.
     pub fn needs_kthread(&self) -> bool {
-        matches!(self, ThreadFilter::UserThreads | ThreadFilter::KernelThreads)
+        matches!(
+            self,
+            ThreadFilter::UserThreads | ThreadFilter::KernelThreads
+        )
     }
 }
 
