@@ -24,16 +24,6 @@ pub enum ThreadFilter {
     },
 }
 
-impl ThreadFilter {
-    /// True when deciding needs to know whether a thread is a kernel thread.
-    pub fn needs_kthread(&self) -> bool {
-        matches!(
-            self,
-            ThreadFilter::UserThreads | ThreadFilter::KernelThreads
-        )
-    }
-}
-
 /// `--state N`, mapped onto the bits the tracepoint reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StateFilter {

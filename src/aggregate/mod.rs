@@ -85,6 +85,9 @@ pub struct Aggregate {
 /// [`TaskTable::read_proc_task`]).
 pub type TaskLookup = Box<dyn FnMut(u32) -> Option<TaskInfo> + Send>;
 
+/// Reported states of a task switching out for the last time (X, Z).
+const DEAD_STATES: u64 = 16 | 32;
+
 /// Per-thread state key: idle tasks (tid 0) exist once per CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct ThreadKey {
@@ -293,7 +296,9 @@ impl Aggregator {
         }
         let prev_key = ThreadKey::new(s.prev_tid, cpu);
         self.open.remove(&prev_key);
-        if self.is_target(s) {
+        // A task leaving as X or Z (its final switch) never comes back:
+        // keep no state, and store no stack, for an interval that cannot end.
+        if s.prev_state & DEAD_STATES == 0 && self.is_target(s) {
             let (kernel, user) = self.intern(s.prev_tgid, time, &s.stack);
             self.open.insert(
                 prev_key,
@@ -798,6 +803,22 @@ mod tests {
             ],
         );
         assert_eq!(only(&a.finish()).key.waker_comm.as_str(), "other");
+    }
+
+    #[test]
+    fn final_switch_of_a_dead_task_keeps_nothing() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                switch(0, 0, 101, 32, chain(&[0xf1], &[0x4001]), 0, "swapper"),
+                back_in(9_000, 0, 101, "app"),
+            ],
+        );
+        assert!(a.open.is_empty() || a.open.keys().all(|k| k.tid == 0));
+        let r = a.finish();
+        assert!(r.entries.is_empty());
+        assert!(r.stacks.kernel.is_empty() && r.stacks.user.is_empty());
     }
 
     #[test]
