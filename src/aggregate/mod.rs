@@ -1,6 +1,14 @@
 //! Pairing of switch-out, wakeup and switch-in events per thread into blocked
 //! intervals, target filters, block-time limits, and interning of stacks.
 //! Keeps raw addresses: nothing is symbolized here.
+//!
+//! Rules (SPEC section 2): a target's interval opens at its switch-out (its
+//! stacks interned then), takes the last `sched_waking` of it seen while open
+//! as its waker, and closes at its switch-in, where its whole microseconds
+//! are checked against `-m`/`-M` and summed under its [`EntryKey`]. Idle
+//! tasks are tracked per CPU. A `Lost` record taints every open interval,
+//! which is then discarded at its switch-in. Threads that exit, and TIDs that
+//! are reused by a fork, lose their pending state.
 
 pub mod filter;
 pub mod stacks;
