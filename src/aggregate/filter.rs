@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 
 /// Which threads are targets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,16 +32,176 @@ pub struct StateFilter {
     pub reported_mask: u64,
 }
 
+/// The report bits `sched_switch` can show in `prev_state` (S D T t X Z P I).
+pub const REPORTED_BITS: u64 = 0xff;
+
+/// `TASK_NOLOAD`: only ever set together with D as `TASK_IDLE`, reported as I.
+const TASK_NOLOAD: u64 = 1024;
+/// `TASK_REPORT_IDLE`, the I bit.
+const REPORT_IDLE: u64 = 128;
+/// `TASK_RTLOCK_WAIT`: reported as D.
+const TASK_RTLOCK_WAIT: u64 = 4096;
+/// `TASK_UNINTERRUPTIBLE`, the D bit.
+const REPORT_UNINTERRUPTIBLE: u64 = 2;
+
+/// Why a task-struct bit can never be seen at switch-out, and what to ask for.
+fn refusal(bit: u64) -> String {
+    match bit {
+        256 => "TASK_WAKEKILL (256) is never reported by sched_switch: killable sleeps \
+                are reported as D; use --state 2"
+            .to_string(),
+        512 => "TASK_WAKING (512) is never reported by sched_switch: it is a transient \
+                state of a task that is already off the CPU and being woken; to see \
+                what a task slept in use --state 1 (S) or 2 (D)"
+            .to_string(),
+        2048 => "TASK_NEW (2048) is never reported by sched_switch: a task being \
+                 created has not run yet, so it cannot switch out"
+            .to_string(),
+        8192 => "TASK_FREEZABLE (8192) is never reported by sched_switch: it is a \
+                 modifier of a sleep, which is reported as S or D; use --state 1, 2 or 3"
+            .to_string(),
+        16384 => "16384 (__TASK_FREEZABLE_UNSAFE) is never reported by sched_switch: it \
+                  is a debugging modifier of a sleep, which is reported as S or D; use \
+                  --state 1, 2 or 3"
+            .to_string(),
+        32768 => "TASK_FROZEN (32768) is never reported by sched_switch: a task is \
+                  frozen while it already sleeps, and its switch-out was reported as S \
+                  or D; use --state 1, 2 or 3"
+            .to_string(),
+        other => format!(
+            "bit {other} is not a task state sched_switch can report; the reported \
+             states are S=1 D=2 T=4 t=8 X=16 Z=32 P=64 I=128, or 0 for preempted"
+        ),
+    }
+}
+
 impl StateFilter {
     /// Maps the user's `--state N` to reported bits, or explains why N can
     /// never match.
+    ///
+    /// 0 selects preempted (or still running) intervals. Bits 1..=128 are
+    /// kept as they are; 1024 (`TASK_NOLOAD`, part of `TASK_IDLE`) maps to I
+    /// (128) and 4096 (`TASK_RTLOCK_WAIT`) maps to D (2), as the kernel
+    /// reports them. Any other bit is refused, even when mixed with valid
+    /// ones, so that part of a request is never silently dropped.
     pub fn from_user(n: u64) -> Result<StateFilter> {
-        let _ = n;
-        todo!()
+        if n == 0 {
+            return Ok(StateFilter { reported_mask: 0 });
+        }
+        let mut mask = n & REPORTED_BITS;
+        let mut rest = n & !REPORTED_BITS;
+        for (bit, reported) in [
+            (TASK_NOLOAD, REPORT_IDLE),
+            (TASK_RTLOCK_WAIT, REPORT_UNINTERRUPTIBLE),
+        ] {
+            if rest & bit != 0 {
+                mask |= reported;
+                rest &= !bit;
+            }
+        }
+        if rest != 0 {
+            let lowest = rest & rest.wrapping_neg();
+            bail!("--state {n} can never match: {}", refusal(lowest));
+        }
+        Ok(StateFilter {
+            reported_mask: mask,
+        })
     }
 
+    /// Whether an interval whose switch-out reported `prev_state` is selected.
     pub fn matches(&self, prev_state: u64) -> bool {
-        let _ = prev_state;
-        todo!()
+        if self.reported_mask == 0 {
+            prev_state & REPORTED_BITS == 0
+        } else {
+            prev_state & self.reported_mask != 0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PREEMPTED: u64 = 256; // TASK_REPORT_MAX on current kernels
+
+    fn mask(n: u64) -> u64 {
+        StateFilter::from_user(n).unwrap().reported_mask
+    }
+
+    fn refused(n: u64) -> String {
+        format!("{:#}", StateFilter::from_user(n).unwrap_err())
+    }
+
+    #[test]
+    fn zero_selects_preempted_and_running() {
+        let f = StateFilter::from_user(0).unwrap();
+        assert!(f.matches(PREEMPTED));
+        assert!(f.matches(0));
+        assert!(!f.matches(1));
+        assert!(!f.matches(2));
+        assert!(!f.matches(128));
+    }
+
+    #[test]
+    fn single_bits() {
+        let s = StateFilter::from_user(1).unwrap();
+        assert!(s.matches(1));
+        assert!(!s.matches(2));
+        assert!(!s.matches(0));
+        assert!(!s.matches(PREEMPTED));
+        let d = StateFilter::from_user(2).unwrap();
+        assert!(d.matches(2));
+        assert!(!d.matches(1));
+        for bit in [4, 8, 16, 32, 64, 128] {
+            assert_eq!(mask(bit), bit);
+            assert!(StateFilter::from_user(bit).unwrap().matches(bit));
+        }
+    }
+
+    #[test]
+    fn mix_shares_a_bit() {
+        let f = StateFilter::from_user(1 | 2).unwrap();
+        assert!(f.matches(1));
+        assert!(f.matches(2));
+        assert!(!f.matches(4));
+        assert!(!f.matches(PREEMPTED));
+        assert!(!f.matches(0));
+    }
+
+    #[test]
+    fn noload_maps_to_idle() {
+        assert_eq!(mask(1024), 128);
+        assert!(StateFilter::from_user(1024).unwrap().matches(128));
+        // TASK_IDLE = TASK_UNINTERRUPTIBLE | TASK_NOLOAD
+        assert_eq!(mask(2 | 1024), 2 | 128);
+    }
+
+    #[test]
+    fn rtlock_wait_maps_to_d() {
+        assert_eq!(mask(4096), 2);
+        assert!(StateFilter::from_user(4096).unwrap().matches(2));
+        assert_eq!(mask(1 | 4096), 1 | 2);
+    }
+
+    #[test]
+    fn refused_bits_explain() {
+        let m = refused(256);
+        assert!(m.contains("TASK_WAKEKILL (256)"), "{m}");
+        assert!(m.contains("use --state 2"), "{m}");
+        assert!(refused(512).contains("TASK_WAKING (512)"));
+        assert!(refused(2048).contains("TASK_NEW (2048)"));
+        assert!(refused(8192).contains("TASK_FREEZABLE (8192)"));
+        assert!(refused(16384).contains("16384"));
+        assert!(refused(32768).contains("TASK_FROZEN (32768)"));
+        assert!(refused(65536).contains("bit 65536"));
+        assert!(refused(1 << 40).contains("can never match"));
+    }
+
+    #[test]
+    fn mixed_valid_and_refused_is_refused() {
+        let m = refused(1 | 256);
+        assert!(m.contains("--state 257"), "{m}");
+        assert!(m.contains("TASK_WAKEKILL"), "{m}");
+        assert!(StateFilter::from_user(2 | 1024 | 32768).is_err());
     }
 }

@@ -1,12 +1,25 @@
 //! Pairing of switch-out, wakeup and switch-in events per thread into blocked
 //! intervals, target filters, block-time limits, and interning of stacks.
 //! Keeps raw addresses: nothing is symbolized here.
+//!
+//! Rules (SPEC section 2): a target's interval opens at its switch-out (its
+//! stacks interned then), takes the last `sched_waking` of it seen while open
+//! as its waker, and closes at its switch-in, where its whole microseconds
+//! are checked against `-m`/`-M` and summed under its [`EntryKey`]. Idle
+//! tasks are tracked per CPU. A `Lost` record taints every open interval,
+//! which is then discarded at its switch-in. Threads that exit, and TIDs that
+//! are reused by a fork, lose their pending state.
 
 pub mod filter;
 pub mod stacks;
 pub mod tasks;
 
-use crate::event::{Comm, Event};
+use std::collections::{HashMap, HashSet};
+
+use crate::event::{Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Switch, Waking};
+
+use stacks::StackInterner;
+use tasks::KTHREADD_TID;
 
 pub use filter::{StateFilter, ThreadFilter};
 pub use stacks::{StackId, StackRef, StackTable, UserStack};
@@ -76,22 +89,1192 @@ pub struct Aggregate {
     pub stats: Stats,
 }
 
+/// Looks up a thread the task table does not know (default:
+/// [`TaskTable::read_proc_task`]).
+pub type TaskLookup = Box<dyn FnMut(u32) -> Option<TaskInfo> + Send>;
+
+/// Reported states of a task switching out for the last time (X, Z).
+const DEAD_STATES: u64 = 16 | 32;
+
+/// Per-thread state key: idle tasks (tid 0) exist once per CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct ThreadKey {
+    tid: u32,
+    /// The CPU for tid 0, else 0.
+    cpu: u32,
+}
+
+impl ThreadKey {
+    fn new(tid: u32, cpu: u32) -> ThreadKey {
+        ThreadKey {
+            tid,
+            cpu: if tid == 0 { cpu } else { 0 },
+        }
+    }
+}
+
+/// The last wakeup of an open interval.
+#[derive(Clone, Copy, Debug)]
+struct Waker {
+    tid: u32,
+    tgid: u32,
+    comm: Comm,
+    kernel: StackRef,
+    user: StackRef,
+}
+
+/// A target thread that switched out and has not switched back in.
+#[derive(Clone, Copy, Debug)]
+struct OpenInterval {
+    start: u64,
+    tgid: u32,
+    kernel: StackRef,
+    user: StackRef,
+    waker: Option<Waker>,
+    /// Value of `Aggregator::losses` when the interval opened: any later
+    /// loss may fall inside it.
+    losses_at_start: u64,
+}
+
 /// The pairing state machine.
-pub struct Aggregator {}
+pub struct Aggregator {
+    config: Config,
+    tasks: TaskTable,
+    /// Threads that exited during the trace: a dying thread still switches
+    /// out and wakes its parent after its exit record.
+    exited: HashMap<u32, TaskInfo>,
+    /// Threads the lookup did not find (not asked again).
+    unknown: HashSet<u32>,
+    lookup: TaskLookup,
+    open: HashMap<ThreadKey, OpenInterval>,
+    /// Target processes under `ThreadFilter::Command`.
+    command_tgids: HashSet<u32>,
+    stacks: StackInterner,
+    entries: HashMap<EntryKey, u64>,
+    stats: Stats,
+    /// Number of `Lost` events seen so far.
+    losses: u64,
+}
 
 impl Aggregator {
     pub fn new(config: Config, tasks: TaskTable) -> Aggregator {
-        let _ = (config, tasks);
-        todo!()
+        let stacks = StackInterner::new(config.stack_storage_size);
+        Aggregator {
+            config,
+            tasks,
+            exited: HashMap::new(),
+            unknown: HashSet::new(),
+            lookup: Box::new(TaskTable::read_proc_task),
+            open: HashMap::new(),
+            command_tgids: HashSet::new(),
+            stacks,
+            entries: HashMap::new(),
+            stats: Stats::default(),
+            losses: 0,
+        }
+    }
+
+    /// Replaces how threads missing from the task table are looked up
+    /// (tests use this to stay away from `/proc`).
+    pub fn with_task_lookup(mut self, lookup: TaskLookup) -> Aggregator {
+        self.lookup = lookup;
+        self
     }
 
     /// Feeds one event; events must come in global time order.
     pub fn process(&mut self, event: &Event) {
-        let _ = event;
-        todo!()
+        match &event.kind {
+            EventKind::Switch(s) => self.on_switch(event.time, event.cpu, s),
+            EventKind::Waking(w) => self.on_waking(event.time, event.cpu, w),
+            EventKind::Fork(f) => self.on_fork(f),
+            EventKind::Exit(e) => self.on_exit(e),
+            EventKind::Comm(c) => self.on_comm(c),
+            EventKind::Mmap(_) => {}
+            EventKind::Lost(l) => {
+                self.stats.lost_records = self.stats.lost_records.saturating_add(l.records);
+                self.losses += 1;
+            }
+        }
     }
 
-    pub fn finish(self) -> Aggregate {
-        todo!()
+    pub fn finish(mut self) -> Aggregate {
+        self.stats.missed_stacks = self.stacks.missed;
+        Aggregate {
+            entries: self
+                .entries
+                .into_iter()
+                .map(|(key, total_us)| Entry { key, total_us })
+                .collect(),
+            stacks: self.stacks.into_table(),
+            stats: self.stats,
+        }
+    }
+
+    /// What is known of a thread: the table, then threads that exited, then
+    /// the lookup (once per thread).
+    fn task_info(&mut self, tid: u32) -> Option<TaskInfo> {
+        if let Some(info) = self.tasks.tasks.get(&tid) {
+            return Some(*info);
+        }
+        if let Some(info) = self.exited.get(&tid) {
+            return Some(*info);
+        }
+        if self.unknown.contains(&tid) {
+            return None;
+        }
+        match (self.lookup)(tid) {
+            Some(info) => {
+                self.tasks.tasks.insert(tid, info);
+                Some(info)
+            }
+            None => {
+                self.unknown.insert(tid);
+                None
+            }
+        }
+    }
+
+    fn is_kthread(&mut self, tid: u32, tgid: u32, stack: &Callchain) -> bool {
+        if tid == 0 {
+            return true;
+        }
+        match self.task_info(tid) {
+            Some(info) => info.kthread,
+            // Unknown to /proc too: a kernel thread is its own process and
+            // never has user frames.
+            None => tid == tgid && stack.user.is_empty(),
+        }
+    }
+
+    fn is_target(&mut self, s: &Switch) -> bool {
+        let selected = match &self.config.threads {
+            ThreadFilter::All => true,
+            ThreadFilter::Tgids(set) => set.contains(&s.prev_tgid),
+            ThreadFilter::Tids(set) => set.contains(&s.prev_tid),
+            ThreadFilter::UserThreads => !self.is_kthread(s.prev_tid, s.prev_tgid, &s.stack),
+            ThreadFilter::KernelThreads => self.is_kthread(s.prev_tid, s.prev_tgid, &s.stack),
+            ThreadFilter::Command { .. } => {
+                s.prev_tid != 0 && self.command_tgids.contains(&s.prev_tgid)
+            }
+        };
+        selected
+            && self
+                .config
+                .state
+                .is_none_or(|state| state.matches(s.prev_state))
+    }
+
+    fn intern(&mut self, tgid: u32, time: u64, stack: &Callchain) -> (StackRef, StackRef) {
+        let kernel = if self.config.kernel_stacks {
+            self.stacks.intern_kernel(&stack.kernel)
+        } else {
+            StackRef::Empty
+        };
+        let user = if self.config.user_stacks {
+            self.stacks.intern_user(tgid, time, &stack.user)
+        } else {
+            StackRef::Empty
+        };
+        (kernel, user)
+    }
+
+    fn learn_comm(&mut self, tid: u32, comm: Comm) {
+        if tid == 0 {
+            return;
+        }
+        if let Some(info) = self.tasks.tasks.get_mut(&tid) {
+            info.comm = comm;
+        }
+    }
+
+    fn on_switch(&mut self, time: u64, cpu: u32, s: &Switch) {
+        // Switch-in of next.
+        let next_key = ThreadKey::new(s.next_tid, cpu);
+        if let Some(open) = self.open.remove(&next_key) {
+            self.close(time, s.next_tid, s.next_comm, open);
+        }
+        self.learn_comm(s.next_tid, s.next_comm);
+
+        // Switch-out of prev.
+        if s.prev_tid != 0
+            && let Some(info) = self.tasks.tasks.get_mut(&s.prev_tid)
+        {
+            info.comm = s.prev_comm;
+            info.tgid = s.prev_tgid;
+        }
+        let prev_key = ThreadKey::new(s.prev_tid, cpu);
+        self.open.remove(&prev_key);
+        // A task leaving as X or Z (its final switch) never comes back:
+        // keep no state, and store no stack, for an interval that cannot end.
+        if s.prev_state & DEAD_STATES == 0 && self.is_target(s) {
+            let (kernel, user) = self.intern(s.prev_tgid, time, &s.stack);
+            self.open.insert(
+                prev_key,
+                OpenInterval {
+                    start: time,
+                    tgid: s.prev_tgid,
+                    kernel,
+                    user,
+                    waker: None,
+                    losses_at_start: self.losses,
+                },
+            );
+        }
+    }
+
+    fn close(&mut self, time: u64, tid: u32, comm: Comm, open: OpenInterval) {
+        if open.losses_at_start != self.losses {
+            self.stats.discarded_lost += 1;
+            return;
+        }
+        let us = time.saturating_sub(open.start) / 1000;
+        if us < self.config.min_block_us || us > self.config.max_block_us {
+            self.stats.out_of_range += 1;
+            return;
+        }
+        let waker = open.waker.unwrap_or(Waker {
+            tid: 0,
+            tgid: 0,
+            comm: Comm::default(),
+            kernel: StackRef::Empty,
+            user: StackRef::Empty,
+        });
+        let key = EntryKey {
+            target_tid: tid,
+            target_tgid: open.tgid,
+            target_comm: comm,
+            waker_tid: waker.tid,
+            waker_tgid: waker.tgid,
+            waker_comm: waker.comm,
+            target_kernel: open.kernel,
+            target_user: open.user,
+            waker_kernel: waker.kernel,
+            waker_user: waker.user,
+        };
+        let total = self.entries.entry(key).or_insert(0);
+        *total = total.saturating_add(us);
+        self.stats.intervals += 1;
+    }
+
+    fn on_waking(&mut self, time: u64, cpu: u32, w: &Waking) {
+        if w.wakee_tid == 0 {
+            return;
+        }
+        self.learn_comm(w.wakee_tid, w.wakee_comm);
+        let key = ThreadKey::new(w.wakee_tid, cpu);
+        if !self.open.contains_key(&key) {
+            return;
+        }
+        let comm = if w.waker_tid == 0 {
+            Comm::from(format!("swapper/{cpu}").as_str())
+        } else {
+            self.task_info(w.waker_tid)
+                .map(|info| info.comm)
+                .unwrap_or_else(|| Comm::from("[unknown]"))
+        };
+        let (kernel, user) = self.intern(w.waker_tgid, time, &w.stack);
+        if let Some(open) = self.open.get_mut(&key) {
+            open.waker = Some(Waker {
+                tid: w.waker_tid,
+                tgid: w.waker_tgid,
+                comm,
+                kernel,
+                user,
+            });
+        }
+    }
+
+    fn on_fork(&mut self, f: &Fork) {
+        let comm = self
+            .tasks
+            .tasks
+            .get(&f.parent_tid)
+            .or_else(|| self.exited.get(&f.parent_tid))
+            .map(|p| p.comm)
+            .unwrap_or_default();
+        self.tasks.tasks.insert(
+            f.tid,
+            TaskInfo {
+                tgid: f.tgid,
+                comm,
+                kthread: f.parent_tid == KTHREADD_TID,
+            },
+        );
+        self.exited.remove(&f.tid);
+        self.unknown.remove(&f.tid);
+        // A reused TID starts with no history.
+        self.open.remove(&ThreadKey::new(f.tid, 0));
+        if matches!(self.config.threads, ThreadFilter::Command { .. })
+            && self.command_tgids.contains(&f.parent_tgid)
+        {
+            self.command_tgids.insert(f.tgid);
+        }
+    }
+
+    fn on_exit(&mut self, e: &Exit) {
+        if e.tid == 0 {
+            return;
+        }
+        self.open.remove(&ThreadKey::new(e.tid, 0));
+        if let Some(info) = self.tasks.tasks.remove(&e.tid) {
+            self.exited.insert(e.tid, info);
+        }
+    }
+
+    fn on_comm(&mut self, c: &CommChange) {
+        if c.tid == 0 {
+            return;
+        }
+        if c.exec {
+            self.stacks.bump_generation(c.tgid);
+            self.unknown.remove(&c.tid);
+            self.tasks.tasks.insert(
+                c.tid,
+                TaskInfo {
+                    tgid: c.tgid,
+                    comm: c.comm,
+                    kthread: false,
+                },
+            );
+            if let ThreadFilter::Command { root } = self.config.threads
+                && c.tgid == root
+            {
+                self.command_tgids.insert(root);
+            }
+        } else {
+            self.learn_comm(c.tid, c.comm);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::event::{Lost, Mmap};
+
+    const S: u64 = 1; // TASK_INTERRUPTIBLE
+    const D: u64 = 2; // TASK_UNINTERRUPTIBLE
+    const PREEMPTED: u64 = 256;
+
+    fn config() -> Config {
+        // Idle intervals (from `back_in`) are not targets unless a test
+        // asks for them.
+        let tids = [100, 101, 200, 300, 400, 500, 1000, 1001, 1500, 2000, 3000];
+        Config {
+            threads: ThreadFilter::Tids(tids.into_iter().collect()),
+            state: None,
+            min_block_us: 1,
+            max_block_us: u64::MAX,
+            stack_storage_size: 16384,
+            kernel_stacks: true,
+            user_stacks: true,
+        }
+    }
+
+    fn task(tgid: u32, comm: &str, kthread: bool) -> TaskInfo {
+        TaskInfo {
+            tgid,
+            comm: Comm::from(comm),
+            kthread,
+        }
+    }
+
+    /// A table with: 100/101 "app" (threads of 100), 200 "waker",
+    /// 300 "kworker/0:1" (kernel thread), 400 "other".
+    fn table() -> TaskTable {
+        let mut t = TaskTable::default();
+        t.tasks.insert(100, task(100, "app", false));
+        t.tasks.insert(101, task(100, "app", false));
+        t.tasks.insert(200, task(200, "waker", false));
+        t.tasks.insert(300, task(300, "kworker/0:1", true));
+        t.tasks.insert(400, task(400, "other", false));
+        t
+    }
+
+    fn no_lookup() -> TaskLookup {
+        Box::new(|_| None)
+    }
+
+    fn agg(config: Config) -> Aggregator {
+        Aggregator::new(config, table()).with_task_lookup(no_lookup())
+    }
+
+    fn chain(kernel: &[u64], user: &[u64]) -> Callchain {
+        Callchain {
+            kernel: kernel.to_vec(),
+            user: user.to_vec(),
+        }
+    }
+
+    fn tgid_of(tid: u32) -> u32 {
+        match tid {
+            101 => 100,
+            1001 => 1000,
+            t => t,
+        }
+    }
+
+    /// `prev` leaves CPU `cpu` in `state` with stack `stack`; `next` enters.
+    fn switch(
+        time: u64,
+        cpu: u32,
+        prev: u32,
+        state: u64,
+        stack: Callchain,
+        next: u32,
+        next_comm: &str,
+    ) -> Event {
+        Event {
+            time,
+            cpu,
+            kind: EventKind::Switch(Switch {
+                prev_tid: prev,
+                prev_tgid: tgid_of(prev),
+                prev_comm: Comm::from("prev"),
+                prev_state: state,
+                next_tid: next,
+                next_comm: Comm::from(next_comm),
+                stack,
+            }),
+        }
+    }
+
+    /// `tid` blocks (state S) with a fixed stack; idle comes in.
+    fn out(time: u64, cpu: u32, tid: u32) -> Event {
+        switch(time, cpu, tid, S, chain(&[0xf1], &[0x4001]), 0, "swapper")
+    }
+
+    /// `tid` comes back in; idle leaves (preempted, no stack).
+    fn back_in(time: u64, cpu: u32, tid: u32, comm: &str) -> Event {
+        switch(time, cpu, 0, PREEMPTED, chain(&[], &[]), tid, comm)
+    }
+
+    fn waking(time: u64, cpu: u32, waker: u32, wakee: u32, stack: Callchain) -> Event {
+        Event {
+            time,
+            cpu,
+            kind: EventKind::Waking(Waking {
+                waker_tid: waker,
+                waker_tgid: tgid_of(waker),
+                wakee_tid: wakee,
+                wakee_comm: Comm::from("wakee"),
+                stack,
+            }),
+        }
+    }
+
+    fn ev(time: u64, kind: EventKind) -> Event {
+        Event { time, cpu: 0, kind }
+    }
+
+    fn run(a: &mut Aggregator, events: &[Event]) {
+        for e in events {
+            a.process(e);
+        }
+    }
+
+    fn sorted(entries: &[Entry]) -> Vec<Entry> {
+        let mut v = entries.to_vec();
+        v.sort_by_key(|e| e.key);
+        v
+    }
+
+    fn only(result: &Aggregate) -> Entry {
+        assert_eq!(result.entries.len(), 1, "{:#?}", result.entries);
+        result.entries[0]
+    }
+
+    /// Target tids of the counted entries.
+    fn target_tids(result: &Aggregate) -> Vec<u32> {
+        let mut v: Vec<u32> = result.entries.iter().map(|e| e.key.target_tid).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+    #[test]
+    fn simple_interval_with_waker() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                switch(
+                    1_000,
+                    0,
+                    100,
+                    S,
+                    chain(&[0xf1, 0xf2], &[0x401, 0x402]),
+                    0,
+                    "swapper/0",
+                ),
+                waking(5_000, 0, 200, 100, chain(&[0xe1], &[0x501])),
+                back_in(11_500, 0, 100, "app"),
+            ],
+        );
+        let r = a.finish();
+        let e = only(&r);
+        assert_eq!(e.total_us, 10);
+        assert_eq!(e.key.target_tid, 100);
+        assert_eq!(e.key.target_tgid, 100);
+        assert_eq!(e.key.target_comm.as_str(), "app");
+        assert_eq!(e.key.waker_tid, 200);
+        assert_eq!(e.key.waker_tgid, 200);
+        assert_eq!(e.key.waker_comm.as_str(), "waker");
+        assert_eq!(
+            r.stacks.kernel_addrs(e.key.target_kernel),
+            Some(&[0xf1u64, 0xf2][..])
+        );
+        let tu = r.stacks.user_stack(e.key.target_user).unwrap();
+        assert_eq!(
+            (tu.tgid, tu.time, tu.addrs.clone()),
+            (100, 1_000, vec![0x401, 0x402])
+        );
+        assert_eq!(
+            r.stacks.kernel_addrs(e.key.waker_kernel),
+            Some(&[0xe1u64][..])
+        );
+        let wu = r.stacks.user_stack(e.key.waker_user).unwrap();
+        assert_eq!(
+            (wu.tgid, wu.time, wu.addrs.clone()),
+            (200, 5_000, vec![0x501])
+        );
+        assert_eq!(r.stats.intervals, 1);
+    }
+
+    #[test]
+    fn target_comm_is_taken_at_switch_in() {
+        let mut a = agg(config());
+        run(&mut a, &[out(0, 0, 100), back_in(5_000, 0, 100, "renamed")]);
+        assert_eq!(only(&a.finish()).key.target_comm.as_str(), "renamed");
+    }
+
+    #[test]
+    fn cross_cpu_interval() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(1_000, 0, 100),
+                waking(2_000, 1, 200, 100, chain(&[0xe1], &[])),
+                back_in(4_000, 1, 100, "app"),
+            ],
+        );
+        let r = a.finish();
+        let e = only(&r);
+        assert_eq!(e.total_us, 3);
+        assert_eq!(e.key.waker_tid, 200);
+        assert_eq!(e.key.waker_user, StackRef::Empty);
+    }
+
+    #[test]
+    fn wakeup_before_switch_out_is_ignored() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                waking(500, 1, 200, 100, chain(&[0xe1], &[0x501])),
+                out(1_000, 0, 100),
+                back_in(4_000, 0, 100, "app"),
+            ],
+        );
+        let r = a.finish();
+        let e = only(&r);
+        assert_eq!(e.key.waker_tid, 0);
+        assert!(e.key.waker_comm.is_empty());
+        // The ignored wakeup's stacks were never stored.
+        assert_eq!(r.stacks.kernel, vec![vec![0xf1]]);
+    }
+
+    #[test]
+    fn last_wakeup_wins() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(1_000, 0, 100),
+                waking(2_000, 1, 200, 100, chain(&[0xe1], &[])),
+                waking(3_000, 1, 400, 100, chain(&[0xe2], &[])),
+                back_in(4_000, 1, 100, "app"),
+            ],
+        );
+        let r = a.finish();
+        let e = only(&r);
+        assert_eq!(e.key.waker_tid, 400);
+        assert_eq!(e.key.waker_comm.as_str(), "other");
+        assert_eq!(
+            r.stacks.kernel_addrs(e.key.waker_kernel),
+            Some(&[0xe2u64][..])
+        );
+    }
+
+    #[test]
+    fn no_waker_gives_empty_waker() {
+        let mut a = agg(config());
+        run(&mut a, &[out(0, 0, 100), back_in(7_000, 0, 100, "app")]);
+        let e = only(&a.finish());
+        assert_eq!(e.total_us, 7);
+        assert_eq!(
+            (e.key.waker_tid, e.key.waker_tgid, e.key.waker_comm),
+            (0, 0, Comm::default())
+        );
+        assert_eq!(e.key.waker_kernel, StackRef::Empty);
+        assert_eq!(e.key.waker_user, StackRef::Empty);
+    }
+
+    #[test]
+    fn idle_waker_is_swapper_of_its_cpu() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(0, 0, 100),
+                waking(1_000, 3, 0, 100, chain(&[0xe1], &[])),
+                back_in(7_000, 3, 100, "app"),
+            ],
+        );
+        let e = only(&a.finish());
+        assert_eq!(e.key.waker_tid, 0);
+        assert_eq!(e.key.waker_comm.as_str(), "swapper/3");
+    }
+
+    #[test]
+    fn idle_tasks_are_tracked_per_cpu() {
+        let mut c = config();
+        c.threads = ThreadFilter::All;
+        let mut a = agg(c);
+        let idle_out =
+            |time, cpu| switch(time, cpu, 0, PREEMPTED, chain(&[0xa1], &[]), 400, "other");
+        let idle_in = |time, cpu| {
+            let comm = if cpu == 0 { "swapper/0" } else { "swapper/1" };
+            switch(time, cpu, 400, S, chain(&[0xf1], &[]), 0, comm)
+        };
+        run(
+            &mut a,
+            &[
+                idle_out(1_000, 0), // idle/0 leaves at 1us
+                idle_out(3_000, 1), // idle/1 leaves at 3us
+                idle_in(10_000, 1), // idle/1 back: 7us
+                idle_in(21_000, 0), // idle/0 back: 20us
+            ],
+        );
+        let r = a.finish();
+        let mut idle: Vec<u64> = r
+            .entries
+            .iter()
+            .filter(|e| e.key.target_tid == 0)
+            .map(|e| e.total_us)
+            .collect();
+        idle.sort();
+        // Mixed up, they would give 9 (1..10) and 18 (3..21), or one entry.
+        assert_eq!(idle, vec![7, 20]);
+    }
+
+    #[test]
+    fn thread_exit_drops_pending_interval() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(0, 0, 101),
+                ev(
+                    1_000,
+                    EventKind::Exit(Exit {
+                        tgid: 100,
+                        tid: 101,
+                    }),
+                ),
+                back_in(9_000, 0, 101, "app"),
+            ],
+        );
+        let r = a.finish();
+        assert!(r.entries.is_empty());
+        assert_eq!(r.stats.intervals, 0);
+    }
+
+    #[test]
+    fn exited_thread_still_names_itself_as_waker() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(0, 0, 100),
+                ev(
+                    1_000,
+                    EventKind::Exit(Exit {
+                        tgid: 400,
+                        tid: 400,
+                    }),
+                ),
+                waking(2_000, 1, 400, 100, chain(&[0xe1], &[])),
+                back_in(9_000, 0, 100, "app"),
+            ],
+        );
+        assert_eq!(only(&a.finish()).key.waker_comm.as_str(), "other");
+    }
+
+    #[test]
+    fn final_switch_of_a_dead_task_keeps_nothing() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                switch(0, 0, 101, 32, chain(&[0xf1], &[0x4001]), 0, "swapper"),
+                back_in(9_000, 0, 101, "app"),
+            ],
+        );
+        assert!(a.open.is_empty() || a.open.keys().all(|k| k.tid == 0));
+        let r = a.finish();
+        assert!(r.entries.is_empty());
+        assert!(r.stacks.kernel.is_empty() && r.stacks.user.is_empty());
+    }
+
+    #[test]
+    fn reused_tid_after_fork_starts_clean() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(0, 0, 500), // unknown thread, final switch-out
+                ev(
+                    1_000,
+                    EventKind::Fork(Fork {
+                        parent_tgid: 400,
+                        parent_tid: 400,
+                        tgid: 500,
+                        tid: 500,
+                    }),
+                ),
+                back_in(9_000, 0, 500, "child"),
+            ],
+        );
+        assert!(a.finish().entries.is_empty());
+    }
+
+    #[test]
+    fn lost_record_taints_open_intervals() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(0, 0, 100),
+                out(0, 1, 400),
+                ev(1_000, EventKind::Lost(Lost { records: 3 })),
+                out(2_000, 2, 200), // opens after the loss: counted
+                back_in(9_000, 0, 100, "app"),
+                back_in(9_000, 1, 400, "other"),
+                back_in(9_000, 2, 200, "waker"),
+                ev(9_500, EventKind::Lost(Lost { records: 2 })),
+            ],
+        );
+        let r = a.finish();
+        assert_eq!(target_tids(&r), vec![200]);
+        assert_eq!(only(&r).total_us, 7);
+        assert_eq!(r.stats.lost_records, 5);
+        assert_eq!(r.stats.discarded_lost, 2);
+        assert_eq!(r.stats.intervals, 1);
+    }
+
+    #[test]
+    fn min_and_max_block_time() {
+        let mut c = config();
+        c.min_block_us = 5;
+        c.max_block_us = 10;
+        let mut a = agg(c);
+        run(
+            &mut a,
+            &[
+                out(0, 0, 100),
+                back_in(4_999, 0, 100, "app"), // 4us: dropped
+                out(10_000, 0, 100),
+                back_in(15_000, 0, 100, "app"), // 5us: kept
+                out(20_000, 0, 100),
+                back_in(30_999, 0, 100, "app"), // 10us: kept
+                out(40_000, 0, 100),
+                back_in(51_000, 0, 100, "app"), // 11us: dropped
+            ],
+        );
+        let r = a.finish();
+        assert_eq!(only(&r).total_us, 15);
+        assert_eq!(r.stats.intervals, 2);
+        assert_eq!(r.stats.out_of_range, 2);
+    }
+
+    #[test]
+    fn microseconds_by_integer_division() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(0, 0, 100),
+                back_in(1_999, 0, 100, "app"), // 1us
+                out(10_000, 0, 100),
+                back_in(10_999, 0, 100, "app"), // 0us: below the default min 1
+            ],
+        );
+        let r = a.finish();
+        assert_eq!(only(&r).total_us, 1);
+        assert_eq!(r.stats.out_of_range, 1);
+    }
+
+    #[test]
+    fn sums_per_key_and_splits_by_key() {
+        let mut a = agg(config());
+        let w = |t| waking(t, 1, 200, 100, chain(&[0xe1], &[]));
+        run(
+            &mut a,
+            &[
+                out(0, 0, 100),
+                w(1_000),
+                back_in(3_000, 0, 100, "app"),
+                out(10_000, 0, 100),
+                w(11_000),
+                back_in(15_000, 0, 100, "app"),
+                // Same target, other waker: its own entry.
+                out(20_000, 0, 100),
+                waking(21_000, 1, 400, 100, chain(&[0xe1], &[])),
+                back_in(30_000, 0, 100, "app"),
+                // Other target stack: its own entry.
+                switch(40_000, 0, 100, S, chain(&[0xf9], &[0x4001]), 0, "swapper"),
+                w(41_000),
+                back_in(42_000, 0, 100, "app"),
+            ],
+        );
+        let r = a.finish();
+        let totals: Vec<(u32, u64)> = sorted(&r.entries)
+            .iter()
+            .map(|e| (e.key.waker_tid, e.total_us))
+            .collect();
+        assert_eq!(r.entries.len(), 3);
+        let mut by_total: Vec<u64> = totals.iter().map(|t| t.1).collect();
+        by_total.sort();
+        assert_eq!(by_total, vec![2, 8, 10]);
+        assert!(totals.contains(&(200, 8)));
+        assert!(totals.contains(&(400, 10)));
+        assert_eq!(r.stats.intervals, 4);
+    }
+
+    fn state_run(state: u64) -> Vec<u32> {
+        let mut c = config();
+        c.state = Some(StateFilter::from_user(state).unwrap());
+        let mut a = agg(c);
+        run(
+            &mut a,
+            &[
+                switch(0, 0, 100, S, chain(&[0xf1], &[]), 0, "swapper"),
+                switch(0, 1, 200, D, chain(&[0xf1], &[]), 0, "swapper"),
+                switch(0, 2, 400, PREEMPTED, chain(&[0xf1], &[]), 0, "swapper"),
+                switch(0, 3, 101, 0, chain(&[0xf1], &[]), 0, "swapper"),
+                back_in(5_000, 0, 100, "app"),
+                back_in(5_000, 1, 200, "waker"),
+                back_in(5_000, 2, 400, "other"),
+                back_in(5_000, 3, 101, "app"),
+            ],
+        );
+        target_tids(&a.finish())
+    }
+
+    #[test]
+    fn state_filter_selects_intervals() {
+        assert_eq!(state_run(0), vec![101, 400]);
+        assert_eq!(state_run(1), vec![100]);
+        assert_eq!(state_run(2), vec![200]);
+        assert_eq!(state_run(1 | 2), vec![100, 200]);
+        assert_eq!(state_run(4096), vec![200]);
+    }
+
+    /// Every thread of the table (and idle) blocks for 5us.
+    fn filter_run(threads: ThreadFilter) -> Vec<u32> {
+        let mut c = config();
+        c.threads = threads;
+        let mut a = agg(c);
+        let tids = [100, 101, 200, 300];
+        let mut events = Vec::new();
+        for (cpu, &tid) in tids.iter().enumerate() {
+            events.push(out(0, cpu as u32, tid));
+        }
+        events.push(switch(
+            0,
+            9,
+            0,
+            PREEMPTED,
+            chain(&[0xa1], &[]),
+            400,
+            "other",
+        ));
+        for (cpu, &tid) in tids.iter().enumerate() {
+            events.push(back_in(5_000, cpu as u32, tid, "x"));
+        }
+        events.push(switch(
+            5_000,
+            9,
+            400,
+            S,
+            chain(&[0xf1], &[]),
+            0,
+            "swapper/9",
+        ));
+        run(&mut a, &events);
+        target_tids(&a.finish())
+    }
+
+    #[test]
+    fn thread_filters() {
+        assert_eq!(filter_run(ThreadFilter::All), vec![0, 100, 101, 200, 300]);
+        assert_eq!(
+            filter_run(ThreadFilter::Tgids(HashSet::from([100]))),
+            vec![100, 101]
+        );
+        assert_eq!(
+            filter_run(ThreadFilter::Tids(HashSet::from([101, 300]))),
+            vec![101, 300]
+        );
+        assert_eq!(filter_run(ThreadFilter::UserThreads), vec![100, 101, 200]);
+        assert_eq!(filter_run(ThreadFilter::KernelThreads), vec![0, 300]);
+    }
+
+    #[test]
+    fn kthread_lookup_once_for_unknown_threads() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&calls);
+        let lookup: TaskLookup = Box::new(move |tid| {
+            seen.lock().unwrap().push(tid);
+            (tid == 700).then(|| task(700, "kworker/u8:2", true))
+        });
+        let mut c = config();
+        c.threads = ThreadFilter::KernelThreads;
+        let mut a = Aggregator::new(c, table()).with_task_lookup(lookup);
+        run(
+            &mut a,
+            &[
+                switch(0, 0, 700, S, chain(&[0xf1], &[]), 0, "swapper"),
+                switch(0, 1, 800, S, chain(&[0xf1], &[0x4001]), 0, "swapper"),
+                back_in(5_000, 0, 700, "kworker/u8:2"),
+                back_in(5_000, 1, 800, "user"),
+                switch(6_000, 0, 700, S, chain(&[0xf1], &[]), 0, "swapper"),
+                switch(6_000, 1, 800, S, chain(&[0xf1], &[0x4001]), 0, "swapper"),
+                back_in(9_000, 0, 700, "kworker/u8:2"),
+                back_in(9_000, 1, 800, "user"),
+            ],
+        );
+        let r = a.finish();
+        // Idle (cpu 0, 5us..6us) is a kernel thread too.
+        assert_eq!(target_tids(&r), vec![0, 700]);
+        let kworker = r.entries.iter().find(|e| e.key.target_tid == 700).unwrap();
+        assert_eq!(kworker.total_us, 8);
+        assert_eq!(*calls.lock().unwrap(), vec![700, 800]);
+    }
+
+    #[test]
+    fn kthreadd_children_are_kernel_threads() {
+        let mut c = config();
+        c.threads = ThreadFilter::KernelThreads;
+        let mut a = agg(c);
+        run(
+            &mut a,
+            &[
+                ev(
+                    0,
+                    EventKind::Fork(Fork {
+                        parent_tgid: 2,
+                        parent_tid: 2,
+                        tgid: 900,
+                        tid: 900,
+                    }),
+                ),
+                ev(
+                    0,
+                    EventKind::Fork(Fork {
+                        parent_tgid: 100,
+                        parent_tid: 100,
+                        tgid: 901,
+                        tid: 901,
+                    }),
+                ),
+                // Both look like kernel threads by their stacks.
+                switch(1_000, 0, 900, S, chain(&[0xf1], &[]), 0, "swapper"),
+                switch(1_000, 1, 901, S, chain(&[0xf1], &[]), 0, "swapper"),
+                back_in(5_000, 0, 900, "kworker"),
+                back_in(5_000, 1, 901, "app"),
+            ],
+        );
+        assert_eq!(target_tids(&a.finish()), vec![900]);
+    }
+
+    #[test]
+    fn command_targets_root_from_exec_and_its_children() {
+        let mut c = config();
+        c.threads = ThreadFilter::Command { root: 1000 };
+        let mut a = agg(c);
+        let fork = |t, parent: u32, child: u32, tgid: u32| {
+            ev(
+                t,
+                EventKind::Fork(Fork {
+                    parent_tgid: tgid_of(parent),
+                    parent_tid: parent,
+                    tgid,
+                    tid: child,
+                }),
+            )
+        };
+        run(
+            &mut a,
+            &[
+                // Before exec: the launcher's own wait is not counted, nor
+                // what it forks.
+                out(0, 0, 1000),
+                fork(100, 1000, 1500, 1500),
+                back_in(5_000, 0, 1000, "launcher"),
+                ev(
+                    6_000,
+                    EventKind::Comm(CommChange {
+                        tgid: 1000,
+                        tid: 1000,
+                        comm: Comm::from("cmd"),
+                        exec: true,
+                    }),
+                ),
+                out(7_000, 0, 1000),
+                back_in(9_000, 0, 1000, "cmd"), // 2us
+                fork(10_000, 1000, 1001, 1000), // a thread of cmd
+                fork(10_000, 1000, 2000, 2000), // a child process
+                fork(11_000, 2000, 3000, 3000), // a grandchild
+                out(12_000, 1, 1001),
+                out(12_000, 2, 2000),
+                out(12_000, 3, 3000),
+                out(12_000, 4, 1500),
+                out(12_000, 5, 400),
+                back_in(20_000, 1, 1001, "cmd"),
+                back_in(21_000, 2, 2000, "child"),
+                back_in(22_000, 3, 3000, "grandchild"),
+                back_in(23_000, 4, 1500, "early"),
+                back_in(24_000, 5, 400, "other"),
+            ],
+        );
+        let r = a.finish();
+        assert_eq!(target_tids(&r), vec![1000, 1001, 2000, 3000]);
+        let root = r.entries.iter().find(|e| e.key.target_tid == 1000).unwrap();
+        assert_eq!(root.total_us, 2);
+        assert_eq!(root.key.target_comm.as_str(), "cmd");
+    }
+
+    #[test]
+    fn stack_storage_overflow_is_missed_and_counted() {
+        let mut c = config();
+        c.stack_storage_size = 3;
+        let mut a = agg(c);
+        run(
+            &mut a,
+            &[
+                // Target: 2 stacks stored.
+                switch(0, 0, 100, S, chain(&[0xf1], &[0x4001]), 0, "swapper"),
+                // Waker: kernel stored (3rd), user does not fit.
+                waking(1_000, 1, 200, 100, chain(&[0xe1], &[0x501])),
+                back_in(5_000, 0, 100, "app"),
+                // Both of 101's stacks are new: missed. The next kernel
+                // stack is already known.
+                switch(6_000, 0, 101, S, chain(&[0xf7], &[0x4007]), 0, "swapper"),
+                waking(7_000, 1, 200, 101, chain(&[0xe1], &[])),
+                back_in(9_000, 0, 101, "app"),
+            ],
+        );
+        let r = a.finish();
+        assert_eq!(r.stats.missed_stacks, 3);
+        assert_eq!(r.stacks.kernel.len() + r.stacks.user.len(), 3);
+        let e100 = r.entries.iter().find(|e| e.key.target_tid == 100).unwrap();
+        assert!(matches!(e100.key.target_kernel, StackRef::Kernel(_)));
+        assert!(matches!(e100.key.target_user, StackRef::User(_)));
+        assert!(matches!(e100.key.waker_kernel, StackRef::Kernel(_)));
+        assert_eq!(e100.key.waker_user, StackRef::Missed);
+        let e101 = r.entries.iter().find(|e| e.key.target_tid == 101).unwrap();
+        assert_eq!(e101.key.target_kernel, StackRef::Missed);
+        assert_eq!(e101.key.target_user, StackRef::Missed);
+        assert_eq!(e101.key.waker_kernel, e100.key.waker_kernel);
+        assert_eq!(e101.key.waker_user, StackRef::Empty);
+    }
+
+    #[test]
+    fn stack_kinds_not_kept_are_empty() {
+        let mut c = config();
+        c.user_stacks = false;
+        let mut a = agg(c);
+        run(
+            &mut a,
+            &[
+                out(0, 0, 100),
+                waking(1_000, 1, 200, 100, chain(&[0xe1], &[0x501])),
+                back_in(5_000, 0, 100, "app"),
+            ],
+        );
+        let r = a.finish();
+        let e = only(&r);
+        assert_eq!(e.key.target_user, StackRef::Empty);
+        assert_eq!(e.key.waker_user, StackRef::Empty);
+        assert!(r.stacks.user.is_empty());
+        assert_eq!(r.stacks.kernel.len(), 2);
+
+        let mut c = config();
+        c.kernel_stacks = false;
+        let mut a = agg(c);
+        run(&mut a, &[out(0, 0, 100), back_in(5_000, 0, 100, "app")]);
+        let r = a.finish();
+        assert_eq!(only(&r).key.target_kernel, StackRef::Empty);
+        assert!(r.stacks.kernel.is_empty());
+    }
+
+    #[test]
+    fn exec_separates_user_stacks_of_a_process() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(0, 0, 100),
+                back_in(5_000, 0, 100, "app"),
+                ev(
+                    6_000,
+                    EventKind::Comm(CommChange {
+                        tgid: 100,
+                        tid: 100,
+                        comm: Comm::from("app2"),
+                        exec: true,
+                    }),
+                ),
+                ev(
+                    6_500,
+                    EventKind::Mmap(Mmap {
+                        tgid: 100,
+                        tid: 100,
+                        start: 0x400000,
+                        len: 0x1000,
+                        pgoff: 0,
+                        path: "/bin/app2".into(),
+                        executable: true,
+                    }),
+                ),
+                out(7_000, 0, 100),
+                back_in(12_000, 0, 100, "app2"),
+            ],
+        );
+        let r = a.finish();
+        assert_eq!(r.entries.len(), 2);
+        assert_eq!(r.stacks.user.len(), 2);
+        assert_eq!(r.stacks.kernel.len(), 1);
+        let times: Vec<u64> = r.stacks.user.iter().map(|u| u.time).collect();
+        assert_eq!(times, vec![0, 7_000]);
+    }
+
+    #[test]
+    fn intervals_open_at_either_edge_are_not_counted() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                back_in(5_000, 0, 100, "app"), // began before tracing
+                out(6_000, 1, 200),            // never ends
+            ],
+        );
+        let r = a.finish();
+        assert!(r.entries.is_empty());
+        assert_eq!(r.stats.intervals, 0);
     }
 }

@@ -1,4 +1,10 @@
 //! Interning of kernel and user stacks, bounded by `--stack-storage-size`.
+//!
+//! Kernel stacks are keyed by their addresses. User stacks are keyed by
+//! process, exec generation of that process and addresses, so that the same
+//! addresses in two different images (before and after an exec) never merge.
+
+use std::collections::HashMap;
 
 /// Index into a [`StackTable`].
 pub type StackId = u32;
@@ -30,4 +36,188 @@ pub struct StackTable {
     /// Innermost first.
     pub kernel: Vec<Vec<u64>>,
     pub user: Vec<UserStack>,
+}
+
+impl StackTable {
+    /// The addresses of a kernel stack (innermost first), if `r` is one.
+    pub fn kernel_addrs(&self, r: StackRef) -> Option<&[u64]> {
+        match r {
+            StackRef::Kernel(id) => self.kernel.get(id as usize).map(Vec::as_slice),
+            _ => None,
+        }
+    }
+
+    /// A user stack, if `r` is one.
+    pub fn user_stack(&self, r: StackRef) -> Option<&UserStack> {
+        match r {
+            StackRef::User(id) => self.user.get(id as usize),
+            _ => None,
+        }
+    }
+}
+
+/// Builds a [`StackTable`], at most `capacity` unique stacks in all.
+#[derive(Debug)]
+pub struct StackInterner {
+    capacity: usize,
+    table: StackTable,
+    kernel_ids: HashMap<Vec<u64>, StackId>,
+    user_ids: HashMap<(u32, u32, Vec<u64>), StackId>,
+    /// Exec generation per process.
+    generations: HashMap<u32, u32>,
+    /// Stacks that did not fit (one per attempt).
+    pub missed: u64,
+}
+
+impl StackInterner {
+    pub fn new(capacity: usize) -> StackInterner {
+        StackInterner {
+            capacity,
+            table: StackTable::default(),
+            kernel_ids: HashMap::new(),
+            user_ids: HashMap::new(),
+            generations: HashMap::new(),
+            missed: 0,
+        }
+    }
+
+    /// Unique stacks stored so far, kernel and user together.
+    pub fn len(&self) -> usize {
+        self.table.kernel.len() + self.table.user.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn has_room(&mut self) -> bool {
+        if self.len() < self.capacity {
+            true
+        } else {
+            self.missed += 1;
+            false
+        }
+    }
+
+    /// Interns a kernel stack (innermost first).
+    pub fn intern_kernel(&mut self, addrs: &[u64]) -> StackRef {
+        if addrs.is_empty() {
+            return StackRef::Empty;
+        }
+        if let Some(&id) = self.kernel_ids.get(addrs) {
+            return StackRef::Kernel(id);
+        }
+        if !self.has_room() {
+            return StackRef::Missed;
+        }
+        let Ok(id) = StackId::try_from(self.table.kernel.len()) else {
+            self.missed += 1;
+            return StackRef::Missed;
+        };
+        self.table.kernel.push(addrs.to_vec());
+        self.kernel_ids.insert(addrs.to_vec(), id);
+        StackRef::Kernel(id)
+    }
+
+    /// Interns a user stack (innermost first) of process `tgid`, sampled at
+    /// `time`.
+    pub fn intern_user(&mut self, tgid: u32, time: u64, addrs: &[u64]) -> StackRef {
+        if addrs.is_empty() {
+            return StackRef::Empty;
+        }
+        let generation = self.generations.get(&tgid).copied().unwrap_or(0);
+        let key = (tgid, generation, addrs.to_vec());
+        if let Some(&id) = self.user_ids.get(&key) {
+            return StackRef::User(id);
+        }
+        if !self.has_room() {
+            return StackRef::Missed;
+        }
+        let Ok(id) = StackId::try_from(self.table.user.len()) else {
+            self.missed += 1;
+            return StackRef::Missed;
+        };
+        self.table.user.push(UserStack {
+            tgid,
+            time,
+            addrs: addrs.to_vec(),
+        });
+        self.user_ids.insert(key, id);
+        StackRef::User(id)
+    }
+
+    /// Process `tgid` replaced its image (exec): its later user stacks are
+    /// new stacks even at the same addresses.
+    pub fn bump_generation(&mut self, tgid: u32) {
+        let g = self.generations.entry(tgid).or_insert(0);
+        *g = g.wrapping_add(1);
+    }
+
+    pub fn into_table(self) -> StackTable {
+        self.table
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_stacks_use_no_storage() {
+        let mut s = StackInterner::new(1);
+        assert_eq!(s.intern_kernel(&[]), StackRef::Empty);
+        assert_eq!(s.intern_user(5, 0, &[]), StackRef::Empty);
+        assert!(s.is_empty());
+        assert_eq!(s.missed, 0);
+    }
+
+    #[test]
+    fn dedup_kernel_and_user() {
+        let mut s = StackInterner::new(10);
+        let a = s.intern_kernel(&[1, 2, 3]);
+        let b = s.intern_kernel(&[1, 2, 3]);
+        let c = s.intern_kernel(&[1, 2]);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        let u1 = s.intern_user(7, 100, &[1, 2, 3]);
+        let u2 = s.intern_user(7, 200, &[1, 2, 3]);
+        let u3 = s.intern_user(8, 300, &[1, 2, 3]);
+        assert_eq!(u1, u2);
+        assert_ne!(u1, u3);
+        assert_eq!(s.len(), 4);
+        let t = s.into_table();
+        assert_eq!(t.kernel_addrs(a), Some(&[1u64, 2, 3][..]));
+        let us = t.user_stack(u1).unwrap();
+        assert_eq!((us.tgid, us.time), (7, 100));
+        assert_eq!(t.user_stack(u3).unwrap().time, 300);
+        assert_eq!(t.user_stack(a), None);
+    }
+
+    #[test]
+    fn exec_generation_separates_user_stacks() {
+        let mut s = StackInterner::new(10);
+        let before = s.intern_user(7, 1, &[0x400000]);
+        s.bump_generation(7);
+        let after = s.intern_user(7, 2, &[0x400000]);
+        assert_ne!(before, after);
+        assert_eq!(s.intern_user(7, 3, &[0x400000]), after);
+        // Kernel stacks are unaffected.
+        let k = s.intern_kernel(&[0x400000]);
+        assert!(matches!(k, StackRef::Kernel(_)));
+    }
+
+    #[test]
+    fn overflow_is_missed_and_counted() {
+        let mut s = StackInterner::new(2);
+        let a = s.intern_kernel(&[1]);
+        let b = s.intern_user(1, 0, &[2]);
+        assert_eq!(s.intern_kernel(&[3]), StackRef::Missed);
+        assert_eq!(s.intern_user(1, 0, &[4]), StackRef::Missed);
+        assert_eq!(s.missed, 2);
+        // Known stacks still resolve when storage is full.
+        assert_eq!(s.intern_kernel(&[1]), a);
+        assert_eq!(s.intern_user(1, 9, &[2]), b);
+        assert_eq!(s.missed, 2);
+        assert_eq!(s.len(), 2);
+    }
 }

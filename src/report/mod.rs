@@ -1,6 +1,9 @@
 //! bcc-compatible output: the header, the default multi-line blocks (with
 //! `-d` delimiters) and the folded format, byte for byte.
 
+mod default;
+mod folded;
+
 use std::io::{self, Write};
 
 /// Which stacks are shown.
@@ -48,8 +51,19 @@ pub struct ResolvedEntry {
 /// The header line (with its newline) printed at start, or "" for folded
 /// output. `duration` is the traced seconds, None until Ctrl-C.
 pub fn header(options: &ReportOptions, duration: Option<u64>) -> String {
-    let _ = (options, duration);
-    todo!()
+    if options.folded {
+        return String::new();
+    }
+    let what = match options.stacks {
+        StackMode::Both => "user + kernel",
+        StackMode::UserOnly => "user",
+        StackMode::KernelOnly => "kernel",
+    };
+    let tail = match duration {
+        Some(secs) => format!(" for {secs} secs."),
+        None => "... Hit Ctrl-C to end.".to_string(),
+    };
+    format!("Tracing blocked time (us) by {what} off-CPU and waker stack{tail}\n")
 }
 
 /// Writes the report: the blank line after tracing (not folded), then the
@@ -59,6 +73,371 @@ pub fn write_report(
     options: &ReportOptions,
     entries: &[ResolvedEntry],
 ) -> io::Result<()> {
-    let _ = (out, options, entries);
-    todo!()
+    if options.folded {
+        folded::write(out, options, entries)
+    } else {
+        default::write(out, options, entries)
+    }
+}
+
+impl ReportOptions {
+    fn shows_user(&self) -> bool {
+        self.stacks != StackMode::KernelOnly
+    }
+
+    fn shows_kernel(&self) -> bool {
+        self.stacks != StackMode::UserOnly
+    }
+
+    /// The `-` delimiter goes between a side's two stacks only with `-d`
+    /// and when both of them are shown and exist.
+    fn delimits(&self, kernel: &Frames, user: &Frames) -> bool {
+        self.delimited
+            && self.shows_kernel()
+            && self.shows_user()
+            && kernel.exists()
+            && user.exists()
+    }
+}
+
+impl Frames {
+    /// A stack "exists" when it has frames or was missed.
+    pub fn exists(&self) -> bool {
+        match self {
+            Frames::Names(names) => !names.is_empty(),
+            Frames::Missed => true,
+        }
+    }
+}
+
+/// Which part of a stack, for the missed-stack placeholder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    User,
+    Kernel,
+}
+
+impl Part {
+    fn missed(self) -> &'static str {
+        match self {
+            Part::User => "[Missed User Stack]",
+            Part::Kernel => "[Missed Kernel Stack]",
+        }
+    }
+}
+
+/// The names of a stack in the requested order (`outermost_first` reverses
+/// the stored innermost-first order); a missed stack is its placeholder.
+fn frame_names(frames: &Frames, part: Part, outermost_first: bool) -> Vec<&str> {
+    match frames {
+        Frames::Names(names) => {
+            let it = names.iter().map(String::as_str);
+            if outermost_first {
+                it.rev().collect()
+            } else {
+                it.collect()
+            }
+        }
+        Frames::Missed => vec![part.missed()],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn names(frames: &[&str]) -> Frames {
+        Frames::Names(frames.iter().map(|s| s.to_string()).collect())
+    }
+
+    /// A thread sleeping in nanosleep, woken by a timer in another process.
+    fn sleeper(tid: u32, total_us: u64) -> ResolvedEntry {
+        ResolvedEntry {
+            target_comm: "app".into(),
+            target_tid: tid,
+            waker_comm: "waker".into(),
+            waker_tid: 200,
+            target_kernel: names(&["schedule", "do_nanosleep", "__x64_sys_nanosleep"]),
+            target_user: names(&["clock_nanosleep", "main", "__libc_start_main"]),
+            waker_kernel: names(&[
+                "hrtimer_wakeup",
+                "__hrtimer_run_queues",
+                "hrtimer_interrupt",
+            ]),
+            waker_user: names(&["spin", "main"]),
+            total_us,
+        }
+    }
+
+    /// A kernel thread that was never woken (no user stack, no waker).
+    fn unwoken() -> ResolvedEntry {
+        ResolvedEntry {
+            target_comm: "kworker/0:1".into(),
+            target_tid: 300,
+            waker_comm: String::new(),
+            waker_tid: 0,
+            target_kernel: names(&["schedule", "worker_thread", "kthread", "ret_from_fork"]),
+            target_user: names(&[]),
+            waker_kernel: names(&[]),
+            waker_user: names(&[]),
+            total_us: 42,
+        }
+    }
+
+    /// A reader whose kernel stack did not fit, woken by idle.
+    fn missed() -> ResolvedEntry {
+        ResolvedEntry {
+            target_comm: "app".into(),
+            target_tid: 101,
+            waker_comm: "swapper/1".into(),
+            waker_tid: 0,
+            target_kernel: Frames::Missed,
+            target_user: names(&["read", "main"]),
+            waker_kernel: names(&["ttwu_do_activate", "sched_ttwu_pending"]),
+            waker_user: names(&[]),
+            total_us: 500,
+        }
+    }
+
+    /// Out of order on purpose; the first and last give the same folded line.
+    fn sample() -> Vec<ResolvedEntry> {
+        vec![sleeper(100, 500), missed(), unwoken(), sleeper(102, 7)]
+    }
+
+    fn opts(folded: bool, delimited: bool, stacks: StackMode) -> ReportOptions {
+        ReportOptions {
+            folded,
+            delimited,
+            stacks,
+        }
+    }
+
+    fn render(options: ReportOptions, entries: &[ResolvedEntry]) -> String {
+        let mut out = Vec::new();
+        write_report(&mut out, &options, entries).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn golden(name: &str) -> String {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/report")
+            .join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    fn check(name: &str, options: ReportOptions) {
+        let got = render(options, &sample());
+        if std::env::var_os("OFFWAKE_BLESS").is_some() {
+            let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/report")
+                .join(name);
+            std::fs::write(path, &got).unwrap();
+        }
+        assert_eq!(got, golden(name), "golden {name}");
+    }
+
+    #[test]
+    fn headers() {
+        let both = opts(false, false, StackMode::Both);
+        assert_eq!(
+            header(&both, Some(5)),
+            "Tracing blocked time (us) by user + kernel off-CPU and waker stack for 5 secs.\n"
+        );
+        assert_eq!(
+            header(&both, None),
+            "Tracing blocked time (us) by user + kernel off-CPU and waker stack... Hit Ctrl-C to end.\n"
+        );
+        assert_eq!(
+            header(&opts(false, true, StackMode::UserOnly), None),
+            "Tracing blocked time (us) by user off-CPU and waker stack... Hit Ctrl-C to end.\n"
+        );
+        assert_eq!(
+            header(&opts(false, false, StackMode::KernelOnly), Some(10)),
+            "Tracing blocked time (us) by kernel off-CPU and waker stack for 10 secs.\n"
+        );
+        assert_eq!(header(&opts(true, false, StackMode::Both), Some(5)), "");
+    }
+
+    #[test]
+    fn one_default_block_by_hand() {
+        let got = render(opts(false, false, StackMode::Both), &[sleeper(100, 500)]);
+        let want = "\n\
+            \x20   waker:           waker 200\n\
+            \x20   main\n\
+            \x20   spin\n\
+            \x20   hrtimer_interrupt\n\
+            \x20   __hrtimer_run_queues\n\
+            \x20   hrtimer_wakeup\n\
+            \x20   --               --\n\
+            \x20   schedule\n\
+            \x20   do_nanosleep\n\
+            \x20   __x64_sys_nanosleep\n\
+            \x20   clock_nanosleep\n\
+            \x20   main\n\
+            \x20   __libc_start_main\n\
+            \x20   target:          app 100\n\
+            \x20       500\n\
+            \n";
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn one_folded_line_by_hand() {
+        let got = render(opts(true, true, StackMode::Both), &[sleeper(100, 500)]);
+        assert_eq!(
+            got,
+            "app;__libc_start_main;main;clock_nanosleep;-;__x64_sys_nanosleep;do_nanosleep;\
+             schedule;--;hrtimer_wakeup;__hrtimer_run_queues;hrtimer_interrupt;-;spin;main;\
+             waker 500\n"
+        );
+    }
+
+    #[test]
+    fn no_waker_lines() {
+        let got = render(opts(true, false, StackMode::Both), &[unwoken()]);
+        assert_eq!(
+            got,
+            "kworker/0:1;ret_from_fork;kthread;worker_thread;schedule;--; 42\n"
+        );
+        let got = render(opts(false, true, StackMode::Both), &[unwoken()]);
+        assert_eq!(
+            got,
+            "\n    waker:            0\n    --               --\n    schedule\n    \
+             worker_thread\n    kthread\n    ret_from_fork\n    target:          \
+             kworker/0:1 300\n        42\n\n"
+        );
+    }
+
+    #[test]
+    fn missed_user_stacks() {
+        let mut e = sleeper(100, 9);
+        e.target_user = Frames::Missed;
+        e.waker_user = Frames::Missed;
+        let got = render(opts(true, true, StackMode::Both), std::slice::from_ref(&e));
+        assert_eq!(
+            got,
+            "app;[Missed User Stack];-;__x64_sys_nanosleep;do_nanosleep;schedule;--;\
+             hrtimer_wakeup;__hrtimer_run_queues;hrtimer_interrupt;-;[Missed User Stack];\
+             waker 9\n"
+        );
+        let got = render(opts(false, false, StackMode::UserOnly), &[e]);
+        assert_eq!(
+            got,
+            "\n    waker:           waker 200\n    [Missed User Stack]\n    --               \
+             --\n    [Missed User Stack]\n    target:          app 100\n        9\n\n"
+        );
+    }
+
+    #[test]
+    fn empty_report() {
+        assert_eq!(render(opts(false, false, StackMode::Both), &[]), "\n");
+        assert_eq!(render(opts(true, false, StackMode::Both), &[]), "");
+    }
+
+    #[test]
+    fn golden_default() {
+        check("default.txt", opts(false, false, StackMode::Both));
+    }
+
+    #[test]
+    fn golden_delimited() {
+        check("delimited.txt", opts(false, true, StackMode::Both));
+    }
+
+    #[test]
+    fn golden_user_only() {
+        check("user-only.txt", opts(false, true, StackMode::UserOnly));
+    }
+
+    #[test]
+    fn golden_kernel_only() {
+        check("kernel-only.txt", opts(false, true, StackMode::KernelOnly));
+    }
+
+    #[test]
+    fn golden_folded() {
+        check("folded.txt", opts(true, false, StackMode::Both));
+    }
+
+    #[test]
+    fn golden_folded_delimited() {
+        check("folded-delimited.txt", opts(true, true, StackMode::Both));
+    }
+
+    #[test]
+    fn golden_folded_user_only() {
+        check(
+            "folded-user-only.txt",
+            opts(true, false, StackMode::UserOnly),
+        );
+    }
+
+    #[test]
+    fn golden_folded_kernel_only() {
+        check(
+            "folded-kernel-only.txt",
+            opts(true, true, StackMode::KernelOnly),
+        );
+    }
+
+    #[test]
+    fn folded_merges_identical_lines_and_orders() {
+        let mut b = sleeper(100, 3);
+        b.target_comm = "b".into();
+        let mut a = sleeper(100, 3);
+        a.target_comm = "a".into();
+        let entries = vec![sleeper(100, 5), b, sleeper(101, 1), a, unwoken()];
+        let got = render(opts(true, false, StackMode::KernelOnly), &entries);
+        let lines: Vec<&str> = got.lines().collect();
+        assert_eq!(
+            lines,
+            vec![
+                "a;__x64_sys_nanosleep;do_nanosleep;schedule;--;hrtimer_wakeup;\
+                 __hrtimer_run_queues;hrtimer_interrupt;waker 3",
+                "b;__x64_sys_nanosleep;do_nanosleep;schedule;--;hrtimer_wakeup;\
+                 __hrtimer_run_queues;hrtimer_interrupt;waker 3",
+                "app;__x64_sys_nanosleep;do_nanosleep;schedule;--;hrtimer_wakeup;\
+                 __hrtimer_run_queues;hrtimer_interrupt;waker 6",
+                "kworker/0:1;ret_from_fork;kthread;worker_thread;schedule;--; 42",
+            ]
+        );
+    }
+
+    #[test]
+    fn default_orders_by_total_then_text_regardless_of_input_order() {
+        let mut entries = sample();
+        let first = render(opts(false, false, StackMode::Both), &entries);
+        entries.reverse();
+        assert_eq!(render(opts(false, false, StackMode::Both), &entries), first);
+        let totals: Vec<&str> = first
+            .lines()
+            .filter(|l| l.starts_with("        "))
+            .map(str::trim)
+            .collect();
+        assert_eq!(totals, vec!["7", "42", "500", "500"]);
+    }
+
+    #[test]
+    fn broken_pipe_is_an_error_not_a_panic() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::Error::from(io::ErrorKind::BrokenPipe))
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        for folded in [false, true] {
+            let err = write_report(
+                &mut Closed,
+                &opts(folded, false, StackMode::Both),
+                &sample(),
+            )
+            .unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
+        }
+    }
 }
