@@ -141,3 +141,6 @@ impl Symbolizer {
         self.warnings.clone()
     }
 }
+
+#[cfg(test)]
+mod tests;
