@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use super::elf::ElfFile;
 
@@ -24,8 +24,9 @@ pub enum FileId {
 #[derive(Debug, Default)]
 pub struct FileCache {
     /// `None` records a file that could not be parsed (never retried).
-    files: HashMap<FileId, Option<Rc<ElfFile>>>,
-    names: HashMap<(FileId, u64), Rc<[String]>>,
+    files: HashMap<FileId, Option<ElfFile>>,
+    /// Keyed by file offset, which identifies an address within a file.
+    names: HashMap<(FileId, u64), Arc<[String]>>,
     /// Diagnostics about files that failed to parse, one per file.
     pub failures: Vec<String>,
 }
@@ -35,8 +36,9 @@ impl FileCache {
         FileCache::default()
     }
 
-    /// The parsed file behind the first of `candidates` that exists.
-    pub fn open(&mut self, candidates: &[PathBuf]) -> Option<(FileId, Rc<ElfFile>)> {
+    /// Parses (once) the file behind the first of `candidates` that exists;
+    /// `None` when none does.
+    pub fn open(&mut self, candidates: &[PathBuf]) -> Option<FileId> {
         for path in candidates {
             let Ok(meta) = std::fs::metadata(path) else {
                 continue;
@@ -48,34 +50,43 @@ impl FileCache {
                 dev: meta.dev(),
                 ino: meta.ino(),
             };
-            let entry = self
-                .files
-                .entry(id)
-                .or_insert_with(|| match ElfFile::open(path) {
-                    Ok(f) => Some(Rc::new(f)),
+            if !self.files.contains_key(&id) {
+                let parsed = match ElfFile::open(path) {
+                    Ok(f) => Some(f),
                     Err(e) => {
                         self.failures.push(format!("{e:#}"));
                         None
                     }
-                });
-            return entry.clone().map(|f| (id, f));
+                };
+                self.files.insert(id, parsed);
+            }
+            return Some(id);
         }
         None
     }
 
     /// The parsed vDSO of this kernel (read from this process's own vDSO).
-    pub fn vdso(&mut self) -> Option<Rc<ElfFile>> {
+    pub fn vdso(&mut self) -> FileId {
         self.files
             .entry(FileId::Vdso)
-            .or_insert_with(|| super::vdso::load().ok().map(Rc::new))
-            .clone()
+            .or_insert_with(|| super::vdso::load().ok());
+        FileId::Vdso
     }
 
-    /// Names for `vaddr` in `file`, resolved once.
-    pub fn names(&mut self, id: FileId, file: &ElfFile, vaddr: u64) -> Rc<[String]> {
-        self.names
-            .entry((id, vaddr))
-            .or_insert_with(|| file.names(vaddr).into())
-            .clone()
+    /// Names for file offset `off` of file `id`, resolved once; empty when
+    /// unknown.
+    pub fn names(&mut self, id: FileId, off: u64) -> Arc<[String]> {
+        if let Some(names) = self.names.get(&(id, off)) {
+            return names.clone();
+        }
+        let names: Arc<[String]> = match self.files.get(&id) {
+            Some(Some(file)) => match file.vaddr_of_offset(off) {
+                Some(vaddr) => file.names(vaddr).into(),
+                None => Arc::from(Vec::new()),
+            },
+            _ => Arc::from(Vec::new()),
+        };
+        self.names.insert((id, off), names.clone());
+        names
     }
 }

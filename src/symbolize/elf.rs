@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
@@ -13,7 +13,7 @@ use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use super::demangle::{Lang, demangle, demangle_as};
 
 /// DWARF reader owning its bytes, so a parsed file outlives its mmap.
-type Reader = gimli::EndianRcSlice<gimli::RunTimeEndian>;
+type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
 
 #[derive(Debug, Clone, Copy)]
 struct Segment {
@@ -234,12 +234,12 @@ fn load_dwarf(obj: &object::File<'_>) -> Result<addr2line::Context<Reader>> {
         gimli::RunTimeEndian::Big
     };
     let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
-        let bytes: Rc<[u8]> = obj
+        let bytes: Arc<[u8]> = obj
             .section_by_name(id.name())
             .and_then(|s| s.uncompressed_data().ok())
-            .map(|d| Rc::from(&*d))
-            .unwrap_or_else(|| Rc::from(&[][..]));
-        Ok(gimli::EndianRcSlice::new(bytes, endian))
+            .map(|d| Arc::from(&*d))
+            .unwrap_or_else(|| Arc::from(&[][..]));
+        Ok(gimli::EndianArcSlice::new(bytes, endian))
     };
     let dwarf = gimli::Dwarf::load(load).context("loading DWARF sections")?;
     addr2line::Context::from_dwarf(dwarf).context("indexing DWARF")

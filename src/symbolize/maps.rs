@@ -19,6 +19,8 @@ pub struct Mapping {
     /// Path as the kernel printed it, without a ` (deleted)` suffix; may be
     /// `[vdso]`.
     pub path: String,
+    /// The kernel reported the file as deleted (replaced on disk).
+    pub deleted: bool,
     pub from: u64,
     pub until: u64,
 }
@@ -142,6 +144,7 @@ impl ProcessMaps {
                     end: m.start.saturating_add(m.len),
                     pgoff: m.pgoff,
                     path: strip_deleted(&m.path).to_string(),
+                    deleted: m.path.ends_with(" (deleted)"),
                     from: time,
                     until: u64::MAX,
                 };
@@ -182,11 +185,20 @@ impl ProcessMaps {
         Some((m, addr - m.start + m.pgoff))
     }
 
-    /// Paths to try, in order, to open `mapping`'s file: through the
-    /// process's root while it lives (containers), then the plain path.
+    /// Paths to try, in order, to open `mapping`'s file: while the process
+    /// lives, a deleted file through `/proc/<tgid>/map_files/` (when the
+    /// mapping is still current) and any file through the process's root
+    /// (containers); then the plain path.
     pub fn open_candidates(&self, tgid: u32, mapping: &Mapping) -> Vec<PathBuf> {
-        let mut out = Vec::with_capacity(2);
-        if !self.has_exited(tgid) && mapping.path.starts_with('/') {
+        let mut out = Vec::with_capacity(3);
+        let alive = !self.has_exited(tgid);
+        if alive && mapping.deleted && mapping.until == u64::MAX {
+            out.push(PathBuf::from(format!(
+                "/proc/{tgid}/map_files/{:x}-{:x}",
+                mapping.start, mapping.end
+            )));
+        }
+        if alive && mapping.path.starts_with('/') {
             out.push(PathBuf::from(format!("/proc/{tgid}/root{}", mapping.path)));
         }
         out.push(PathBuf::from(&mapping.path));
@@ -246,6 +258,7 @@ pub fn parse_maps_line(line: &str, from: u64) -> Option<Mapping> {
         end,
         pgoff,
         path: strip_deleted(path).to_string(),
+        deleted: path.ends_with(" (deleted)"),
         from,
         until: u64::MAX,
     })
@@ -306,6 +319,15 @@ not a maps line
             (0x55d0c0a02000, 0x55d0c0a08000, 0x2000)
         );
         assert_eq!(maps[1].path, "/opt/my app/lib x.so");
+        assert!(maps[1].deleted && !maps[0].deleted);
+        assert_eq!(
+            ProcessMaps::new().open_candidates(1, &maps[1]),
+            vec![
+                PathBuf::from("/proc/1/map_files/7f0000000000-7f0000010000"),
+                PathBuf::from("/proc/1/root/opt/my app/lib x.so"),
+                PathBuf::from("/opt/my app/lib x.so"),
+            ]
+        );
         assert_eq!(maps[1].pgoff, 0x1000);
         assert!(maps[2].is_vdso());
     }

@@ -14,6 +14,8 @@ pub mod kernel;
 pub mod maps;
 pub mod vdso;
 
+use std::sync::Arc;
+
 use anyhow::Result;
 
 use cache::FileCache;
@@ -94,6 +96,18 @@ impl Symbolizer {
             .collect()
     }
 
+    /// Like [`Symbolizer::kernel`], for a stack whose every entry is a
+    /// return address, `addrs[0]` included (a waker's stack, whose
+    /// tracepoint site was dropped, begins at the return address into the
+    /// caller of `try_to_wake_up`).
+    pub fn kernel_returns(&mut self, addrs: &[u64]) -> Vec<String> {
+        let k = self.kernel_symbols();
+        addrs
+            .iter()
+            .map(|&a| k.lookup(probe(1, a)).unwrap_or(UNKNOWN).to_string())
+            .collect()
+    }
+
     /// Names for a user stack of process `tgid` sampled at `time`, innermost
     /// first. An address inside inlined code yields several names (innermost
     /// inline first); an unresolvable one yields `[unknown]`.
@@ -112,27 +126,20 @@ impl Symbolizer {
     }
 
     /// Names for one (already adjusted) user address; empty when unknown.
-    fn user_frame(&mut self, tgid: u32, time: u64, addr: u64) -> std::rc::Rc<[String]> {
-        let empty = || std::rc::Rc::from(Vec::new());
+    fn user_frame(&mut self, tgid: u32, time: u64, addr: u64) -> Arc<[String]> {
         let Some((mapping, off)) = self.maps.lookup(tgid, time, addr) else {
-            return empty();
+            return Arc::from(Vec::new());
         };
-        let (id, file) = if mapping.is_vdso() {
-            match self.files.vdso() {
-                Some(f) => (cache::FileId::Vdso, f),
-                None => return empty(),
-            }
+        let id = if mapping.is_vdso() {
+            self.files.vdso()
         } else {
             let candidates = self.maps.open_candidates(tgid, mapping);
             match self.files.open(&candidates) {
-                Some(found) => found,
-                None => return empty(),
+                Some(id) => id,
+                None => return Arc::from(Vec::new()),
             }
         };
-        match file.vaddr_of_offset(off) {
-            Some(vaddr) => self.files.names(id, &file, vaddr),
-            None => empty(),
-        }
+        self.files.names(id, off)
     }
 
     /// Warnings to print once at the end (e.g. kptr_restrict hid kernel

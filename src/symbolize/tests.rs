@@ -92,6 +92,7 @@ fn symbolizer_for(path: &Path) -> Symbolizer {
             end: BASE + len.next_multiple_of(4096),
             pgoff: 0,
             path: path.to_string_lossy().into_owned(),
+            deleted: false,
             from: 0,
             until: u64::MAX,
         },
@@ -296,6 +297,11 @@ fn kernel_frames_one_name_each() {
         // first byte.
         let names = s.kernel(&[addr, addr + 1, 0x10]);
         assert_eq!(names[..2], ["schedule", "schedule"]);
+        // As a return address, schedule's first byte belongs to the
+        // function before it.
+        let r = s.kernel_returns(&[addr + 1, addr]);
+        assert_eq!(r[0], "schedule");
+        assert_ne!(r[1], "schedule");
         names
     } else {
         let names = s.kernel(&[0xffff_ffff_8100_0000, 0x10]);
@@ -303,4 +309,10 @@ fn kernel_frames_one_name_each() {
         names
     };
     assert_eq!(names.last().map(String::as_str), Some(UNKNOWN));
+}
+
+#[test]
+fn symbolizer_can_move_between_threads() {
+    fn is_send<T: Send>() {}
+    is_send::<Symbolizer>();
 }
