@@ -316,3 +316,17 @@ fn symbolizer_can_move_between_threads() {
     fn is_send<T: Send>() {}
     is_send::<Symbolizer>();
 }
+
+#[test]
+fn own_process_resolves_shared_library_function() {
+    let me = std::process::id();
+    let mut maps = ProcessMaps::new();
+    maps.ensure_known(me, 0);
+    let mut s = Symbolizer::new(maps).expect("symbolizer");
+    // libc's getpid, resolved by the dynamic linker: a shared object mapped
+    // with a non-zero file offset, usually known only through .dynsym.
+    let f = libc::getpid as unsafe extern "C" fn() -> libc::pid_t as usize as u64;
+    let names = s.user(me, 0, &[f]);
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].ends_with("getpid"), "{names:?}");
+}
