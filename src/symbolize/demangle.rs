@@ -74,17 +74,15 @@ fn cpp(name: &str) -> Option<String> {
 /// mangling, whose last path component is the hash), possibly followed by a
 /// `.llvm.…`-style suffix.
 fn is_rust_legacy(name: &str) -> bool {
-    let body = name.split('.').next().unwrap_or(name);
-    let Some(body) = body.strip_suffix('E') else {
+    let body = name.split('.').next().unwrap_or(name).as_bytes();
+    let Some(body) = body.strip_suffix(b"E") else {
         return false;
     };
     if body.len() < 20 {
         return false;
     }
     let (head, hash) = body.split_at(body.len() - 17);
-    head.ends_with("17")
-        && hash.starts_with('h')
-        && hash[1..].bytes().all(|b| b.is_ascii_hexdigit())
+    head.ends_with(b"17") && hash[0] == b'h' && hash[1..].iter().all(u8::is_ascii_hexdigit)
 }
 
 #[cfg(test)]
@@ -128,6 +126,10 @@ mod tests {
         assert_eq!(demangle("__libc_start_main"), "__libc_start_main");
         // Not valid in any scheme: left alone.
         assert_eq!(demangle("_Zgarbage"), "_Zgarbage");
+        assert_eq!(
+            demangle("_ZN3fooé17hxxxxxxxxxxxxxxééE"),
+            "_ZN3fooé17hxxxxxxxxxxxxxxééE"
+        );
         assert_eq!(demangle_as("frob", Lang::Cpp), "frob");
     }
 }

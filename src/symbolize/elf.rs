@@ -121,7 +121,7 @@ impl ElfFile {
         self.segments
             .iter()
             .find(|s| s.offset <= off && off - s.offset < s.filesz)
-            .map(|s| off - s.offset + s.vaddr)
+            .map(|s| (off - s.offset).wrapping_add(s.vaddr))
     }
 
     /// Names for virtual address `vaddr`, innermost inline first. Empty when

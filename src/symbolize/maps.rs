@@ -182,7 +182,7 @@ impl ProcessMaps {
     pub fn lookup(&self, tgid: u32, time: u64, addr: u64) -> Option<(&Mapping, u64)> {
         let p = self.procs.get(&tgid)?;
         let m = p.mappings.iter().rev().find(|m| m.contains(time, addr))?;
-        Some((m, addr - m.start + m.pgoff))
+        Some((m, (addr - m.start).wrapping_add(m.pgoff)))
     }
 
     /// Paths to try, in order, to open `mapping`'s file: while the process
