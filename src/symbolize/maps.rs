@@ -3,28 +3,487 @@
 //! user address can be resolved against the map as it was when sampled, even
 //! after the process has exited.
 
-use crate::event::Event;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use crate::event::{Event, EventKind};
+
+/// One executable mapping, valid during `[from, until)` (nanoseconds).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    pub start: u64,
+    /// Exclusive end address.
+    pub end: u64,
+    /// File offset of `start`.
+    pub pgoff: u64,
+    /// Path as the kernel printed it, without a ` (deleted)` suffix; may be
+    /// `[vdso]`.
+    pub path: String,
+    /// The kernel reported the file as deleted (replaced on disk).
+    pub deleted: bool,
+    pub from: u64,
+    pub until: u64,
+}
+
+impl Mapping {
+    /// True for the kernel-provided vDSO.
+    pub fn is_vdso(&self) -> bool {
+        self.path == "[vdso]"
+    }
+
+    fn contains(&self, time: u64, addr: u64) -> bool {
+        self.from <= time && time < self.until && self.start <= addr && addr < self.end
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct Process {
+    /// In the order learnt, which is chronological: later entries are newer.
+    mappings: Vec<Mapping>,
+    exited: bool,
+}
 
 /// The memory-map history of every process seen.
 #[derive(Debug, Default)]
-pub struct ProcessMaps {}
+pub struct ProcessMaps {
+    procs: HashMap<u32, Process>,
+}
 
 impl ProcessMaps {
     pub fn new() -> ProcessMaps {
-        ProcessMaps {}
+        ProcessMaps {
+            procs: HashMap::new(),
+        }
     }
 
     /// Makes sure `tgid` has a map: if it has none yet, snapshots
     /// `/proc/<tgid>/maps` as of `time`. Cheap when already known.
+    ///
+    /// The snapshot is taken as valid since the beginning of time: it is the
+    /// best guess for samples older than the first event seen for `tgid`. A
+    /// process that cannot be read (gone already) gets an empty history, so
+    /// its addresses resolve to `[unknown]` without re-reading `/proc`.
     pub fn ensure_known(&mut self, tgid: u32, time: u64) {
-        let _ = (tgid, time);
-        todo!()
+        let _ = time;
+        self.snapshot_if_unknown(tgid, 0);
+    }
+
+    fn snapshot_if_unknown(&mut self, tgid: u32, from: u64) {
+        if self.procs.contains_key(&tgid) {
+            return;
+        }
+        let path = format!("/proc/{tgid}/maps");
+        let proc = match std::fs::read_to_string(&path) {
+            Ok(text) => Process {
+                mappings: parse_maps(&text, from),
+                exited: false,
+            },
+            Err(_) => Process {
+                mappings: Vec::new(),
+                exited: true,
+            },
+        };
+        self.procs.insert(tgid, proc);
     }
 
     /// Applies a fork (child copies its parent's map), exec (map cleared),
     /// mmap or exit event. Other events are ignored.
     pub fn observe(&mut self, event: &Event) {
-        let _ = event;
-        todo!()
+        let time = event.time;
+        match &event.kind {
+            EventKind::Fork(f) if f.tgid != f.parent_tgid => {
+                self.snapshot_if_unknown(f.parent_tgid, 0);
+                let inherited: Vec<Mapping> = self
+                    .procs
+                    .get(&f.parent_tgid)
+                    .map(|p| {
+                        p.mappings
+                            .iter()
+                            .filter(|m| m.from <= time && time < m.until)
+                            .map(|m| Mapping {
+                                // The child exists from the fork on.
+                                from: time,
+                                ..m.clone()
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                match self.procs.get_mut(&f.tgid) {
+                    // A reused pid: the old process's history ends here.
+                    Some(child) if child.exited => {
+                        end_all(&mut child.mappings, time);
+                        child.mappings.extend(inherited);
+                        child.exited = false;
+                    }
+                    // Already known (snapshotted): keep what we have.
+                    Some(_) => {}
+                    None => {
+                        self.procs.insert(
+                            f.tgid,
+                            Process {
+                                mappings: inherited,
+                                exited: false,
+                            },
+                        );
+                    }
+                }
+            }
+            EventKind::Comm(c) if c.exec => match self.procs.get_mut(&c.tgid) {
+                Some(p) => end_all(&mut p.mappings, time),
+                // Never seen before: whatever /proc shows now is the new
+                // image, valid from the exec on.
+                None => self.snapshot_if_unknown(c.tgid, time),
+            },
+            EventKind::Mmap(m) => {
+                if !m.executable || !wanted_path(&m.path) {
+                    return;
+                }
+                self.snapshot_if_unknown(m.tgid, 0);
+                let mapping = Mapping {
+                    start: m.start,
+                    end: m.start.saturating_add(m.len),
+                    pgoff: m.pgoff,
+                    path: strip_deleted(&m.path).to_string(),
+                    deleted: m.path.ends_with(" (deleted)"),
+                    from: time,
+                    until: u64::MAX,
+                };
+                if let Some(p) = self.procs.get_mut(&m.tgid) {
+                    p.mappings.push(mapping);
+                }
+            }
+            EventKind::Exit(e) if e.tid == e.tgid => {
+                if let Some(p) = self.procs.get_mut(&e.tgid) {
+                    p.exited = true;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Adds a mapping valid from `from` on, as an mmap event would; for
+    /// tests and for callers that build maps by hand.
+    pub fn add_mapping(&mut self, tgid: u32, mapping: Mapping) {
+        self.procs.entry(tgid).or_default().mappings.push(mapping);
+    }
+
+    /// True once `tgid`'s exit has been seen (or it could not be read).
+    pub fn has_exited(&self, tgid: u32) -> bool {
+        self.procs.get(&tgid).is_some_and(|p| p.exited)
+    }
+
+    /// True when `tgid` has a history (possibly empty).
+    pub fn is_known(&self, tgid: u32) -> bool {
+        self.procs.contains_key(&tgid)
+    }
+
+    /// The newest mapping of `tgid` valid at `time` that contains `addr`,
+    /// with the file offset of `addr`.
+    pub fn lookup(&self, tgid: u32, time: u64, addr: u64) -> Option<(&Mapping, u64)> {
+        let p = self.procs.get(&tgid)?;
+        let m = p.mappings.iter().rev().find(|m| m.contains(time, addr))?;
+        Some((m, (addr - m.start).wrapping_add(m.pgoff)))
+    }
+
+    /// Paths to try, in order, to open `mapping`'s file: while the process
+    /// lives, a deleted file through `/proc/<tgid>/map_files/` (when the
+    /// mapping is still current) and any file through the process's root
+    /// (containers); then the plain path.
+    pub fn open_candidates(&self, tgid: u32, mapping: &Mapping) -> Vec<PathBuf> {
+        let mut out = Vec::with_capacity(3);
+        let alive = !self.has_exited(tgid);
+        if alive && mapping.deleted && mapping.until == u64::MAX {
+            out.push(PathBuf::from(format!(
+                "/proc/{tgid}/map_files/{:x}-{:x}",
+                mapping.start, mapping.end
+            )));
+        }
+        if alive && mapping.path.starts_with('/') {
+            out.push(PathBuf::from(format!("/proc/{tgid}/root{}", mapping.path)));
+        }
+        out.push(PathBuf::from(&mapping.path));
+        out
+    }
+}
+
+fn end_all(mappings: &mut [Mapping], time: u64) {
+    for m in mappings {
+        if m.until > time {
+            m.until = time;
+        }
+    }
+}
+
+fn wanted_path(path: &str) -> bool {
+    (path.starts_with('/') && !path.starts_with("//")) || path == "[vdso]"
+}
+
+fn strip_deleted(path: &str) -> &str {
+    path.strip_suffix(" (deleted)").unwrap_or(path)
+}
+
+/// Parses `/proc/PID/maps` text, keeping executable file-backed mappings and
+/// `[vdso]`, valid from `from` on. Malformed lines are skipped.
+pub fn parse_maps(text: &str, from: u64) -> Vec<Mapping> {
+    text.lines()
+        .filter_map(|line| parse_maps_line(line, from))
+        .collect()
+}
+
+/// Parses one line: `start-end perms offset dev inode path`.
+pub fn parse_maps_line(line: &str, from: u64) -> Option<Mapping> {
+    let mut rest = line;
+    let mut fields = [""; 5];
+    for f in &mut fields {
+        rest = rest.trim_start_matches(' ');
+        let end = rest.find(' ').unwrap_or(rest.len());
+        *f = &rest[..end];
+        rest = &rest[end..];
+    }
+    let [range, perms, offset, _dev, _inode] = fields;
+    // The path is the rest of the line after the padding, spaces included.
+    let path = rest.trim_start_matches(' ');
+    if !perms.contains('x') || !wanted_path(path) {
+        return None;
+    }
+    let (start, end) = range.split_once('-')?;
+    let start = u64::from_str_radix(start, 16).ok()?;
+    let end = u64::from_str_radix(end, 16).ok()?;
+    let pgoff = u64::from_str_radix(offset, 16).ok()?;
+    if end <= start {
+        return None;
+    }
+    Some(Mapping {
+        start,
+        end,
+        pgoff,
+        path: strip_deleted(path).to_string(),
+        deleted: path.ends_with(" (deleted)"),
+        from,
+        until: u64::MAX,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Comm, CommChange, Exit, Fork, Mmap};
+
+    fn ev(time: u64, kind: EventKind) -> Event {
+        Event { time, cpu: 0, kind }
+    }
+
+    fn mmap(tgid: u32, start: u64, len: u64, pgoff: u64, path: &str) -> EventKind {
+        EventKind::Mmap(Mmap {
+            tgid,
+            tid: tgid,
+            start,
+            len,
+            pgoff,
+            path: path.to_string(),
+            executable: true,
+        })
+    }
+
+    /// A ProcessMaps where `tgid` is known with an empty history, so tests
+    /// never read the real /proc for synthetic pids.
+    fn known(tgids: &[u32]) -> ProcessMaps {
+        let mut pm = ProcessMaps::new();
+        for &t in tgids {
+            pm.procs.insert(t, Process::default());
+        }
+        pm
+    }
+
+    fn path_at(pm: &ProcessMaps, tgid: u32, time: u64, addr: u64) -> Option<(String, u64)> {
+        pm.lookup(tgid, time, addr)
+            .map(|(m, off)| (m.path.clone(), off))
+    }
+
+    #[test]
+    fn parses_maps_lines() {
+        let text = "\
+55d0c0a00000-55d0c0a02000 r--p 00000000 08:01 1234    /usr/bin/prog
+55d0c0a02000-55d0c0a08000 r-xp 00002000 08:01 1234    /usr/bin/prog
+7f0000000000-7f0000010000 r-xp 00001000 08:01 99      /opt/my app/lib x.so (deleted)
+7f0000100000-7f0000200000 rw-p 00000000 00:00 0
+7f0000300000-7f0000301000 r-xp 00000000 00:00 0       [anon:jit]
+7ffd1e7fe000-7ffd1e800000 r-xp 00000000 00:00 0       [vdso]
+not a maps line
+";
+        let maps = parse_maps(text, 0);
+        assert_eq!(maps.len(), 3);
+        assert_eq!(maps[0].path, "/usr/bin/prog");
+        assert_eq!(
+            (maps[0].start, maps[0].end, maps[0].pgoff),
+            (0x55d0c0a02000, 0x55d0c0a08000, 0x2000)
+        );
+        assert_eq!(maps[1].path, "/opt/my app/lib x.so");
+        assert!(maps[1].deleted && !maps[0].deleted);
+        assert_eq!(
+            ProcessMaps::new().open_candidates(1, &maps[1]),
+            vec![
+                PathBuf::from("/proc/1/map_files/7f0000000000-7f0000010000"),
+                PathBuf::from("/proc/1/root/opt/my app/lib x.so"),
+                PathBuf::from("/opt/my app/lib x.so"),
+            ]
+        );
+        assert_eq!(maps[1].pgoff, 0x1000);
+        assert!(maps[2].is_vdso());
+    }
+
+    #[test]
+    fn exec_replaces_the_image() {
+        let mut pm = known(&[100]);
+        pm.observe(&ev(10, mmap(100, 0x1000, 0x1000, 0, "/bin/old")));
+        pm.observe(&ev(
+            20,
+            EventKind::Comm(CommChange {
+                tgid: 100,
+                tid: 100,
+                comm: Comm::from("new"),
+                exec: true,
+            }),
+        ));
+        pm.observe(&ev(21, mmap(100, 0x1000, 0x2000, 0x3000, "/bin/new")));
+        assert_eq!(
+            path_at(&pm, 100, 15, 0x1800),
+            Some(("/bin/old".into(), 0x800))
+        );
+        // Between exec and the new mmap: nothing.
+        assert_eq!(path_at(&pm, 100, 20, 0x1800), None);
+        assert_eq!(
+            path_at(&pm, 100, 30, 0x1800),
+            Some(("/bin/new".into(), 0x3800))
+        );
+        assert_eq!(
+            path_at(&pm, 100, 30, 0x2800),
+            Some(("/bin/new".into(), 0x4800))
+        );
+        // Before the first mmap of a process seen only through events.
+        assert_eq!(path_at(&pm, 100, 5, 0x1800), None);
+    }
+
+    #[test]
+    fn later_mmap_supersedes_overlap() {
+        let mut pm = known(&[7]);
+        pm.observe(&ev(1, mmap(7, 0x10000, 0x10000, 0, "/lib/a.so")));
+        pm.observe(&ev(50, mmap(7, 0x14000, 0x1000, 0, "/lib/b.so")));
+        assert_eq!(
+            path_at(&pm, 7, 40, 0x14100),
+            Some(("/lib/a.so".into(), 0x4100))
+        );
+        assert_eq!(
+            path_at(&pm, 7, 60, 0x14100),
+            Some(("/lib/b.so".into(), 0x100))
+        );
+        assert_eq!(
+            path_at(&pm, 7, 60, 0x15100),
+            Some(("/lib/a.so".into(), 0x5100))
+        );
+        // Non-executable and anonymous mappings are ignored.
+        let mut data = mmap(7, 0x30000, 0x1000, 0, "/lib/data");
+        if let EventKind::Mmap(m) = &mut data {
+            m.executable = false;
+        }
+        pm.observe(&ev(70, data));
+        pm.observe(&ev(71, mmap(7, 0x40000, 0x1000, 0, "//anon")));
+        assert_eq!(path_at(&pm, 7, 80, 0x30000), None);
+        assert_eq!(path_at(&pm, 7, 80, 0x40000), None);
+    }
+
+    #[test]
+    fn fork_copies_parent_and_exit_keeps_history() {
+        let mut pm = known(&[1, 2]);
+        pm.observe(&ev(1, mmap(1, 0x1000, 0x1000, 0, "/bin/parent")));
+        pm.observe(&ev(
+            5,
+            EventKind::Fork(Fork {
+                parent_tgid: 1,
+                parent_tid: 1,
+                tgid: 3,
+                tid: 3,
+            }),
+        ));
+        // Parent maps more after the fork: the child must not see it.
+        pm.observe(&ev(6, mmap(1, 0x5000, 0x1000, 0, "/lib/late.so")));
+        assert_eq!(
+            path_at(&pm, 3, 10, 0x1010),
+            Some(("/bin/parent".into(), 0x10))
+        );
+        assert_eq!(path_at(&pm, 3, 10, 0x5010), None);
+        assert_eq!(
+            path_at(&pm, 1, 10, 0x5010),
+            Some(("/lib/late.so".into(), 0x10))
+        );
+
+        // A new thread (same tgid) changes nothing.
+        pm.observe(&ev(
+            7,
+            EventKind::Fork(Fork {
+                parent_tgid: 3,
+                parent_tid: 3,
+                tgid: 3,
+                tid: 4,
+            }),
+        ));
+        assert!(!pm.has_exited(3));
+        // A thread exiting is not the process exiting.
+        pm.observe(&ev(8, EventKind::Exit(Exit { tgid: 3, tid: 4 })));
+        assert!(!pm.has_exited(3));
+        let m = pm.lookup(3, 10, 0x1010).map(|(m, _)| m.clone()).unwrap();
+        assert_eq!(
+            pm.open_candidates(3, &m),
+            vec![
+                PathBuf::from("/proc/3/root/bin/parent"),
+                PathBuf::from("/bin/parent")
+            ]
+        );
+
+        pm.observe(&ev(9, EventKind::Exit(Exit { tgid: 3, tid: 3 })));
+        assert!(pm.has_exited(3));
+        assert_eq!(
+            path_at(&pm, 3, 100, 0x1010),
+            Some(("/bin/parent".into(), 0x10))
+        );
+        assert_eq!(
+            pm.open_candidates(3, &m),
+            vec![PathBuf::from("/bin/parent")]
+        );
+    }
+
+    #[test]
+    fn reused_pid_starts_a_new_history() {
+        let mut pm = known(&[1, 2, 9]);
+        pm.observe(&ev(1, mmap(1, 0x1000, 0x1000, 0, "/bin/one")));
+        pm.observe(&ev(1, mmap(9, 0x1000, 0x1000, 0, "/bin/old9")));
+        pm.observe(&ev(2, EventKind::Exit(Exit { tgid: 9, tid: 9 })));
+        pm.observe(&ev(
+            5,
+            EventKind::Fork(Fork {
+                parent_tgid: 1,
+                parent_tid: 1,
+                tgid: 9,
+                tid: 9,
+            }),
+        ));
+        assert_eq!(path_at(&pm, 9, 3, 0x1000), Some(("/bin/old9".into(), 0)));
+        assert_eq!(path_at(&pm, 9, 6, 0x1000), Some(("/bin/one".into(), 0)));
+        assert!(!pm.has_exited(9));
+    }
+
+    #[test]
+    fn snapshot_of_own_process() {
+        let mut pm = ProcessMaps::new();
+        let me = std::process::id();
+        pm.ensure_known(me, 0);
+        let f = snapshot_of_own_process as fn() as usize as u64;
+        let (m, off) = pm.lookup(me, 12345, f).expect("own code is mapped");
+        assert!(m.path.starts_with('/'));
+        assert!(off >= m.pgoff);
+        // An unreadable pid becomes known and empty.
+        pm.ensure_known(u32::MAX - 1, 0);
+        assert!(pm.is_known(u32::MAX - 1));
+        assert!(pm.lookup(u32::MAX - 1, 0, f).is_none());
     }
 }

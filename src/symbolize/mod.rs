@@ -2,43 +2,152 @@
 //! through kallsyms, user addresses through each process's memory map as it
 //! was at the time of the sample, ELF symbols and DWARF (with inlined
 //! frames), and Rust/C++ demangling.
+//!
+//! Submodules: [`kernel`] (kallsyms), [`maps`] (map history), [`elf`] (one
+//! parsed ELF file: segments, symbols, DWARF), [`demangle`], [`cache`]
+//! (files parsed once, addresses resolved once) and [`vdso`].
 
+pub mod cache;
+pub mod demangle;
+pub mod elf;
+pub mod kernel;
 pub mod maps;
+pub mod vdso;
+
+use std::sync::Arc;
 
 use anyhow::Result;
 
-pub use maps::ProcessMaps;
+use cache::FileCache;
+use kernel::KernelSymbols;
+pub use maps::{Mapping, ProcessMaps};
+
+/// The name printed for a frame that cannot be resolved.
+pub const UNKNOWN: &str = "[unknown]";
 
 /// Resolves addresses to bare function names.
-pub struct Symbolizer {}
+pub struct Symbolizer {
+    maps: ProcessMaps,
+    /// `None` until the first kernel lookup.
+    kernel: Option<KernelSymbols>,
+    files: FileCache,
+    warnings: Vec<String>,
+}
+
+/// The address to look up for frame `index`: the exact instruction pointer
+/// for frame 0, and `addr - 1` for return addresses, so that a call ending a
+/// function resolves to the caller's function, not the next one.
+fn probe(index: usize, addr: u64) -> u64 {
+    if index == 0 {
+        addr
+    } else {
+        addr.saturating_sub(1)
+    }
+}
 
 impl Symbolizer {
     /// Takes the map history recorded during tracing. Kernel symbols are
     /// loaded from `/proc/kallsyms` on first use.
     pub fn new(maps: ProcessMaps) -> Result<Symbolizer> {
-        let _ = maps;
-        todo!()
+        Ok(Symbolizer {
+            maps,
+            kernel: None,
+            files: FileCache::new(),
+            warnings: Vec::new(),
+        })
+    }
+
+    /// The map history (for callers that keep feeding events).
+    pub fn maps_mut(&mut self) -> &mut ProcessMaps {
+        &mut self.maps
+    }
+
+    fn kernel_symbols(&mut self) -> &KernelSymbols {
+        let warnings = &mut self.warnings;
+        self.kernel
+            .get_or_insert_with(|| match KernelSymbols::load() {
+                Ok(k) => {
+                    if k.addresses_hidden() {
+                        warnings.push(
+                            "WARNING: every address in /proc/kallsyms reads 0, so kernel frames \
+                         print as [unknown]. Run as root, or lower \
+                         /proc/sys/kernel/kptr_restrict (e.g. `sysctl kernel.kptr_restrict=0`)."
+                                .to_string(),
+                        );
+                    }
+                    k
+                }
+                Err(e) => {
+                    warnings.push(format!("WARNING: kernel frames print as [unknown]: {e:#}"));
+                    KernelSymbols::default()
+                }
+            })
     }
 
     /// Names for a kernel stack, innermost first (one name per address;
     /// `[unknown]` when unresolvable). `addrs[0]` is an exact instruction
     /// pointer, later entries return addresses.
     pub fn kernel(&mut self, addrs: &[u64]) -> Vec<String> {
-        let _ = addrs;
-        todo!()
+        let k = self.kernel_symbols();
+        addrs
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| k.lookup(probe(i, a)).unwrap_or(UNKNOWN).to_string())
+            .collect()
+    }
+
+    /// Like [`Symbolizer::kernel`], for a stack whose every entry is a
+    /// return address, `addrs[0]` included (a waker's stack, whose
+    /// tracepoint site was dropped, begins at the return address into the
+    /// caller of `try_to_wake_up`).
+    pub fn kernel_returns(&mut self, addrs: &[u64]) -> Vec<String> {
+        let k = self.kernel_symbols();
+        addrs
+            .iter()
+            .map(|&a| k.lookup(probe(1, a)).unwrap_or(UNKNOWN).to_string())
+            .collect()
     }
 
     /// Names for a user stack of process `tgid` sampled at `time`, innermost
     /// first. An address inside inlined code yields several names (innermost
     /// inline first); an unresolvable one yields `[unknown]`.
     pub fn user(&mut self, tgid: u32, time: u64, addrs: &[u64]) -> Vec<String> {
-        let _ = (tgid, time, addrs);
-        todo!()
+        self.maps.ensure_known(tgid, time);
+        let mut out = Vec::with_capacity(addrs.len());
+        for (i, &addr) in addrs.iter().enumerate() {
+            let names = self.user_frame(tgid, time, probe(i, addr));
+            if names.is_empty() {
+                out.push(UNKNOWN.to_string());
+            } else {
+                out.extend(names.iter().cloned());
+            }
+        }
+        out
+    }
+
+    /// Names for one (already adjusted) user address; empty when unknown.
+    fn user_frame(&mut self, tgid: u32, time: u64, addr: u64) -> Arc<[String]> {
+        let Some((mapping, off)) = self.maps.lookup(tgid, time, addr) else {
+            return Arc::from(Vec::new());
+        };
+        let id = if mapping.is_vdso() {
+            self.files.vdso()
+        } else {
+            let candidates = self.maps.open_candidates(tgid, mapping);
+            match self.files.open(&candidates) {
+                Some(id) => id,
+                None => return Arc::from(Vec::new()),
+            }
+        };
+        self.files.names(id, off)
     }
 
     /// Warnings to print once at the end (e.g. kptr_restrict hid kernel
     /// addresses).
     pub fn warnings(&self) -> Vec<String> {
-        todo!()
+        self.warnings.clone()
     }
 }
+
+#[cfg(test)]
+mod tests;

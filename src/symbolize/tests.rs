@@ -1,0 +1,332 @@
+//! Tests of the whole user-space path on real binaries: C, C++ and inlined
+//! code compiled on the fly, stripped and truncated files, the vDSO, and the
+//! test process itself.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use object::{Object, ObjectSegment, ObjectSymbol};
+
+use super::*;
+
+/// A pid no process can have (above the kernel's PID_MAX_LIMIT).
+const FAKE_TGID: u32 = 0x7fff_0000;
+/// Where the synthetic mapping of a test binary starts.
+const BASE: u64 = 0x7f00_0000_0000;
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "offwake-symbolize-{}-{tag}-{n}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("creating temp dir");
+        TempDir(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/symbolize")
+        .join(name)
+}
+
+fn compile(compiler: &str, src: &str, out: &Path, flags: &[&str]) {
+    let status = Command::new(compiler)
+        .args(flags)
+        .arg("-o")
+        .arg(out)
+        .arg(fixture(src))
+        .status()
+        .expect("running the compiler");
+    assert!(status.success(), "{compiler} {src} failed");
+}
+
+/// `(address, size)` of symbol `name` in the file at `path`.
+fn symbol(path: &Path, name: &str) -> (u64, u64) {
+    let data = std::fs::read(path).expect("reading binary");
+    let obj = object::File::parse(&*data).expect("parsing binary");
+    obj.symbols()
+        .chain(obj.dynamic_symbols())
+        .find(|s| s.name() == Ok(name))
+        .map(|s| (s.address(), s.size()))
+        .unwrap_or_else(|| panic!("{name} not in {}", path.display()))
+}
+
+/// The file offset of virtual address `vaddr` in the file at `path`.
+fn file_offset(path: &Path, vaddr: u64) -> u64 {
+    let data = std::fs::read(path).expect("reading binary");
+    let obj = object::File::parse(&*data).expect("parsing binary");
+    obj.segments()
+        .find_map(|s| {
+            let (off, size) = s.file_range();
+            (s.address() <= vaddr && vaddr < s.address() + size).then(|| vaddr - s.address() + off)
+        })
+        .expect("address in a PT_LOAD segment")
+}
+
+/// A symbolizer where FAKE_TGID maps the whole file at `path` at BASE.
+fn symbolizer_for(path: &Path) -> Symbolizer {
+    let len = std::fs::metadata(path).expect("stat binary").len();
+    let mut maps = ProcessMaps::new();
+    maps.add_mapping(
+        FAKE_TGID,
+        Mapping {
+            start: BASE,
+            end: BASE + len.next_multiple_of(4096),
+            pgoff: 0,
+            path: path.to_string_lossy().into_owned(),
+            deleted: false,
+            from: 0,
+            until: u64::MAX,
+        },
+    );
+    Symbolizer::new(maps).expect("symbolizer")
+}
+
+/// The runtime address (under `symbolizer_for`) of `vaddr` in `path`.
+fn runtime(path: &Path, vaddr: u64) -> u64 {
+    BASE + file_offset(path, vaddr)
+}
+
+#[test]
+fn c_function_from_dwarf_and_return_address_convention() {
+    let dir = TempDir::new("c");
+    let bin = dir.path("work");
+    compile(
+        "cc",
+        "work.c",
+        &bin,
+        &["-g", "-O0", "-fno-omit-frame-pointer"],
+    );
+    let (addr, size) = symbol(&bin, "work");
+    let (main, _) = symbol(&bin, "main");
+    assert!(size > 1);
+    let mut s = symbolizer_for(&bin);
+    let start = runtime(&bin, addr);
+    let end = runtime(&bin, addr + size);
+    // Frame 0 exact; frame 1 is a return address at the very end of `work`
+    // (looked up as end - 1, still `work`).
+    assert_eq!(
+        s.user(FAKE_TGID, 10, &[start + 1, end]),
+        vec!["work".to_string(), "work".to_string()]
+    );
+    assert_eq!(s.user(FAKE_TGID, 10, &[runtime(&bin, main)]), vec!["main"]);
+    // Outside any mapping, or before the mapping is valid: unknown.
+    assert_eq!(s.user(FAKE_TGID, 10, &[0x1000]), vec![UNKNOWN]);
+    assert_eq!(s.user(FAKE_TGID + 1, 10, &[start]), vec![UNKNOWN]);
+}
+
+#[test]
+fn cpp_method_is_demangled_with_parameters() {
+    let dir = TempDir::new("cpp");
+    let bin = dir.path("widget");
+    compile(
+        "c++",
+        "widget.cpp",
+        &bin,
+        &["-g", "-O0", "-fno-omit-frame-pointer"],
+    );
+    let (addr, _) = symbol(&bin, "_ZN2ns6Widget4frobEi");
+    let mut s = symbolizer_for(&bin);
+    assert_eq!(
+        s.user(FAKE_TGID, 0, &[runtime(&bin, addr)]),
+        vec!["ns::Widget::frob(int)"]
+    );
+
+    // Without DWARF, the symbol table's mangled name is demangled the same.
+    let stripped = dir.path("widget.nodebug");
+    let status = Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&bin)
+        .status()
+        .expect("running strip");
+    assert!(status.success());
+    let elf = elf::ElfFile::open(&stripped).expect("parsing stripped copy");
+    assert!(!elf.has_dwarf());
+    let mut s = symbolizer_for(&stripped);
+    let (addr, _) = symbol(&stripped, "_ZN2ns6Widget4frobEi");
+    assert_eq!(
+        s.user(FAKE_TGID, 0, &[runtime(&stripped, addr) + 2]),
+        vec!["ns::Widget::frob(int)"]
+    );
+}
+
+#[test]
+fn inlined_function_expands_innermost_first() {
+    let dir = TempDir::new("inline");
+    let bin = dir.path("inline");
+    compile("cc", "inline.c", &bin, &["-g", "-O2"]);
+    let (addr, size) = symbol(&bin, "outer");
+    let mut s = symbolizer_for(&bin);
+    let expected = vec!["inner".to_string(), "outer".to_string()];
+    let found = (addr..addr + size)
+        .map(|a| s.user(FAKE_TGID, 0, &[runtime(&bin, a)]))
+        .any(|names| names == expected);
+    assert!(found, "no address of outer() resolved to [inner, outer]");
+    // The first instruction of outer is outer's own.
+    assert_eq!(s.user(FAKE_TGID, 0, &[runtime(&bin, addr)]), vec!["outer"]);
+}
+
+#[test]
+fn stripped_binary_falls_back_to_dynsym() {
+    let dir = TempDir::new("strip");
+    let bin = dir.path("work");
+    compile("cc", "work.c", &bin, &["-g", "-O0", "-rdynamic"]);
+    let (addr, _) = symbol(&bin, "work");
+    let stripped = dir.path("work.stripped");
+    let status = Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&bin)
+        .status()
+        .expect("running strip");
+    assert!(status.success());
+    let mut s = symbolizer_for(&stripped);
+    // -rdynamic exports `work` in .dynsym, which survives strip.
+    assert_eq!(
+        s.user(FAKE_TGID, 0, &[runtime(&stripped, addr) + 1]),
+        vec!["work"]
+    );
+}
+
+#[test]
+fn truncated_files_give_unknown() {
+    let dir = TempDir::new("trunc");
+    let bin = dir.path("work");
+    compile("cc", "work.c", &bin, &["-g", "-O0"]);
+    let (addr, _) = symbol(&bin, "work");
+    let at = runtime(&bin, addr);
+    let data = std::fs::read(&bin).expect("reading binary");
+
+    let tiny = dir.path("tiny");
+    std::fs::write(&tiny, &data[..100]).expect("writing truncated copy");
+    let mut s = symbolizer_for(&tiny);
+    assert_eq!(s.user(FAKE_TGID, 0, &[at, at + 4]), vec![UNKNOWN, UNKNOWN]);
+
+    // Cut in the middle: headers may parse, sections do not; any answer
+    // is fine as long as it is one name per address and nothing panics.
+    for cut in [data.len() / 4, data.len() / 2, data.len() - 64] {
+        let part = dir.path(&format!("part{cut}"));
+        std::fs::write(&part, &data[..cut]).expect("writing truncated copy");
+        let mut s = symbolizer_for(&part);
+        assert_eq!(s.user(FAKE_TGID, 0, &[at, at + 4]).len(), 2);
+    }
+
+    // Garbage that is not ELF at all.
+    let junk = dir.path("junk");
+    std::fs::write(&junk, vec![0xa5u8; 8192]).expect("writing junk");
+    let mut s = symbolizer_for(&junk);
+    assert_eq!(s.user(FAKE_TGID, 0, &[BASE + 16]), vec![UNKNOWN]);
+}
+
+#[inline(never)]
+fn live_probe_target() -> u64 {
+    std::hint::black_box(42)
+}
+
+#[test]
+fn own_process_resolves_rust_function() {
+    let me = std::process::id();
+    let mut maps = ProcessMaps::new();
+    maps.ensure_known(me, 0);
+    let mut s = Symbolizer::new(maps).expect("symbolizer");
+    let f = live_probe_target as fn() -> u64 as usize as u64;
+    assert_eq!(live_probe_target(), 42);
+    let names = s.user(me, 1, &[f]);
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].ends_with("live_probe_target"), "{names:?}");
+    assert!(!names[0].contains("::h"), "{names:?}");
+}
+
+#[test]
+fn own_vdso_resolves() {
+    let me = std::process::id();
+    let text = std::fs::read_to_string("/proc/self/maps").expect("reading own maps");
+    let Some(vdso) = maps::parse_maps(&text, 0).into_iter().find(|m| m.is_vdso()) else {
+        return; // No vDSO on this system: nothing to check.
+    };
+    let len = usize::try_from(vdso.end - vdso.start).expect("vdso size");
+    // SAFETY: /proc/self/maps says `len` readable bytes start there, and the
+    // vDSO stays mapped for the life of the process.
+    let image = unsafe { std::slice::from_raw_parts(vdso.start as usize as *const u8, len) };
+    let obj = object::File::parse(image).expect("parsing vdso");
+    let Some(sym) = obj
+        .dynamic_symbols()
+        .find(|s| s.name().is_ok_and(|n| n.ends_with("clock_gettime")))
+    else {
+        return;
+    };
+    let seg = obj
+        .segments()
+        .find(|s| s.address() <= sym.address() && sym.address() < s.address() + s.size())
+        .expect("symbol in a segment");
+    let addr = vdso.start + sym.address() - seg.address() + seg.file_range().0;
+    let mut maps = ProcessMaps::new();
+    maps.ensure_known(me, 0);
+    let mut s = Symbolizer::new(maps).expect("symbolizer");
+    let names = s.user(me, 0, &[addr + 1]);
+    assert_eq!(names.len(), 1);
+    assert!(names[0].ends_with("clock_gettime"), "{names:?}");
+}
+
+#[test]
+fn kernel_frames_one_name_each() {
+    let mut s = Symbolizer::new(ProcessMaps::new()).expect("symbolizer");
+    let k = kernel::KernelSymbols::load().expect("reading kallsyms");
+    let names = if let Some(addr) = k.address_of("schedule") {
+        // Frame 0 exact; frame 1 a return address just past `schedule`'s
+        // first byte.
+        let names = s.kernel(&[addr, addr + 1, 0x10]);
+        assert_eq!(names[..2], ["schedule", "schedule"]);
+        // As a return address, schedule's first byte belongs to the
+        // function before it.
+        let r = s.kernel_returns(&[addr + 1, addr]);
+        assert_eq!(r[0], "schedule");
+        assert_ne!(r[1], "schedule");
+        names
+    } else {
+        let names = s.kernel(&[0xffff_ffff_8100_0000, 0x10]);
+        assert!(s.warnings().iter().any(|w| w.contains("kptr_restrict")));
+        names
+    };
+    assert_eq!(names.last().map(String::as_str), Some(UNKNOWN));
+}
+
+#[test]
+fn symbolizer_can_move_between_threads() {
+    fn is_send<T: Send>() {}
+    is_send::<Symbolizer>();
+}
+
+#[test]
+fn own_process_resolves_shared_library_function() {
+    let me = std::process::id();
+    let mut maps = ProcessMaps::new();
+    maps.ensure_known(me, 0);
+    let mut s = Symbolizer::new(maps).expect("symbolizer");
+    // libc's getpid, resolved by the dynamic linker: a shared object mapped
+    // with a non-zero file offset, usually known only through .dynsym.
+    let f = libc::getpid as unsafe extern "C" fn() -> libc::pid_t as usize as u64;
+    let names = s.user(me, 0, &[f]);
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].ends_with("getpid"), "{names:?}");
+}
