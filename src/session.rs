@@ -160,11 +160,11 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         if deadline.is_some_and(|d| now >= d) {
             break;
         }
-        if let Some(c) = child.as_mut() {
-            if let Some(status) = c.try_wait().context("waiting for the command")? {
-                child_status = Some(status);
-                break;
-            }
+        if let Some(c) = child.as_mut()
+            && let Some(status) = c.try_wait().context("waiting for the command")?
+        {
+            child_status = Some(status);
+            break;
         }
         let mut timeout = Duration::from_millis(100);
         if let Some(d) = deadline {
@@ -174,8 +174,6 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     }
     backend.finish(&mut sink)?;
     let perf_stats = backend.stats();
-    drop(backend);
-    drop(sink);
 
     if let Some(status) = child_status {
         if !status.success() {
@@ -263,12 +261,12 @@ fn thread_filter(cli: &Cli) -> Result<ThreadFilter> {
             let status = Path::new("/proc").join(pid.to_string()).join("status");
             let text = std::fs::read_to_string(&status)
                 .map_err(|_| anyhow::anyhow!("no process with PID {pid} exists"))?;
-            if let Some(tgid) = status_field(&text, "Tgid:") {
-                if tgid != pid {
-                    bail!(
-                        "{pid} is a thread of process {tgid}, not a process; use -t {pid} or -p {tgid}"
-                    );
-                }
+            if let Some(tgid) = status_field(&text, "Tgid:")
+                && tgid != pid
+            {
+                bail!(
+                    "{pid} is a thread of process {tgid}, not a process; use -t {pid} or -p {tgid}"
+                );
             }
         }
         return Ok(ThreadFilter::Tgids(pids.iter().copied().collect()));
@@ -311,73 +309,72 @@ fn spawn_command(argv: &[std::ffi::OsString]) -> Result<Child> {
         .with_context(|| format!("starting {}", program.to_string_lossy()))
 }
 
-/// Symbolizes every stack once, then builds the printable entries.
+/// Symbolizes every stack that some entry uses, once, then builds the
+/// printable entries. Shows progress on stderr when it takes a while.
 fn symbolize_entries(
     result: &aggregate::Aggregate,
     maps: ProcessMaps,
     stack_mode: StackMode,
 ) -> Result<Vec<ResolvedEntry>> {
     let mut symbolizer = Symbolizer::new(maps)?;
-    let started = Instant::now();
     let table: &StackTable = &result.stacks;
-    let total = table.kernel.len() + table.user.len();
-    let mut progress_shown = false;
-    let mut done = 0usize;
-    let mut tick = |done: usize| {
-        if started.elapsed() > Duration::from_secs(1) && (done % 256 == 0 || done == total) {
-            eprint!("\roffwake-perf: symbolizing stacks {done}/{total}");
-            progress_shown = true;
-        }
-    };
-    let mut kernel_names: HashMap<u32, Vec<String>> = HashMap::new();
-    let mut user_names: HashMap<u32, Vec<String>> = HashMap::new();
-    // Only stacks that some entry uses are resolved.
-    let mut wanted_k: HashSet<u32> = HashSet::new();
-    let mut wanted_u: HashSet<u32> = HashSet::new();
+
+    // Target kernel stacks start at an exact IP; waker kernel stacks start at
+    // a return address (into the caller of try_to_wake_up). A kernel stack
+    // used in both roles is resolved both ways.
+    let mut target_kernel: HashSet<u32> = HashSet::new();
+    let mut waker_kernel: HashSet<u32> = HashSet::new();
+    let mut user: HashSet<u32> = HashSet::new();
     for e in &result.entries {
-        for r in [
-            e.key.target_kernel,
-            e.key.target_user,
-            e.key.waker_kernel,
-            e.key.waker_user,
+        let k = &e.key;
+        for (r, role) in [
+            (k.target_kernel, &mut target_kernel),
+            (k.waker_kernel, &mut waker_kernel),
         ] {
-            match r {
-                StackRef::Kernel(id) => {
-                    wanted_k.insert(id);
-                }
-                StackRef::User(id) => {
-                    wanted_u.insert(id);
-                }
-                StackRef::Empty | StackRef::Missed => {}
+            if let StackRef::Kernel(id) = r {
+                role.insert(id);
+            }
+        }
+        for r in [k.target_user, k.waker_user] {
+            if let StackRef::User(id) = r {
+                user.insert(id);
             }
         }
     }
-    let mut ids: Vec<u32> = wanted_k.into_iter().collect();
-    ids.sort_unstable();
-    for id in ids {
+    let total = target_kernel.len() + waker_kernel.len() + user.len();
+    let mut progress = Progress::new(total);
+    let sorted = |set: HashSet<u32>| {
+        let mut v: Vec<u32> = set.into_iter().collect();
+        v.sort_unstable();
+        v
+    };
+    let mut target_kernel_names: HashMap<u32, Vec<String>> = HashMap::new();
+    for id in sorted(target_kernel) {
         if let Some(addrs) = table.kernel.get(id as usize) {
-            kernel_names.insert(id, symbolizer.kernel(addrs));
+            target_kernel_names.insert(id, symbolizer.kernel(addrs));
         }
-        done += 1;
-        tick(done);
+        progress.step();
     }
-    let mut ids: Vec<u32> = wanted_u.into_iter().collect();
-    ids.sort_unstable();
-    for id in ids {
+    let mut waker_kernel_names: HashMap<u32, Vec<String>> = HashMap::new();
+    for id in sorted(waker_kernel) {
+        if let Some(addrs) = table.kernel.get(id as usize) {
+            waker_kernel_names.insert(id, symbolizer.kernel_returns(addrs));
+        }
+        progress.step();
+    }
+    let mut user_names: HashMap<u32, Vec<String>> = HashMap::new();
+    for id in sorted(user) {
         if let Some(stack) = table.user.get(id as usize) {
             user_names.insert(id, symbolizer.user(stack.tgid, stack.time, &stack.addrs));
         }
-        done += 1;
-        tick(done);
+        progress.step();
     }
-    if progress_shown {
-        eprintln!();
-    }
+    progress.done();
     for w in symbolizer.warnings() {
         eprintln!("WARNING: {w}");
     }
 
-    let frames = |r: StackRef| -> Frames {
+    let frames = |r: StackRef, kernel_names: &HashMap<u32, Vec<String>>| -> Frames {
         match r {
             StackRef::Empty => Frames::Names(Vec::new()),
             StackRef::Missed => Frames::Missed,
@@ -387,9 +384,9 @@ fn symbolize_entries(
             StackRef::User(id) => Frames::Names(user_names.get(&id).cloned().unwrap_or_default()),
         }
     };
-    let hide = |f: Frames, shown: bool| if shown { f } else { Frames::Names(Vec::new()) };
     let show_kernel = stack_mode != StackMode::UserOnly;
     let show_user = stack_mode != StackMode::KernelOnly;
+    let shown = |f: Frames, show: bool| if show { f } else { Frames::Names(Vec::new()) };
     Ok(result
         .entries
         .iter()
@@ -398,11 +395,53 @@ fn symbolize_entries(
             target_tid: e.key.target_tid,
             waker_comm: e.key.waker_comm.as_str().into_owned(),
             waker_tid: e.key.waker_tid,
-            target_kernel: hide(frames(e.key.target_kernel), show_kernel),
-            target_user: hide(frames(e.key.target_user), show_user),
-            waker_kernel: hide(frames(e.key.waker_kernel), show_kernel),
-            waker_user: hide(frames(e.key.waker_user), show_user),
+            target_kernel: shown(
+                frames(e.key.target_kernel, &target_kernel_names),
+                show_kernel,
+            ),
+            target_user: shown(frames(e.key.target_user, &target_kernel_names), show_user),
+            waker_kernel: shown(frames(e.key.waker_kernel, &waker_kernel_names), show_kernel),
+            waker_user: shown(frames(e.key.waker_user, &waker_kernel_names), show_user),
             total_us: e.total_us,
         })
         .collect())
+}
+
+/// A `symbolizing stacks N/M` counter on stderr, shown only once the work
+/// has taken more than a second.
+struct Progress {
+    started: Instant,
+    done: usize,
+    total: usize,
+    shown: bool,
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        Progress {
+            started: Instant::now(),
+            done: 0,
+            total,
+            shown: false,
+        }
+    }
+
+    fn step(&mut self) {
+        self.done += 1;
+        if (self.done.is_multiple_of(64) || self.done == self.total)
+            && self.started.elapsed() > Duration::from_secs(1)
+        {
+            eprint!(
+                "\roffwake-perf: symbolizing stacks {}/{}",
+                self.done, self.total
+            );
+            self.shown = true;
+        }
+    }
+
+    fn done(&self) {
+        if self.shown {
+            eprintln!();
+        }
+    }
 }
