@@ -1,31 +1,166 @@
 //! Global time ordering of events that arrive per CPU: a reorder window
 //! flushed in rounds, as `perf` does.
 
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
 use crate::event::Event;
+
+struct Pending {
+    time: u64,
+    /// Arrival order: breaks ties so equal timestamps keep arrival order.
+    seq: u64,
+    event: Event,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        (self.time, self.seq) == (other.time, other.seq)
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.time, self.seq).cmp(&(other.time, other.seq))
+    }
+}
 
 /// Buffers events from all CPUs and releases them in timestamp order once no
 /// earlier event can still arrive.
 #[derive(Default)]
-pub struct Reorder {}
+pub struct Reorder {
+    heap: BinaryHeap<Reverse<Pending>>,
+    next_seq: u64,
+}
 
 impl Reorder {
     pub fn new() -> Reorder {
-        Reorder {}
+        Reorder::default()
     }
 
     pub fn push(&mut self, event: Event) {
-        let _ = event;
-        todo!()
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.heap.push(Reverse(Pending {
+            time: event.time,
+            seq,
+            event,
+        }));
     }
 
     /// Releases, in time order, every buffered event with `time <= upto`.
+    /// Events with equal times come out in the order they were pushed.
     pub fn flush_upto(&mut self, upto: u64, sink: &mut dyn FnMut(Event)) {
-        let _ = (upto, sink);
-        todo!()
+        while let Some(Reverse(top)) = self.heap.peek() {
+            if top.time > upto {
+                break;
+            }
+            let Reverse(p) = self.heap.pop().expect("peeked");
+            sink(p.event);
+        }
     }
 
     /// Releases everything, in time order.
     pub fn flush_all(&mut self, sink: &mut dyn FnMut(Event)) {
         self.flush_upto(u64::MAX, sink)
+    }
+
+    /// Number of buffered events.
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EventKind, Exit};
+
+    fn ev(time: u64, cpu: u32, tid: u32) -> Event {
+        Event {
+            time,
+            cpu,
+            kind: EventKind::Exit(Exit { tgid: tid, tid }),
+        }
+    }
+
+    fn key(e: &Event) -> (u64, u32, u32) {
+        match e.kind {
+            EventKind::Exit(x) => (e.time, e.cpu, x.tid),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn interleaved_cpus_come_out_in_time_order() {
+        let mut r = Reorder::new();
+        // CPU 0 and CPU 1 each deliver in their own order, read one ring at
+        // a time.
+        for (t, tid) in [(10, 1), (30, 2), (50, 3), (70, 4)] {
+            r.push(ev(t, 0, tid));
+        }
+        for (t, tid) in [(20, 11), (30, 12), (40, 13), (80, 14)] {
+            r.push(ev(t, 1, tid));
+        }
+        let mut out = Vec::new();
+        r.flush_upto(40, &mut |e| out.push(key(&e)));
+        assert_eq!(
+            out,
+            vec![
+                (10, 0, 1),
+                (20, 1, 11),
+                (30, 0, 2),
+                (30, 1, 12),
+                (40, 1, 13)
+            ]
+        );
+        assert_eq!(r.len(), 3);
+
+        // A late event from CPU 1 that is still after the flushed horizon.
+        r.push(ev(45, 1, 15));
+        out.clear();
+        r.flush_upto(60, &mut |e| out.push(key(&e)));
+        assert_eq!(out, vec![(45, 1, 15), (50, 0, 3)]);
+
+        out.clear();
+        r.flush_all(&mut |e| out.push(key(&e)));
+        assert_eq!(out, vec![(70, 0, 4), (80, 1, 14)]);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn ties_keep_arrival_order() {
+        let mut r = Reorder::new();
+        for tid in 0..100u32 {
+            r.push(ev(5, tid % 2, tid));
+        }
+        r.push(ev(1, 0, 1000));
+        let mut out = Vec::new();
+        r.flush_all(&mut |e| out.push(key(&e).2));
+        let mut expected = vec![1000];
+        expected.extend(0..100);
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn flush_upto_is_inclusive_and_empty_is_fine() {
+        let mut r = Reorder::new();
+        let mut n = 0;
+        r.flush_all(&mut |_| n += 1);
+        assert_eq!(n, 0);
+        r.push(ev(7, 0, 0));
+        r.flush_upto(6, &mut |_| n += 1);
+        assert_eq!(n, 0);
+        r.flush_upto(7, &mut |_| n += 1);
+        assert_eq!(n, 1);
     }
 }

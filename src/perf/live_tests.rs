@@ -1,0 +1,103 @@
+//! Live smoke test of the perf backend against the running kernel. Needs
+//! root; without it the test returns early, unless `OFFWAKE_REQUIRE_LIVE=1`
+//! makes that a failure.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::event::{EventKind, Switch};
+
+fn live_allowed(name: &str) -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    if std::env::var("OFFWAKE_REQUIRE_LIVE").as_deref() == Ok("1") {
+        panic!("{name}: OFFWAKE_REQUIRE_LIVE=1 but not running as root");
+    }
+    eprintln!("{name}: skipped (needs root; set OFFWAKE_REQUIRE_LIVE=1 to fail instead)");
+    false
+}
+
+#[test]
+fn live_sleep_is_seen() {
+    if !live_allowed("live_sleep_is_seen") {
+        return;
+    }
+    let tracefs = Tracefs::open().expect("tracefs");
+    let config = PerfConfig {
+        mmap_pages: 64,
+        kernel_callchain: true,
+        user_callchain: true,
+    };
+    let mut backend = PerfBackend::open(&tracefs, &config).expect("open perf backend");
+
+    let mut events = Vec::new();
+    let mut child = std::process::Command::new("sleep")
+        .arg("0.05")
+        .spawn()
+        .expect("spawn sleep");
+    let child_pid = child.id();
+
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(300) {
+        backend
+            .poll(Duration::from_millis(50), &mut |e| events.push(e))
+            .unwrap();
+    }
+    child.wait().unwrap();
+    backend.finish(&mut |e| events.push(e)).unwrap();
+    let stats = backend.stats();
+    eprintln!("live: {} events, stats {stats:?}", events.len());
+
+    assert!(stats.records > 0);
+    assert!(
+        events.windows(2).all(|w| w[0].time <= w[1].time),
+        "event times must be non-decreasing"
+    );
+
+    let child_switches: Vec<&Switch> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Switch(s) if s.prev_tid == child_pid => Some(s),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !child_switches.is_empty(),
+        "no sched_switch with prev_tid = sleep's pid {child_pid}"
+    );
+    assert!(
+        child_switches.iter().any(|s| !s.stack.kernel.is_empty()),
+        "the sleep child's switches have no kernel stack"
+    );
+    assert!(child_switches.iter().all(|s| s.prev_tgid == child_pid));
+
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::Waking(_))),
+        "no sched_waking events"
+    );
+    // Not asserted: on some machines the wakeup of the child is not traced
+    // at all (e.g. when it happens while a task hidden from tracing runs).
+    if !events.iter().any(|e| match &e.kind {
+        EventKind::Waking(w) => w.wakee_tid == child_pid,
+        _ => false,
+    }) {
+        eprintln!("live: note: no sched_waking of the sleep child was seen");
+    }
+    assert!(
+        events.iter().any(|e| match &e.kind {
+            EventKind::Fork(f) => f.tid == child_pid,
+            EventKind::Comm(c) => c.tid == child_pid && c.exec,
+            _ => false,
+        }),
+        "neither a fork nor an exec of the sleep child"
+    );
+    let now = sys::monotonic_ns();
+    assert!(
+        events
+            .iter()
+            .all(|e| e.time <= now && e.time > now - 10_000_000_000)
+    );
+}

@@ -1,0 +1,251 @@
+//! Thin, checked wrappers around `perf_event_open(2)` and its ioctls, with
+//! error messages that say what to do.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use anyhow::{Result, anyhow};
+use perf_event_open_sys as sys;
+use sys::bindings::{self as b, perf_event_attr};
+
+/// `PERF_SAMPLE_*` bits the decoder knows how to walk.
+pub const SAMPLE_IDENTIFIER: u64 = b::PERF_SAMPLE_IDENTIFIER as u64;
+pub const SAMPLE_IP: u64 = b::PERF_SAMPLE_IP as u64;
+pub const SAMPLE_TID: u64 = b::PERF_SAMPLE_TID as u64;
+pub const SAMPLE_TIME: u64 = b::PERF_SAMPLE_TIME as u64;
+pub const SAMPLE_ADDR: u64 = b::PERF_SAMPLE_ADDR as u64;
+pub const SAMPLE_ID: u64 = b::PERF_SAMPLE_ID as u64;
+pub const SAMPLE_STREAM_ID: u64 = b::PERF_SAMPLE_STREAM_ID as u64;
+pub const SAMPLE_CPU: u64 = b::PERF_SAMPLE_CPU as u64;
+pub const SAMPLE_PERIOD: u64 = b::PERF_SAMPLE_PERIOD as u64;
+pub const SAMPLE_READ: u64 = b::PERF_SAMPLE_READ as u64;
+pub const SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
+pub const SAMPLE_RAW: u64 = b::PERF_SAMPLE_RAW as u64;
+
+/// `PERF_RECORD_*` types.
+pub const RECORD_MMAP: u32 = b::PERF_RECORD_MMAP;
+pub const RECORD_LOST: u32 = b::PERF_RECORD_LOST;
+pub const RECORD_COMM: u32 = b::PERF_RECORD_COMM;
+pub const RECORD_EXIT: u32 = b::PERF_RECORD_EXIT;
+pub const RECORD_FORK: u32 = b::PERF_RECORD_FORK;
+pub const RECORD_SAMPLE: u32 = b::PERF_RECORD_SAMPLE;
+pub const RECORD_MMAP2: u32 = b::PERF_RECORD_MMAP2;
+pub const RECORD_LOST_SAMPLES: u32 = b::PERF_RECORD_LOST_SAMPLES;
+
+pub const RECORD_MISC_COMM_EXEC: u16 = b::PERF_RECORD_MISC_COMM_EXEC as u16;
+
+/// Callchain context markers.
+pub const CONTEXT_KERNEL: u64 = b::PERF_CONTEXT_KERNEL;
+pub const CONTEXT_USER: u64 = b::PERF_CONTEXT_USER;
+/// Every value `>=` this is a context marker, never an address.
+pub const CONTEXT_MAX: u64 = b::PERF_CONTEXT_MAX;
+
+const _: () = {
+    assert!(CONTEXT_KERNEL == (-128i64) as u64);
+    assert!(CONTEXT_USER == (-512i64) as u64);
+    assert!(CONTEXT_MAX == (-4095i64) as u64);
+};
+
+/// What one tracepoint event should look like.
+#[derive(Clone, Copy, Debug)]
+pub struct TracepointAttr {
+    /// The tracepoint id from its `format` file.
+    pub id: u64,
+    pub sample_type: u64,
+    pub exclude_callchain_user: bool,
+    pub exclude_callchain_kernel: bool,
+    /// Ask for FORK/EXIT/COMM(+exec)/MMAP2 side-band records.
+    pub side_band: bool,
+    /// Bytes of unread data that wake `poll`.
+    pub wakeup_watermark: u32,
+}
+
+impl TracepointAttr {
+    pub fn to_attr(&self) -> perf_event_attr {
+        let mut a = perf_event_attr {
+            type_: b::PERF_TYPE_TRACEPOINT,
+            size: std::mem::size_of::<perf_event_attr>() as u32,
+            config: self.id,
+            sample_type: self.sample_type,
+            ..Default::default()
+        };
+        a.__bindgen_anon_1.sample_period = 1;
+        a.set_disabled(1);
+        a.set_sample_id_all(1);
+        a.set_use_clockid(1);
+        a.clockid = libc::CLOCK_MONOTONIC;
+        a.set_watermark(1);
+        a.__bindgen_anon_2.wakeup_watermark = self.wakeup_watermark.max(1);
+        a.set_exclude_callchain_user(self.exclude_callchain_user as u64);
+        a.set_exclude_callchain_kernel(self.exclude_callchain_kernel as u64);
+        if self.side_band {
+            a.set_comm(1);
+            a.set_comm_exec(1);
+            a.set_task(1);
+            a.set_mmap(1);
+            a.set_mmap2(1);
+            a.set_mmap_data(0); // executable mappings only
+        }
+        a
+    }
+}
+
+fn paranoid_level() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+/// Opens one system-wide-per-CPU tracepoint event (pid = -1).
+pub fn open_tracepoint(attr: &TracepointAttr, what: &str, cpu: u32) -> Result<OwnedFd> {
+    let mut a = attr.to_attr();
+    // SAFETY: `a` is a fully initialised perf_event_attr that lives across
+    // the call; the kernel may write its expected size back into it.
+    let fd = unsafe {
+        sys::perf_event_open(
+            &mut a,
+            -1,
+            cpu as libc::c_int,
+            -1,
+            b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+        )
+    };
+    if fd < 0 {
+        let err = io::Error::last_os_error();
+        return Err(open_error(err, what, attr.id, cpu));
+    }
+    // SAFETY: the kernel just returned this descriptor to us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn open_error(err: io::Error, what: &str, id: u64, cpu: u32) -> anyhow::Error {
+    let base = format!("perf_event_open of {what} (tracepoint id {id}) on CPU {cpu} failed: {err}");
+    match err.raw_os_error().unwrap_or(0) {
+        libc::EACCES | libc::EPERM => anyhow!(
+            "{base}. Sampling tracepoints with raw data on every CPU needs root or \
+             CAP_PERFMON (CAP_SYS_ADMIN on kernels before 5.8), or \
+             kernel.perf_event_paranoid set to -1 (it is {}): run as root, or \
+             `sysctl kernel.perf_event_paranoid=-1`",
+            paranoid_level()
+        ),
+        libc::ENOENT => anyhow!(
+            "{base}. The kernel does not know this tracepoint id for perf: is it built \
+             with CONFIG_PERF_EVENTS and the scheduler tracepoints?"
+        ),
+        libc::ENODEV => anyhow!(
+            "{base}. CPU {cpu} is not usable (offline?) or the kernel cannot sample \
+             tracepoints on it"
+        ),
+        libc::ENOSYS => anyhow!(
+            "{base}. This kernel has no perf_event_open (CONFIG_PERF_EVENTS is off, or a \
+             seccomp filter blocks it)"
+        ),
+        libc::EINVAL | libc::E2BIG | libc::EOPNOTSUPP => anyhow!(
+            "{base}. The kernel rejected the event's attributes (use_clockid needs \
+             Linux 4.1, comm_exec 3.16, sample_id_all and identifiers 3.12)"
+        ),
+        libc::EMFILE | libc::ENFILE => anyhow!(
+            "{base}. Too many open files: two descriptors per CPU are needed; raise the \
+             limit with `ulimit -n`"
+        ),
+        libc::EBUSY => anyhow!("{base}. Another user holds the PMU exclusively"),
+        _ => anyhow!("{base}"),
+    }
+}
+
+fn ioctl_result(ret: libc::c_int, what: &str) -> Result<()> {
+    if ret < 0 {
+        Err(anyhow!("{what}: {}", io::Error::last_os_error()))
+    } else {
+        Ok(())
+    }
+}
+
+/// The kernel's id for an event (what `PERF_SAMPLE_IDENTIFIER` reports).
+pub fn event_id(fd: BorrowedFd<'_>) -> Result<u64> {
+    let mut id = 0u64;
+    // SAFETY: `id` is a valid u64 for the kernel to write into.
+    let ret = unsafe { sys::ioctls::ID(fd.as_raw_fd(), &mut id) };
+    ioctl_result(ret, "PERF_EVENT_IOC_ID")?;
+    Ok(id)
+}
+
+/// Sends `fd`'s records into the ring buffer mapped on `target`.
+pub fn set_output(fd: BorrowedFd<'_>, target: BorrowedFd<'_>) -> Result<()> {
+    // SAFETY: plain ioctl on two perf descriptors we own.
+    let ret = unsafe { sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), target.as_raw_fd()) };
+    ioctl_result(ret, "PERF_EVENT_IOC_SET_OUTPUT")
+}
+
+pub fn enable(fd: BorrowedFd<'_>) -> Result<()> {
+    // SAFETY: plain ioctl on a perf descriptor we own.
+    let ret = unsafe { sys::ioctls::ENABLE(fd.as_raw_fd(), 0) };
+    ioctl_result(ret, "PERF_EVENT_IOC_ENABLE")
+}
+
+pub fn disable(fd: BorrowedFd<'_>) -> Result<()> {
+    // SAFETY: plain ioctl on a perf descriptor we own.
+    let ret = unsafe { sys::ioctls::DISABLE(fd.as_raw_fd(), 0) };
+    ioctl_result(ret, "PERF_EVENT_IOC_DISABLE")
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock every event uses.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attr_bits() {
+        let t = TracepointAttr {
+            id: 372,
+            sample_type: SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW | SAMPLE_IDENTIFIER,
+            exclude_callchain_user: true,
+            exclude_callchain_kernel: false,
+            side_band: true,
+            wakeup_watermark: 4096,
+        };
+        let a = t.to_attr();
+        assert_eq!(a.type_, b::PERF_TYPE_TRACEPOINT);
+        assert_eq!(a.config, 372);
+        assert_eq!(unsafe { a.__bindgen_anon_1.sample_period }, 1);
+        assert_eq!(unsafe { a.__bindgen_anon_2.wakeup_watermark }, 4096);
+        assert_eq!(a.disabled(), 1);
+        assert_eq!(a.sample_id_all(), 1);
+        assert_eq!(a.use_clockid(), 1);
+        assert_eq!(a.clockid, libc::CLOCK_MONOTONIC);
+        assert_eq!(a.watermark(), 1);
+        assert_eq!(a.exclude_callchain_user(), 1);
+        assert_eq!(a.exclude_callchain_kernel(), 0);
+        assert_eq!(
+            (a.comm(), a.comm_exec(), a.task(), a.mmap(), a.mmap2()),
+            (1, 1, 1, 1, 1)
+        );
+        assert_eq!(a.mmap_data(), 0);
+        let plain = TracepointAttr {
+            side_band: false,
+            ..t
+        }
+        .to_attr();
+        assert_eq!(
+            (plain.comm(), plain.task(), plain.mmap(), plain.mmap2()),
+            (0, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn monotonic_advances() {
+        let a = monotonic_ns();
+        let b = monotonic_ns();
+        assert!(b >= a && a > 0);
+    }
+}
