@@ -145,6 +145,18 @@ pub struct Mmap {
     pub executable: bool,
 }
 
+/// A thread came onto a CPU, from perf's context-switch record (emitted in
+/// `finish_task_switch`, in the incoming thread's context). It backs up the
+/// `next_pid` side of `sched_switch`, which some kernels do not report for
+/// every switch (seen: switches out of the idle task on one CPU of a VM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwitchIn {
+    pub tid: u32,
+    pub tgid: u32,
+    /// The thread that left the CPU (0 for idle).
+    pub prev_tid: u32,
+}
+
 /// Records the kernel could not deliver (ring full, or samples dropped).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lost {
@@ -155,6 +167,7 @@ pub struct Lost {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EventKind {
     Switch(Switch),
+    SwitchIn(SwitchIn),
     Waking(Waking),
     Fork(Fork),
     Exit(Exit),

@@ -218,6 +218,14 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             stats.discarded_lost
         );
     }
+    if stats.switch_ins_from_backstop > 0 {
+        eprintln!(
+            "NOTE: the kernel's sched_switch did not report {} switch-ins; they were taken \
+             from perf context-switch records. Wakeups the kernel did not report either \
+             leave those intervals without a waker.",
+            stats.switch_ins_from_backstop
+        );
+    }
     if perf_stats.malformed > 0 {
         eprintln!(
             "WARNING: {} malformed records skipped",

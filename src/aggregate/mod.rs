@@ -16,7 +16,9 @@ pub mod tasks;
 
 use std::collections::{HashMap, HashSet};
 
-use crate::event::{Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Switch, Waking};
+use crate::event::{
+    Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Switch, SwitchIn, Waking,
+};
 
 use stacks::StackInterner;
 use tasks::KTHREADD_TID;
@@ -79,6 +81,9 @@ pub struct Stats {
     pub lost_records: u64,
     /// Stacks that did not fit in the stack storage.
     pub missed_stacks: u64,
+    /// Intervals closed by a context-switch record because `sched_switch`
+    /// did not report the switch-in (see [`crate::event::SwitchIn`]).
+    pub switch_ins_from_backstop: u64,
 }
 
 /// The result of a run.
@@ -185,6 +190,7 @@ impl Aggregator {
     pub fn process(&mut self, event: &Event) {
         match &event.kind {
             EventKind::Switch(s) => self.on_switch(event.time, event.cpu, s),
+            EventKind::SwitchIn(s) => self.on_switch_in(event.time, event.cpu, s),
             EventKind::Waking(w) => self.on_waking(event.time, event.cpu, w),
             EventKind::Fork(f) => self.on_fork(f),
             EventKind::Exit(e) => self.on_exit(e),
@@ -319,6 +325,25 @@ impl Aggregator {
                     losses_at_start: self.losses,
                 },
             );
+        }
+    }
+
+    /// A switch-in that `sched_switch` did not report: closes the interval
+    /// like a `next_pid` would, with the comm the task table knows.
+    fn on_switch_in(&mut self, time: u64, cpu: u32, s: &SwitchIn) {
+        let key = ThreadKey::new(s.tid, cpu);
+        if let Some(open) = self.open.remove(&key) {
+            let comm = if s.tid == 0 {
+                Comm::from(format!("swapper/{cpu}").as_str())
+            } else {
+                self.tasks
+                    .tasks
+                    .get(&s.tid)
+                    .map(|t| t.comm)
+                    .unwrap_or_default()
+            };
+            self.stats.switch_ins_from_backstop += 1;
+            self.close(time, s.tid, comm, open);
         }
     }
 
@@ -640,6 +665,56 @@ mod tests {
             (200, 5_000, vec![0x501])
         );
         assert_eq!(r.stats.intervals, 1);
+    }
+
+    fn switch_in_record(time: u64, cpu: u32, tid: u32) -> Event {
+        Event {
+            time,
+            cpu,
+            kind: EventKind::SwitchIn(SwitchIn {
+                tid,
+                tgid: tgid_of(tid),
+                prev_tid: 0,
+            }),
+        }
+    }
+
+    #[test]
+    fn switch_in_record_closes_an_unreported_switch_in() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(1_000, 1, 100),
+                waking(5_000, 0, 200, 100, chain(&[0xe1], &[])),
+                // sched_switch never reported the switch-in; the context
+                // switch record did.
+                switch_in_record(21_000, 1, 100),
+                out(30_000, 1, 100),
+            ],
+        );
+        let r = a.finish();
+        let e = only(&r);
+        assert_eq!(e.total_us, 20);
+        assert_eq!(e.key.waker_tid, 200);
+        assert_eq!(e.key.target_comm.as_str(), "wakee");
+        assert_eq!(r.stats.switch_ins_from_backstop, 1);
+    }
+
+    #[test]
+    fn switch_in_record_after_sched_switch_is_not_counted_twice() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(1_000, 0, 100),
+                back_in(11_000, 0, 100, "app"),
+                switch_in_record(12_000, 0, 100),
+            ],
+        );
+        let r = a.finish();
+        assert_eq!(only(&r).total_us, 10);
+        assert_eq!(r.stats.switch_ins_from_backstop, 0);
     }
 
     #[test]

@@ -34,7 +34,7 @@ use anyhow::{Result, anyhow, bail, ensure};
 
 use super::sys::*;
 use crate::event::{
-    Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Lost, Mmap, Switch, Waking,
+    Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Lost, Mmap, Switch, SwitchIn, Waking,
 };
 use crate::tracefs::{EventFormat, Field};
 
@@ -266,6 +266,9 @@ impl Decoder {
             RECORD_SAMPLE => self.decode_sample(body).map(Some),
             RECORD_FORK | RECORD_EXIT | RECORD_COMM | RECORD_MMAP | RECORD_MMAP2 | RECORD_LOST
             | RECORD_LOST_SAMPLES => self.decode_side_band(ty, misc, body).map(Some),
+            // Only switch-ins are of use; switch-outs come from sched_switch.
+            RECORD_SWITCH_CPU_WIDE if misc & RECORD_MISC_SWITCH_OUT != 0 => Ok(None),
+            RECORD_SWITCH_CPU_WIDE => self.decode_side_band(ty, misc, body).map(Some),
             _ => Ok(None),
         }
     }
@@ -487,6 +490,17 @@ impl Decoder {
             RECORD_LOST_SAMPLES => {
                 let lost = c.u64()?;
                 EventKind::Lost(Lost { records: lost })
+            }
+            RECORD_SWITCH_CPU_WIDE => {
+                // next_prev_pid, next_prev_tid: for a switch-in, the thread
+                // that left. The incoming thread is the sample_id's.
+                let _prev_pid = c.u32()?;
+                let prev_tid = c.u32()?;
+                EventKind::SwitchIn(SwitchIn {
+                    tid: trailer.tid,
+                    tgid: trailer.pid,
+                    prev_tid,
+                })
             }
             _ => bail!("record type {ty} is not side-band"),
         };
@@ -759,6 +773,40 @@ mod tests {
         };
         assert!(w.stack.kernel.is_empty());
         assert_eq!(w.stack.user, vec![0x10]);
+    }
+
+    #[test]
+    fn context_switch_records() {
+        let d = decoder(ST);
+        // Switch-in of 11 (pid 10) on CPU 1; the thread that left was 0.
+        let mut b = Vec::new();
+        for v in [0u32, 0] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        b.extend_from_slice(&trailer(10, 11, 7777, 1, 1001));
+        let ev = d
+            .decode(&header(RECORD_SWITCH_CPU_WIDE, 0, &b))
+            .unwrap()
+            .unwrap();
+        assert_eq!((ev.time, ev.cpu), (7777, 1));
+        assert_eq!(
+            ev.kind,
+            EventKind::SwitchIn(SwitchIn {
+                tid: 11,
+                tgid: 10,
+                prev_tid: 0
+            })
+        );
+        // Switch-outs are skipped: sched_switch reports them.
+        let out = d
+            .decode(&header(RECORD_SWITCH_CPU_WIDE, RECORD_MISC_SWITCH_OUT, &b))
+            .unwrap();
+        assert!(out.is_none());
+        // Truncated body: an error, not a panic.
+        assert!(
+            d.decode(&header(RECORD_SWITCH_CPU_WIDE, 0, &b[..6]))
+                .is_err()
+        );
     }
 
     #[test]

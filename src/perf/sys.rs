@@ -31,8 +31,10 @@ pub const RECORD_FORK: u32 = b::PERF_RECORD_FORK;
 pub const RECORD_SAMPLE: u32 = b::PERF_RECORD_SAMPLE;
 pub const RECORD_MMAP2: u32 = b::PERF_RECORD_MMAP2;
 pub const RECORD_LOST_SAMPLES: u32 = b::PERF_RECORD_LOST_SAMPLES;
+pub const RECORD_SWITCH_CPU_WIDE: u32 = b::PERF_RECORD_SWITCH_CPU_WIDE;
 
 pub const RECORD_MISC_COMM_EXEC: u16 = b::PERF_RECORD_MISC_COMM_EXEC as u16;
+pub const RECORD_MISC_SWITCH_OUT: u16 = b::PERF_RECORD_MISC_SWITCH_OUT as u16;
 
 /// Callchain context markers.
 pub const CONTEXT_KERNEL: u64 = b::PERF_CONTEXT_KERNEL;
@@ -85,6 +87,9 @@ impl TracepointAttr {
             a.set_mmap(1);
             a.set_mmap2(1);
             a.set_mmap_data(0); // executable mappings only
+            // Context-switch records: the switch-in backstop (see
+            // `event::SwitchIn`).
+            a.set_context_switch(1);
         }
         a
     }
