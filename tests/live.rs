@@ -25,14 +25,20 @@ fn sleep_loop_totals_and_hrtimer_waker() {
     }
     let exe = workload("sleeploop");
     let (n, ms) = (20u64, 50u64);
-    let out = run(&[
-        "-f",
-        "-d",
-        "--",
-        exe.to_str().unwrap(),
-        &n.to_string(),
-        &ms.to_string(),
-    ]);
+    // Pinned to CPU 0: on this project's VM kernel, perf receives no events
+    // at all from CPU 1's idle context, so a timer wakeup there has no
+    // waker stack (durations stay right; see event::SwitchIn).
+    let out = run_env(
+        &[("OFFWAKE_PIN_CPU", "0")],
+        &[
+            "-f",
+            "-d",
+            "--",
+            exe.to_str().unwrap(),
+            &n.to_string(),
+            &ms.to_string(),
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "failed: {stderr}");
@@ -114,12 +120,12 @@ fn pipe_wakeup_by_named_thread() {
     assert!(!pipe.is_empty(), "no reader_wait block in:\n{out}\n{err}");
     for b in &pipe {
         assert!(
-            has(&b.target, "pipe_read"),
+            has(&b.target, "pipe_read") || has(&b.target, "anon_pipe_read"),
             "target kernel stack lacks pipe_read: {b:?}"
         );
         assert_eq!(b.waker_comm, "writer", "{b:?}");
         assert!(
-            has(&b.waker, "pipe_write"),
+            has(&b.waker, "pipe_write") || has(&b.waker, "anon_pipe_write"),
             "waker kernel stack lacks pipe_write: {b:?}"
         );
         assert!(
@@ -127,16 +133,16 @@ fn pipe_wakeup_by_named_thread() {
             "waker user stack lacks writer_poke: {b:?}"
         );
         // Waker printed outermost first: writer_main above writer_poke
-        // above the kernel's pipe_write.
+        // above the kernel's vfs_write.
         let pos = |f: &str| b.waker.iter().position(|x| x == f);
         assert!(
-            pos("writer_main") < pos("writer_poke") && pos("writer_poke") < pos("pipe_write"),
+            pos("writer_main") < pos("writer_poke") && pos("writer_poke") < pos("vfs_write"),
             "{b:?}"
         );
         // Target printed innermost first: kernel, then reader_wait.
         let tpos = |f: &str| b.target.iter().position(|x| x == f);
         assert!(
-            tpos("pipe_read") < tpos("reader_wait") && tpos("reader_wait") < tpos("reader_main"),
+            tpos("vfs_read") < tpos("reader_wait") && tpos("reader_wait") < tpos("reader_main"),
             "{b:?}"
         );
         assert_ne!(b.waker_tid, 0);
@@ -173,16 +179,21 @@ fn exited_process_still_symbolized() {
     }
     let exe = workload("sleeploop");
     let tracer = start_traced(&["-u", "2"]);
-    let out = std::process::Command::new(&exe)
+
+    let child = std::process::Command::new(&exe)
         .args(["5", "20"])
-        .output()
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("running sleeploop");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("waiting for sleeploop");
     assert!(out.status.success());
     let (text, err) = tracer.finish();
     let blocks = parse_default(&text);
+    // Other tests may run sleeploop at the same time: keep this process's.
     let mine: Vec<&Block> = blocks
         .iter()
-        .filter(|b| b.target_comm == "sleeploop" && has(&b.target, "do_nanosleep"))
+        .filter(|b| b.target_tid == pid && has(&b.target, "do_nanosleep"))
         .collect();
     assert!(!mine.is_empty(), "sleeploop not traced:\n{err}");
     for b in &mine {
@@ -192,7 +203,17 @@ fn exited_process_still_symbolized() {
         );
     }
     let total: u64 = mine.iter().map(|b| b.total).sum();
-    assert_ratio("exited process total", total, 5 * 20_000, 1.0, 1.10);
+    // Concurrent tests can add run-queue wait: compare with the workload's
+    // own measurement of its time inside nanosleep.
+    let truth = ground_truth(&String::from_utf8_lossy(&out.stderr));
+    assert!(total >= 5 * 20_000, "{total} us is less than 5 x 20 ms");
+    assert_ratio(
+        "exited process total vs its own measurement",
+        total,
+        truth,
+        0.97,
+        1.03,
+    );
 }
 
 /// (e): C++ frames come out demangled.

@@ -154,6 +154,17 @@ impl Gated {
     }
 }
 
+/// Runs the tool with extra environment variables (inherited by a
+/// `-- COMMAND`).
+pub fn run_env(env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = tool();
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("running offwake-perf")
+}
+
 pub fn run(args: &[&str]) -> Output {
     tool().args(args).output().expect("running offwake-perf")
 }

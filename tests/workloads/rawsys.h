@@ -4,6 +4,11 @@
  * -O0 -fno-omit-frame-pointer. */
 #ifndef RAWSYS_H
 #define RAWSYS_H
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <sched.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -31,6 +36,18 @@ static long long now_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+/* With OFFWAKE_PIN_CPU=N in the environment, runs on CPU N only. */
+static void maybe_pin(void)
+{
+    const char *cpu = getenv("OFFWAKE_PIN_CPU");
+    if (cpu == NULL)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(atoi(cpu), &set);
+    sched_setaffinity(0, sizeof(set), &set);
 }
 
 /* Blocks until a byte arrives on stdin (or it closes): lets a test start the

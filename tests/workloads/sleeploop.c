@@ -2,6 +2,7 @@
  * always from sleep_once(). With "go", first waits for a byte on stdin.
  * Prints its own measured time inside nanosleep as "blocked_us=<n>" on
  * stderr: the ground truth the tests compare against. */
+#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@ int main(int argc, char **argv)
     long ms = atol(argv[2]);
     if (argc > 3 && strcmp(argv[3], "go") == 0)
         wait_for_go();
+    maybe_pin();
     long long blocked = sleep_loop(n, ms);
     fprintf(stderr, "blocked_us=%lld\n", blocked);
     return 0;
