@@ -226,6 +226,11 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             stats.switch_ins_from_backstop
         );
     }
+    eprintln!(
+        "offwake-perf: {} records read, {lost} lost; {} intervals counted, {} discarded \
+         for a possible loss, {} outside -m/-M",
+        perf_stats.records, stats.intervals, stats.discarded_lost, stats.out_of_range
+    );
     if perf_stats.malformed > 0 {
         eprintln!(
             "WARNING: {} malformed records skipped",

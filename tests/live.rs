@@ -307,3 +307,49 @@ fn sigint_prints_report() {
     let blocks = parse_default(&text);
     assert!(blocks.iter().any(|b| b.target_comm == "sleeploop"));
 }
+
+/// (d) `-- COMMAND` traces the processes the command starts, and stops when
+/// the command exits.
+#[test]
+fn command_children_are_traced() {
+    if !live() {
+        return;
+    }
+    let exe = workload("sleeploop");
+    // `; exit 0` keeps sh from exec'ing sleeploop in its own process.
+    let script = format!("{} 4 10; exit 0", exe.display());
+    let started = std::time::Instant::now();
+    let out = run(&["-f", "--", "sh", "-c", &script]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "did not stop when the command exited"
+    );
+    let lines = parse_folded(&stdout);
+    // sh waits for its child: that wait is traced, woken by the child's exit.
+    assert!(
+        lines.iter().any(|l| l.target_comm == "sh"),
+        "sh not traced:\n{stdout}"
+    );
+    let child_total: u64 = lines
+        .iter()
+        .filter(|l| l.target_comm == "sleeploop" && has(&l.target, "sleep_once"))
+        .map(|l| l.total)
+        .sum();
+    assert_ratio(
+        "child process sleep total",
+        child_total,
+        4 * 10_000,
+        1.0,
+        1.10,
+    );
+    // Nothing outside the command's process tree is a target.
+    for l in &lines {
+        assert!(
+            l.target_comm == "sh" || l.target_comm == "sleeploop",
+            "unexpected target {l:?}"
+        );
+    }
+}

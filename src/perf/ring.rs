@@ -160,6 +160,9 @@ impl Ring {
             scratch: Vec::new(),
         };
         // Kernels since 4.1 describe the data area in the control page.
+        // SAFETY: `meta()` points at the control page at the start of our
+        // live mapping; these two fields are plain u64s the kernel writes
+        // once at mmap time, read volatile because the page is shared.
         let (off, sz) = unsafe {
             let meta = ring.meta();
             (

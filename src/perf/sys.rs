@@ -222,7 +222,10 @@ mod tests {
         let a = t.to_attr();
         assert_eq!(a.type_, b::PERF_TYPE_TRACEPOINT);
         assert_eq!(a.config, 372);
+        // SAFETY: both union members are plain u64/u32 values; reading one
+        // that was written as the other only reinterprets the same bits.
         assert_eq!(unsafe { a.__bindgen_anon_1.sample_period }, 1);
+        // SAFETY: as above.
         assert_eq!(unsafe { a.__bindgen_anon_2.wakeup_watermark }, 4096);
         assert_eq!(a.disabled(), 1);
         assert_eq!(a.sample_id_all(), 1);
