@@ -383,8 +383,9 @@ fn symbolize_entries(
         progress.step();
     }
     progress.done();
+    // Each warning carries its own "WARNING:" prefix.
     for w in symbolizer.warnings() {
-        eprintln!("WARNING: {w}");
+        eprintln!("{w}");
     }
 
     let frames = |r: StackRef, kernel_names: &HashMap<u32, Vec<String>>| -> Frames {
