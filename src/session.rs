@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use crate::aggregate::tasks::parse_status_tgid;
 use crate::aggregate::{
     self, Aggregator, StackRef, StackTable, StateFilter, TaskTable, ThreadFilter,
 };
@@ -272,9 +273,9 @@ fn thread_filter(cli: &Cli) -> Result<ThreadFilter> {
     if let Some(pids) = &cli.pid {
         for &pid in pids {
             let status = Path::new("/proc").join(pid.to_string()).join("status");
-            let text = std::fs::read_to_string(&status)
+            let raw = std::fs::read(&status)
                 .map_err(|_| anyhow::anyhow!("no process with PID {pid} exists"))?;
-            if let Some(tgid) = status_field(&text, "Tgid:")
+            if let Some(tgid) = parse_status_tgid(&raw)
                 && tgid != pid
             {
                 bail!(
@@ -303,13 +304,6 @@ fn thread_filter(cli: &Cli) -> Result<ThreadFilter> {
     } else {
         ThreadFilter::All
     })
-}
-
-fn status_field(status: &str, name: &str) -> Option<u32> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(name))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 fn spawn_command(argv: &[std::ffi::OsString]) -> Result<Child> {
