@@ -191,7 +191,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     }
 
     let result = aggregator.finish();
-    let entries = symbolize_entries(&result, maps, stack_mode)?;
+    let entries = symbolize_entries(&result, maps)?;
 
     let mut buffered = io::BufWriter::new(&mut out);
     let written =
@@ -321,7 +321,6 @@ fn spawn_command(argv: &[std::ffi::OsString]) -> Result<Child> {
 fn symbolize_entries(
     result: &aggregate::Aggregate,
     maps: ProcessMaps,
-    stack_mode: StackMode,
 ) -> Result<Vec<ResolvedEntry>> {
     let mut symbolizer = Symbolizer::new(maps)?;
     let table: &StackTable = &result.stacks;
@@ -382,6 +381,8 @@ fn symbolize_entries(
         eprintln!("{w}");
     }
 
+    // Parts hidden by -U/-K were never stored (StackRef::Empty), and the
+    // report omits them anyway.
     let frames = |r: StackRef, kernel_names: &HashMap<u32, Vec<String>>| -> Frames {
         match r {
             StackRef::Empty => Frames::Names(Vec::new()),
@@ -392,9 +393,6 @@ fn symbolize_entries(
             StackRef::User(id) => Frames::Names(user_names.get(&id).cloned().unwrap_or_default()),
         }
     };
-    let show_kernel = stack_mode != StackMode::UserOnly;
-    let show_user = stack_mode != StackMode::KernelOnly;
-    let shown = |f: Frames, show: bool| if show { f } else { Frames::Names(Vec::new()) };
     Ok(result
         .entries
         .iter()
@@ -403,13 +401,10 @@ fn symbolize_entries(
             target_tid: e.key.target_tid,
             waker_comm: e.key.waker_comm.as_str().into_owned(),
             waker_tid: e.key.waker_tid,
-            target_kernel: shown(
-                frames(e.key.target_kernel, &target_kernel_names),
-                show_kernel,
-            ),
-            target_user: shown(frames(e.key.target_user, &target_kernel_names), show_user),
-            waker_kernel: shown(frames(e.key.waker_kernel, &waker_kernel_names), show_kernel),
-            waker_user: shown(frames(e.key.waker_user, &waker_kernel_names), show_user),
+            target_kernel: frames(e.key.target_kernel, &target_kernel_names),
+            target_user: frames(e.key.target_user, &target_kernel_names),
+            waker_kernel: frames(e.key.waker_kernel, &waker_kernel_names),
+            waker_user: frames(e.key.waker_user, &waker_kernel_names),
             total_us: e.total_us,
         })
         .collect())
