@@ -17,7 +17,7 @@ use crate::aggregate::{
     self, Aggregator, StackRef, StackTable, StateFilter, TaskTable, ThreadFilter,
 };
 use crate::cli::{Backend, Cli};
-use crate::event::{Event, EventKind};
+use crate::event::Event;
 use crate::perf::{PerfBackend, PerfConfig};
 use crate::report::{self, Frames, ReportOptions, ResolvedEntry, StackMode};
 use crate::symbolize::{ProcessMaps, Symbolizer};
@@ -143,10 +143,19 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     let mut aggregator = Aggregator::new(config, tasks);
     let keep_user = stack_mode != StackMode::KernelOnly;
     let mut sink = |event: Event| {
-        if keep_user {
-            track_maps(&mut maps, &event);
+        if !keep_user {
+            aggregator.process(&event);
+            return;
         }
+        // Fork, exec, mmap and exit; other events are ignored.
+        maps.observe(&event);
+        // Only processes whose user stacks were stored need their memory
+        // map, snapshotted from /proc the first time, while they live.
+        let stored = aggregator.user_stacks_stored();
         aggregator.process(&event);
+        for stack in aggregator.user_stacks_since(stored) {
+            maps.ensure_known(stack.tgid, event.time);
+        }
     };
 
     let deadline = cli
@@ -247,23 +256,6 @@ fn write_out(out: &mut dyn Write, bytes: &[u8]) -> Result<Outcome> {
         Ok(()) => Ok(Outcome::Done),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(Outcome::BrokenPipe),
         Err(e) => Err(e).context("writing to stdout"),
-    }
-}
-
-/// Feeds the memory-map history: side-band events, and a `/proc` snapshot
-/// for a process the first time one of its user stacks shows up.
-fn track_maps(maps: &mut ProcessMaps, event: &Event) {
-    match &event.kind {
-        EventKind::Switch(s) if !s.stack.user.is_empty() && s.prev_tgid != 0 => {
-            maps.ensure_known(s.prev_tgid, event.time)
-        }
-        EventKind::Waking(w) if !w.stack.user.is_empty() && w.waker_tgid != 0 => {
-            maps.ensure_known(w.waker_tgid, event.time)
-        }
-        EventKind::Fork(_) | EventKind::Comm(_) | EventKind::Mmap(_) | EventKind::Exit(_) => {
-            maps.observe(event)
-        }
-        _ => {}
     }
 }
 

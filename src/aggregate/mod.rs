@@ -203,6 +203,17 @@ impl Aggregator {
         }
     }
 
+    /// Number of unique user stacks stored so far.
+    pub fn user_stacks_stored(&self) -> usize {
+        self.stacks.user_len()
+    }
+
+    /// The user stacks stored since there were `from` of them: the caller
+    /// snapshots those processes' memory maps while they still live.
+    pub fn user_stacks_since(&self, from: usize) -> &[UserStack] {
+        self.stacks.user_since(from)
+    }
+
     pub fn finish(mut self) -> Aggregate {
         self.stats.missed_stacks = self.stacks.missed;
         Aggregate {
@@ -665,6 +676,20 @@ mod tests {
             (200, 5_000, vec![0x501])
         );
         assert_eq!(r.stats.intervals, 1);
+    }
+
+    #[test]
+    fn newly_stored_user_stacks_are_listed_once() {
+        let mut a = agg(config());
+        let before = a.user_stacks_stored();
+        a.process(&out(1_000, 0, 100));
+        let new: Vec<u32> = a.user_stacks_since(before).iter().map(|s| s.tgid).collect();
+        assert_eq!(new, vec![100]);
+        // The same stack again stores nothing new.
+        a.process(&back_in(2_000, 0, 100, "app"));
+        let before = a.user_stacks_stored();
+        a.process(&out(3_000, 0, 100));
+        assert!(a.user_stacks_since(before).is_empty());
     }
 
     fn switch_in_record(time: u64, cpu: u32, tid: u32) -> Event {

@@ -148,6 +148,16 @@ impl StackInterner {
 
     /// Process `tgid` replaced its image (exec): its later user stacks are
     /// new stacks even at the same addresses.
+    /// User stacks stored so far; stack ids below this are taken.
+    pub fn user_len(&self) -> usize {
+        self.table.user.len()
+    }
+
+    /// The user stacks stored since there were `from` of them.
+    pub fn user_since(&self, from: usize) -> &[UserStack] {
+        self.table.user.get(from..).unwrap_or(&[])
+    }
+
     pub fn bump_generation(&mut self, tgid: u32) {
         let g = self.generations.entry(tgid).or_insert(0);
         *g = g.wrapping_add(1);
