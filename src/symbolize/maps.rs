@@ -31,6 +31,20 @@ impl Mapping {
         self.path == "[vdso]"
     }
 
+    /// A mapping of `path` as the kernel prints it (a ` (deleted)` suffix
+    /// is stripped and remembered), valid from `from` on.
+    fn new(start: u64, end: u64, pgoff: u64, path: &str, from: u64) -> Mapping {
+        Mapping {
+            start,
+            end,
+            pgoff,
+            path: strip_deleted(path).to_string(),
+            deleted: path.ends_with(" (deleted)"),
+            from,
+            until: u64::MAX,
+        }
+    }
+
     fn contains(&self, time: u64, addr: u64) -> bool {
         self.from <= time && time < self.until && self.start <= addr && addr < self.end
     }
@@ -139,15 +153,8 @@ impl ProcessMaps {
                     return;
                 }
                 self.snapshot_if_unknown(m.tgid, 0);
-                let mapping = Mapping {
-                    start: m.start,
-                    end: m.start.saturating_add(m.len),
-                    pgoff: m.pgoff,
-                    path: strip_deleted(&m.path).to_string(),
-                    deleted: m.path.ends_with(" (deleted)"),
-                    from: time,
-                    until: u64::MAX,
-                };
+                let end = m.start.saturating_add(m.len);
+                let mapping = Mapping::new(m.start, end, m.pgoff, &m.path, time);
                 if let Some(p) = self.procs.get_mut(&m.tgid) {
                     p.mappings.push(mapping);
                 }
@@ -253,15 +260,7 @@ pub fn parse_maps_line(line: &str, from: u64) -> Option<Mapping> {
     if end <= start {
         return None;
     }
-    Some(Mapping {
-        start,
-        end,
-        pgoff,
-        path: strip_deleted(path).to_string(),
-        deleted: path.ends_with(" (deleted)"),
-        from,
-        until: u64::MAX,
-    })
+    Some(Mapping::new(start, end, pgoff, path, from))
 }
 
 #[cfg(test)]

@@ -88,12 +88,7 @@ impl Symbolizer {
     /// `[unknown]` when unresolvable). `addrs[0]` is an exact instruction
     /// pointer, later entries return addresses.
     pub fn kernel(&mut self, addrs: &[u64]) -> Vec<String> {
-        let k = self.kernel_symbols();
-        addrs
-            .iter()
-            .enumerate()
-            .map(|(i, &a)| k.lookup(probe(i, a)).unwrap_or(UNKNOWN).to_string())
-            .collect()
+        self.kernel_names(addrs, 0)
     }
 
     /// Like [`Symbolizer::kernel`], for a stack whose every entry is a
@@ -101,10 +96,21 @@ impl Symbolizer {
     /// tracepoint site was dropped, begins at the return address into the
     /// caller of `try_to_wake_up`).
     pub fn kernel_returns(&mut self, addrs: &[u64]) -> Vec<String> {
+        self.kernel_names(addrs, 1)
+    }
+
+    /// Kernel names for `addrs`, whose entry `i` is probed as frame
+    /// `i + first_index` (see [`probe`]).
+    fn kernel_names(&mut self, addrs: &[u64], first_index: usize) -> Vec<String> {
         let k = self.kernel_symbols();
         addrs
             .iter()
-            .map(|&a| k.lookup(probe(1, a)).unwrap_or(UNKNOWN).to_string())
+            .enumerate()
+            .map(|(i, &a)| {
+                k.lookup(probe(i + first_index, a))
+                    .unwrap_or(UNKNOWN)
+                    .to_string()
+            })
             .collect()
     }
 
