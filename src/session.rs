@@ -220,7 +220,8 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             stats.missed_stacks
         );
     }
-    let lost = stats.lost_records.max(perf_stats.lost_records);
+    // Counted from the (backend-neutral) Lost events the aggregator saw.
+    let lost = stats.lost_records;
     if lost > 0 || stats.discarded_lost > 0 {
         eprintln!(
             "WARNING: {lost} records lost; {} intervals that could span a loss were discarded. \
