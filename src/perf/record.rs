@@ -34,34 +34,12 @@ use anyhow::{Result, anyhow, bail, ensure};
 
 use super::sys::*;
 use crate::event::{
-    Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Lost, Mmap, Switch, SwitchIn, Waking,
+    Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Lost, Mmap, SwitchIn,
 };
-use crate::tracefs::{EventFormat, Field};
+use crate::tracefs::EventFormat;
+use crate::tracefs::sched::SchedFields;
 
-/// Which tracepoint a sample belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tracepoint {
-    Switch,
-    Waking,
-}
-
-/// The `sched_switch` fields we use, located through its format file.
-#[derive(Clone, Debug)]
-struct SwitchFields {
-    common_type: Field,
-    prev_comm: Field,
-    prev_pid: Field,
-    prev_state: Field,
-    next_comm: Field,
-    next_pid: Field,
-}
-
-/// The `sched_waking` fields we use.
-#[derive(Clone, Debug)]
-struct WakingFields {
-    comm: Field,
-    pid: Field,
-}
+pub use crate::tracefs::sched::Tracepoint;
 
 /// Decodes records produced by events opened with `sample_type`.
 #[derive(Clone, Debug)]
@@ -70,10 +48,7 @@ pub struct Decoder {
     trailer_len: usize,
     /// Kernel event ids (PERF_EVENT_IOC_ID) → tracepoint.
     ids: Vec<(u64, Tracepoint)>,
-    switch_type: u64,
-    waking_type: u64,
-    switch: SwitchFields,
-    waking: WakingFields,
+    sched: SchedFields,
 }
 
 /// Little cursor over a record; every read is bounds-checked.
@@ -214,29 +189,11 @@ impl Decoder {
         .filter(|&&bit| sample_type & bit != 0)
         .count()
             * 8;
-        ensure!(
-            switch.id != waking.id,
-            "sched_switch and sched_waking share the id {}",
-            switch.id
-        );
         Ok(Decoder {
             sample_type,
             trailer_len,
             ids: Vec::new(),
-            switch_type: switch.id as u64,
-            waking_type: waking.id as u64,
-            switch: SwitchFields {
-                common_type: switch.field("common_type")?.clone(),
-                prev_comm: switch.field("prev_comm")?.clone(),
-                prev_pid: switch.field("prev_pid")?.clone(),
-                prev_state: switch.field("prev_state")?.clone(),
-                next_comm: switch.field("next_comm")?.clone(),
-                next_pid: switch.field("next_pid")?.clone(),
-            },
-            waking: WakingFields {
-                comm: waking.field("comm")?.clone(),
-                pid: waking.field("pid")?.clone(),
-            },
+            sched: SchedFields::new(switch, waking)?,
         })
     }
 
@@ -334,17 +291,13 @@ impl Decoder {
             return Ok(tp);
         }
         // Unknown or absent id: the payload's common_type is the tracepoint id.
-        let ty = self.switch.common_type.read_u64(s.raw)?;
-        if ty == self.switch_type {
-            Ok(Tracepoint::Switch)
-        } else if ty == self.waking_type {
-            Ok(Tracepoint::Waking)
-        } else {
-            bail!(
+        let ty = self.sched.common_type(s.raw)?;
+        self.sched.tracepoint(ty).ok_or_else(|| {
+            anyhow!(
                 "sample of unknown tracepoint (id {:?}, common_type {ty})",
                 s.id
             )
-        }
+        })
     }
 
     fn decode_sample(&self, body: &[u8]) -> Result<Event> {
@@ -353,32 +306,14 @@ impl Decoder {
         let raw = s.raw;
         let mut stack = split_callchain(&s.callchain);
         let kind = match tp {
-            Tracepoint::Switch => {
-                let f = &self.switch;
-                EventKind::Switch(Switch {
-                    prev_tid: f.prev_pid.read_u64(raw)? as u32,
-                    prev_tgid: s.pid,
-                    prev_comm: Comm::from_bytes(f.prev_comm.bytes(raw)?),
-                    prev_state: f.prev_state.read_u64(raw)?,
-                    next_tid: f.next_pid.read_u64(raw)? as u32,
-                    next_comm: Comm::from_bytes(f.next_comm.bytes(raw)?),
-                    stack,
-                })
-            }
+            Tracepoint::Switch => EventKind::Switch(self.sched.switch(raw, s.pid, stack)?),
             Tracepoint::Waking => {
-                let f = &self.waking;
                 // The first kernel frame is the tracepoint's site inside
                 // try_to_wake_up; the contract starts at its caller.
                 if !stack.kernel.is_empty() {
                     stack.kernel.remove(0);
                 }
-                EventKind::Waking(Waking {
-                    waker_tid: s.tid,
-                    waker_tgid: s.pid,
-                    wakee_tid: f.pid.read_u64(raw)? as u32,
-                    wakee_comm: Comm::from_bytes(f.comm.bytes(raw)?),
-                    stack,
-                })
+                EventKind::Waking(self.sched.waking(raw, s.tid, s.pid, stack)?)
             }
         };
         Ok(Event {
@@ -515,7 +450,7 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tracefs::Tracefs;
+    use crate::tracefs::{Field, Tracefs};
 
     const ST: u64 =
         SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_CALLCHAIN | SAMPLE_RAW;
