@@ -158,9 +158,15 @@ pub struct SwitchIn {
 }
 
 /// Records the kernel could not deliver (ring full, or samples dropped).
+///
+/// The loss happened somewhere between the event's `time` (the last record
+/// delivered by that CPU before the gap) and `until` (the first one after
+/// it): every interval that overlaps that window may be wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lost {
     pub records: u64,
+    /// End of the window, `>=` the event's time.
+    pub until: u64,
 }
 
 /// What happened.

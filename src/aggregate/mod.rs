@@ -6,8 +6,9 @@
 //! stacks interned then), takes the last `sched_waking` of it seen while open
 //! as its waker, and closes at its switch-in, where its whole microseconds
 //! are checked against `-m`/`-M` and summed under its [`EntryKey`]. Idle
-//! tasks are tracked per CPU. A `Lost` record taints every open interval,
-//! which is then discarded at its switch-in. Threads that exit, and TIDs that
+//! tasks are tracked per CPU. A `Lost` record taints every interval that
+//! overlaps its window (open at its start, or opened before its end), which
+//! is then discarded at its switch-in. Threads that exit, and TIDs that
 //! are reused by a fork, lose their pending state.
 
 pub mod filter;
@@ -159,6 +160,9 @@ pub struct Aggregator {
     stats: Stats,
     /// Number of `Lost` events seen so far.
     losses: u64,
+    /// End of the latest loss window: an interval opening before it may
+    /// span the loss.
+    lost_until: u64,
 }
 
 impl Aggregator {
@@ -176,6 +180,7 @@ impl Aggregator {
             entries: HashMap::new(),
             stats: Stats::default(),
             losses: 0,
+            lost_until: 0,
         }
     }
 
@@ -199,6 +204,7 @@ impl Aggregator {
             EventKind::Lost(l) => {
                 self.stats.lost_records = self.stats.lost_records.saturating_add(l.records);
                 self.losses += 1;
+                self.lost_until = self.lost_until.max(l.until);
             }
         }
     }
@@ -333,7 +339,12 @@ impl Aggregator {
                     kernel,
                     user,
                     waker: None,
-                    losses_at_start: self.losses,
+                    // Opening inside a loss window: tainted from the start.
+                    losses_at_start: if time < self.lost_until {
+                        self.losses.wrapping_sub(1)
+                    } else {
+                        self.losses
+                    },
                 },
             );
         }
@@ -959,18 +970,58 @@ mod tests {
             &[
                 out(0, 0, 100),
                 out(0, 1, 400),
-                ev(1_000, EventKind::Lost(Lost { records: 3 })),
+                ev(
+                    1_000,
+                    EventKind::Lost(Lost {
+                        records: 3,
+                        until: 1_500,
+                    }),
+                ),
                 out(2_000, 2, 200), // opens after the loss: counted
                 back_in(9_000, 0, 100, "app"),
                 back_in(9_000, 1, 400, "other"),
                 back_in(9_000, 2, 200, "waker"),
-                ev(9_500, EventKind::Lost(Lost { records: 2 })),
+                ev(
+                    9_500,
+                    EventKind::Lost(Lost {
+                        records: 2,
+                        until: 9_500,
+                    }),
+                ),
             ],
         );
         let r = a.finish();
         assert_eq!(target_tids(&r), vec![200]);
         assert_eq!(only(&r).total_us, 7);
         assert_eq!(r.stats.lost_records, 5);
+        assert_eq!(r.stats.discarded_lost, 2);
+        assert_eq!(r.stats.intervals, 1);
+    }
+
+    #[test]
+    fn intervals_inside_a_loss_window_are_discarded() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                // The loss happened between 1_000 and 5_000.
+                ev(
+                    1_000,
+                    EventKind::Lost(Lost {
+                        records: 1,
+                        until: 5_000,
+                    }),
+                ),
+                out(2_000, 0, 100), // opens and closes inside the window
+                back_in(3_000, 0, 100, "app"),
+                out(4_000, 1, 400), // opens inside, closes after
+                back_in(8_000, 1, 400, "other"),
+                out(5_000, 0, 200), // opens at the window's end: clean
+                back_in(7_000, 0, 200, "waker"),
+            ],
+        );
+        let r = a.finish();
+        assert_eq!(target_tids(&r), vec![200]);
         assert_eq!(r.stats.discarded_lost, 2);
         assert_eq!(r.stats.intervals, 1);
     }

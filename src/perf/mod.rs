@@ -102,6 +102,9 @@ pub fn online_cpus() -> Result<Vec<u32>> {
 /// One CPU's events and the ring they share.
 struct CpuRing {
     cpu: u32,
+    /// Time of the last event read from this ring: a loss reported later
+    /// happened after it.
+    last_time: u64,
     /// Declared before `fds` so it is unmapped before they are closed.
     ring: Ring,
     /// `fds[0]` owns the ring (and carries the side-band records);
@@ -117,6 +120,8 @@ pub struct PerfBackend {
     stats: PerfStats,
     /// `CLOCK_MONOTONIC` at the start of the previous `poll` round.
     prev_round_start: Option<u64>,
+    /// Events up to this time have been passed on.
+    released_upto: u64,
     enabled: bool,
 }
 
@@ -182,7 +187,12 @@ impl PerfBackend {
                 sys::set_output(fd.as_fd(), fds[0].as_fd())
                     .with_context(|| format!("sharing the ring buffer of CPU {cpu}"))?;
             }
-            cpus.push(CpuRing { cpu, ring, fds });
+            cpus.push(CpuRing {
+                cpu,
+                last_time: 0,
+                ring,
+                fds,
+            });
         }
 
         let mut backend = PerfBackend {
@@ -191,6 +201,7 @@ impl PerfBackend {
             reorder: Reorder::new(),
             stats: PerfStats::default(),
             prev_round_start: None,
+            released_upto: 0,
             enabled: false,
         };
         for c in &backend.cpus {
@@ -230,6 +241,7 @@ impl PerfBackend {
         self.read_all();
         if let Some(prev) = self.prev_round_start {
             self.reorder.flush_upto(prev, sink);
+            self.released_upto = prev;
         }
         self.prev_round_start = Some(now);
         Ok(())
@@ -268,14 +280,21 @@ impl PerfBackend {
             decoder,
             reorder,
             stats,
+            released_upto,
             ..
         } = self;
         for c in cpus.iter_mut() {
+            let last_time = &mut c.last_time;
             let ex = c.ring.read(&mut |rec| match decoder.decode(rec) {
-                Ok(Some(ev)) => {
+                Ok(Some(mut ev)) => {
                     stats.records += 1;
                     if let EventKind::Lost(l) = ev.kind {
                         stats.lost_records += l.records;
+                        // The records were lost after the last one this ring
+                        // delivered (never before what was already passed on).
+                        ev.time = (*last_time).max(*released_upto).min(l.until);
+                    } else {
+                        *last_time = ev.time;
                     }
                     reorder.push(ev);
                 }

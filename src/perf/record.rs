@@ -420,11 +420,19 @@ impl Decoder {
             RECORD_LOST => {
                 let _id = c.u64()?;
                 let lost = c.u64()?;
-                EventKind::Lost(Lost { records: lost })
+                // The window's start is known only to the ring reader,
+                // which moves the event's time back to it.
+                EventKind::Lost(Lost {
+                    records: lost,
+                    until: trailer.time,
+                })
             }
             RECORD_LOST_SAMPLES => {
                 let lost = c.u64()?;
-                EventKind::Lost(Lost { records: lost })
+                EventKind::Lost(Lost {
+                    records: lost,
+                    until: trailer.time,
+                })
             }
             RECORD_SWITCH_CPU_WIDE => {
                 // next_prev_pid, next_prev_tid: for a switch-in, the thread
@@ -863,7 +871,13 @@ mod tests {
         b.extend_from_slice(&tr);
         let ev = d.decode(&header(RECORD_LOST, 0, &b)).unwrap().unwrap();
         assert_eq!((ev.time, ev.cpu), (777, 3));
-        assert_eq!(ev.kind, EventKind::Lost(Lost { records: 42 }));
+        assert_eq!(
+            ev.kind,
+            EventKind::Lost(Lost {
+                records: 42,
+                until: 777
+            })
+        );
 
         let mut b = Vec::new();
         b.extend_from_slice(&7u64.to_ne_bytes());
@@ -872,7 +886,13 @@ mod tests {
             .decode(&header(RECORD_LOST_SAMPLES, 0, &b))
             .unwrap()
             .unwrap();
-        assert_eq!(ev.kind, EventKind::Lost(Lost { records: 7 }));
+        assert_eq!(
+            ev.kind,
+            EventKind::Lost(Lost {
+                records: 7,
+                until: 777
+            })
+        );
     }
 
     #[test]
