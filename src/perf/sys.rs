@@ -123,38 +123,68 @@ pub fn open_tracepoint(attr: &TracepointAttr, what: &str, cpu: u32) -> Result<Ow
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// A failed `perf_event_open`, with the errno so that callers can tell a
+/// denial (which the tracefs backend can work around) from other failures.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct OpenError {
+    pub errno: i32,
+    pub message: String,
+}
+
+impl OpenError {
+    /// True when the syscall was refused rather than unable: EPERM or
+    /// EACCES (paranoia level, capabilities, an LSM, a seccomp filter that
+    /// returns EPERM) or ENOSYS (no perf events, or a seccomp filter that
+    /// pretends so).
+    pub fn is_denial(&self) -> bool {
+        matches!(self.errno, libc::EPERM | libc::EACCES | libc::ENOSYS)
+    }
+}
+
+/// The `perf_event_open` failure somewhere in `err`'s chain, if any.
+pub fn open_error_of(err: &anyhow::Error) -> Option<&OpenError> {
+    err.chain().find_map(|e| e.downcast_ref::<OpenError>())
+}
+
 fn open_error(err: io::Error, what: &str, id: u64, cpu: u32) -> anyhow::Error {
+    let errno = err.raw_os_error().unwrap_or(0);
+    let message = open_error_message(&err, what, id, cpu);
+    anyhow::Error::new(OpenError { errno, message })
+}
+
+fn open_error_message(err: &io::Error, what: &str, id: u64, cpu: u32) -> String {
     let base = format!("perf_event_open of {what} (tracepoint id {id}) on CPU {cpu} failed: {err}");
     match err.raw_os_error().unwrap_or(0) {
-        libc::EACCES | libc::EPERM => anyhow!(
+        libc::EACCES | libc::EPERM => format!(
             "{base}. Sampling tracepoints with raw data on every CPU needs root or \
              CAP_PERFMON (CAP_SYS_ADMIN on kernels before 5.8), or \
              kernel.perf_event_paranoid set to -1 (it is {}): run as root, or \
              `sysctl kernel.perf_event_paranoid=-1`",
             paranoid_level()
         ),
-        libc::ENOENT => anyhow!(
+        libc::ENOENT => format!(
             "{base}. The kernel does not know this tracepoint id for perf: is it built \
              with CONFIG_PERF_EVENTS and the scheduler tracepoints?"
         ),
-        libc::ENODEV => anyhow!(
+        libc::ENODEV => format!(
             "{base}. CPU {cpu} is not usable (offline?) or the kernel cannot sample \
              tracepoints on it"
         ),
-        libc::ENOSYS => anyhow!(
+        libc::ENOSYS => format!(
             "{base}. This kernel has no perf_event_open (CONFIG_PERF_EVENTS is off, or a \
              seccomp filter blocks it)"
         ),
-        libc::EINVAL | libc::E2BIG | libc::EOPNOTSUPP => anyhow!(
+        libc::EINVAL | libc::E2BIG | libc::EOPNOTSUPP => format!(
             "{base}. The kernel rejected the event's attributes (use_clockid needs \
              Linux 4.1, comm_exec 3.16, sample_id_all and identifiers 3.12)"
         ),
-        libc::EMFILE | libc::ENFILE => anyhow!(
+        libc::EMFILE | libc::ENFILE => format!(
             "{base}. Too many open files: two descriptors per CPU are needed; raise the \
              limit with `ulimit -n`"
         ),
-        libc::EBUSY => anyhow!("{base}. Another user holds the PMU exclusively"),
-        _ => anyhow!("{base}"),
+        libc::EBUSY => format!("{base}. Another user holds the PMU exclusively"),
+        _ => base,
     }
 }
 
