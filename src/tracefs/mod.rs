@@ -2,6 +2,8 @@
 //! files. The tracefs fallback backend will live here too.
 
 pub mod format;
+pub mod decode;
+pub mod instance;
 pub mod sched;
 
 use std::io::ErrorKind;

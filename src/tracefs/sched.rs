@@ -21,6 +21,7 @@ pub struct SchedFields {
     switch_id: u64,
     waking_id: u64,
     common_type: Field,
+    common_pid: Field,
     prev_comm: Field,
     prev_pid: Field,
     prev_state: Field,
@@ -43,6 +44,7 @@ impl SchedFields {
             switch_id: switch.id as u64,
             waking_id: waking.id as u64,
             common_type: switch.field("common_type")?.clone(),
+            common_pid: switch.field("common_pid")?.clone(),
             prev_comm: switch.field("prev_comm")?.clone(),
             prev_pid: switch.field("prev_pid")?.clone(),
             prev_state: switch.field("prev_state")?.clone(),
@@ -56,6 +58,12 @@ impl SchedFields {
     /// The payload's `common_type` (the event id).
     pub fn common_type(&self, raw: &[u8]) -> Result<u64> {
         self.common_type.read_u64(raw)
+    }
+
+    /// The payload's `common_pid`: the task whose context the entry was
+    /// written in. Every trace entry starts with the same common fields.
+    pub fn common_pid(&self, raw: &[u8]) -> Result<u32> {
+        Ok(self.common_pid.read_u64(raw)? as u32)
     }
 
     /// Which tracepoint an event id is, if either.

@@ -1,0 +1,417 @@
+//! Our private ftrace instance: its name (which says whose it is), its
+//! creation and configuration (clock, buffer size, stack options, pid and
+//! event filters, events), its removal, and the removal of instances left
+//! behind by earlier runs that were killed.
+//!
+//! Nothing here touches the top-level trace buffer or its settings: every
+//! write goes below `instances/<ours>/`.
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use super::Tracefs;
+
+/// Prefix of our instances' names: `offwake-perf.<pid>.<start time>`.
+pub const NAME_PREFIX: &str = "offwake-perf.";
+
+/// The clock we ask for: `ktime_get_mono_fast_ns`, the clock perf's
+/// `use_clockid = CLOCK_MONOTONIC` uses, shared by all CPUs.
+pub const CLOCK: &str = "mono";
+
+/// Who owns an instance: a process, told apart from a later process that
+/// reuses its PID by its start time (clock ticks since boot, field 22 of
+/// `/proc/PID/stat`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub pid: u32,
+    pub start_time: u64,
+}
+
+impl Owner {
+    /// This process.
+    pub fn current() -> Result<Owner> {
+        let pid = std::process::id();
+        let start_time = process_start_time(pid)
+            .context("reading this process's start time from /proc/self/stat")?;
+        Ok(Owner { pid, start_time })
+    }
+
+    /// The instance name for this owner.
+    pub fn instance_name(&self) -> String {
+        format!("{NAME_PREFIX}{}.{}", self.pid, self.start_time)
+    }
+
+    /// The owner an instance name records, or None when the name is not one
+    /// of ours.
+    pub fn from_instance_name(name: &str) -> Option<Owner> {
+        let rest = name.strip_prefix(NAME_PREFIX)?;
+        let (pid, start) = rest.split_once('.')?;
+        let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !all_digits(pid) || !all_digits(start) {
+            return None;
+        }
+        Some(Owner {
+            pid: pid.parse().ok()?,
+            start_time: start.parse().ok()?,
+        })
+    }
+
+    /// True while the owning process runs (same PID, same start time).
+    pub fn is_alive(&self) -> bool {
+        process_start_time(self.pid) == Some(self.start_time)
+    }
+}
+
+/// Field 22 (`starttime`) of `/proc/PID/stat`.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let raw = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_time(&raw)
+}
+
+/// `starttime` from the text of a `stat` file: the 20th field after the
+/// comm's closing parenthesis (the comm may contain spaces and `)`).
+pub fn parse_start_time(raw: &[u8]) -> Option<u64> {
+    let close = raw.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&raw[close + 1..]).ok()?;
+    // state(3) ppid(4) … starttime(22): index 19 after the comm.
+    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+}
+
+/// Which threads the kernel should keep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelFilter {
+    /// Everything.
+    None,
+    /// These threads, through each event's `filter` file (`prev_pid`/
+    /// `next_pid` for `sched_switch`, `pid` for `sched_waking`).
+    Tids(Vec<u32>),
+    /// These threads and every task they create from now on, through
+    /// `set_event_pid` with the `event-fork` option (the kernel keeps the
+    /// list current as threads come and go). `sched_switch` is kept when
+    /// either side is listed, `sched_waking` when the wakee is.
+    Pids(Vec<u32>),
+}
+
+/// How to set the instance up.
+#[derive(Clone, Debug)]
+pub struct InstanceConfig {
+    /// Per-CPU buffer size in KiB.
+    pub buffer_kb: usize,
+    pub kernel_stacks: bool,
+    pub user_stacks: bool,
+    pub filter: KernelFilter,
+    /// Events to enable besides `sched_switch` and `sched_waking`, as
+    /// (system, name).
+    pub extra_events: Vec<(String, String)>,
+}
+
+/// A live instance; removed (events off, directory gone) on drop.
+pub struct Instance {
+    dir: PathBuf,
+    enabled_events: Vec<PathBuf>,
+    removed: bool,
+}
+
+impl Instance {
+    /// Creates `instances/<name>` and sets it up; the events are enabled
+    /// last. On failure the half-made instance is removed.
+    pub fn create(tracefs: &Tracefs, name: &str, config: &InstanceConfig) -> Result<Instance> {
+        let instances = tracefs.root().join("instances");
+        let dir = instances.join(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => bail!(
+                "{} does not exist: this kernel's tracefs has no instances (Linux 3.17 or \
+                 later is needed)",
+                instances.display()
+            ),
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("creating the ftrace instance {}", dir.display())
+                });
+            }
+        }
+        let mut instance = Instance {
+            dir,
+            enabled_events: Vec::new(),
+            removed: false,
+        };
+        instance.configure(config)?;
+        Ok(instance)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn configure(&mut self, config: &InstanceConfig) -> Result<()> {
+        // Nothing is recorded until the events are enabled at the end; a new
+        // instance starts with tracing on and every event off.
+        match self.write("trace_clock", CLOCK) {
+            Ok(()) => {}
+            Err(e) => {
+                let available = std::fs::read_to_string(self.dir.join("trace_clock"))
+                    .unwrap_or_default();
+                return Err(e.context(format!(
+                    "this kernel has no `{CLOCK}` trace clock (it offers: {}); it is \
+                     needed to order events across CPUs",
+                    available.trim()
+                )));
+            }
+        }
+        self.write("buffer_size_kb", &config.buffer_kb.to_string())?;
+        // Overwrite mode: when the reader falls behind, the oldest unread
+        // page is dropped and the next page read says so ("missed events").
+        self.write("options/overwrite", "1")?;
+        self.write("options/stacktrace", bool01(config.kernel_stacks))?;
+        self.write("options/userstacktrace", bool01(config.user_stacks))?;
+        // Lets `saved_tgids` name the process of a thread that has exited.
+        self.write("options/record-tgid", "1")?;
+        // Wake the reader once a quarter of a CPU's buffer is used.
+        self.write("buffer_percent", "25")?;
+
+        let switch = self.dir.join("events/sched/sched_switch");
+        let waking = self.dir.join("events/sched/sched_waking");
+        match &config.filter {
+            KernelFilter::None => {}
+            KernelFilter::Tids(tids) => {
+                let (sw, wk) = tid_filters(tids);
+                write_file(&switch.join("filter"), &sw)?;
+                write_file(&waking.join("filter"), &wk)?;
+            }
+            KernelFilter::Pids(pids) => {
+                self.write("options/event-fork", "1")?;
+                let list = pids
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                self.write("set_event_pid", &list)?;
+            }
+        }
+
+        let mut events = vec![switch, waking];
+        for (system, name) in &config.extra_events {
+            events.push(self.dir.join("events").join(system).join(name));
+        }
+        for event in events {
+            write_file(&event.join("enable"), "1")?;
+            self.enabled_events.push(event);
+        }
+        self.write("tracing_on", "1")?;
+        Ok(())
+    }
+
+    fn write(&self, file: &str, value: &str) -> Result<()> {
+        write_file(&self.dir.join(file), value)
+    }
+
+    /// Stops recording: tracing off, then every event we enabled off.
+    pub fn disable(&mut self) -> Result<()> {
+        let mut first = self.write("tracing_on", "0").err();
+        for event in std::mem::take(&mut self.enabled_events) {
+            if let Err(e) = write_file(&event.join("enable"), "0") {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Disables the events and removes the instance. Every reader of its
+    /// files must be closed first (the kernel refuses with EBUSY otherwise).
+    pub fn remove(mut self) -> Result<()> {
+        self.remove_inner()
+    }
+
+    fn remove_inner(&mut self) -> Result<()> {
+        if self.removed {
+            return Ok(());
+        }
+        let disabled = self.disable();
+        std::fs::remove_dir(&self.dir)
+            .with_context(|| format!("removing the ftrace instance {}", self.dir.display()))?;
+        self.removed = true;
+        disabled
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if let Err(e) = self.remove_inner() {
+            eprintln!("offwake-perf: {e:#}");
+        }
+    }
+}
+
+fn bool01(b: bool) -> &'static str {
+    if b { "1" } else { "0" }
+}
+
+/// Writes a tracefs control file, with the file and value in the error.
+fn write_file(path: &Path, value: &str) -> Result<()> {
+    std::fs::write(path, value)
+        .with_context(|| format!("writing `{value}` to {}", path.display()))
+}
+
+/// The `filter` expressions that keep only `tids`: (sched_switch,
+/// sched_waking).
+pub fn tid_filters(tids: &[u32]) -> (String, String) {
+    let switch = tids
+        .iter()
+        .map(|t| format!("prev_pid == {t} || next_pid == {t}"))
+        .collect::<Vec<_>>()
+        .join(" || ");
+    let waking = tids
+        .iter()
+        .map(|t| format!("pid == {t}"))
+        .collect::<Vec<_>>()
+        .join(" || ");
+    (switch, waking)
+}
+
+/// Removes the instances that earlier runs left behind (killed before they
+/// could clean up): those named as ours whose owner is no longer running.
+/// Returns the names removed; an instance that cannot be removed is
+/// reported on stderr and left.
+pub fn remove_stale(tracefs: &Tracefs) -> Vec<String> {
+    let dir = tracefs.root().join("instances");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(owner) = Owner::from_instance_name(name) else {
+            continue;
+        };
+        if owner.is_alive() {
+            continue;
+        }
+        match std::fs::remove_dir(entry.path()) {
+            Ok(()) => removed.push(name.to_string()),
+            Err(e) => eprintln!(
+                "offwake-perf: cannot remove the stale ftrace instance {}: {e}",
+                entry.path().display()
+            ),
+        }
+    }
+    removed.sort();
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_foreign_names_are_not_ours() {
+        let o = Owner {
+            pid: 4242,
+            start_time: 987654,
+        };
+        let name = o.instance_name();
+        assert_eq!(name, "offwake-perf.4242.987654");
+        assert_eq!(Owner::from_instance_name(&name), Some(o));
+        for foreign in [
+            "offwake-perf",
+            "offwake-perf.",
+            "offwake-perf.12",
+            "offwake-perf.12.",
+            "offwake-perf..5",
+            "offwake-perf.12.x",
+            "offwake-perf.-1.5",
+            "offwake-perf.12.5.6",
+            "offwake-perf.99999999999.5",
+            "perf.12.5",
+            "bpftrace",
+        ] {
+            assert_eq!(Owner::from_instance_name(foreign), None, "{foreign}");
+        }
+    }
+
+    #[test]
+    fn start_time_from_stat() {
+        let stat = b"4242 (a) b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 \
+                     987654 1000 100 18446744073709551615";
+        assert_eq!(parse_start_time(stat), Some(987654));
+        assert_eq!(parse_start_time(b"4242 (x) S 1 2"), None);
+        assert_eq!(parse_start_time(b"garbage"), None);
+        let me = Owner::current().unwrap();
+        assert!(me.is_alive());
+        assert_eq!(me.pid, std::process::id());
+    }
+
+    #[test]
+    fn stale_detection() {
+        let me = Owner::current().unwrap();
+        // Same PID, other start time: a process that reused our PID's
+        // number is not the owner.
+        let reused = Owner {
+            start_time: me.start_time + 1,
+            ..me
+        };
+        assert!(!reused.is_alive());
+        // A PID above pid_max never runs.
+        let gone = Owner {
+            pid: 1 << 23,
+            start_time: 1,
+        };
+        assert!(!gone.is_alive());
+    }
+
+    #[test]
+    fn remove_stale_only_touches_dead_owners_instances() {
+        let root = std::env::temp_dir().join(format!("offwake-stale-{}", std::process::id()));
+        let inst = root.join("instances");
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&inst).unwrap();
+        let me = Owner::current().unwrap();
+        let dead = Owner {
+            pid: 1 << 23,
+            start_time: 7,
+        };
+        let reused = Owner {
+            start_time: me.start_time + 1,
+            ..me
+        };
+        for name in [
+            me.instance_name(),
+            dead.instance_name(),
+            reused.instance_name(),
+            "someone-else".to_string(),
+            "offwake-perf.notours".to_string(),
+        ] {
+            std::fs::create_dir(inst.join(name)).unwrap();
+        }
+        let removed = remove_stale(&Tracefs::at(&root));
+        let mut expect = vec![dead.instance_name(), reused.instance_name()];
+        expect.sort();
+        assert_eq!(removed, expect);
+        let mut left: Vec<String> = std::fs::read_dir(&inst)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        let mut want = vec![
+            me.instance_name(),
+            "offwake-perf.notours".to_string(),
+            "someone-else".to_string(),
+        ];
+        want.sort();
+        assert_eq!(left, want);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn filters_name_every_thread() {
+        let (sw, wk) = tid_filters(&[10, 20]);
+        assert_eq!(
+            sw,
+            "prev_pid == 10 || next_pid == 10 || prev_pid == 20 || next_pid == 20"
+        );
+        assert_eq!(wk, "pid == 10 || pid == 20");
+    }
+}
