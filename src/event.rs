@@ -169,6 +169,19 @@ pub struct Lost {
     pub until: u64,
 }
 
+/// Counters kept by a backend while reading.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SourceStats {
+    /// Records the kernel reported lost.
+    pub lost_records: u64,
+    /// Records read and decoded (record types we do not use are read and
+    /// skipped, and counted here too).
+    pub records: u64,
+    /// Records that could not be decoded (skipped, counted), plus buffer
+    /// inconsistencies (each one drops the rest of that read).
+    pub malformed: u64,
+}
+
 /// What happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EventKind {

@@ -8,6 +8,7 @@
 //! defined in [`cli`].
 
 pub mod aggregate;
+pub mod backend;
 pub mod cli;
 pub mod event;
 pub mod perf;

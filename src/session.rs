@@ -16,12 +16,13 @@ use crate::aggregate::tasks::parse_status_tgid;
 use crate::aggregate::{
     self, Aggregator, StackRef, StackTable, StateFilter, TaskTable, ThreadFilter,
 };
-use crate::cli::{Backend, Cli};
+use crate::backend::{Source, SourceConfig};
+use crate::cli::Cli;
 use crate::event::Event;
-use crate::perf::{PerfBackend, PerfConfig};
 use crate::report::{self, Frames, ReportOptions, ResolvedEntry, StackMode};
 use crate::symbolize::{ProcessMaps, Symbolizer};
 use crate::tracefs::Tracefs;
+use crate::tracefs::instance::KernelFilter;
 
 /// Set by SIGINT/SIGTERM: stop tracing and print the report.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -69,13 +70,6 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Some(n) => Some(StateFilter::from_user(n)?),
         None => None,
     };
-    match cli.backend {
-        Backend::Auto | Backend::Perf => {}
-        Backend::Tracefs => {
-            bail!("the tracefs backend is not available yet; use --backend perf (or auto)")
-        }
-    }
-
     let tracefs = Tracefs::open()?;
     // Seed what is known about threads before the first event arrives.
     let tasks = TaskTable::scan_proc();
@@ -93,18 +87,32 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     } else {
         StackMode::Both
     };
-    let perf_config = PerfConfig {
-        mmap_pages: cli.mmap_pages,
-        kernel_callchain: stack_mode != StackMode::UserOnly,
-        user_callchain: stack_mode != StackMode::KernelOnly,
+    let source_config = SourceConfig {
+        buffer_pages: cli.mmap_pages,
+        kernel_stacks: stack_mode != StackMode::UserOnly,
+        user_stacks: stack_mode != StackMode::KernelOnly,
+        filter: kernel_filter(&threads),
+        follow_processes: !cli.command.is_empty(),
     };
     install_signal_handlers()?;
-    let mut backend = PerfBackend::open(&tracefs, &perf_config)?;
+    let (mut backend, notes) = Source::open(cli.backend, &tracefs, &source_config)?;
     let attached = launch.elapsed();
+    if let Some(notice) = &notes.fallback {
+        eprintln!("{notice}");
+    }
+    if !notes.stale_removed.is_empty() {
+        eprintln!(
+            "offwake-perf: removed {} ftrace instance(s) left behind by earlier runs that \
+             were killed: {}",
+            notes.stale_removed.len(),
+            notes.stale_removed.join(", ")
+        );
+    }
     if std::env::var_os("OFFWAKE_TIMING").is_some() {
         eprintln!(
-            "offwake-perf: tracing active {:.3} ms after launch",
-            attached.as_secs_f64() * 1e3
+            "offwake-perf: tracing active {:.3} ms after launch ({} backend)",
+            attached.as_secs_f64() * 1e3,
+            backend.name()
         );
     }
 
@@ -183,7 +191,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         backend.poll(timeout, &mut sink)?;
     }
     backend.finish(&mut sink)?;
-    let perf_stats = backend.stats();
+    let source_stats = backend.stats();
 
     if let Some(status) = child_status {
         if !status.success() {
@@ -240,12 +248,12 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     eprintln!(
         "offwake-perf: {} records read, {lost} lost; {} intervals counted, {} discarded \
          for a possible loss, {} outside -m/-M",
-        perf_stats.records, stats.intervals, stats.discarded_lost, stats.out_of_range
+        source_stats.records, stats.intervals, stats.discarded_lost, stats.out_of_range
     );
-    if perf_stats.malformed > 0 {
+    if source_stats.malformed > 0 {
         eprintln!(
             "WARNING: {} malformed records skipped",
-            perf_stats.malformed
+            source_stats.malformed
         );
     }
     Ok(Outcome::Done)
@@ -297,6 +305,35 @@ fn thread_filter(cli: &Cli) -> Result<ThreadFilter> {
     } else {
         ThreadFilter::All
     })
+}
+
+/// What the kernel can drop for us: the named threads (`-t`), or the
+/// threads of the named processes and whatever they start (`-p`). Only the
+/// tracefs backend applies it; the aggregator filters either way.
+fn kernel_filter(threads: &ThreadFilter) -> KernelFilter {
+    match threads {
+        ThreadFilter::Tids(tids) => {
+            let mut v: Vec<u32> = tids.iter().copied().collect();
+            v.sort_unstable();
+            KernelFilter::Tids(v)
+        }
+        ThreadFilter::Tgids(pids) => {
+            let mut v = Vec::new();
+            for &pid in pids {
+                v.push(pid);
+                if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+                    v.extend(
+                        dir.flatten()
+                            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()),
+                    );
+                }
+            }
+            v.sort_unstable();
+            v.dedup();
+            KernelFilter::Pids(v)
+        }
+        _ => KernelFilter::None,
+    }
 }
 
 fn spawn_command(argv: &[std::ffi::OsString]) -> Result<Child> {

@@ -20,7 +20,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 
-use crate::event::{Event, EventKind};
+use crate::event::{Event, EventKind, SourceStats};
 use crate::reorder::Reorder;
 use crate::tracefs::Tracefs;
 use record::{Decoder, Tracepoint};
@@ -35,20 +35,6 @@ pub struct PerfConfig {
     pub kernel_callchain: bool,
     /// Take user callchains (false under `-K`).
     pub user_callchain: bool,
-}
-
-/// Counters kept by the backend.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PerfStats {
-    /// Records the kernel reported lost (`PERF_RECORD_LOST` and
-    /// `PERF_RECORD_LOST_SAMPLES`).
-    pub lost_records: u64,
-    /// Records read and decoded (record types we do not use are read and
-    /// skipped, and counted here too).
-    pub records: u64,
-    /// Records that could not be decoded (skipped, counted), plus ring
-    /// inconsistencies (each one drops the rest of that read).
-    pub malformed: u64,
 }
 
 /// The `sample_type` requested for both tracepoints.
@@ -117,7 +103,7 @@ pub struct PerfBackend {
     cpus: Vec<CpuRing>,
     decoder: Decoder,
     reorder: Reorder,
-    stats: PerfStats,
+    stats: SourceStats,
     /// `CLOCK_MONOTONIC` at the start of the previous `poll` round.
     prev_round_start: Option<u64>,
     /// Events up to this time have been passed on.
@@ -199,7 +185,7 @@ impl PerfBackend {
             cpus,
             decoder,
             reorder: Reorder::new(),
-            stats: PerfStats::default(),
+            stats: SourceStats::default(),
             prev_round_start: None,
             released_upto: 0,
             enabled: false,
@@ -269,7 +255,7 @@ impl PerfBackend {
         }
     }
 
-    pub fn stats(&self) -> PerfStats {
+    pub fn stats(&self) -> SourceStats {
         self.stats
     }
 

@@ -1,0 +1,139 @@
+//! The event source of a run, chosen by `--backend`: perf, or the tracefs
+//! fallback when `perf_event_open` is denied. Both deliver the same
+//! [`Event`]s in global time order; everything after them is shared.
+
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::cli::Backend;
+use crate::event::{Event, SourceStats};
+use crate::perf::sys::open_error_of;
+use crate::perf::{PerfBackend, PerfConfig};
+use crate::tracefs::Tracefs;
+use crate::tracefs::backend::{TracefsBackend, TracefsConfig};
+use crate::tracefs::instance::KernelFilter;
+
+/// What either backend needs to know.
+#[derive(Clone, Debug)]
+pub struct SourceConfig {
+    /// Per-CPU buffer size in pages.
+    pub buffer_pages: usize,
+    pub kernel_stacks: bool,
+    pub user_stacks: bool,
+    /// Threads the kernel should keep (used by the tracefs backend).
+    pub filter: KernelFilter,
+    /// Record process creation and exec (`-- COMMAND`).
+    pub follow_processes: bool,
+}
+
+/// An open, recording backend.
+pub enum Source {
+    Perf(PerfBackend),
+    Tracefs(TracefsBackend),
+}
+
+/// What opening a source said besides the source itself.
+#[derive(Debug, Default)]
+pub struct OpenNotes {
+    /// The one-line notice of an automatic fallback to tracefs.
+    pub fallback: Option<String>,
+    /// Instances of killed earlier runs that were removed.
+    pub stale_removed: Vec<String>,
+}
+
+impl Source {
+    /// Opens the backend `choice` asks for. Under `auto`, a denied
+    /// `perf_event_open` (EPERM, EACCES, ENOSYS) falls back to tracefs and
+    /// the notes say so and why; any other perf failure is an error.
+    pub fn open(
+        choice: Backend,
+        tracefs: &Tracefs,
+        config: &SourceConfig,
+    ) -> Result<(Source, OpenNotes)> {
+        let perf_config = PerfConfig {
+            mmap_pages: config.buffer_pages,
+            kernel_callchain: config.kernel_stacks,
+            user_callchain: config.user_stacks,
+        };
+        match choice {
+            Backend::Perf => Ok((
+                Source::Perf(PerfBackend::open(tracefs, &perf_config)?),
+                OpenNotes::default(),
+            )),
+            Backend::Tracefs => Source::open_tracefs(tracefs, config, None),
+            Backend::Auto => match PerfBackend::open(tracefs, &perf_config) {
+                Ok(p) => Ok((Source::Perf(p), OpenNotes::default())),
+                Err(e) => {
+                    let Some(denied) = open_error_of(&e).filter(|o| o.is_denial()) else {
+                        return Err(e);
+                    };
+                    let why = std::io::Error::from_raw_os_error(denied.errno);
+                    let notice = format!(
+                        "offwake-perf: perf_event_open was denied ({why}); falling back to \
+                         the tracefs backend (--backend tracefs)"
+                    );
+                    Source::open_tracefs(tracefs, config, Some(notice)).map_err(|t| {
+                        t.context(format!(
+                            "perf_event_open was denied ({why}) and the tracefs fallback \
+                             failed too"
+                        ))
+                    })
+                }
+            },
+        }
+    }
+
+    fn open_tracefs(
+        tracefs: &Tracefs,
+        config: &SourceConfig,
+        fallback: Option<String>,
+    ) -> Result<(Source, OpenNotes)> {
+        let (backend, stale_removed) = TracefsBackend::open(
+            tracefs,
+            &TracefsConfig {
+                buffer_pages: config.buffer_pages,
+                kernel_stacks: config.kernel_stacks,
+                user_stacks: config.user_stacks,
+                filter: config.filter.clone(),
+                follow_processes: config.follow_processes,
+            },
+        )?;
+        Ok((
+            Source::Tracefs(backend),
+            OpenNotes {
+                fallback,
+                stale_removed,
+            },
+        ))
+    }
+
+    /// `perf` or `tracefs`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Source::Perf(_) => "perf",
+            Source::Tracefs(_) => "tracefs",
+        }
+    }
+
+    pub fn poll(&mut self, timeout: Duration, sink: &mut dyn FnMut(Event)) -> Result<()> {
+        match self {
+            Source::Perf(p) => p.poll(timeout, sink),
+            Source::Tracefs(t) => t.poll(timeout, sink),
+        }
+    }
+
+    pub fn finish(&mut self, sink: &mut dyn FnMut(Event)) -> Result<()> {
+        match self {
+            Source::Perf(p) => p.finish(sink),
+            Source::Tracefs(t) => t.finish(sink),
+        }
+    }
+
+    pub fn stats(&self) -> SourceStats {
+        match self {
+            Source::Perf(p) => p.stats(),
+            Source::Tracefs(t) => t.stats(),
+        }
+    }
+}

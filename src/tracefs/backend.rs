@@ -1,0 +1,420 @@
+//! The tracefs backend: for hosts that deny `perf_event_open`. It records
+//! `sched_switch` and `sched_waking`, with kernel and user stacks, in a
+//! private ftrace instance, reads the per-CPU `trace_pipe_raw` pages, and
+//! delivers the same [`Event`]s as the perf backend, in global time order.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{ErrorKind, Read};
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+
+use super::Tracefs;
+use super::decode::{Assembler, ProcessFormats, StackFormats, TgidSource};
+use super::instance::{Instance, InstanceConfig, KernelFilter, Owner, remove_stale};
+use super::page::{self, HeaderLayout, Missed, PageLayout};
+use super::sched::SchedFields;
+use crate::aggregate::tasks::parse_status_tgid;
+use crate::event::{Event, EventKind, Lost, SourceStats};
+use crate::perf::sys::monotonic_ns;
+use crate::reorder::Reorder;
+
+/// What to record.
+#[derive(Clone, Debug)]
+pub struct TracefsConfig {
+    /// Per-CPU buffer size, in pages.
+    pub buffer_pages: usize,
+    pub kernel_stacks: bool,
+    pub user_stacks: bool,
+    pub filter: KernelFilter,
+    /// Also record process creation and exec (`-- COMMAND` follows the
+    /// processes its command starts).
+    pub follow_processes: bool,
+}
+
+/// One CPU's `trace_pipe_raw`.
+struct CpuReader {
+    cpu: u32,
+    file: File,
+    /// Time of the last entry read: a gap reported later came after it.
+    last_time: u64,
+}
+
+/// A running instance and its readers.
+pub struct TracefsBackend {
+    /// Declared before `instance`: the readers must be closed before the
+    /// instance can be removed.
+    readers: Vec<CpuReader>,
+    instance: Option<Instance>,
+    layout: PageLayout,
+    header: HeaderLayout,
+    assembler: Assembler,
+    tgids: ProcTgids,
+    reorder: Reorder,
+    stats: SourceStats,
+    prev_round_start: Option<u64>,
+    released_upto: u64,
+    page: Vec<u8>,
+}
+
+impl TracefsBackend {
+    /// Removes instances left by killed runs, creates ours and starts
+    /// recording. Returns the names of the stale instances removed too.
+    pub fn open(tracefs: &Tracefs, config: &TracefsConfig) -> Result<(TracefsBackend, Vec<String>)> {
+        let stale = remove_stale(tracefs);
+        let events = tracefs.root().join("events");
+        let read = |name: &str| -> Result<String> {
+            let path = events.join(name);
+            std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+        };
+        let layout = PageLayout::parse(&read("header_page")?).context("parsing header_page")?;
+        let header =
+            HeaderLayout::parse(&read("header_event")?).context("parsing header_event")?;
+        let sched = SchedFields::new(
+            &tracefs.event_format("sched", "sched_switch")?,
+            &tracefs.event_format("sched", "sched_waking")?,
+        )?;
+        let stacks = StackFormats::new(
+            &tracefs.event_format("ftrace", "kernel_stack")?,
+            &tracefs.event_format("ftrace", "user_stack")?,
+        )?;
+        let mut extra_events = Vec::new();
+        let process = if config.follow_processes {
+            for name in ["sched_process_fork", "sched_process_exec"] {
+                extra_events.push(("sched".to_string(), name.to_string()));
+            }
+            Some(ProcessFormats::new(
+                &tracefs.event_format("sched", "sched_process_fork")?,
+                &tracefs.event_format("sched", "sched_process_exec")?,
+            )?)
+        } else {
+            None
+        };
+        let assembler = Assembler::new(
+            sched,
+            stacks,
+            process,
+            config.kernel_stacks,
+            config.user_stacks,
+            None,
+        );
+
+        let buffer_kb = config
+            .buffer_pages
+            .checked_mul(crate::perf::ring::page_size())
+            .map(|b| (b / 1024).max(1))
+            .ok_or_else(|| anyhow!("{} pages is too large a buffer", config.buffer_pages))?;
+        let owner = Owner::current()?;
+        let instance = Instance::create(
+            tracefs,
+            &owner.instance_name(),
+            &InstanceConfig {
+                buffer_kb,
+                kernel_stacks: config.kernel_stacks,
+                user_stacks: config.user_stacks,
+                filter: config.filter.clone(),
+                extra_events,
+            },
+        )?;
+
+        let mut readers = Vec::new();
+        for cpu in crate::perf::online_cpus()? {
+            let path = instance
+                .dir()
+                .join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
+            let file = File::options()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+                .open(&path)
+                .with_context(|| format!("opening {}", path.display()))?;
+            readers.push(CpuReader {
+                cpu,
+                file,
+                last_time: 0,
+            });
+        }
+        let page = vec![0u8; layout.page_size()];
+        Ok((
+            TracefsBackend {
+                readers,
+                instance: Some(instance),
+                layout,
+                header,
+                assembler,
+                tgids: ProcTgids::new(tracefs.root().join("saved_tgids")),
+                reorder: Reorder::new(),
+                stats: SourceStats::default(),
+                prev_round_start: None,
+                released_upto: 0,
+                page,
+            },
+            stale,
+        ))
+    }
+
+    /// The instance's directory (for messages and tests).
+    pub fn instance_dir(&self) -> Option<PathBuf> {
+        self.instance.as_ref().map(|i| i.dir().to_path_buf())
+    }
+
+    /// Waits up to `timeout` for data (returns early on EINTR), reads every
+    /// CPU's pages, and passes to `sink`, in global time order, every event
+    /// that can no longer be preceded by one not yet read (the same rounds
+    /// as the perf backend).
+    pub fn poll(&mut self, timeout: Duration, sink: &mut dyn FnMut(Event)) -> Result<()> {
+        let now = monotonic_ns();
+        let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+        let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
+        {
+            let mut fds: Vec<PollFd<'_>> = self
+                .readers
+                .iter()
+                .map(|r| PollFd::new(r.file.as_fd(), PollFlags::POLLIN))
+                .collect();
+            match nix::poll::poll(&mut fds, timeout) {
+                Ok(_) => {}
+                Err(Errno::EINTR) => return Ok(()),
+                Err(e) => return Err(anyhow!("poll on trace_pipe_raw: {e}")),
+            }
+        }
+        self.tgids.new_round();
+        self.read_all();
+        if let Some(prev) = self.prev_round_start {
+            self.release(prev, sink);
+        }
+        self.prev_round_start = Some(now);
+        Ok(())
+    }
+
+    /// Stops recording, drains the buffers, flushes every pending event to
+    /// `sink` in time order, and removes the instance.
+    pub fn finish(&mut self, sink: &mut dyn FnMut(Event)) -> Result<()> {
+        let disabled = match self.instance.as_mut() {
+            Some(i) => i.disable(),
+            None => Ok(()),
+        };
+        self.tgids.new_round();
+        self.read_all();
+        self.account_unflagged_losses();
+        self.release(u64::MAX, sink);
+        self.readers.clear();
+        let removed = match self.instance.take() {
+            Some(i) => i.remove(),
+            None => Ok(()),
+        };
+        disabled.and(removed)
+    }
+
+    pub fn stats(&self) -> SourceStats {
+        let mut s = self.stats;
+        s.malformed += self.assembler.stats().malformed;
+        s
+    }
+
+    fn release(&mut self, upto: u64, sink: &mut dyn FnMut(Event)) {
+        let TracefsBackend {
+            assembler,
+            tgids,
+            reorder,
+            ..
+        } = self;
+        assembler.flush(upto, tgids, &mut |ev| reorder.push(ev));
+        reorder.flush_upto(upto, sink);
+        self.released_upto = self.released_upto.max(upto.min(u64::MAX - 1));
+    }
+
+    /// Reads every CPU's available pages.
+    fn read_all(&mut self) {
+        let TracefsBackend {
+            readers,
+            layout,
+            header,
+            assembler,
+            tgids,
+            reorder,
+            stats,
+            released_upto,
+            page,
+            ..
+        } = self;
+        // Bounded work per round: a CPU that keeps writing cannot keep us
+        // here forever.
+        let max_pages = 4096;
+        for r in readers.iter_mut() {
+            for _ in 0..max_pages {
+                let n = match r.file.read(page) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(_) => {
+                        stats.malformed += 1;
+                        break;
+                    }
+                };
+                let gap_start = r.last_time;
+                let cpu = r.cpu;
+                let last_time = &mut r.last_time;
+                let decoded = page::decode_page(&page[..n], layout, header, &mut |time, raw| {
+                    stats.records += 1;
+                    *last_time = time;
+                    assembler.push(cpu, time, raw, tgids, &mut |ev| reorder.push(ev));
+                });
+                match decoded {
+                    Ok(info) => {
+                        if info.truncated {
+                            stats.malformed += 1;
+                        }
+                        let lost = match info.missed {
+                            Missed::None => 0,
+                            // At least one entry; the kernel had no room to
+                            // say how many (the total comes from the CPU's
+                            // stats at the end).
+                            Missed::Unknown => 1,
+                            Missed::Count(n) => n.max(1),
+                        };
+                        if lost > 0 {
+                            stats.lost_records += lost;
+                            let until = info.timestamp.max(gap_start);
+                            reorder.push(Event {
+                                time: gap_start.max(*released_upto).min(until),
+                                cpu,
+                                kind: EventKind::Lost(Lost {
+                                    records: lost,
+                                    until,
+                                }),
+                            });
+                        }
+                    }
+                    Err(_) => stats.malformed += 1,
+                }
+            }
+        }
+    }
+
+    /// At the end: if a CPU's own counters show more entries lost than the
+    /// pages flagged, the difference is reported as lost at that CPU's last
+    /// entry (conservatively tainting whatever is still open there).
+    fn account_unflagged_losses(&mut self) {
+        let Some(instance) = self.instance.as_ref() else {
+            return;
+        };
+        let mut kernel_total = 0u64;
+        let mut last = HashMap::new();
+        for r in &self.readers {
+            let path = instance.dir().join(format!("per_cpu/cpu{}/stats", r.cpu));
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                kernel_total += cpu_losses(&text);
+            }
+            last.insert(r.cpu, r.last_time);
+        }
+        if kernel_total > self.stats.lost_records {
+            let extra = kernel_total - self.stats.lost_records;
+            self.stats.lost_records = kernel_total;
+            let (&cpu, &time) = last.iter().max_by_key(|(_, t)| **t).unwrap_or((&0, &0));
+            self.reorder.push(Event {
+                time: time.max(self.released_upto),
+                cpu,
+                kind: EventKind::Lost(Lost {
+                    records: extra,
+                    until: u64::MAX,
+                }),
+            });
+        }
+    }
+}
+
+/// Entries a CPU lost, from its `per_cpu/cpuN/stats`: `overrun` (pages
+/// overwritten before they were read) plus `dropped events`.
+pub fn cpu_losses(stats: &str) -> u64 {
+    stats
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            matches!(k.trim(), "overrun" | "dropped events")
+                .then(|| v.trim().parse::<u64>().ok())
+                .flatten()
+        })
+        .sum()
+}
+
+/// TGIDs from `/proc/TID/status`, then from tracefs's `saved_tgids` (which
+/// `record-tgid` fills, and which remembers threads that are gone), read
+/// at most once per round.
+struct ProcTgids {
+    saved_path: PathBuf,
+    saved: HashMap<u32, u32>,
+    round: u64,
+    saved_read_round: Option<u64>,
+}
+
+impl ProcTgids {
+    fn new(saved_path: PathBuf) -> ProcTgids {
+        ProcTgids {
+            saved_path,
+            saved: HashMap::new(),
+            round: 0,
+            saved_read_round: None,
+        }
+    }
+
+    fn new_round(&mut self) {
+        self.round += 1;
+    }
+}
+
+impl TgidSource for ProcTgids {
+    fn tgid(&mut self, tid: u32) -> Option<u32> {
+        if let Ok(raw) = std::fs::read(format!("/proc/{tid}/status"))
+            && let Some(t) = parse_status_tgid(&raw)
+        {
+            return Some(t);
+        }
+        if let Some(&t) = self.saved.get(&tid) {
+            return Some(t);
+        }
+        if self.saved_read_round != Some(self.round) {
+            self.saved_read_round = Some(self.round);
+            if let Ok(text) = std::fs::read_to_string(&self.saved_path) {
+                self.saved.extend(parse_saved_tgids(&text));
+            }
+        }
+        self.saved.get(&tid).copied()
+    }
+}
+
+/// `saved_tgids`: one `PID TGID` pair per line.
+pub fn parse_saved_tgids(text: &str) -> impl Iterator<Item = (u32, u32)> + '_ {
+    text.lines().filter_map(|l| {
+        let mut it = l.split_ascii_whitespace();
+        let pid = it.next()?.parse().ok()?;
+        let tgid = it.next()?.parse().ok()?;
+        (tgid != 0).then_some((pid, tgid))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_stats_losses() {
+        let text = "entries: 130\noverrun: 7\ncommit overrun: 0\nbytes: 11672\n\
+                    oldest event ts:  1534.069615\nnow ts:  1534.376151\n\
+                    dropped events: 2\nread events: 0\n";
+        assert_eq!(cpu_losses(text), 9);
+        assert_eq!(cpu_losses("garbage"), 0);
+    }
+
+    #[test]
+    fn saved_tgids_lines() {
+        let v: Vec<_> = parse_saved_tgids("1 1\n4243 4242\nbad\n5 0\n7 x\n").collect();
+        assert_eq!(v, vec![(1, 1), (4243, 4242)]);
+    }
+}
