@@ -2,6 +2,7 @@
 //! files. The tracefs fallback backend will live here too.
 
 pub mod format;
+pub mod page;
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
