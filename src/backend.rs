@@ -30,7 +30,7 @@ pub struct SourceConfig {
 /// An open, recording backend.
 pub enum Source {
     Perf(PerfBackend),
-    Tracefs(TracefsBackend),
+    Tracefs(Box<TracefsBackend>),
 }
 
 /// What opening a source said besides the source itself.
@@ -100,7 +100,7 @@ impl Source {
             },
         )?;
         Ok((
-            Source::Tracefs(backend),
+            Source::Tracefs(Box::new(backend)),
             OpenNotes {
                 fallback,
                 stale_removed,

@@ -66,7 +66,10 @@ pub struct TracefsBackend {
 impl TracefsBackend {
     /// Removes instances left by killed runs, creates ours and starts
     /// recording. Returns the names of the stale instances removed too.
-    pub fn open(tracefs: &Tracefs, config: &TracefsConfig) -> Result<(TracefsBackend, Vec<String>)> {
+    pub fn open(
+        tracefs: &Tracefs,
+        config: &TracefsConfig,
+    ) -> Result<(TracefsBackend, Vec<String>)> {
         let stale = remove_stale(tracefs);
         let events = tracefs.root().join("events");
         let read = |name: &str| -> Result<String> {
@@ -74,8 +77,7 @@ impl TracefsBackend {
             std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
         };
         let layout = PageLayout::parse(&read("header_page")?).context("parsing header_page")?;
-        let header =
-            HeaderLayout::parse(&read("header_event")?).context("parsing header_event")?;
+        let header = HeaderLayout::parse(&read("header_event")?).context("parsing header_event")?;
         let sched = SchedFields::new(
             &tracefs.event_format("sched", "sched_switch")?,
             &tracefs.event_format("sched", "sched_waking")?,

@@ -88,8 +88,7 @@ const PROBE_PREFIXES: &[&str] = &[
 impl ProbeRanges {
     /// Reads `/proc/kallsyms`.
     pub fn load() -> Result<ProbeRanges> {
-        let text =
-            std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
+        let text = std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
         Ok(ProbeRanges::from_kallsyms(&text))
     }
 

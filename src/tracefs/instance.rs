@@ -128,9 +128,8 @@ impl Instance {
                 instances.display()
             ),
             Err(e) => {
-                return Err(e).with_context(|| {
-                    format!("creating the ftrace instance {}", dir.display())
-                });
+                return Err(e)
+                    .with_context(|| format!("creating the ftrace instance {}", dir.display()));
             }
         }
         let mut instance = Instance {
@@ -152,8 +151,8 @@ impl Instance {
         match self.write("trace_clock", CLOCK) {
             Ok(()) => {}
             Err(e) => {
-                let available = std::fs::read_to_string(self.dir.join("trace_clock"))
-                    .unwrap_or_default();
+                let available =
+                    std::fs::read_to_string(self.dir.join("trace_clock")).unwrap_or_default();
                 return Err(e.context(format!(
                     "this kernel has no `{CLOCK}` trace clock (it offers: {}); it is \
                      needed to order events across CPUs",
@@ -251,8 +250,7 @@ fn bool01(b: bool) -> &'static str {
 
 /// Writes a tracefs control file, with the file and value in the error.
 fn write_file(path: &Path, value: &str) -> Result<()> {
-    std::fs::write(path, value)
-        .with_context(|| format!("writing `{value}` to {}", path.display()))
+    std::fs::write(path, value).with_context(|| format!("writing `{value}` to {}", path.display()))
 }
 
 /// The `filter` expressions that keep only `tids`: (sched_switch,

@@ -1,9 +1,13 @@
-//! tracefs: finding (or mounting) it, and reading event ids and `format`
-//! files. The tracefs fallback backend will live here too.
+//! tracefs: finding (or mounting) it, reading event ids and `format`
+//! files, and the fallback backend that records into a private ftrace
+//! instance ([`backend`]: [`instance`] sets it up, [`page`] decodes its
+//! buffer pages, [`decode`] turns entries into events).
 
-pub mod format;
+pub mod backend;
 pub mod decode;
+pub mod format;
 pub mod instance;
+pub mod page;
 pub mod sched;
 
 use std::io::ErrorKind;

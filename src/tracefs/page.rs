@@ -1,0 +1,1329 @@
+//! Decoding of ftrace ring-buffer pages (sub-buffers), as read whole from
+//! `per_cpu/cpuN/trace_pipe_raw`: the page layout (from `events/header_page`),
+//! the record-header encoding (from `events/header_event`), and a pure,
+//! allocation-free walk over one page that hands each data record's absolute
+//! timestamp and payload to a callback.
+//!
+//! What a page looks like (facts from the kernel's `kernel/trace/ring_buffer.c`;
+//! no code taken from it):
+//!
+//! * A header: a u64 `timestamp` (the time base of the page) and a `local_t`
+//!   `commit` (a C `long`): the number of data bytes used, with two flags in
+//!   bits 31 and 30 (`RB_MISSED_EVENTS`: events were lost before this page;
+//!   `RB_MISSED_STORED`: their count, an `unsigned long`, is stored right after
+//!   the `commit` bytes of data). The data length is `commit` with just those
+//!   two bits cleared. The offsets and sizes all come from `header_page`; the
+//!   data area can be larger than a 4 KiB page (`buffer_subbuf_size_kb`).
+//! * Records, 4-byte aligned, each starting with a native-endian u32 holding a
+//!   5-bit `type_len` and a 27-bit `time_delta`, then `array[]` u32 words:
+//!   * `1..=data_max_type_len` (28): data, payload `type_len * 4` bytes right
+//!     after the header;
+//!   * `0`: data, `array[0]` is the record length less the 4-byte header, so
+//!     the payload is the `array[0] - 4` bytes from `array[1]` on;
+//!   * padding (29): with `time_delta == 0` the rest of the page is empty;
+//!     otherwise it is a discarded event (or the filler at the end of a page),
+//!     `4 + array[0]` bytes long, never emitted;
+//!   * time extend (30): 8 bytes, adds `(array[0] << 27) + time_delta` to the
+//!     running time;
+//!   * time stamp (31): 8 bytes, an absolute time `(array[0] << 27) +
+//!     time_delta` of 59 bits, whose 5 top bits are carried over from the
+//!     running time (with a carry when the low part wrapped).
+//!
+//!   A data record's time is the running time plus its `time_delta`, and
+//!   becomes the running time.
+//!
+//! Everything read from the page is bounds-checked: a record that runs past
+//! the data length (or past the slice) ends the page as truncated; nothing
+//! here panics on any input.
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+
+/// `commit` flag: events were lost between the previous page and this one.
+const RB_MISSED_EVENTS: u64 = 1 << 31;
+/// `commit` flag: the number of lost events is stored after the data.
+const RB_MISSED_STORED: u64 = 1 << 30;
+/// Where `time_delta` sits in an extended or absolute time.
+const TS_SHIFT: u32 = 27;
+/// The 5 top bits of a timestamp, which absolute time stamps do not carry.
+const TS_MSB: u64 = 0xf8 << 56;
+/// Records are aligned to (and sized in multiples of) 4 bytes.
+const RB_ALIGNMENT: usize = 4;
+/// The largest data area we accept (what libtraceevent's commit mask allows).
+const MAX_DATA_SIZE: usize = 1 << 27;
+/// The largest page header we accept.
+const MAX_DATA_OFFSET: usize = 4096;
+
+/// Layout of a ring-buffer page, from `events/header_page`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageLayout {
+    pub timestamp_offset: usize,
+    pub commit_offset: usize,
+    /// 4 or 8 (a C `long`); also the size of the stored missed-events count.
+    pub commit_size: usize,
+    pub data_offset: usize,
+    pub data_size: usize,
+}
+
+impl PageLayout {
+    /// Parses the text of `events/header_page`, e.g.
+    ///
+    /// ```text
+    ///     field: u64 timestamp;    offset:0;    size:8;    signed:0;
+    ///     field: local_t commit;    offset:8;    size:8;    signed:1;
+    ///     field: int overwrite;    offset:8;    size:1;    signed:1;
+    ///     field: char data;    offset:16;    size:4080;    signed:0;
+    /// ```
+    ///
+    /// Needs the `timestamp`, `commit` and `data` fields (others are
+    /// ignored) and errors on absurd values: a timestamp that is not 8 bytes,
+    /// a commit that is not 4 or 8, header fields overlapping each other or
+    /// the data, an empty, unaligned or huge data area.
+    pub fn parse(text: &str) -> Result<PageLayout> {
+        let mut timestamp = None;
+        let mut commit = None;
+        let mut data = None;
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if !line.starts_with("field") {
+                continue;
+            }
+            let (name, offset, size) =
+                parse_field_line(line).with_context(|| format!("header_page line {}", i + 1))?;
+            let slot = match name {
+                "timestamp" => &mut timestamp,
+                "commit" => &mut commit,
+                "data" => &mut data,
+                _ => continue,
+            };
+            ensure!(
+                slot.is_none(),
+                "header_page line {}: field `{name}` given twice",
+                i + 1
+            );
+            *slot = Some((offset, size));
+        }
+        let (timestamp_offset, timestamp_size) =
+            timestamp.ok_or_else(|| anyhow!("header_page has no `timestamp` field"))?;
+        let (commit_offset, commit_size) =
+            commit.ok_or_else(|| anyhow!("header_page has no `commit` field"))?;
+        let (data_offset, data_size) =
+            data.ok_or_else(|| anyhow!("header_page has no `data` field"))?;
+
+        ensure!(
+            timestamp_size == 8,
+            "header_page: timestamp has size {timestamp_size}, expected 8"
+        );
+        ensure!(
+            commit_size == 4 || commit_size == 8,
+            "header_page: commit has size {commit_size}, expected 4 or 8"
+        );
+        ensure!(
+            data_offset <= MAX_DATA_OFFSET && data_offset.is_multiple_of(RB_ALIGNMENT),
+            "header_page: data offset {data_offset} is not a plausible header size"
+        );
+        // Both offsets are now bounded by `data_offset`, so no overflow below.
+        ensure!(
+            timestamp_offset
+                .checked_add(8)
+                .is_some_and(|end| end <= data_offset),
+            "header_page: timestamp (offset {timestamp_offset}) overlaps the data at {data_offset}"
+        );
+        ensure!(
+            commit_offset
+                .checked_add(commit_size)
+                .is_some_and(|end| end <= data_offset),
+            "header_page: commit (offset {commit_offset}, size {commit_size}) overlaps the data at {data_offset}"
+        );
+        ensure!(
+            timestamp_offset + 8 <= commit_offset
+                || commit_offset + commit_size <= timestamp_offset,
+            "header_page: timestamp (offset {timestamp_offset}) and commit (offset {commit_offset}) overlap"
+        );
+        ensure!(
+            data_size > 0 && data_size.is_multiple_of(RB_ALIGNMENT) && data_size <= MAX_DATA_SIZE,
+            "header_page: data size {data_size} is not a plausible sub-buffer size"
+        );
+        Ok(PageLayout {
+            timestamp_offset,
+            commit_offset,
+            commit_size,
+            data_offset,
+            data_size,
+        })
+    }
+
+    /// data_offset + data_size: the size of one page as read from
+    /// `trace_pipe_raw`.
+    pub fn page_size(&self) -> usize {
+        self.data_offset + self.data_size
+    }
+}
+
+/// Parses `field: <type> <name>; offset:N; size:N; signed:N;` into
+/// (name, offset, size).
+fn parse_field_line(line: &str) -> Result<(&str, usize, usize)> {
+    let mut name = None;
+    let mut offset = None;
+    let mut size = None;
+    for part in line.split(';') {
+        let part = part.trim();
+        if part.is_empty() {
+            continue;
+        }
+        let (key, value) = part
+            .split_once(':')
+            .ok_or_else(|| anyhow!("part `{part}` is not `key:value`"))?;
+        let value = value.trim();
+        match key.trim() {
+            "field" => {
+                let decl_name = value
+                    .rsplit(char::is_whitespace)
+                    .next()
+                    .filter(|n| !n.is_empty() && n.len() < value.len())
+                    .ok_or_else(|| anyhow!("declaration `{value}` lacks a type or a name"))?;
+                // `char data[...]`-style names: keep the identifier only.
+                name = Some(decl_name.split('[').next().unwrap_or(decl_name));
+            }
+            "offset" => offset = Some(parse_usize(value, "offset")?),
+            "size" => size = Some(parse_usize(value, "size")?),
+            _ => {}
+        }
+    }
+    let name = name.ok_or_else(|| anyhow!("no field declaration"))?;
+    let offset = offset.ok_or_else(|| anyhow!("field `{name}` has no offset"))?;
+    let size = size.ok_or_else(|| anyhow!("field `{name}` has no size"))?;
+    Ok((name, offset, size))
+}
+
+fn parse_usize(s: &str, what: &str) -> Result<usize> {
+    s.parse::<usize>()
+        .map_err(|_| anyhow!("{what} `{s}` is not a number"))
+}
+
+/// The record-header encoding, from `events/header_event`: the `type_len`
+/// values of the special records, and the largest `type_len` of a data
+/// record whose length is in `type_len` (0 means the length is in
+/// `array[0]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeaderLayout {
+    pub padding: u32,
+    pub time_extend: u32,
+    pub time_stamp: u32,
+    pub data_max_type_len: u32,
+}
+
+impl HeaderLayout {
+    /// Parses the text of `events/header_event`:
+    ///
+    /// ```text
+    /// # compressed entry header
+    ///     type_len    :    5 bits
+    ///     time_delta  :   27 bits
+    ///     array       :   32 bits
+    ///
+    ///     padding     : type == 29
+    ///     time_extend : type == 30
+    ///     time_stamp : type == 31
+    ///     data max type_len  == 28
+    /// ```
+    ///
+    /// Errors unless `type_len` is 5 bits and `time_delta` 27 bits (the only
+    /// encoding we decode; kernels before 2.6.31 had another), and unless
+    /// the special types are distinct 5-bit values above the data range.
+    pub fn parse(text: &str) -> Result<HeaderLayout> {
+        let mut type_len_bits = None;
+        let mut time_delta_bits = None;
+        let mut array_bits = None;
+        let mut padding = None;
+        let mut time_extend = None;
+        let mut time_stamp = None;
+        let mut data_max = None;
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let ctx = || format!("header_event line {}: `{line}`", i + 1);
+            if let Some(rest) = line.strip_prefix("data max type_len") {
+                let v = rest
+                    .trim()
+                    .strip_prefix("==")
+                    .ok_or_else(|| anyhow!("expected `== N`"))
+                    .and_then(|n| parse_u32(n.trim()))
+                    .with_context(ctx)?;
+                data_max = Some(v);
+                continue;
+            }
+            let Some((key, value)) = line.split_once(':') else {
+                // Unknown line without a `key: value` shape: not ours.
+                continue;
+            };
+            let value = value.trim();
+            let slot = match key.trim() {
+                "type_len" => &mut type_len_bits,
+                "time_delta" => &mut time_delta_bits,
+                "array" => &mut array_bits,
+                "padding" => &mut padding,
+                "time_extend" => &mut time_extend,
+                "time_stamp" => &mut time_stamp,
+                // `type` and `len` are the pre-2.6.31 encoding.
+                "type" | "len" => bail!(
+                    "header_event describes the old ring-buffer record encoding \
+                     (`{}`), which is not supported",
+                    line
+                ),
+                _ => continue,
+            };
+            let v = if let Some(bits) = value.strip_suffix("bits") {
+                parse_u32(bits.trim())
+            } else if let Some(t) = value.strip_prefix("type") {
+                t.trim()
+                    .strip_prefix("==")
+                    .ok_or_else(|| anyhow!("expected `type == N`"))
+                    .and_then(|n| parse_u32(n.trim()))
+            } else {
+                Err(anyhow!("expected `N bits` or `type == N`"))
+            }
+            .with_context(ctx)?;
+            *slot = Some(v);
+        }
+
+        let type_len_bits =
+            type_len_bits.ok_or_else(|| anyhow!("header_event has no `type_len` line"))?;
+        let time_delta_bits =
+            time_delta_bits.ok_or_else(|| anyhow!("header_event has no `time_delta` line"))?;
+        ensure!(
+            type_len_bits == 5 && time_delta_bits == 27,
+            "header_event: record header has a {type_len_bits}-bit type_len and a \
+             {time_delta_bits}-bit time_delta; only 5 and 27 are supported"
+        );
+        if let Some(a) = array_bits {
+            ensure!(
+                a == 32,
+                "header_event: array words of {a} bits, expected 32"
+            );
+        }
+        let padding = padding.ok_or_else(|| anyhow!("header_event has no `padding` line"))?;
+        let time_extend =
+            time_extend.ok_or_else(|| anyhow!("header_event has no `time_extend` line"))?;
+        let time_stamp =
+            time_stamp.ok_or_else(|| anyhow!("header_event has no `time_stamp` line"))?;
+        let data_max_type_len =
+            data_max.ok_or_else(|| anyhow!("header_event has no `data max type_len` line"))?;
+        ensure!(
+            (1..32).contains(&data_max_type_len),
+            "header_event: data max type_len {data_max_type_len} is not in 1..32"
+        );
+        for (what, v) in [
+            ("padding", padding),
+            ("time_extend", time_extend),
+            ("time_stamp", time_stamp),
+        ] {
+            ensure!(
+                v > data_max_type_len && v < 32,
+                "header_event: {what} type {v} is not between data max type_len \
+                 {data_max_type_len} and 32"
+            );
+        }
+        ensure!(
+            padding != time_extend && padding != time_stamp && time_extend != time_stamp,
+            "header_event: padding ({padding}), time_extend ({time_extend}) and \
+             time_stamp ({time_stamp}) are not distinct"
+        );
+        Ok(HeaderLayout {
+            padding,
+            time_extend,
+            time_stamp,
+            data_max_type_len,
+        })
+    }
+}
+
+fn parse_u32(s: &str) -> Result<u32> {
+    s.parse::<u32>()
+        .map_err(|_| anyhow!("`{s}` is not a number"))
+}
+
+/// What a page says about events lost before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Missed {
+    None,
+    /// Events were lost; the kernel had no room on the page for their count.
+    Unknown,
+    Count(u64),
+}
+
+/// Summary of one decoded page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageInfo {
+    /// The page header's timestamp.
+    pub timestamp: u64,
+    pub missed: Missed,
+    /// Data records passed to the sink.
+    pub records: usize,
+    /// True when the page ended in a record that did not fit (or the commit
+    /// was impossible): the rest of the page was skipped.
+    pub truncated: bool,
+}
+
+/// Decodes one page: calls `sink(time, payload)` for each data record, in
+/// page order, with its absolute timestamp (same clock as the page header's,
+/// i.e. the instance's trace_clock) and its payload (the tracepoint/ftrace
+/// entry bytes, starting with `common_type`).
+///
+/// Never panics on any input. A page shorter than the header is an error.
+/// Corrupt content is not an error but ends the page with
+/// `truncated: true`, after the records decoded so far:
+/// * a commit (data length) larger than the layout's data area delivers no
+///   record at all (nothing on such a page can be trusted), with
+///   `missed` from the flags but never a count;
+/// * a record that runs past the data length, or past the end of `page`
+///   when the slice is shorter than the data length says;
+/// * a record of a type the header layout does not define, or a
+///   `type_len 0` or padding record whose `array[0]` is not a multiple of 4
+///   of at least 4.
+///
+/// Discarded events (padding with a non-zero `time_delta`) are skipped; like
+/// the kernel's own page validator (`rb_read_data_buffer`), their
+/// `time_delta` is added to the running time unless it is 1, the value the
+/// kernel forces when the discarded event's delta was 0 and the one it uses
+/// for the filler at the end of a page.
+pub fn decode_page(
+    page: &[u8],
+    layout: &PageLayout,
+    header: &HeaderLayout,
+    sink: &mut dyn FnMut(u64, &[u8]),
+) -> Result<PageInfo> {
+    ensure!(
+        page.len() >= layout.data_offset,
+        "ring-buffer page of {} bytes is shorter than its {}-byte header",
+        page.len(),
+        layout.data_offset
+    );
+    let timestamp = read_u64(page, layout.timestamp_offset).ok_or_else(|| {
+        anyhow!(
+            "page layout puts the timestamp (offset {}) outside a {}-byte page",
+            layout.timestamp_offset,
+            page.len()
+        )
+    })?;
+    let commit = read_word(page, layout.commit_offset, layout.commit_size).ok_or_else(|| {
+        anyhow!(
+            "page layout puts the commit (offset {}, size {}) outside a {}-byte page \
+             or gives it a size other than 4 or 8",
+            layout.commit_offset,
+            layout.commit_size,
+            page.len()
+        )
+    })?;
+
+    let lost = commit & RB_MISSED_EVENTS != 0;
+    let stored = commit & RB_MISSED_STORED != 0;
+    let len = commit & !(RB_MISSED_EVENTS | RB_MISSED_STORED);
+    let mut info = PageInfo {
+        timestamp,
+        missed: if lost { Missed::Unknown } else { Missed::None },
+        records: 0,
+        truncated: false,
+    };
+    let len = match usize::try_from(len) {
+        Ok(len) if len <= layout.data_size => len,
+        _ => {
+            info.truncated = true;
+            return Ok(info);
+        }
+    };
+
+    // `page.len() >= data_offset` was checked above.
+    let data = &page[layout.data_offset..];
+    if lost && stored {
+        let fits = len
+            .checked_add(layout.commit_size)
+            .is_some_and(|end| end <= layout.data_size);
+        if fits && let Some(count) = read_word(data, len, layout.commit_size) {
+            info.missed = Missed::Count(count);
+        }
+    }
+
+    let avail = len.min(data.len());
+    let (records, end) = decode_records(&data[..avail], timestamp, header, sink);
+    info.records = records;
+    info.truncated = match end {
+        End::Truncated => true,
+        End::Empty => false,
+        // Records ended at the end of the slice, short of the data length.
+        End::Done => avail < len,
+    };
+    Ok(info)
+}
+
+/// How a walk over the records of a page ended.
+enum End {
+    /// At the data length.
+    Done,
+    /// At a null padding: the rest of the page is empty.
+    Empty,
+    /// At a record that does not fit or makes no sense.
+    Truncated,
+}
+
+/// Walks the records of `data` (exactly the committed data bytes), starting
+/// from the page time `time`. Returns the number of data records delivered.
+#[inline]
+fn decode_records(
+    data: &[u8],
+    mut time: u64,
+    h: &HeaderLayout,
+    sink: &mut dyn FnMut(u64, &[u8]),
+) -> (usize, End) {
+    let mut off = 0usize;
+    let mut records = 0usize;
+    while off < data.len() {
+        let Some(word) = read_u32(data, off) else {
+            return (records, End::Truncated);
+        };
+        let (type_len, delta) = split_header(word);
+        if type_len <= h.data_max_type_len {
+            let (start, end) = if type_len == 0 {
+                let Some(len) = read_u32(data, off + 4).and_then(array_len) else {
+                    return (records, End::Truncated);
+                };
+                (off + 8, (off + 4).checked_add(len))
+            } else {
+                (off + 4, Some(off + 4 + type_len as usize * 4))
+            };
+            let Some(payload) = end.and_then(|end| data.get(start..end)) else {
+                return (records, End::Truncated);
+            };
+            time = time.wrapping_add(delta as u64);
+            sink(time, payload);
+            records += 1;
+            off = start + payload.len();
+        } else if type_len == h.padding {
+            if delta == 0 {
+                return (records, End::Empty);
+            }
+            let end = read_u32(data, off + 4)
+                .and_then(array_len)
+                .and_then(|len| (off + 4).checked_add(len))
+                .filter(|&end| end <= data.len());
+            let Some(end) = end else {
+                return (records, End::Truncated);
+            };
+            if delta != 1 {
+                time = time.wrapping_add(delta as u64);
+            }
+            off = end;
+        } else if type_len == h.time_extend {
+            let Some(hi) = read_u32(data, off + 4) else {
+                return (records, End::Truncated);
+            };
+            time = time.wrapping_add(extended_time(hi, delta));
+            off += 8;
+        } else if type_len == h.time_stamp {
+            let Some(hi) = read_u32(data, off + 4) else {
+                return (records, End::Truncated);
+            };
+            time = absolute_time(extended_time(hi, delta), time);
+            off += 8;
+        } else {
+            return (records, End::Truncated);
+        }
+    }
+    (records, End::Done)
+}
+
+/// `array[0]` of a `type_len 0` data record or of a padding: the record
+/// length less its 4-byte header, which covers at least `array[0]` itself
+/// and keeps records 4-byte aligned.
+#[inline]
+fn array_len(a0: u32) -> Option<usize> {
+    let len = a0 as usize;
+    (len >= 4 && len.is_multiple_of(RB_ALIGNMENT)).then_some(len)
+}
+
+/// `(high << 27) + low`: the value of a time extend or time stamp record.
+#[inline]
+fn extended_time(high: u32, low: u32) -> u64 {
+    ((high as u64) << TS_SHIFT) + low as u64
+}
+
+/// An absolute time stamp lacks the 5 top bits of the clock: take them from
+/// the running time, and carry into them when the low 59 bits wrapped since.
+#[inline]
+fn absolute_time(abs: u64, running: u64) -> u64 {
+    let msb = running & TS_MSB;
+    if msb == 0 {
+        return abs;
+    }
+    let t = abs | msb;
+    if t < running {
+        t.wrapping_add(1 << 59)
+    } else {
+        t
+    }
+}
+
+/// Splits a record header into (type_len, time_delta). The kernel declares
+/// them as C bitfields `type_len:5, time_delta:27` in a u32, which puts
+/// `type_len` in the low bits on little-endian machines and in the high bits
+/// on big-endian ones.
+#[inline]
+fn split_header(word: u32) -> (u32, u32) {
+    if cfg!(target_endian = "big") {
+        (word >> 27, word & ((1 << 27) - 1))
+    } else {
+        (word & 0x1f, word >> 5)
+    }
+}
+
+#[inline]
+fn read_u32(b: &[u8], off: usize) -> Option<u32> {
+    let bytes = b.get(off..off.checked_add(4)?)?;
+    Some(u32::from_ne_bytes(bytes.try_into().ok()?))
+}
+
+#[inline]
+fn read_u64(b: &[u8], off: usize) -> Option<u64> {
+    let bytes = b.get(off..off.checked_add(8)?)?;
+    Some(u64::from_ne_bytes(bytes.try_into().ok()?))
+}
+
+/// Reads a native `long` of `size` bytes (4 or 8).
+#[inline]
+fn read_word(b: &[u8], off: usize, size: usize) -> Option<u64> {
+    match size {
+        4 => read_u32(b, off).map(u64::from),
+        8 => read_u64(b, off),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER_PAGE: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/tracefs/events/header_page"
+    ));
+    const HEADER_EVENT: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/tracefs/events/header_event"
+    ));
+
+    fn layout() -> PageLayout {
+        PageLayout::parse(HEADER_PAGE).unwrap()
+    }
+
+    fn header() -> HeaderLayout {
+        HeaderLayout::parse(HEADER_EVENT).unwrap()
+    }
+
+    /// Inverse of `split_header`.
+    fn encode_header(type_len: u32, delta: u32) -> u32 {
+        assert!(type_len < 32 && delta < (1 << 27));
+        if cfg!(target_endian = "big") {
+            (type_len << 27) | delta
+        } else {
+            type_len | (delta << 5)
+        }
+    }
+
+    /// Builds a page the way the kernel lays it out.
+    struct PageBuilder {
+        layout: PageLayout,
+        timestamp: u64,
+        data: Vec<u8>,
+        commit: Option<u64>,
+        flags: u64,
+        missed_count: Option<u64>,
+    }
+
+    impl PageBuilder {
+        fn new(timestamp: u64) -> PageBuilder {
+            PageBuilder::with_layout(layout(), timestamp)
+        }
+
+        fn with_layout(layout: PageLayout, timestamp: u64) -> PageBuilder {
+            PageBuilder {
+                layout,
+                timestamp,
+                data: Vec::new(),
+                commit: None,
+                flags: 0,
+                missed_count: None,
+            }
+        }
+
+        fn word(&mut self, w: u32) -> &mut Self {
+            self.data.extend_from_slice(&w.to_ne_bytes());
+            self
+        }
+
+        fn header(&mut self, type_len: u32, delta: u32) -> &mut Self {
+            self.word(encode_header(type_len, delta))
+        }
+
+        /// A data record with its length in type_len (payload a multiple of
+        /// 4, 4..=112 bytes).
+        fn small(&mut self, delta: u32, payload: &[u8]) -> &mut Self {
+            assert!(payload.len().is_multiple_of(4) && (4..=112).contains(&payload.len()));
+            self.header(payload.len() as u32 / 4, delta);
+            self.data.extend_from_slice(payload);
+            self
+        }
+
+        /// A data record with its length in array[0].
+        fn long(&mut self, delta: u32, payload: &[u8]) -> &mut Self {
+            assert!(payload.len().is_multiple_of(4));
+            self.header(0, delta);
+            self.word(payload.len() as u32 + 4);
+            self.data.extend_from_slice(payload);
+            self
+        }
+
+        fn extend(&mut self, delta: u64) -> &mut Self {
+            self.header(30, (delta & ((1 << 27) - 1)) as u32);
+            self.word((delta >> 27) as u32)
+        }
+
+        /// An absolute time stamp of `abs`'s low 59 bits.
+        fn stamp(&mut self, abs: u64) -> &mut Self {
+            self.header(31, (abs & ((1 << 27) - 1)) as u32);
+            self.word(((abs >> 27) & 0xffff_ffff) as u32)
+        }
+
+        /// A padding (discarded event) of `total` bytes, header included.
+        fn padding(&mut self, delta: u32, total: usize) -> &mut Self {
+            assert!(delta != 0 && total >= 8 && total.is_multiple_of(4));
+            self.header(29, delta);
+            self.word(total as u32 - 4);
+            self.data.resize(self.data.len() + total - 8, 0xee);
+            self
+        }
+
+        fn null_padding(&mut self) -> &mut Self {
+            self.header(29, 0)
+        }
+
+        fn garbage(&mut self, n: usize) -> &mut Self {
+            self.data.resize(self.data.len() + n, 0xab);
+            self
+        }
+
+        fn commit(&mut self, c: u64) -> &mut Self {
+            self.commit = Some(c);
+            self
+        }
+
+        fn lost(&mut self, count: Option<u64>) -> &mut Self {
+            self.flags |= RB_MISSED_EVENTS;
+            if let Some(c) = count {
+                self.flags |= RB_MISSED_STORED;
+                self.missed_count = Some(c);
+            }
+            self
+        }
+
+        fn build(&self) -> Vec<u8> {
+            let l = &self.layout;
+            let mut page = vec![0u8; l.page_size()];
+            page[l.timestamp_offset..l.timestamp_offset + 8]
+                .copy_from_slice(&self.timestamp.to_ne_bytes());
+            let len = self.commit.unwrap_or(self.data.len() as u64);
+            let commit = len | self.flags;
+            match l.commit_size {
+                4 => page[l.commit_offset..l.commit_offset + 4]
+                    .copy_from_slice(&(commit as u32).to_ne_bytes()),
+                _ => page[l.commit_offset..l.commit_offset + 8]
+                    .copy_from_slice(&commit.to_ne_bytes()),
+            }
+            let n = self.data.len().min(l.data_size);
+            page[l.data_offset..l.data_offset + n].copy_from_slice(&self.data[..n]);
+            let at = l.data_offset + len as usize;
+            if let Some(c) = self.missed_count
+                && at + l.commit_size <= page.len()
+            {
+                match l.commit_size {
+                    4 => page[at..at + 4].copy_from_slice(&(c as u32).to_ne_bytes()),
+                    _ => page[at..at + 8].copy_from_slice(&c.to_ne_bytes()),
+                }
+            }
+            page
+        }
+    }
+
+    fn decode(page: &[u8]) -> (PageInfo, Vec<(u64, Vec<u8>)>) {
+        decode_with(page, &layout(), &header())
+    }
+
+    fn decode_with(
+        page: &[u8],
+        layout: &PageLayout,
+        header: &HeaderLayout,
+    ) -> (PageInfo, Vec<(u64, Vec<u8>)>) {
+        let mut out = Vec::new();
+        let info =
+            decode_page(page, layout, header, &mut |t, p| out.push((t, p.to_vec()))).unwrap();
+        assert_eq!(info.records, out.len());
+        (info, out)
+    }
+
+    fn bytes(n: usize, seed: u8) -> Vec<u8> {
+        (0..n).map(|i| seed.wrapping_add(i as u8)).collect()
+    }
+
+    #[test]
+    fn fixture_header_page() {
+        let l = layout();
+        assert_eq!(
+            l,
+            PageLayout {
+                timestamp_offset: 0,
+                commit_offset: 8,
+                commit_size: 8,
+                data_offset: 16,
+                data_size: 4080,
+            }
+        );
+        assert_eq!(l.page_size(), 4096);
+    }
+
+    #[test]
+    fn fixture_header_event() {
+        assert_eq!(
+            header(),
+            HeaderLayout {
+                padding: 29,
+                time_extend: 30,
+                time_stamp: 31,
+                data_max_type_len: 28,
+            }
+        );
+    }
+
+    #[test]
+    fn larger_subbuffer_and_32_bit_commit() {
+        let text = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
+                    \tfield: local_t commit;\toffset:8;\tsize:4;\tsigned:1;\n\
+                    \tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n\
+                    \tfield: char data;\toffset:12;\tsize:16372;\tsigned:0;\n";
+        let l = PageLayout::parse(text).unwrap();
+        assert_eq!(
+            (l.commit_size, l.data_offset, l.page_size()),
+            (4, 12, 16384)
+        );
+        let big = bytes(9000, 1);
+        let page = PageBuilder::with_layout(l, 1000)
+            .small(3, &[1, 2, 3, 4])
+            .long(4, &big)
+            .lost(Some(77))
+            .build();
+        let (info, recs) = decode_with(&page, &l, &header());
+        assert_eq!(info.missed, Missed::Count(77));
+        assert!(!info.truncated);
+        assert_eq!(recs, vec![(1003, vec![1, 2, 3, 4]), (1007, big)]);
+    }
+
+    #[test]
+    fn small_data_records() {
+        let p28 = bytes(112, 7);
+        let page = PageBuilder::new(1_000_000)
+            .small(0, &[1, 0, 0, 0])
+            .small(5, &bytes(8, 20))
+            .small((1 << 27) - 1, &p28)
+            .build();
+        let (info, recs) = decode(&page);
+        assert_eq!(
+            info,
+            PageInfo {
+                timestamp: 1_000_000,
+                missed: Missed::None,
+                records: 3,
+                truncated: false,
+            }
+        );
+        assert_eq!(recs[0], (1_000_000, vec![1, 0, 0, 0]));
+        assert_eq!(recs[1], (1_000_005, bytes(8, 20)));
+        assert_eq!(recs[2], (1_000_005 + (1 << 27) - 1, p28));
+    }
+
+    #[test]
+    fn long_data_records() {
+        let big = bytes(200, 3);
+        let page = PageBuilder::new(50)
+            .long(2, &big)
+            // What 8-byte-aligned architectures write for small events.
+            .long(3, &[9, 9, 9, 9, 8, 8, 8, 8])
+            // Empty payload: array[0] == 4.
+            .long(0, &[])
+            .small(1, &[5, 5, 5, 5])
+            .build();
+        let (info, recs) = decode(&page);
+        assert!(!info.truncated);
+        assert_eq!(
+            recs,
+            vec![
+                (52, big),
+                (55, vec![9, 9, 9, 9, 8, 8, 8, 8]),
+                (55, vec![]),
+                (56, vec![5, 5, 5, 5]),
+            ]
+        );
+    }
+
+    #[test]
+    fn time_extend_adds_to_running_time() {
+        let ext = (1u64 << 40) + 12345;
+        let page = PageBuilder::new(1000)
+            .small(10, &[1, 1, 1, 1])
+            .extend(ext)
+            .small(3, &[2, 2, 2, 2])
+            .extend(5)
+            .long(0, &[3, 3, 3, 3])
+            .build();
+        let (info, recs) = decode(&page);
+        assert_eq!(info.records, 3);
+        assert_eq!(recs[0].0, 1010);
+        assert_eq!(recs[1].0, 1010 + ext + 3);
+        assert_eq!(recs[2].0, 1010 + ext + 3 + 5);
+    }
+
+    #[test]
+    fn absolute_time_stamp_replaces_running_time() {
+        let abs = (1u64 << 58) + (7 << 27) + 99;
+        let page = PageBuilder::new(1000)
+            .small(10, &[1, 1, 1, 1])
+            .stamp(abs)
+            .small(0, &[2, 2, 2, 2])
+            .small(7, &[3, 3, 3, 3])
+            .build();
+        let (_, recs) = decode(&page);
+        let times: Vec<u64> = recs.iter().map(|r| r.0).collect();
+        assert_eq!(times, vec![1010, abs, abs + 7]);
+    }
+
+    #[test]
+    fn absolute_time_stamp_takes_top_bits_from_running_time() {
+        // A clock with some of the 5 top bits set.
+        let msb = 0x28u64 << 56;
+        let base = msb | 1_000;
+        let page = PageBuilder::new(base)
+            .stamp(5_000)
+            .small(1, &[1, 1, 1, 1])
+            .build();
+        let (_, recs) = decode(&page);
+        assert_eq!(recs[0].0, msb | 5_001);
+
+        // The low 59 bits wrapped since the running time: carry into the top.
+        let low = (1u64 << 59) - 10;
+        let page = PageBuilder::new((1 << 59) | low)
+            .stamp(5)
+            .small(0, &[1, 1, 1, 1])
+            .build();
+        let (_, recs) = decode(&page);
+        assert_eq!(recs[0].0, (2 << 59) | 5);
+
+        // All top bits set and wrapping: no overflow panic, wraps around.
+        let page = PageBuilder::new(u64::MAX - 3)
+            .stamp(5)
+            .small(0, &[1, 1, 1, 1])
+            .build();
+        let (_, recs) = decode(&page);
+        assert_eq!(recs[0].0, 5);
+
+        // No top bits: the stamp is taken as is.
+        assert_eq!(absolute_time(123, 1 << 58), 123);
+    }
+
+    #[test]
+    fn discarded_events_are_skipped_and_their_delta_counted() {
+        let page = PageBuilder::new(100)
+            .small(5, &[1, 1, 1, 1])
+            .padding(10, 16)
+            .small(3, &[2, 2, 2, 2])
+            // delta 1 is what the kernel forces for a delta of 0: not added.
+            .padding(1, 8)
+            .small(2, &[3, 3, 3, 3])
+            .padding(4, 120)
+            .build();
+        let (info, recs) = decode(&page);
+        assert!(!info.truncated);
+        assert_eq!(
+            recs,
+            vec![
+                (105, vec![1, 1, 1, 1]),
+                (118, vec![2, 2, 2, 2]),
+                (120, vec![3, 3, 3, 3]),
+            ]
+        );
+    }
+
+    #[test]
+    fn null_padding_ends_the_page() {
+        let page = PageBuilder::new(100)
+            .small(5, &[1, 1, 1, 1])
+            .null_padding()
+            .garbage(64)
+            .build();
+        let (info, recs) = decode(&page);
+        assert_eq!(recs, vec![(105, vec![1, 1, 1, 1])]);
+        assert!(!info.truncated);
+        // Also when it is the last word of the data.
+        let page = PageBuilder::new(100)
+            .small(5, &[1, 1, 1, 1])
+            .null_padding()
+            .build();
+        let (info, _) = decode(&page);
+        assert_eq!((info.records, info.truncated), (1, false));
+    }
+
+    #[test]
+    fn missed_events() {
+        let mut b = PageBuilder::new(7);
+        b.small(1, &[1, 1, 1, 1]);
+        assert_eq!(decode(&b.build()).0.missed, Missed::None);
+
+        let mut unknown = PageBuilder::new(7);
+        unknown.small(1, &[1, 1, 1, 1]).lost(None);
+        let (info, recs) = decode(&unknown.build());
+        assert_eq!(info.missed, Missed::Unknown);
+        assert_eq!(recs.len(), 1);
+
+        let mut counted = PageBuilder::new(7);
+        counted.small(1, &[1, 1, 1, 1]).lost(Some(1234));
+        let (info, recs) = decode(&counted.build());
+        assert_eq!(info.missed, Missed::Count(1234));
+        assert_eq!(recs, vec![(8, vec![1, 1, 1, 1])]);
+        assert!(!info.truncated);
+
+        // STORED claimed, but no room for the count after a full page.
+        let mut full = PageBuilder::new(7);
+        full.small(1, &[1, 1, 1, 1]).padding(1, 4080 - 8).lost(None);
+        full.flags |= RB_MISSED_STORED;
+        let (info, recs) = decode(&full.build());
+        assert_eq!(info.missed, Missed::Unknown);
+        assert_eq!((recs.len(), info.truncated), (1, false));
+
+        // STORED without EVENTS (never written by the kernel): no loss.
+        let mut odd = PageBuilder::new(7);
+        odd.small(1, &[1, 1, 1, 1]);
+        odd.flags |= RB_MISSED_STORED;
+        let (info, recs) = decode(&odd.build());
+        assert_eq!((info.missed, recs.len()), (Missed::None, 1));
+    }
+
+    #[test]
+    fn impossible_commit_is_a_truncated_empty_page() {
+        // Data length one past the data area.
+        let page = PageBuilder::new(7)
+            .small(1, &[1, 1, 1, 1])
+            .commit(4081)
+            .build();
+        let (info, recs) = decode(&page);
+        assert!(recs.is_empty());
+        assert!(info.truncated);
+        assert_eq!(info.timestamp, 7);
+
+        // Bits above the flags set in a 64-bit commit.
+        let page = PageBuilder::new(7)
+            .small(1, &[1, 1, 1, 1])
+            .commit((1 << 32) | 8)
+            .lost(Some(3))
+            .build();
+        let (info, recs) = decode(&page);
+        assert!(recs.is_empty() && info.truncated);
+        assert_eq!(info.missed, Missed::Unknown);
+
+        // Exactly the data area is fine.
+        let page = PageBuilder::new(7)
+            .small(1, &[1, 1, 1, 1])
+            .padding(1, 4080 - 8)
+            .build();
+        let (info, recs) = decode(&page);
+        assert_eq!((recs.len(), info.truncated), (1, false));
+    }
+
+    #[test]
+    fn record_running_past_commit_truncates() {
+        // A small record whose type_len says 40 bytes, with only 20 committed.
+        let mut b = PageBuilder::new(100);
+        b.small(5, &[1, 1, 1, 1]).header(10, 1).garbage(16);
+        let (info, recs) = decode(&b.build());
+        assert_eq!(recs, vec![(105, vec![1, 1, 1, 1])]);
+        assert!(info.truncated);
+
+        // A long record whose array[0] runs past the commit.
+        let mut b = PageBuilder::new(100);
+        b.small(5, &[1, 1, 1, 1]).header(0, 1).word(4000).garbage(8);
+        let (info, recs) = decode(&b.build());
+        assert_eq!((recs.len(), info.truncated), (1, true));
+
+        // A padding running past the commit.
+        let mut b = PageBuilder::new(100);
+        b.small(5, &[1, 1, 1, 1]).header(29, 3).word(64);
+        let (info, recs) = decode(&b.build());
+        assert_eq!((recs.len(), info.truncated), (1, true));
+
+        // A time extend cut in half.
+        let mut b = PageBuilder::new(100);
+        b.small(5, &[1, 1, 1, 1]).header(30, 3);
+        let (info, recs) = decode(&b.build());
+        assert_eq!((recs.len(), info.truncated), (1, true));
+
+        // A commit that is not a multiple of 4.
+        let page = PageBuilder::new(100)
+            .small(5, &[1, 1, 1, 1])
+            .small(5, &[1, 1, 1, 1])
+            .commit(10)
+            .build();
+        let (info, recs) = decode(&page);
+        assert_eq!((recs.len(), info.truncated), (1, true));
+    }
+
+    #[test]
+    fn nonsensical_lengths_truncate() {
+        for a0 in [0u32, 3, 6, 13] {
+            let mut b = PageBuilder::new(100);
+            b.small(5, &[1, 1, 1, 1]).header(0, 1).word(a0).garbage(32);
+            let (info, recs) = decode(&b.build());
+            assert_eq!(
+                (recs.len(), info.truncated),
+                (1, true),
+                "type_len 0, a0 {a0}"
+            );
+
+            let mut b = PageBuilder::new(100);
+            b.small(5, &[1, 1, 1, 1]).header(29, 1).word(a0).garbage(32);
+            let (info, recs) = decode(&b.build());
+            assert_eq!((recs.len(), info.truncated), (1, true), "padding, a0 {a0}");
+        }
+    }
+
+    #[test]
+    fn undefined_record_type_truncates() {
+        let h = HeaderLayout {
+            padding: 29,
+            time_extend: 30,
+            time_stamp: 31,
+            data_max_type_len: 20,
+        };
+        let mut b = PageBuilder::new(100);
+        b.small(5, &[1, 1, 1, 1]).header(25, 1).garbage(100);
+        let (info, recs) = decode_with(&b.build(), &layout(), &h);
+        assert_eq!((recs.len(), info.truncated), (1, true));
+    }
+
+    #[test]
+    fn short_pages() {
+        let l = layout();
+        let h = header();
+        let mut sink = |_: u64, _: &[u8]| panic!("no record expected");
+        for n in [0, 1, 8, 15] {
+            let err = decode_page(&vec![0u8; n], &l, &h, &mut sink).unwrap_err();
+            assert!(err.to_string().contains("shorter than"), "{err}");
+        }
+        // A header and no data: an empty page.
+        let info = decode_page(&[0u8; 16], &l, &h, &mut sink).unwrap();
+        assert_eq!((info.records, info.truncated), (0, false));
+
+        // A slice shorter than the committed data: truncated.
+        let page = PageBuilder::new(1)
+            .small(1, &[1, 1, 1, 1])
+            .small(1, &[2, 2, 2, 2])
+            .build();
+        let (info, recs) = decode(&page[..16 + 8]);
+        assert_eq!((recs.len(), info.truncated), (1, true));
+    }
+
+    #[test]
+    fn layout_fields_outside_the_page_are_errors_not_panics() {
+        let l = PageLayout {
+            timestamp_offset: 100,
+            commit_offset: 8,
+            commit_size: 8,
+            data_offset: 16,
+            data_size: 4080,
+        };
+        let mut sink = |_: u64, _: &[u8]| {};
+        assert!(decode_page(&[0u8; 64], &l, &header(), &mut sink).is_err());
+        let l = PageLayout {
+            commit_size: 3,
+            ..layout()
+        };
+        assert!(decode_page(&[0u8; 4096], &l, &header(), &mut sink).is_err());
+    }
+
+    /// A page with one of everything, its count of data records, and the
+    /// length of its committed data.
+    fn busy_page() -> (Vec<u8>, usize, usize) {
+        let mut b = PageBuilder::new((0x10u64 << 56) | 12345);
+        b.small(1, &bytes(16, 1))
+            .extend(1 << 35)
+            .long(2, &bytes(300, 2))
+            .padding(9, 24)
+            .stamp(777 << 20)
+            .small(3, &bytes(112, 3))
+            .padding(1, 12)
+            .long(0, &bytes(8, 4))
+            .small(4, &bytes(4, 5))
+            .lost(Some(42));
+        let len = b.data.len();
+        (b.build(), 5, len)
+    }
+
+    #[test]
+    fn every_truncation_of_a_page_decodes_without_panic() {
+        let (page, n, len) = busy_page();
+        let (full, recs) = decode(&page);
+        assert_eq!((full.records, full.truncated), (n, false));
+        assert_eq!(full.missed, Missed::Count(42));
+        let l = layout();
+        let h = header();
+        for cut in 0..=page.len() {
+            let mut got = Vec::new();
+            let r = decode_page(&page[..cut], &l, &h, &mut |t, p| got.push((t, p.to_vec())));
+            if cut < l.data_offset {
+                assert!(r.is_err(), "cut {cut}");
+                continue;
+            }
+            let info = r.unwrap();
+            assert_eq!(info.records, got.len());
+            // Whatever was delivered is a prefix of the full decode.
+            assert_eq!(got[..], recs[..got.len()], "cut {cut}");
+            if cut < l.data_offset + len {
+                assert!(info.truncated, "cut {cut}");
+            } else {
+                assert_eq!(info.records, n, "cut {cut}");
+                assert!(!info.truncated, "cut {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_commit_length_and_garbled_bytes_decode_without_panic() {
+        let (page, _, len) = busy_page();
+        let l = layout();
+        let h = header();
+        let mut sink = |_: u64, _: &[u8]| {};
+        // Every commit value up to past the data area.
+        for c in 0..=(len as u64 + 16) {
+            let mut p = page.clone();
+            p[8..16].copy_from_slice(&(c | RB_MISSED_EVENTS | RB_MISSED_STORED).to_ne_bytes());
+            decode_page(&p, &l, &h, &mut sink).unwrap();
+        }
+        // Deterministic pseudo-random corruption of header and data words.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            let mut p = page.clone();
+            for _ in 0..4 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let at = 16 + (x as usize % (len + 8));
+                p[at] = (x >> 32) as u8;
+            }
+            let info = decode_page(&p, &l, &h, &mut sink).unwrap();
+            assert!(info.records <= len / 4);
+        }
+    }
+
+    #[cfg(target_endian = "little")]
+    #[test]
+    fn record_header_bit_layout_on_little_endian() {
+        // type_len 2 in the low 5 bits, time_delta 3 above them.
+        let w: u32 = 2 | (3 << 5);
+        let mut page = vec![0u8; 4096];
+        page[0..8].copy_from_slice(&10u64.to_le_bytes());
+        page[8..16].copy_from_slice(&12u64.to_le_bytes());
+        page[16..20].copy_from_slice(&w.to_le_bytes());
+        page[20..28].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        let (info, recs) = decode(&page);
+        assert_eq!(recs, vec![(13, vec![1, 2, 3, 4, 5, 6, 7, 8])]);
+        assert!(!info.truncated);
+    }
+
+    #[test]
+    fn malformed_header_page() {
+        let ok_lines = [
+            "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;",
+            "\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;",
+            "\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;",
+        ];
+        let with = |i: usize, line: &str| {
+            let mut v = ok_lines.to_vec();
+            v[i] = line;
+            v.join("\n")
+        };
+        let bad = [
+            // missing fields
+            ok_lines[..2].join("\n"),
+            ok_lines[1..].join("\n"),
+            [ok_lines[0], ok_lines[2]].join("\n"),
+            String::new(),
+            // unparsable numbers / parts
+            with(2, "\tfield: char data;\toffset:x;\tsize:4080;"),
+            with(2, "\tfield: char data;\toffset:16;\tsize:-1;"),
+            with(2, "\tfield: char data;\toffset:16;"),
+            with(1, "\tfield: local_t commit;\toffset 8;\tsize:8;"),
+            with(1, "\tfield: commit;\toffset:8;\tsize:8;"),
+            // absurd values
+            with(0, "\tfield: u64 timestamp;\toffset:0;\tsize:4;"),
+            with(1, "\tfield: local_t commit;\toffset:8;\tsize:3;"),
+            with(1, "\tfield: local_t commit;\toffset:4;\tsize:8;"),
+            with(1, "\tfield: local_t commit;\toffset:12;\tsize:8;"),
+            with(
+                0,
+                "\tfield: u64 timestamp;\toffset:18446744073709551615;\tsize:8;",
+            ),
+            with(2, "\tfield: char data;\toffset:16;\tsize:0;"),
+            with(2, "\tfield: char data;\toffset:16;\tsize:4082;"),
+            with(2, "\tfield: char data;\toffset:16;\tsize:999999999999;"),
+            with(2, "\tfield: char data;\toffset:14;\tsize:4080;"),
+            with(2, "\tfield: char data;\toffset:99999;\tsize:4080;"),
+            // duplicate
+            [ok_lines.join("\n").as_str(), ok_lines[2]].join("\n"),
+        ];
+        for text in bad {
+            assert!(PageLayout::parse(&text).is_err(), "accepted:\n{text}");
+        }
+        assert!(PageLayout::parse(&ok_lines.join("\n")).is_ok());
+    }
+
+    #[test]
+    fn malformed_header_event() {
+        let replace = |from: &str, to: &str| {
+            assert!(HEADER_EVENT.contains(from));
+            HEADER_EVENT.replace(from, to)
+        };
+        let old_format = "\ttype        :    2 bits\n\tlen         :    3 bits\n\
+                          \ttime_delta  :   27 bits\n\tarray       :   32 bits\n\n\
+                          \tpadding     : type == 0\n\ttime_extend : type == 1\n\
+                          \tdata        : type == 3\n";
+        let bad = [
+            replace("5 bits", "6 bits"),
+            replace("27 bits", "26 bits"),
+            replace("32 bits", "64 bits"),
+            replace("\ttype_len    :    5 bits\n", ""),
+            replace("\ttime_delta  :   27 bits\n", ""),
+            replace("\tpadding     : type == 29\n", ""),
+            replace("\ttime_extend : type == 30\n", ""),
+            replace("\ttime_stamp : type == 31\n", ""),
+            replace("\tdata max type_len  == 28\n", ""),
+            replace("type == 29", "type == twenty-nine"),
+            replace("type == 29", "type = 29"),
+            replace("5 bits", "five bits"),
+            replace("type == 29", "type == 30"),
+            replace("type == 31", "type == 32"),
+            replace("type == 29", "type == 12"),
+            replace("== 28", "== 0"),
+            replace("== 28", "== x"),
+            old_format.to_string(),
+            String::new(),
+        ];
+        for text in bad {
+            assert!(HeaderLayout::parse(&text).is_err(), "accepted:\n{text}");
+        }
+    }
+}
