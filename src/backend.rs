@@ -29,7 +29,7 @@ pub struct SourceConfig {
 
 /// An open, recording backend.
 pub enum Source {
-    Perf(PerfBackend),
+    Perf(Box<PerfBackend>),
     Tracefs(Box<TracefsBackend>),
 }
 
@@ -58,12 +58,12 @@ impl Source {
         };
         match choice {
             Backend::Perf => Ok((
-                Source::Perf(PerfBackend::open(tracefs, &perf_config)?),
+                Source::Perf(Box::new(PerfBackend::open(tracefs, &perf_config)?)),
                 OpenNotes::default(),
             )),
             Backend::Tracefs => Source::open_tracefs(tracefs, config, None),
             Backend::Auto => match PerfBackend::open(tracefs, &perf_config) {
-                Ok(p) => Ok((Source::Perf(p), OpenNotes::default())),
+                Ok(p) => Ok((Source::Perf(Box::new(p)), OpenNotes::default())),
                 Err(e) => {
                     let Some(denied) = open_error_of(&e).filter(|o| o.is_denial()) else {
                         return Err(e);

@@ -74,7 +74,7 @@ impl TracefsBackend {
         let events = tracefs.root().join("events");
         let read = |name: &str| -> Result<String> {
             let path = events.join(name);
-            std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+            super::read_file(&path).with_context(|| format!("reading {}", path.display()))
         };
         let layout = PageLayout::parse(&read("header_page")?).context("parsing header_page")?;
         let header = HeaderLayout::parse(&read("header_event")?).context("parsing header_event")?;

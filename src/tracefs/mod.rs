@@ -115,7 +115,7 @@ impl Tracefs {
             .join(system)
             .join(name)
             .join("format");
-        let text = match std::fs::read_to_string(&path) {
+        let text = match read_file(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 bail!(
@@ -147,6 +147,30 @@ impl Tracefs {
         }
         Ok(fmt)
     }
+}
+
+/// Reads a whole tracefs file with one large buffer. Some of them (e.g.
+/// `events/header_page`) are produced in one piece per read call: read in
+/// small chunks, as `std::fs::read_to_string` does for files that report
+/// size 0, they end after the first chunk.
+pub fn read_file(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).map_err(|e| std::io::Error::new(ErrorKind::InvalidData, e))
 }
 
 fn looks_like_tracefs(p: &Path) -> bool {
