@@ -116,6 +116,12 @@ impl Source {
         }
     }
 
+    /// True when the source reports mmap, fork and exit events as they
+    /// happen (perf); the tracefs backend does not.
+    pub fn delivers_mmaps(&self) -> bool {
+        matches!(self, Source::Perf(_))
+    }
+
     pub fn poll(&mut self, timeout: Duration, sink: &mut dyn FnMut(Event)) -> Result<()> {
         match self {
             Source::Perf(p) => p.poll(timeout, sink),

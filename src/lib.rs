@@ -12,6 +12,7 @@ pub mod backend;
 pub mod cli;
 pub mod event;
 pub mod perf;
+pub mod probes;
 pub mod reorder;
 pub mod report;
 pub mod session;

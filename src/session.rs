@@ -97,6 +97,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     install_signal_handlers()?;
     let (mut backend, notes) = Source::open(cli.backend, &tracefs, &source_config)?;
     let attached = launch.elapsed();
+    maps.set_mmap_events(backend.delivers_mmaps());
     if let Some(notice) = &notes.fallback {
         eprintln!("{notice}");
     }
@@ -162,7 +163,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         let stored = aggregator.user_stacks_stored();
         aggregator.process(&event);
         for stack in aggregator.user_stacks_since(stored) {
-            maps.ensure_known(stack.tgid, event.time);
+            maps.ensure_covers(stack.tgid, stack.time, &stack.addrs);
         }
     };
 
@@ -243,6 +244,14 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
              from perf context-switch records. Wakeups the kernel did not report either \
              leave those intervals without a waker.",
             stats.switch_ins_from_backstop
+        );
+    }
+    if stats.switch_in_unseen > 0 {
+        eprintln!(
+            "NOTE: {} intervals were dropped: their thread ran again but the kernel never \
+             reported the switch-in that ended them (some kernels skip sched_switch when a \
+             CPU leaves its idle task).",
+            stats.switch_in_unseen
         );
     }
     eprintln!(

@@ -85,6 +85,9 @@ pub struct Stats {
     /// Intervals closed by a context-switch record because `sched_switch`
     /// did not report the switch-in (see [`crate::event::SwitchIn`]).
     pub switch_ins_from_backstop: u64,
+    /// Intervals dropped because their thread switched out again without
+    /// a switch-in ever being reported (the kernel skipped it; no backstop).
+    pub switch_in_unseen: u64,
 }
 
 /// The result of a run.
@@ -326,7 +329,10 @@ impl Aggregator {
             info.tgid = s.prev_tgid;
         }
         let prev_key = ThreadKey::new(s.prev_tid, cpu);
-        self.open.remove(&prev_key);
+        if self.open.remove(&prev_key).is_some() {
+            // It ran, so it came back in, but nobody said when.
+            self.stats.switch_in_unseen += 1;
+        }
         // A task leaving as X or Z (its final switch) never comes back:
         // keep no state, and store no stack, for an interval that cannot end.
         if s.prev_state & DEAD_STATES == 0 && self.is_target(s) {

@@ -21,6 +21,7 @@ use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::event::{Event, EventKind, SourceStats};
+use crate::probes::ProbeRanges;
 use crate::reorder::Reorder;
 use crate::tracefs::Tracefs;
 use record::{Decoder, Tracepoint};
@@ -109,6 +110,9 @@ pub struct PerfBackend {
     /// Events up to this time have been passed on.
     released_upto: u64,
     enabled: bool,
+    /// kallsyms is read off the attach path; the decoder gets the result
+    /// before the first read.
+    probes: Option<std::thread::JoinHandle<Result<ProbeRanges>>>,
 }
 
 impl PerfBackend {
@@ -189,6 +193,9 @@ impl PerfBackend {
             prev_round_start: None,
             released_upto: 0,
             enabled: false,
+            probes: config
+                .kernel_callchain
+                .then(|| std::thread::spawn(ProbeRanges::load)),
         };
         for c in &backend.cpus {
             for fd in &c.fds {
@@ -261,6 +268,13 @@ impl PerfBackend {
 
     /// Reads every ring, decoding into the reorder buffer.
     fn read_all(&mut self) {
+        if let Some(loader) = self.probes.take() {
+            // Without kallsyms nothing is trimmed (stacks may then start
+            // in the tracing machinery, which symbolizes as such).
+            if let Ok(Ok(probes)) = loader.join() {
+                self.decoder.set_probes(probes);
+            }
+        }
         let PerfBackend {
             cpus,
             decoder,

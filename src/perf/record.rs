@@ -36,6 +36,7 @@ use super::sys::*;
 use crate::event::{
     Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Lost, Mmap, SwitchIn,
 };
+use crate::probes::ProbeRanges;
 use crate::tracefs::EventFormat;
 use crate::tracefs::sched::SchedFields;
 
@@ -49,6 +50,8 @@ pub struct Decoder {
     /// Kernel event ids (PERF_EVENT_IOC_ID) → tracepoint.
     ids: Vec<(u64, Tracepoint)>,
     sched: SchedFields,
+    /// Tracing machinery to trim off the top of kernel callchains.
+    probes: ProbeRanges,
 }
 
 /// Little cursor over a record; every read is bounds-checked.
@@ -194,7 +197,14 @@ impl Decoder {
             trailer_len,
             ids: Vec::new(),
             sched: SchedFields::new(switch, waking)?,
+            probes: ProbeRanges::default(),
         })
+    }
+
+    /// Sets the machinery ranges (from kallsyms) that kernel callchains are
+    /// trimmed of. Until set, nothing is trimmed.
+    pub fn set_probes(&mut self, probes: ProbeRanges) {
+        self.probes = probes;
     }
 
     /// Registers the kernel id (`PERF_EVENT_IOC_ID`) of an opened event.
@@ -305,10 +315,13 @@ impl Decoder {
         let tp = self.tracepoint_of(&s)?;
         let raw = s.raw;
         let mut stack = split_callchain(&s.callchain);
+        // With more than one tracer attached, the callchain starts inside
+        // the tracepoint's iterator rather than in the traced function.
+        self.probes.trim(&mut stack.kernel);
         let kind = match tp {
             Tracepoint::Switch => EventKind::Switch(self.sched.switch(raw, s.pid, stack)?),
             Tracepoint::Waking => {
-                // The first kernel frame is the tracepoint's site inside
+                // The first kernel frame left is the tracepoint's site inside
                 // try_to_wake_up; the contract starts at its caller.
                 if !stack.kernel.is_empty() {
                     stack.kernel.remove(0);

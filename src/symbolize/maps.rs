@@ -55,18 +55,98 @@ struct Process {
     /// In the order learnt, which is chronological: later entries are newer.
     mappings: Vec<Mapping>,
     exited: bool,
+    /// Time of the last exec seen (0: none): without mmap events, mappings
+    /// read from /proc are valid from then on.
+    image_since: u64,
+    /// Without mmap events: an exec replaced the image and /proc must be
+    /// read again.
+    stale: bool,
+    /// Event time of the last re-read of /proc (rate limit).
+    reread_at: Option<u64>,
 }
 
 /// The memory-map history of every process seen.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ProcessMaps {
     procs: HashMap<u32, Process>,
+    /// False when the backend delivers no mmap events (tracefs): maps are
+    /// then re-read from /proc after an exec, and when a stack's address is
+    /// not covered by what is known.
+    mmap_events: bool,
 }
+
+impl Default for ProcessMaps {
+    fn default() -> ProcessMaps {
+        ProcessMaps::new()
+    }
+}
+
+/// Least event time between two re-reads of one process's /proc maps.
+const REREAD_INTERVAL_NS: u64 = 100_000_000;
 
 impl ProcessMaps {
     pub fn new() -> ProcessMaps {
         ProcessMaps {
             procs: HashMap::new(),
+            mmap_events: true,
+        }
+    }
+
+    /// Says whether the backend delivers mmap events (the tracefs backend
+    /// does not).
+    pub fn set_mmap_events(&mut self, delivered: bool) {
+        self.mmap_events = delivered;
+    }
+
+    /// Makes sure `tgid`'s map can resolve `addrs`, sampled at `time`, as
+    /// far as can be known: snapshots an unknown process (as
+    /// [`ProcessMaps::ensure_known`]); without mmap events, also re-reads
+    /// /proc after an exec, or when an address is not covered (a library
+    /// loaded since the last read), at most every 100 ms of event time.
+    pub fn ensure_covers(&mut self, tgid: u32, time: u64, addrs: &[u64]) {
+        if !self.procs.contains_key(&tgid) {
+            self.snapshot_if_unknown(tgid, 0);
+            return;
+        }
+        if self.mmap_events {
+            return;
+        }
+        let Some(p) = self.procs.get(&tgid) else {
+            return;
+        };
+        if p.exited {
+            return;
+        }
+        let due = p
+            .reread_at
+            .is_none_or(|t| time.saturating_sub(t) >= REREAD_INTERVAL_NS);
+        let uncovered = addrs.iter().any(|&a| self.lookup(tgid, time, a).is_none());
+        if p.stale || (uncovered && due) {
+            self.reread(tgid, time);
+        }
+    }
+
+    /// Adds what /proc shows now and was not known, valid from the last
+    /// exec; marks the process gone when it cannot be read.
+    fn reread(&mut self, tgid: u32, time: u64) {
+        let text = std::fs::read_to_string(format!("/proc/{tgid}/maps"));
+        let Some(p) = self.procs.get_mut(&tgid) else {
+            return;
+        };
+        p.stale = false;
+        p.reread_at = Some(time);
+        let Ok(text) = text else {
+            p.exited = true;
+            return;
+        };
+        for m in parse_maps(&text, p.image_since) {
+            let known = p.mappings.iter().any(|k| {
+                k.until == u64::MAX
+                    && (k.start, k.end, k.pgoff, &k.path) == (m.start, m.end, m.pgoff, &m.path)
+            });
+            if !known {
+                p.mappings.push(m);
+            }
         }
     }
 
@@ -90,11 +170,12 @@ impl ProcessMaps {
         let proc = match std::fs::read_to_string(&path) {
             Ok(text) => Process {
                 mappings: parse_maps(&text, from),
-                exited: false,
+                image_since: from,
+                ..Process::default()
             },
             Err(_) => Process {
-                mappings: Vec::new(),
                 exited: true,
+                ..Process::default()
             },
         };
         self.procs.insert(tgid, proc);
@@ -136,14 +217,20 @@ impl ProcessMaps {
                             f.tgid,
                             Process {
                                 mappings: inherited,
-                                exited: false,
+                                ..Process::default()
                             },
                         );
                     }
                 }
             }
             EventKind::Comm(c) if c.exec => match self.procs.get_mut(&c.tgid) {
-                Some(p) => end_all(&mut p.mappings, time),
+                Some(p) => {
+                    end_all(&mut p.mappings, time);
+                    p.image_since = time;
+                    // The new image's mappings come as mmap events, or
+                    // else from /proc once the loader is done.
+                    p.stale = !self.mmap_events;
+                }
                 // Never seen before: whatever /proc shows now is the new
                 // image, valid from the exec on.
                 None => self.snapshot_if_unknown(c.tgid, time),

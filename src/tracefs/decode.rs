@@ -12,11 +12,12 @@
 
 use std::collections::HashMap;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::sched::{SchedFields, Tracepoint};
 use super::{EventFormat, Field};
 use crate::event::{Callchain, Comm, CommChange, Event, EventKind, Fork};
+use crate::probes::ProbeRanges;
 
 /// The `ftrace:kernel_stack` and `ftrace:user_stack` entry layouts.
 #[derive(Clone, Debug)]
@@ -63,75 +64,6 @@ impl ProcessFormats {
             exec_filename: exec.field("filename")?.clone(),
             exec_pid: exec.field("pid")?.clone(),
         })
-    }
-}
-
-/// Address ranges of the functions between a tracepoint and the stack
-/// walker (`trace_event_raw_event_*`, `__traceiter_*`, …): ftrace's stack
-/// entries begin inside them, perf's callchains do not.
-#[derive(Clone, Debug, Default)]
-pub struct ProbeRanges {
-    ranges: Vec<(u64, u64)>,
-}
-
-/// Name prefixes of the tracing machinery that can head a stack entry.
-const PROBE_PREFIXES: &[&str] = &[
-    "trace_event_",
-    "__traceiter_",
-    "trace_buffer_",
-    "__ftrace_trace_stack",
-    "ftrace_trace_",
-    "__trace_stack",
-    "event_triggers_",
-];
-
-impl ProbeRanges {
-    /// Reads `/proc/kallsyms`.
-    pub fn load() -> Result<ProbeRanges> {
-        let text = std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
-        Ok(ProbeRanges::from_kallsyms(&text))
-    }
-
-    /// The machinery's ranges in a kallsyms listing: each such text symbol
-    /// runs up to the next symbol's address (the listing is in address
-    /// order within the kernel image; module symbols are never machinery).
-    pub fn from_kallsyms(text: &str) -> ProbeRanges {
-        let mut ranges = Vec::new();
-        let mut open: Option<u64> = None;
-        for line in text.lines() {
-            let mut parts = line.split_ascii_whitespace();
-            let (Some(addr), Some(kind), Some(name)) = (parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            let Ok(addr) = u64::from_str_radix(addr, 16) else {
-                continue;
-            };
-            if let Some(start) = open.take()
-                && addr > start
-            {
-                ranges.push((start, addr));
-            }
-            let text_symbol = matches!(kind, "t" | "T");
-            if text_symbol
-                && addr != 0
-                && parts.next().is_none()
-                && PROBE_PREFIXES.iter().any(|p| name.starts_with(p))
-            {
-                open = Some(addr);
-            }
-        }
-        ranges.sort_unstable();
-        ProbeRanges { ranges }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
-    }
-
-    fn contains(&self, addr: u64) -> bool {
-        let i = self.ranges.partition_point(|&(start, _)| start <= addr);
-        i > 0 && addr < self.ranges[i - 1].1
     }
 }
 
@@ -425,19 +357,14 @@ impl Assembler {
     }
 
     /// Drops the leading frames that lie in the tracing machinery.
-    fn trim_kernel(&mut self, frames: Vec<u64>) -> Vec<u64> {
+    fn trim_kernel(&mut self, mut frames: Vec<u64>) -> Vec<u64> {
         if frames.is_empty() {
             return frames;
         }
-        let probes = self
-            .probes
-            .get_or_insert_with(|| ProbeRanges::load().unwrap_or_default());
-        let skip = frames.iter().take_while(|&&a| probes.contains(a)).count();
-        if skip == 0 {
-            frames
-        } else {
-            frames[skip..].to_vec()
-        }
+        self.probes
+            .get_or_insert_with(|| ProbeRanges::load().unwrap_or_default())
+            .trim(&mut frames);
+        frames
     }
 }
 

@@ -124,8 +124,14 @@ pub struct Gated {
 }
 
 pub fn start_gated(path: &Path, args: &[&str]) -> Gated {
+    start_gated_env(path, args, &[])
+}
+
+/// [`start_gated`] with extra environment variables.
+pub fn start_gated_env(path: &Path, args: &[&str], env: &[(&str, &str)]) -> Gated {
     let child = Command::new(path)
         .args(args)
+        .envs(env.iter().copied())
         .arg("go")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())

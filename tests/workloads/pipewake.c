@@ -57,6 +57,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: pipewake K MS [go]\n");
         return 2;
     }
+    /* Threads inherit the affinity set here. */
+    maybe_pin();
     rounds = atoi(argv[1]);
     delay_ms = atol(argv[2]);
     if (argc > 3 && strcmp(argv[3], "go") == 0)
