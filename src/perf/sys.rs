@@ -156,6 +156,13 @@ fn open_error(err: io::Error, what: &str, id: u64, cpu: u32) -> anyhow::Error {
 fn open_error_message(err: &io::Error, what: &str, id: u64, cpu: u32) -> String {
     let base = format!("perf_event_open of {what} (tracepoint id {id}) on CPU {cpu} failed: {err}");
     match err.raw_os_error().unwrap_or(0) {
+        libc::EACCES | libc::EPERM if nix::unistd::geteuid().is_root() => format!(
+            "{base}. We are root, so something refuses the call itself: a seccomp filter \
+             (container runtimes), a security module (SELinux, AppArmor, lockdown) or a \
+             kernel patch (kernel.perf_event_paranoid is {}). `--backend tracefs`, or the \
+             default `--backend auto`, records the same events through ftrace instead",
+            paranoid_level()
+        ),
         libc::EACCES | libc::EPERM => format!(
             "{base}. Sampling tracepoints with raw data on every CPU needs root or \
              CAP_PERFMON (CAP_SYS_ADMIN on kernels before 5.8), or \
@@ -173,7 +180,7 @@ fn open_error_message(err: &io::Error, what: &str, id: u64, cpu: u32) -> String 
         ),
         libc::ENOSYS => format!(
             "{base}. This kernel has no perf_event_open (CONFIG_PERF_EVENTS is off, or a \
-             seccomp filter blocks it)"
+             seccomp filter blocks it); `--backend tracefs` works without it"
         ),
         libc::EINVAL | libc::E2BIG | libc::EOPNOTSUPP => format!(
             "{base}. The kernel rejected the event's attributes (use_clockid needs \

@@ -1,0 +1,270 @@
+//! End-to-end tests of the tracefs backend (root): the automatic fallback
+//! when `perf_event_open` is denied by a seccomp filter, `--backend perf`
+//! refusing to fall back, and the ftrace instance's cleanup (normal end,
+//! SIGINT, SIGTERM, and a SIGKILLed run cleaned up by the next one), with
+//! the top-level tracing settings left as they were.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// Every run of the tool removes stale instances, so the tests here run one
+/// at a time: otherwise one test's run could clean up another's SIGKILLed
+/// instance before that test looks.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Makes sure tracefs is mounted (the tool mounts it too, but the tests
+/// look at it before the first run).
+fn tracefs() -> PathBuf {
+    let root = Path::new(TRACEFS);
+    if !root.join("events").is_dir() {
+        let status = Command::new("mount")
+            .args(["-t", "tracefs", "nodev", TRACEFS])
+            .status()
+            .expect("running mount");
+        assert!(status.success(), "mounting tracefs");
+    }
+    root.to_path_buf()
+}
+
+/// The top-level `events/sched/*/enable` values.
+fn top_level_sched_enables() -> BTreeMap<String, String> {
+    let dir = tracefs().join("events/sched");
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(&dir)
+        .expect("listing events/sched")
+        .flatten()
+    {
+        let enable = e.path().join("enable");
+        if let Ok(v) = std::fs::read_to_string(&enable) {
+            out.insert(e.file_name().to_string_lossy().into_owned(), v);
+        }
+    }
+    assert!(out.contains_key("sched_switch"), "{out:?}");
+    out
+}
+
+/// Our instances (`offwake-perf.<pid>.<start>`) that belong to `pid`.
+fn instances_of(pid: u32) -> Vec<String> {
+    let prefix = format!("offwake-perf.{pid}.");
+    std::fs::read_dir(tracefs().join("instances"))
+        .expect("listing instances")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+fn assert_ratio(what: &str, got: u64, expected: u64, lo: f64, hi: f64) {
+    let ratio = got as f64 / expected as f64;
+    assert!(
+        ratio >= lo && ratio <= hi,
+        "{what}: measured {got} us vs expected {expected} us (ratio {ratio:.4}, allowed {lo}..{hi})"
+    );
+}
+
+/// Under a seccomp filter that makes `perf_event_open` fail with EPERM, the
+/// default backend falls back to tracefs, says so in one line, and still
+/// measures the sleep loop right; afterwards no instance of that run
+/// remains and the top-level settings are unchanged.
+#[test]
+fn auto_falls_back_to_tracefs_when_perf_is_denied() {
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    let before = top_level_sched_enables();
+    let noperf = workload("noperf");
+    let sleeploop = workload("sleeploop");
+    let (n, ms) = (20u64, 50u64);
+    let child = Command::new(&noperf)
+        .arg(env!("CARGO_BIN_EXE_offwake-perf"))
+        .args(["-f", "--"])
+        .arg(&sleeploop)
+        .args([n.to_string(), ms.to_string()])
+        // See live.rs: CPU 1's idle exits are not reported on the test VM.
+        .env("OFFWAKE_PIN_CPU", "0")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting noperf");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("waiting");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "failed: {stderr}");
+    let notices: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("falling back"))
+        .collect();
+    assert_eq!(
+        notices,
+        vec![
+            "offwake-perf: perf_event_open was denied (Operation not permitted (os error 1)); \
+             falling back to the tracefs backend (--backend tracefs)"
+        ],
+        "stderr:\n{stderr}"
+    );
+    let lines = parse_folded(&stdout);
+    let sleeps: Vec<&Folded> = lines
+        .iter()
+        .filter(|l| has(&l.target, "sleep_once") && has(&l.target, "do_nanosleep"))
+        .collect();
+    assert!(
+        !sleeps.is_empty(),
+        "no sleep_once stack in:\n{stdout}\n{stderr}"
+    );
+    let total: u64 = sleeps.iter().map(|l| l.total).sum();
+    assert_ratio("sleep total vs N x length", total, n * ms * 1000, 1.0, 1.05);
+    assert_ratio(
+        "sleep total vs the workload's own measurement",
+        total,
+        ground_truth(&stderr),
+        0.98,
+        1.02,
+    );
+    assert!(
+        sleeps.iter().any(|l| has(&l.waker, "hrtimer_wakeup")),
+        "{sleeps:?}"
+    );
+    // noperf execs the tool: same pid.
+    assert_eq!(instances_of(pid), Vec::<String>::new());
+    assert_eq!(top_level_sched_enables(), before);
+}
+
+/// `--backend perf` never falls back: it fails and explains why.
+#[test]
+fn perf_backend_does_not_fall_back() {
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    let noperf = workload("noperf");
+    let out = Command::new(&noperf)
+        .arg(env!("CARGO_BIN_EXE_offwake-perf"))
+        .args(["--backend", "perf", "1"])
+        .output()
+        .expect("running noperf");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("perf_event_open"), "{stderr}");
+    assert!(stderr.contains("Operation not permitted"), "{stderr}");
+    assert!(stderr.contains("--backend tracefs"), "{stderr}");
+    assert!(!stderr.contains("falling back"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+/// Runs the tracefs backend until `signal` (or its duration) ends it, and
+/// checks the report came out and the instance is gone.
+fn run_and_end_with(signal: Option<libc::c_int>) {
+    let before = top_level_sched_enables();
+    let args: &[&str] = if signal.is_some() {
+        &["--backend", "tracefs"]
+    } else {
+        &["--backend", "tracefs", "1"]
+    };
+    let tracer = start_traced(args);
+    let pid = tracer.child.id();
+    // The instance exists while tracing.
+    assert_eq!(instances_of(pid).len(), 1, "no instance while tracing");
+    if let Some(sig) = signal {
+        std::thread::sleep(Duration::from_millis(300));
+        // SAFETY: kill has no memory-safety preconditions.
+        assert_eq!(unsafe { libc::kill(pid as libc::pid_t, sig) }, 0);
+    }
+    let (out, err) = tracer.finish();
+    assert!(err.contains("records read"), "no summary: {err}");
+    assert!(
+        !parse_default(&out).is_empty(),
+        "empty report: {out}\n{err}"
+    );
+    assert_eq!(
+        instances_of(pid),
+        Vec::<String>::new(),
+        "instance left behind"
+    );
+    assert_eq!(top_level_sched_enables(), before);
+}
+
+#[test]
+fn instance_removed_at_normal_end() {
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    run_and_end_with(None);
+}
+
+#[test]
+fn instance_removed_on_sigint() {
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    run_and_end_with(Some(libc::SIGINT));
+}
+
+#[test]
+fn instance_removed_on_sigterm() {
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    run_and_end_with(Some(libc::SIGTERM));
+}
+
+/// A run killed with SIGKILL cannot clean up; the next run removes its
+/// instance (and only instances whose owner is gone).
+#[test]
+fn sigkilled_run_is_cleaned_up_by_the_next() {
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    // A live run's instance must survive the cleanup. (Started first:
+    // every run cleans up, so it would remove the killed run's instance.)
+    let bystander = start_traced(&["--backend", "tracefs"]);
+    let bystander_pid = bystander.child.id();
+    assert_eq!(instances_of(bystander_pid).len(), 1);
+
+    let mut tracer = start_traced(&["--backend", "tracefs"]);
+    let pid = tracer.child.id();
+    let left = instances_of(pid);
+    assert_eq!(left.len(), 1);
+    tracer.child.kill().expect("SIGKILL");
+    tracer.child.wait().expect("reaping");
+    // Still there: nobody removed it.
+    assert_eq!(instances_of(pid), left);
+
+    let out = run(&["--backend", "tracefs", "-f", "1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("left behind by earlier runs") && stderr.contains(&left[0]),
+        "no cleanup notice for {}: {stderr}",
+        left[0]
+    );
+    assert_eq!(instances_of(pid), Vec::<String>::new());
+
+    // The bystander still has its instance while it runs…
+    assert_eq!(instances_of(bystander_pid).len(), 1);
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(bystander_pid as libc::pid_t, libc::SIGINT) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (_, err) = bystander.finish();
+    assert!(Instant::now() < deadline);
+    assert!(err.contains("records read"), "{err}");
+    // …and removes it itself.
+    assert_eq!(instances_of(bystander_pid), Vec::<String>::new());
+}
