@@ -34,8 +34,9 @@ impl ProbeRanges {
     }
 
     /// The machinery's ranges in a kallsyms listing: each such text symbol
-    /// runs up to the next symbol's address (the listing is in address
-    /// order within the kernel image; module symbols are never machinery).
+    /// runs up to the next higher symbol address (another name at the same
+    /// address is an alias; the listing is in address order within the
+    /// kernel image; module symbols are never machinery).
     pub fn from_kallsyms(text: &str) -> ProbeRanges {
         let mut ranges = Vec::new();
         let mut open: Option<u64> = None;
@@ -48,10 +49,15 @@ impl ProbeRanges {
             let Ok(addr) = u64::from_str_radix(addr, 16) else {
                 continue;
             };
-            if let Some(start) = open.take()
-                && addr > start
-            {
-                ranges.push((start, addr));
+            match open {
+                Some(start) if addr > start => {
+                    ranges.push((start, addr));
+                    open = None;
+                }
+                // Another name of the same function (an alias): it does not
+                // end the range.
+                Some(start) if addr == start => {}
+                _ => open = None,
             }
             let text_symbol = matches!(kind, "t" | "T");
             if text_symbol
@@ -79,5 +85,167 @@ impl ProbeRanges {
     fn contains(&self, addr: u64) -> bool {
         let i = self.ranges.partition_point(|&(start, _)| start <= addr);
         i > 0 && addr < self.ranges[i - 1].1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KALLSYMS: &str = "\
+0000000000000000 A fixed_percpu_data
+ffffffff81000000 T _text
+ffffffff81000100 t trace_event_raw_event_sched_switch
+ffffffff81000200 T __traceiter_sched_switch
+ffffffff81000280 T __schedule
+ffffffff81000400 T schedule
+ffffffff81000500 T __ftrace_trace_stack
+ffffffff81000600 T do_nanosleep
+ffffffff82000000 d trace_event_fields_sched_switch
+ffffffff82000100 D trace_event_type_funcs_sched_switch
+ffffffff82000200 b trace_buffer_bss
+ffffffff82000300 d some_data
+ffffffffc0001000 t trace_event_raw_event_mod_event\t[mymod]
+ffffffffc0001100 t __traceiter_mod_event\t[mymod]
+ffffffffc0001200 t mod_function\t[mymod]
+";
+
+    #[test]
+    fn machinery_ranges_end_at_the_next_symbol() {
+        let p = ProbeRanges::from_kallsyms(KALLSYMS);
+        assert_eq!(
+            p.ranges,
+            vec![
+                (0xffffffff81000100, 0xffffffff81000200),
+                (0xffffffff81000200, 0xffffffff81000280),
+                (0xffffffff81000500, 0xffffffff81000600),
+            ]
+        );
+        assert!(!p.is_empty());
+        assert!(!p.contains(0xffffffff810000ff));
+        assert!(p.contains(0xffffffff81000100));
+        assert!(p.contains(0xffffffff8100027f));
+        assert!(!p.contains(0xffffffff81000280));
+        assert!(!p.contains(0xffffffff81000400));
+        assert!(p.contains(0xffffffff810005ff));
+        assert!(!p.contains(0xffffffff81000600));
+    }
+
+    #[test]
+    fn data_symbols_are_not_machinery_but_end_a_range() {
+        // Data symbols carry the prefixes too (trace_event_fields_*, …).
+        let text = "\
+ffffffff81000000 T __traceiter_sched_waking
+ffffffff81000040 d trace_event_fields_sched_waking
+ffffffff81000080 D trace_event_type_funcs_sched_waking
+ffffffff810000c0 b trace_buffer_something
+ffffffff81000100 B trace_event_bss
+ffffffff81000140 T try_to_wake_up
+";
+        let p = ProbeRanges::from_kallsyms(text);
+        assert_eq!(p.ranges, vec![(0xffffffff81000000, 0xffffffff81000040)]);
+        assert!(!p.contains(0xffffffff81000040));
+        assert!(!p.contains(0xffffffff810000c0));
+        assert!(!p.contains(0xffffffff81000100));
+    }
+
+    #[test]
+    fn module_symbols_are_ignored() {
+        let text = "\
+ffffffffc0001000 t trace_event_raw_event_mod_event\t[mymod]
+ffffffffc0001100 t __traceiter_mod_event\t[mymod]
+ffffffffc0001200 t mod_function\t[mymod]
+";
+        let p = ProbeRanges::from_kallsyms(text);
+        assert!(p.is_empty());
+        assert!(!p.contains(0xffffffffc0001000));
+        assert!(!p.contains(0xffffffffc0001100));
+        // Also as part of a full listing.
+        let p = ProbeRanges::from_kallsyms(KALLSYMS);
+        assert!(!p.contains(0xffffffffc0001000));
+        assert!(!p.contains(0xffffffffc0001150));
+    }
+
+    #[test]
+    fn zero_addresses_give_no_ranges() {
+        // What an unprivileged reader sees under kptr_restrict.
+        let text = "\
+0000000000000000 T _text
+0000000000000000 t trace_event_raw_event_sched_switch
+0000000000000000 T __traceiter_sched_switch
+0000000000000000 T __schedule
+";
+        let p = ProbeRanges::from_kallsyms(text);
+        assert!(p.is_empty());
+        let mut frames = vec![0, 0x10, 0xffffffff81000100];
+        p.trim(&mut frames);
+        assert_eq!(frames, vec![0, 0x10, 0xffffffff81000100]);
+    }
+
+    #[test]
+    fn aliases_at_the_same_address_do_not_end_a_range() {
+        let text = "\
+ffffffff81000100 t trace_event_raw_event_sched_switch
+ffffffff81000100 t other_name_of_the_same_function
+ffffffff81000200 T __schedule
+ffffffff81000300 T schedule
+ffffffff81000300 T __traceiter_alias_of_schedule_for_test
+ffffffff81000400 T do_nanosleep
+";
+        let p = ProbeRanges::from_kallsyms(text);
+        assert!(p.contains(0xffffffff81000100));
+        assert!(p.contains(0xffffffff810001ff));
+        assert!(!p.contains(0xffffffff81000200));
+        // A machinery name on a function that also has another name.
+        assert!(p.contains(0xffffffff81000300));
+        assert!(!p.contains(0xffffffff81000400));
+    }
+
+    #[test]
+    fn last_symbol_and_garbage_lines() {
+        // The range of the last symbol has no end: none is made. Lines that
+        // are not `ADDRESS TYPE NAME` are skipped.
+        let text = "\
+garbage
+ffffffff8100zzzz T trace_event_raw_event_bad_address
+ffffffff81000000 T
+\n
+ffffffff81000100 T trace_event_raw_event_last
+";
+        assert!(ProbeRanges::from_kallsyms(text).is_empty());
+        assert!(ProbeRanges::from_kallsyms("").is_empty());
+        assert!(ProbeRanges::default().is_empty());
+    }
+
+    #[test]
+    fn trim_removes_only_leading_machinery() {
+        let p = ProbeRanges::from_kallsyms(KALLSYMS);
+        let mut frames = vec![
+            0xffffffff81000110, // trace_event_raw_event_sched_switch
+            0xffffffff81000220, // __traceiter_sched_switch
+            0xffffffff810002a0, // __schedule
+            0xffffffff81000510, // __ftrace_trace_stack, further down
+            0xffffffff81000410, // schedule
+        ];
+        p.trim(&mut frames);
+        assert_eq!(
+            frames,
+            vec![0xffffffff810002a0, 0xffffffff81000510, 0xffffffff81000410]
+        );
+        // Nothing to trim.
+        let mut frames = vec![0xffffffff810002a0, 0xffffffff81000110];
+        p.trim(&mut frames);
+        assert_eq!(frames, vec![0xffffffff810002a0, 0xffffffff81000110]);
+        // All machinery.
+        let mut frames = vec![0xffffffff81000110, 0xffffffff81000510];
+        p.trim(&mut frames);
+        assert!(frames.is_empty());
+        let mut frames = Vec::new();
+        p.trim(&mut frames);
+        assert!(frames.is_empty());
+        // No ranges: untouched.
+        let mut frames = vec![0xffffffff81000110];
+        ProbeRanges::default().trim(&mut frames);
+        assert_eq!(frames, vec![0xffffffff81000110]);
     }
 }
