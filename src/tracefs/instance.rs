@@ -58,9 +58,14 @@ impl Owner {
         })
     }
 
-    /// True while the owning process runs (same PID, same start time).
+    /// True while the owning process runs: same PID, same start time, and
+    /// not a zombie (a process that has exited but not been reaped yet).
     pub fn is_alive(&self) -> bool {
-        process_start_time(self.pid) == Some(self.start_time)
+        let Ok(raw) = std::fs::read(format!("/proc/{}/stat", self.pid)) else {
+            return false;
+        };
+        parse_start_time(&raw) == Some(self.start_time)
+            && !matches!(parse_state(&raw), Some('Z' | 'X' | 'x'))
     }
 }
 
@@ -68,6 +73,13 @@ impl Owner {
 pub fn process_start_time(pid: u32) -> Option<u64> {
     let raw = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     parse_start_time(&raw)
+}
+
+/// The state letter (field 3) of a `stat` file.
+pub fn parse_state(raw: &[u8]) -> Option<char> {
+    let close = raw.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&raw[close + 1..]).ok()?;
+    rest.split_ascii_whitespace().next()?.chars().next()
 }
 
 /// `starttime` from the text of a `stat` file: the 20th field after the
@@ -337,6 +349,9 @@ mod tests {
         assert_eq!(parse_start_time(stat), Some(987654));
         assert_eq!(parse_start_time(b"4242 (x) S 1 2"), None);
         assert_eq!(parse_start_time(b"garbage"), None);
+        assert_eq!(parse_state(stat), Some('S'));
+        assert_eq!(parse_state(b"7 (x) Z 1"), Some('Z'));
+        assert_eq!(parse_state(b"garbage"), None);
         let me = Owner::current().unwrap();
         assert!(me.is_alive());
         assert_eq!(me.pid, std::process::id());
