@@ -268,3 +268,55 @@ fn sigkilled_run_is_cleaned_up_by_the_next() {
     // …and removes it itself.
     assert_eq!(instances_of(bystander_pid), Vec::<String>::new());
 }
+
+/// Parity: one pipe-wakeup workload traced by both backends at once gives
+/// the same reader entries (same frames, same waker) and totals within 2%.
+#[test]
+fn both_backends_agree_on_the_same_workload() {
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    let exe = workload("pipewake");
+    let (k, ms) = (20u64, 30u64);
+    // Pinned: see live.rs (CPU 1's idle exits are not reported here).
+    let mut w = start_gated_env(
+        &exe,
+        &[&k.to_string(), &ms.to_string()],
+        &[("OFFWAKE_PIN_CPU", "0")],
+    );
+    let pid = w.pid().to_string();
+    let perf = start_traced(&["--backend", "perf", "-p", &pid, "3"]);
+    let tracefs = start_traced(&["--backend", "tracefs", "-p", &pid, "3"]);
+    w.go();
+    let truth = ground_truth(&w.finish());
+    let (perf_out, perf_err) = perf.finish();
+    let (tracefs_out, tracefs_err) = tracefs.finish();
+    let reader = |out: &str| -> BTreeMap<(Vec<String>, Vec<String>, String), u64> {
+        let mut m = BTreeMap::new();
+        for b in parse_default(out) {
+            if b.target_comm == "reader" && has(&b.target, "reader_wait") {
+                *m.entry((b.target, b.waker, b.waker_comm)).or_default() += b.total;
+            }
+        }
+        m
+    };
+    let p = reader(&perf_out);
+    let t = reader(&tracefs_out);
+    assert!(
+        !p.is_empty(),
+        "perf saw no reader entry:\n{perf_out}\n{perf_err}"
+    );
+    let keys = |m: &BTreeMap<_, u64>| m.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(
+        keys(&p),
+        keys(&t),
+        "different entries\nperf:\n{perf_out}\ntracefs:\n{tracefs_out}"
+    );
+    let total_p: u64 = p.values().sum();
+    let total_t: u64 = t.values().sum();
+    eprintln!("parity: perf {total_p} us, tracefs {total_t} us, workload {truth} us");
+    assert_ratio("tracefs vs perf", total_t, total_p, 0.98, 1.02);
+    assert_ratio("tracefs vs the workload", total_t, truth, 0.98, 1.02);
+    assert!(tracefs_err.contains("records read"), "{tracefs_err}");
+}
