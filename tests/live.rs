@@ -6,15 +6,6 @@ mod common;
 
 use common::*;
 
-/// Asserts `got` is within [lo, hi] × `expected`.
-fn assert_ratio(what: &str, got: u64, expected: u64, lo: f64, hi: f64) {
-    let ratio = got as f64 / expected as f64;
-    assert!(
-        ratio >= lo && ratio <= hi,
-        "{what}: measured {got} us vs expected {expected} us (ratio {ratio:.4}, allowed {lo}..{hi})"
-    );
-}
-
 /// (a) and (d): N sleeps of known length, through `-- COMMAND`. The total
 /// blocked time in the sleep stack matches N × length and the workload's
 /// own measurement; the waker is the hrtimer path.

@@ -66,14 +66,6 @@ fn instances_of(pid: u32) -> Vec<String> {
         .collect()
 }
 
-fn assert_ratio(what: &str, got: u64, expected: u64, lo: f64, hi: f64) {
-    let ratio = got as f64 / expected as f64;
-    assert!(
-        ratio >= lo && ratio <= hi,
-        "{what}: measured {got} us vs expected {expected} us (ratio {ratio:.4}, allowed {lo}..{hi})"
-    );
-}
-
 /// Under a seccomp filter that makes `perf_event_open` fail with EPERM, the
 /// default backend falls back to tracefs, says so in one line, and still
 /// measures the sleep loop right; afterwards no instance of that run

@@ -228,7 +228,7 @@ impl TracefsBackend {
         } = self;
         assembler.flush(upto, tgids, &mut |ev| reorder.push(ev));
         reorder.flush_upto(upto, sink);
-        self.released_upto = self.released_upto.max(upto.min(u64::MAX - 1));
+        self.released_upto = self.released_upto.max(upto);
     }
 
     /// Reads every CPU's available pages.

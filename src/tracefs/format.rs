@@ -213,8 +213,9 @@ impl EventFormat {
     }
 }
 
-/// Parses `field:<decl>; offset:N; size:N; signed:N;`.
-fn parse_field(line: &str) -> Result<Field> {
+/// Parses `field:<decl>; offset:N; size:N; signed:N;` (event formats and
+/// `events/header_page` share this line syntax).
+pub fn parse_field(line: &str) -> Result<Field> {
     let mut decl = None;
     let mut offset = None;
     let mut size = None;

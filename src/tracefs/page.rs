@@ -87,8 +87,9 @@ impl PageLayout {
             if !line.starts_with("field") {
                 continue;
             }
-            let (name, offset, size) =
-                parse_field_line(line).with_context(|| format!("header_page line {}", i + 1))?;
+            let field = super::format::parse_field(line)
+                .with_context(|| format!("header_page line {}", i + 1))?;
+            let (name, offset, size) = (field.name.as_str(), field.offset, field.size);
             let slot = match name {
                 "timestamp" => &mut timestamp,
                 "commit" => &mut commit,
@@ -157,47 +158,6 @@ impl PageLayout {
     pub fn page_size(&self) -> usize {
         self.data_offset + self.data_size
     }
-}
-
-/// Parses `field: <type> <name>; offset:N; size:N; signed:N;` into
-/// (name, offset, size).
-fn parse_field_line(line: &str) -> Result<(&str, usize, usize)> {
-    let mut name = None;
-    let mut offset = None;
-    let mut size = None;
-    for part in line.split(';') {
-        let part = part.trim();
-        if part.is_empty() {
-            continue;
-        }
-        let (key, value) = part
-            .split_once(':')
-            .ok_or_else(|| anyhow!("part `{part}` is not `key:value`"))?;
-        let value = value.trim();
-        match key.trim() {
-            "field" => {
-                let decl_name = value
-                    .rsplit(char::is_whitespace)
-                    .next()
-                    .filter(|n| !n.is_empty() && n.len() < value.len())
-                    .ok_or_else(|| anyhow!("declaration `{value}` lacks a type or a name"))?;
-                // `char data[...]`-style names: keep the identifier only.
-                name = Some(decl_name.split('[').next().unwrap_or(decl_name));
-            }
-            "offset" => offset = Some(parse_usize(value, "offset")?),
-            "size" => size = Some(parse_usize(value, "size")?),
-            _ => {}
-        }
-    }
-    let name = name.ok_or_else(|| anyhow!("no field declaration"))?;
-    let offset = offset.ok_or_else(|| anyhow!("field `{name}` has no offset"))?;
-    let size = size.ok_or_else(|| anyhow!("field `{name}` has no size"))?;
-    Ok((name, offset, size))
-}
-
-fn parse_usize(s: &str, what: &str) -> Result<usize> {
-    s.parse::<usize>()
-        .map_err(|_| anyhow!("{what} `{s}` is not a number"))
 }
 
 /// The record-header encoding, from `events/header_event`: the `type_len`

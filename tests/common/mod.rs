@@ -58,6 +58,15 @@ pub fn workload(name: &str) -> PathBuf {
     out
 }
 
+/// Asserts `got` is within [lo, hi] × `expected`.
+pub fn assert_ratio(what: &str, got: u64, expected: u64, lo: f64, hi: f64) {
+    let ratio = got as f64 / expected as f64;
+    assert!(
+        ratio >= lo && ratio <= hi,
+        "{what}: measured {got} us vs expected {expected} us (ratio {ratio:.4}, allowed {lo}..{hi})"
+    );
+}
+
 /// The ground truth a workload prints on stderr as `blocked_us=<n>`.
 pub fn ground_truth(stderr: &str) -> u64 {
     stderr
