@@ -1005,6 +1005,26 @@ mod tests {
     }
 
     #[test]
+    fn switch_out_without_a_reported_switch_in_drops_and_counts() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(0, 0, 100),
+                // The switch-in that ended this interval was never reported:
+                // 100 switches out again.
+                out(5_000, 1, 100),
+                back_in(9_000, 1, 100, "app"),
+            ],
+        );
+        let r = a.finish();
+        assert_eq!(r.stats.switch_in_unseen, 1);
+        // Only the second interval (5_000..9_000) is counted.
+        assert_eq!(r.stats.intervals, 1);
+        assert_eq!(only(&r).total_us, 4);
+    }
+
+    #[test]
     fn intervals_inside_a_loss_window_are_discarded() {
         let mut a = agg(config());
         run(
