@@ -357,10 +357,7 @@ mod tests {
 
     #[test]
     fn non_power_of_two_pages_is_an_error() {
-        let t = Tracefs::at(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/tracefs"
-        ));
+        let t = Tracefs::fixtures();
         for pages in [0, 3, 12] {
             let c = PerfConfig {
                 mmap_pages: pages,

@@ -477,10 +477,7 @@ mod tests {
         SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_CALLCHAIN | SAMPLE_RAW;
 
     fn formats() -> (EventFormat, EventFormat) {
-        let t = Tracefs::at(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/tracefs"
-        ));
+        let t = Tracefs::fixtures();
         (
             t.event_format("sched", "sched_switch").unwrap(),
             t.event_format("sched", "sched_waking").unwrap(),

@@ -388,13 +388,6 @@ mod tests {
     use crate::event::{Switch, Waking};
     use crate::tracefs::Tracefs;
 
-    fn fixtures() -> Tracefs {
-        Tracefs::at(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/tracefs"
-        ))
-    }
-
     /// The formats of every entry the assembler reads, from the fixtures.
     struct Formats {
         switch: EventFormat,
@@ -406,7 +399,7 @@ mod tests {
     }
 
     fn formats() -> Formats {
-        let t = fixtures();
+        let t = Tracefs::fixtures();
         Formats {
             switch: t.event_format("sched", "sched_switch").unwrap(),
             waking: t.event_format("sched", "sched_waking").unwrap(),

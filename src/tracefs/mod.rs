@@ -98,6 +98,16 @@ impl Tracefs {
         Ok(Tracefs::at(DEFAULT_MOUNT))
     }
 
+    /// The fixture tree under `tests/fixtures/tracefs`: this kernel's
+    /// format files, for unit tests.
+    #[cfg(test)]
+    pub fn fixtures() -> Tracefs {
+        Tracefs::at(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/tracefs"
+        ))
+    }
+
     /// A tracefs rooted at `root` (tests use a directory of fixtures).
     pub fn at(root: impl Into<PathBuf>) -> Tracefs {
         Tracefs { root: root.into() }
@@ -234,13 +244,6 @@ fn unescape_mount_field(s: &str) -> String {
 mod tests {
     use super::*;
 
-    fn fixtures() -> Tracefs {
-        Tracefs::at(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/tracefs"
-        ))
-    }
-
     #[test]
     fn mount_table_parsing() {
         let mounts = "sysfs /sys sysfs rw,nosuid 0 0\n\
@@ -261,7 +264,7 @@ mod tests {
 
     #[test]
     fn event_format_from_fixtures() {
-        let t = fixtures();
+        let t = Tracefs::fixtures();
         let sw = t.event_format("sched", "sched_switch").unwrap();
         assert_eq!(sw.name, "sched_switch");
         let wk = t.event_format("sched", "sched_waking").unwrap();
@@ -271,7 +274,7 @@ mod tests {
 
     #[test]
     fn missing_event_says_kernel_lacks_tracepoint() {
-        let err = fixtures()
+        let err = Tracefs::fixtures()
             .event_format("sched", "no_such_event")
             .unwrap_err()
             .to_string();
