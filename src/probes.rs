@@ -5,7 +5,9 @@
 //! (with more than one, the kernel calls them through `__traceiter_*`), so
 //! both backends trim them to start at the traced function itself.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
+
+use crate::kallsyms;
 
 /// Address ranges of the functions between a tracepoint and the stack
 /// walker (`trace_event_raw_event_*`, `__traceiter_*`, …): ftrace's stack
@@ -29,8 +31,7 @@ const PROBE_PREFIXES: &[&str] = &[
 impl ProbeRanges {
     /// Reads `/proc/kallsyms`.
     pub fn load() -> Result<ProbeRanges> {
-        let text = std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
-        Ok(ProbeRanges::from_kallsyms(&text))
+        Ok(ProbeRanges::from_kallsyms(&kallsyms::read()?))
     }
 
     /// The machinery's ranges in a kallsyms listing: each such text symbol
@@ -40,15 +41,8 @@ impl ProbeRanges {
     pub fn from_kallsyms(text: &str) -> ProbeRanges {
         let mut ranges = Vec::new();
         let mut open: Option<u64> = None;
-        for line in text.lines() {
-            let mut parts = line.split_ascii_whitespace();
-            let (Some(addr), Some(kind), Some(name)) = (parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            let Ok(addr) = u64::from_str_radix(addr, 16) else {
-                continue;
-            };
+        for sym in kallsyms::symbols(text) {
+            let addr = sym.addr;
             match open {
                 Some(start) if addr > start => {
                     ranges.push((start, addr));
@@ -59,11 +53,11 @@ impl ProbeRanges {
                 Some(start) if addr == start => {}
                 _ => open = None,
             }
-            let text_symbol = matches!(kind, "t" | "T");
+            let text_symbol = matches!(sym.kind, "t" | "T");
             if text_symbol
                 && addr != 0
-                && parts.next().is_none()
-                && PROBE_PREFIXES.iter().any(|p| name.starts_with(p))
+                && sym.module.is_none()
+                && PROBE_PREFIXES.iter().any(|p| sym.name.starts_with(p))
             {
                 open = Some(addr);
             }

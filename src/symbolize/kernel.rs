@@ -2,7 +2,9 @@
 //! (module symbols included, without their `[module]` tag) searched by
 //! address.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
+
+use crate::kallsyms;
 
 /// Sorted kernel text symbols.
 #[derive(Debug, Default)]
@@ -17,8 +19,7 @@ pub struct KernelSymbols {
 impl KernelSymbols {
     /// Reads and parses `/proc/kallsyms`.
     pub fn load() -> Result<KernelSymbols> {
-        let text = std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
-        Ok(KernelSymbols::parse(&text))
+        Ok(KernelSymbols::parse(&kallsyms::read()?))
     }
 
     /// Parses kallsyms text. Malformed lines are skipped.
@@ -26,20 +27,12 @@ impl KernelSymbols {
         let mut syms = Vec::new();
         let mut seen = 0usize;
         let mut nonzero = 0usize;
-        for line in text.lines() {
-            let mut fields = line.split_whitespace();
-            let (Some(addr), Some(kind), Some(name)) =
-                (fields.next(), fields.next(), fields.next())
-            else {
-                continue;
-            };
-            // The optional fourth field is `[module]`: dropped.
-            if !matches!(kind, "t" | "T" | "w" | "W") {
+        // The optional `[module]` field is dropped.
+        for sym in kallsyms::symbols(text) {
+            if !matches!(sym.kind, "t" | "T" | "w" | "W") {
                 continue;
             }
-            let Ok(addr) = u64::from_str_radix(addr, 16) else {
-                continue;
-            };
+            let (addr, name) = (sym.addr, sym.name);
             seen += 1;
             if addr != 0 {
                 nonzero += 1;
