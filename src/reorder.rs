@@ -3,8 +3,15 @@
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
+use std::os::fd::BorrowedFd;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow};
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::event::Event;
+use crate::perf::sys::monotonic_ns;
 
 struct Pending {
     time: u64,
@@ -27,6 +34,56 @@ impl PartialOrd for Pending {
 impl Ord for Pending {
     fn cmp(&self, other: &Self) -> Ordering {
         (self.time, self.seq).cmp(&(other.time, other.seq))
+    }
+}
+
+/// The rounds both backends read in. The time is taken at the start of
+/// each round; after every CPU's buffer has been read, the events stamped
+/// at or before the start of the *previous* round are released (anything
+/// stamped before a round started has been fully written by the time the
+/// next round reads).
+#[derive(Debug, Default)]
+pub struct Rounds {
+    prev_start: Option<u64>,
+    released_upto: u64,
+}
+
+impl Rounds {
+    /// Starts a round: waits up to `timeout` for one of `fds` to be
+    /// readable and returns the round's start time, or None when a signal
+    /// interrupted the wait (no round: the caller checks why).
+    pub fn wait<'fd>(
+        &mut self,
+        fds: impl IntoIterator<Item = BorrowedFd<'fd>>,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<Option<u64>> {
+        let start = monotonic_ns();
+        let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+        let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
+        let mut fds: Vec<PollFd<'_>> = fds
+            .into_iter()
+            .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
+            .collect();
+        match nix::poll::poll(&mut fds, timeout) {
+            Ok(_) => Ok(Some(start)),
+            Err(Errno::EINTR) => Ok(None),
+            Err(e) => Err(anyhow!("poll on {what}: {e}")),
+        }
+    }
+
+    /// Ends the round that started at `start` (its buffers read): returns
+    /// the time up to which events may now be released, if any.
+    pub fn end(&mut self, start: u64) -> Option<u64> {
+        let upto = self.prev_start.replace(start)?;
+        self.released_upto = upto;
+        Some(upto)
+    }
+
+    /// Events up to this time have been released: nothing older may be
+    /// pushed any more (a loss window is moved up to it).
+    pub fn released_upto(&self) -> u64 {
+        self.released_upto
     }
 }
 

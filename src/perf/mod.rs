@@ -17,12 +17,10 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use nix::errno::Errno;
-use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::event::{Event, EventKind, SourceStats};
 use crate::probes::ProbeRanges;
-use crate::reorder::Reorder;
+use crate::reorder::{Reorder, Rounds};
 use crate::tracefs::Tracefs;
 use record::{Decoder, Tracepoint};
 use ring::Ring;
@@ -105,10 +103,7 @@ pub struct PerfBackend {
     decoder: Decoder,
     reorder: Reorder,
     stats: SourceStats,
-    /// `CLOCK_MONOTONIC` at the start of the previous `poll` round.
-    prev_round_start: Option<u64>,
-    /// Events up to this time have been passed on.
-    released_upto: u64,
+    rounds: Rounds,
     enabled: bool,
     /// kallsyms is read off the attach path; the decoder gets the result
     /// before the first read.
@@ -190,8 +185,7 @@ impl PerfBackend {
             decoder,
             reorder: Reorder::new(),
             stats: SourceStats::default(),
-            prev_round_start: None,
-            released_upto: 0,
+            rounds: Rounds::default(),
             enabled: false,
             probes: config
                 .kernel_callchain
@@ -209,34 +203,16 @@ impl PerfBackend {
 
     /// Waits up to `timeout` for data (returns early on EINTR), reads every
     /// ring, and passes to `sink`, in global time order, every event that
-    /// can no longer be preceded by one not yet read.
-    ///
-    /// Rounds: the time is taken at the start of each round; after reading
-    /// all rings, the events timestamped at or before the start of the
-    /// *previous* round are released (anything stamped before a round
-    /// started has been fully written by the time the next round reads).
+    /// can no longer be preceded by one not yet read (see [`Rounds`]).
     pub fn poll(&mut self, timeout: Duration, sink: &mut dyn FnMut(Event)) -> Result<()> {
-        let now = sys::monotonic_ns();
-        let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
-        let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
-        {
-            let mut fds: Vec<PollFd<'_>> = self
-                .cpus
-                .iter()
-                .map(|c| PollFd::new(c.fds[0].as_fd(), PollFlags::POLLIN))
-                .collect();
-            match nix::poll::poll(&mut fds, timeout) {
-                Ok(_) => {}
-                Err(Errno::EINTR) => return Ok(()),
-                Err(e) => return Err(anyhow!("poll on the perf ring buffers: {e}")),
-            }
-        }
+        let fds = self.cpus.iter().map(|c| c.fds[0].as_fd());
+        let Some(start) = self.rounds.wait(fds, timeout, "the perf ring buffers")? else {
+            return Ok(());
+        };
         self.read_all();
-        if let Some(prev) = self.prev_round_start {
-            self.reorder.flush_upto(prev, sink);
-            self.released_upto = prev;
+        if let Some(upto) = self.rounds.end(start) {
+            self.reorder.flush_upto(upto, sink);
         }
-        self.prev_round_start = Some(now);
         Ok(())
     }
 
@@ -280,7 +256,7 @@ impl PerfBackend {
             decoder,
             reorder,
             stats,
-            released_upto,
+            rounds,
             ..
         } = self;
         for c in cpus.iter_mut() {
@@ -292,7 +268,7 @@ impl PerfBackend {
                         stats.lost_records += l.records;
                         // The records were lost after the last one this ring
                         // delivered (never before what was already passed on).
-                        ev.time = (*last_time).max(*released_upto).min(l.until);
+                        ev.time = (*last_time).max(rounds.released_upto()).min(l.until);
                     } else {
                         *last_time = ev.time;
                     }

@@ -12,8 +12,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
-use nix::errno::Errno;
-use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use super::Tracefs;
 use super::decode::{Assembler, ProcessFormats, StackFormats, TgidSource};
@@ -22,8 +20,7 @@ use super::page::{self, HeaderLayout, Missed, PageLayout};
 use super::sched::SchedFields;
 use crate::aggregate::tasks::parse_status_tgid;
 use crate::event::{Event, EventKind, Lost, SourceStats};
-use crate::perf::sys::monotonic_ns;
-use crate::reorder::Reorder;
+use crate::reorder::{Reorder, Rounds};
 
 /// What to record.
 #[derive(Clone, Debug)]
@@ -58,8 +55,7 @@ pub struct TracefsBackend {
     tgids: ProcTgids,
     reorder: Reorder,
     stats: SourceStats,
-    prev_round_start: Option<u64>,
-    released_upto: u64,
+    rounds: Rounds,
     page: Vec<u8>,
 }
 
@@ -152,8 +148,7 @@ impl TracefsBackend {
                 tgids: ProcTgids::new(tracefs.root().join("saved_tgids")),
                 reorder: Reorder::new(),
                 stats: SourceStats::default(),
-                prev_round_start: None,
-                released_upto: 0,
+                rounds: Rounds::default(),
                 page,
             },
             stale,
@@ -170,27 +165,15 @@ impl TracefsBackend {
     /// that can no longer be preceded by one not yet read (the same rounds
     /// as the perf backend).
     pub fn poll(&mut self, timeout: Duration, sink: &mut dyn FnMut(Event)) -> Result<()> {
-        let now = monotonic_ns();
-        let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
-        let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
-        {
-            let mut fds: Vec<PollFd<'_>> = self
-                .readers
-                .iter()
-                .map(|r| PollFd::new(r.file.as_fd(), PollFlags::POLLIN))
-                .collect();
-            match nix::poll::poll(&mut fds, timeout) {
-                Ok(_) => {}
-                Err(Errno::EINTR) => return Ok(()),
-                Err(e) => return Err(anyhow!("poll on trace_pipe_raw: {e}")),
-            }
-        }
+        let fds = self.readers.iter().map(|r| r.file.as_fd());
+        let Some(start) = self.rounds.wait(fds, timeout, "trace_pipe_raw")? else {
+            return Ok(());
+        };
         self.tgids.new_round();
         self.read_all();
-        if let Some(prev) = self.prev_round_start {
-            self.release(prev, sink);
+        if let Some(upto) = self.rounds.end(start) {
+            self.release(upto, sink);
         }
-        self.prev_round_start = Some(now);
         Ok(())
     }
 
@@ -228,7 +211,6 @@ impl TracefsBackend {
         } = self;
         assembler.flush(upto, tgids, &mut |ev| reorder.push(ev));
         reorder.flush_upto(upto, sink);
-        self.released_upto = self.released_upto.max(upto);
     }
 
     /// Reads every CPU's available pages.
@@ -241,7 +223,7 @@ impl TracefsBackend {
             tgids,
             reorder,
             stats,
-            released_upto,
+            rounds,
             page,
             ..
         } = self;
@@ -285,7 +267,7 @@ impl TracefsBackend {
                             stats.lost_records += lost;
                             let until = info.timestamp.max(gap_start);
                             reorder.push(Event {
-                                time: gap_start.max(*released_upto).min(until),
+                                time: gap_start.max(rounds.released_upto()).min(until),
                                 cpu,
                                 kind: EventKind::Lost(Lost {
                                     records: lost,
@@ -321,7 +303,7 @@ impl TracefsBackend {
             self.stats.lost_records = kernel_total;
             let (&cpu, &time) = last.iter().max_by_key(|(_, t)| **t).unwrap_or((&0, &0));
             self.reorder.push(Event {
-                time: time.max(self.released_upto),
+                time: time.max(self.rounds.released_upto()),
                 cpu,
                 kind: EventKind::Lost(Lost {
                     records: extra,
