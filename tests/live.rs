@@ -119,18 +119,8 @@ fn pipe_wakeup_by_named_thread_tracefs() {
 }
 
 fn pipe_wakeup_with(backend: &str) {
-    let exe = workload("pipewake");
     let (k, ms) = (20u64, 30u64);
-    // Pinned to CPU 0: this project's VM kernel never reports a switch out
-    // of CPU 1's idle task, to ftrace or perf. perf's context-switch
-    // records make up for it; ftrace has nothing that could, so under
-    // tracefs a reader woken on an idle CPU 1 loses that interval (counted
-    // and reported by the tool).
-    let mut w = start_gated_env(
-        &exe,
-        &[&k.to_string(), &ms.to_string()],
-        &[("OFFWAKE_PIN_CPU", "0")],
-    );
+    let mut w = start_pipewake_pinned(k, ms);
     let pid = w.pid().to_string();
     let tracer = start_traced(&["--backend", backend, "-p", &pid, "3"]);
     assert_eq!(

@@ -269,14 +269,8 @@ fn both_backends_agree_on_the_same_workload() {
         return;
     }
     let _serial = serial();
-    let exe = workload("pipewake");
     let (k, ms) = (20u64, 30u64);
-    // Pinned: see live.rs (CPU 1's idle exits are not reported here).
-    let mut w = start_gated_env(
-        &exe,
-        &[&k.to_string(), &ms.to_string()],
-        &[("OFFWAKE_PIN_CPU", "0")],
-    );
+    let mut w = start_pipewake_pinned(k, ms);
     let pid = w.pid().to_string();
     let perf = start_traced(&["--backend", "perf", "-p", &pid, "3"]);
     let tracefs = start_traced(&["--backend", "tracefs", "-p", &pid, "3"]);

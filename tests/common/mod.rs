@@ -136,6 +136,19 @@ pub fn start_gated(path: &Path, args: &[&str]) -> Gated {
     start_gated_env(path, args, &[])
 }
 
+/// The pipe-wakeup workload (`pipewake K MS go`), gated, pinned to CPU 0:
+/// this project's VM kernel never reports a switch out of CPU 1's idle
+/// task, to ftrace or perf. perf's context-switch records make up for it;
+/// ftrace has nothing that could, so under tracefs a reader woken on an
+/// idle CPU 1 loses that interval (counted and reported by the tool).
+pub fn start_pipewake_pinned(k: u64, ms: u64) -> Gated {
+    start_gated_env(
+        &workload("pipewake"),
+        &[&k.to_string(), &ms.to_string()],
+        &[("OFFWAKE_PIN_CPU", "0")],
+    )
+}
+
 /// [`start_gated`] with extra environment variables.
 pub fn start_gated_env(path: &Path, args: &[&str], env: &[(&str, &str)]) -> Gated {
     let child = Command::new(path)
