@@ -9,7 +9,7 @@ use anyhow::Result;
 use crate::cli::Backend;
 use crate::event::{Event, SourceStats};
 use crate::perf::sys::open_error_of;
-use crate::perf::{PerfBackend, PerfConfig};
+use crate::perf::{PerfBackend, PerfConfig, Targets};
 use crate::tracefs::Tracefs;
 use crate::tracefs::backend::{TracefsBackend, TracefsConfig};
 use crate::tracefs::instance::KernelFilter;
@@ -23,6 +23,11 @@ pub struct SourceConfig {
     pub user_stacks: bool,
     /// Threads the kernel should keep (used by the tracefs backend).
     pub filter: KernelFilter,
+    /// The processes of `-p` (their threads are in `filter`).
+    pub processes: Vec<u32>,
+    /// `--state` as a `sched_switch` tracepoint filter (used by the perf
+    /// backend, whose switch-ins do not depend on that event).
+    pub state_filter: Option<String>,
     /// Record process creation and exec (`-- COMMAND`).
     pub follow_processes: bool,
 }
@@ -55,6 +60,18 @@ impl Source {
             mmap_pages: config.buffer_pages,
             kernel_callchain: config.kernel_stacks,
             user_callchain: config.user_stacks,
+            targets: match &config.filter {
+                KernelFilter::None => Targets::All,
+                KernelFilter::Tids(tids) => Targets::Threads {
+                    tids: tids.clone(),
+                    processes: Vec::new(),
+                },
+                KernelFilter::Pids(tids) => Targets::Threads {
+                    tids: tids.clone(),
+                    processes: config.processes.clone(),
+                },
+            },
+            state_filter: config.state_filter.clone(),
         };
         match choice {
             Backend::Perf => Ok((
@@ -120,6 +137,16 @@ impl Source {
     /// happen (perf); the tracefs backend does not.
     pub fn delivers_mmaps(&self) -> bool {
         matches!(self, Source::Perf(_))
+    }
+
+    /// True when switch-ins are expected to come from context-switch
+    /// records rather than from `sched_switch` (per-task events, or a
+    /// `--state` filter on `sched_switch`), so that their count is no news.
+    pub fn switch_ins_from_records(&self) -> bool {
+        match self {
+            Source::Perf(p) => p.switch_ins_from_records(),
+            Source::Tracefs(_) => false,
+        }
     }
 
     pub fn poll(&mut self, timeout: Duration, sink: &mut dyn FnMut(Event)) -> Result<()> {

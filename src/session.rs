@@ -92,6 +92,11 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         kernel_stacks: stack_mode != StackMode::UserOnly,
         user_stacks: stack_mode != StackMode::KernelOnly,
         filter: kernel_filter(&threads),
+        processes: match &threads {
+            ThreadFilter::Tgids(pids) => pids.iter().copied().collect(),
+            _ => Vec::new(),
+        },
+        state_filter: state.map(|s| s.tracepoint_filter()),
         follow_processes: !cli.command.is_empty(),
     };
     install_signal_handlers()?;
@@ -208,6 +213,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         }
     }
 
+    let switch_ins_from_records = backend.switch_ins_from_records();
     let result = aggregator.finish();
     let entries = symbolize_entries(&result, maps)?;
 
@@ -238,7 +244,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             stats.discarded_lost
         );
     }
-    if stats.switch_ins_from_backstop > 0 {
+    if stats.switch_ins_from_backstop > 0 && !switch_ins_from_records {
         eprintln!(
             "NOTE: the kernel's sched_switch did not report {} switch-ins; they were taken \
              from perf context-switch records. Wakeups the kernel did not report either \
@@ -330,12 +336,7 @@ fn kernel_filter(threads: &ThreadFilter) -> KernelFilter {
             let mut v = Vec::new();
             for &pid in pids {
                 v.push(pid);
-                if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-                    v.extend(
-                        dir.flatten()
-                            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()),
-                    );
-                }
+                v.extend(crate::aggregate::tasks::threads_of(pid));
             }
             v.sort_unstable();
             v.dedup();

@@ -108,6 +108,16 @@ impl StateFilter {
         })
     }
 
+    /// The same selection as a tracepoint filter on `sched_switch`, for the
+    /// kernel to apply before it takes a callchain.
+    pub fn tracepoint_filter(&self) -> String {
+        if self.reported_mask == 0 {
+            format!("!(prev_state & {REPORTED_BITS})")
+        } else {
+            format!("prev_state & {}", self.reported_mask)
+        }
+    }
+
     /// Whether an interval whose switch-out reported `prev_state` is selected.
     pub fn matches(&self, prev_state: u64) -> bool {
         if self.reported_mask == 0 {
@@ -140,6 +150,20 @@ mod tests {
         assert!(!f.matches(1));
         assert!(!f.matches(2));
         assert!(!f.matches(128));
+    }
+
+    #[test]
+    fn tracepoint_filters_say_the_same() {
+        assert_eq!(
+            StateFilter::from_user(0).unwrap().tracepoint_filter(),
+            "!(prev_state & 255)"
+        );
+        assert_eq!(
+            StateFilter::from_user(2 | 1024)
+                .unwrap()
+                .tracepoint_filter(),
+            "prev_state & 130"
+        );
     }
 
     #[test]

@@ -62,6 +62,17 @@ pub fn parse_stat(raw: &[u8]) -> Option<StatInfo> {
 }
 
 /// Reads the `Tgid:` line of a `/proc/.../status` file.
+/// The threads of process `pid`, from `/proc/PID/task` (empty when it is
+/// gone).
+pub fn threads_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .collect()
+}
+
 pub fn parse_status_tgid(raw: &[u8]) -> Option<u32> {
     let text = String::from_utf8_lossy(raw);
     text.lines()

@@ -28,6 +28,8 @@ fn live_sleep_is_seen() {
         mmap_pages: 64,
         kernel_callchain: true,
         user_callchain: true,
+        targets: Targets::All,
+        state_filter: None,
     };
     let mut backend = PerfBackend::open(&tracefs, &config).expect("open perf backend");
 

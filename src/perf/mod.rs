@@ -13,6 +13,7 @@ pub mod sys;
 #[cfg(test)]
 mod live_tests;
 
+use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
@@ -34,6 +35,30 @@ pub struct PerfConfig {
     pub kernel_callchain: bool,
     /// Take user callchains (false under `-K`).
     pub user_callchain: bool,
+    /// Which threads the kernel records.
+    pub targets: Targets,
+    /// A tracepoint filter on `sched_switch`'s `prev_state` (from
+    /// `--state`): switch-outs in other states are dropped by the kernel
+    /// before their callchain is taken.
+    pub state_filter: Option<String>,
+}
+
+/// Which threads the kernel records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Targets {
+    /// Every thread: one event per tracepoint and CPU.
+    All,
+    /// Only these threads: per-task events, which the kernel schedules in
+    /// and out with their thread, so other threads' switches cost no
+    /// sample and no callchain. Their wakeups still reach them (the kernel
+    /// delivers `sched_waking` to the wakee's events).
+    Threads {
+        tids: Vec<u32>,
+        /// Processes (TGIDs) whose threads are all wanted: their threads
+        /// are listed again after attaching, and threads they create later
+        /// inherit the events.
+        processes: Vec<u32>,
+    },
 }
 
 /// The `sample_type` requested for both tracepoints.
@@ -97,9 +122,55 @@ struct CpuRing {
     fds: Vec<OwnedFd>,
 }
 
+/// A tracepoint, its name and how to open it.
+type TaskEvent = (Tracepoint, &'static str, sys::TracepointAttr);
+
+/// What identifies one tracepoint hit or switch record: a thread attached
+/// twice (see [`PerfBackend::attach_threads`]) writes two copies of it.
+type Occurrence = (u64, u8, u32, u32);
+
+fn occurrence(ev: &Event) -> Option<Occurrence> {
+    match &ev.kind {
+        EventKind::Switch(s) => Some((ev.time, 0, s.prev_tid, s.next_tid)),
+        EventKind::Waking(w) => Some((ev.time, 1, w.waker_tid, w.wakee_tid)),
+        EventKind::SwitchIn(s) => Some((ev.time, 2, s.tid, 0)),
+        _ => None,
+    }
+}
+
+/// Raises the soft limit on open files to cover `wanted` more descriptors
+/// (up to the hard limit), and explains when even that is too low.
+fn raise_fd_limit(wanted: usize) -> Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).context("reading RLIMIT_NOFILE")?;
+    let need = (wanted as u64).saturating_add(64);
+    if need <= soft {
+        return Ok(());
+    }
+    if need > hard {
+        bail!(
+            "tracing these threads needs about {need} open files (one per thread, CPU and \
+             tracepoint) but the hard limit is {hard}: raise it (`ulimit -Hn`), or trace \
+             fewer threads or the whole system"
+        );
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, need, hard).context("raising RLIMIT_NOFILE")
+}
+
 /// Open, enabled perf events and their rings.
 pub struct PerfBackend {
     cpus: Vec<CpuRing>,
+    /// Per-task events (`Targets::Threads`), by thread: closed when the
+    /// thread exits.
+    tasks: HashMap<u32, Vec<OwnedFd>>,
+    /// How to open a thread's events.
+    task_events: [TaskEvent; 2],
+    state_filter: Option<String>,
+    /// Events are per task (`Targets::Threads`).
+    per_task: bool,
+    /// Per CPU ring, the last tracepoint hit or switch read from it
+    /// (per-task mode only), to drop duplicates.
+    last_occurrence: Vec<Option<Occurrence>>,
     decoder: Decoder,
     reorder: Reorder,
     stats: SourceStats,
@@ -135,6 +206,10 @@ impl PerfBackend {
             exclude_callchain_kernel: !config.kernel_callchain,
             side_band: false,
             wakeup_watermark: watermark,
+            // Per-task events of `-p` follow the threads the process
+            // creates; `-t` names threads, not what they create.
+            inherit: matches!(&config.targets, Targets::Threads { processes, .. } if !processes.is_empty()),
+            inherit_thread: true,
         };
         let events = [
             (
@@ -156,14 +231,61 @@ impl PerfBackend {
             ),
         ];
 
+        let cpus = match &config.targets {
+            Targets::All => Self::open_per_cpu(&events, config, &mut decoder)?,
+            Targets::Threads { .. } => Self::open_rings(st, watermark, config.mmap_pages)?,
+        };
+        let mut backend = PerfBackend {
+            cpus,
+            tasks: HashMap::new(),
+            task_events: events,
+            state_filter: config.state_filter.clone(),
+            per_task: config.targets != Targets::All,
+            last_occurrence: Vec::new(),
+            decoder,
+            reorder: Reorder::new(),
+            stats: SourceStats::default(),
+            rounds: Rounds::default(),
+            enabled: false,
+            probes: config
+                .kernel_callchain
+                .then(|| std::thread::spawn(ProbeRanges::load)),
+        };
+        backend.last_occurrence = vec![None; backend.cpus.len()];
+        for c in &backend.cpus {
+            for fd in &c.fds {
+                sys::enable(fd.as_fd())
+                    .with_context(|| format!("enabling the events of CPU {}", c.cpu))?;
+            }
+        }
+        backend.enabled = true;
+        if let Targets::Threads { tids, processes } = &config.targets {
+            backend.attach_threads(tids, processes)?;
+        }
+        Ok(backend)
+    }
+
+    /// One event per tracepoint on every online CPU, sharing the CPU's
+    /// ring; the side-band records come with `sched_switch`.
+    fn open_per_cpu(
+        events: &[TaskEvent],
+        config: &PerfConfig,
+        decoder: &mut Decoder,
+    ) -> Result<Vec<CpuRing>> {
         let mut cpus = Vec::new();
         for cpu in online_cpus()? {
             let mut fds = Vec::with_capacity(events.len());
-            for (tp, what, attr) in &events {
+            for (tp, what, attr) in events {
                 let fd = sys::open_tracepoint(attr, what, cpu)?;
                 let id = sys::event_id(fd.as_fd())
                     .with_context(|| format!("reading the id of {what} on CPU {cpu}"))?;
                 decoder.add_id(id, *tp);
+                if *tp == Tracepoint::Switch
+                    && let Some(filter) = &config.state_filter
+                {
+                    sys::set_filter(fd.as_fd(), filter)
+                        .with_context(|| format!("filtering {what} on CPU {cpu}"))?;
+                }
                 fds.push(fd);
             }
             let ring = Ring::map(fds[0].as_fd(), config.mmap_pages)
@@ -179,26 +301,86 @@ impl PerfBackend {
                 fds,
             });
         }
+        Ok(cpus)
+    }
 
-        let mut backend = PerfBackend {
-            cpus,
-            decoder,
-            reorder: Reorder::new(),
-            stats: SourceStats::default(),
-            rounds: Rounds::default(),
-            enabled: false,
-            probes: config
-                .kernel_callchain
-                .then(|| std::thread::spawn(ProbeRanges::load)),
-        };
-        for c in &backend.cpus {
-            for fd in &c.fds {
-                sys::enable(fd.as_fd())
-                    .with_context(|| format!("enabling the events of CPU {}", c.cpu))?;
+    /// One ring per online CPU, owned by a dummy event; the per-task
+    /// events opened later write into the ring of their CPU.
+    fn open_rings(sample_type: u64, watermark: u32, pages: usize) -> Result<Vec<CpuRing>> {
+        let mut cpus = Vec::new();
+        for cpu in online_cpus()? {
+            let owner = sys::open_ring_owner(sample_type, watermark, cpu)?;
+            let ring = Ring::map(owner.as_fd(), pages)
+                .with_context(|| format!("mapping the ring buffer of CPU {cpu}"))?;
+            cpus.push(CpuRing {
+                cpu,
+                last_time: 0,
+                ring,
+                fds: vec![owner],
+            });
+        }
+        Ok(cpus)
+    }
+
+    /// Attaches per-task events to `tids`, then lists the threads of
+    /// `processes` again (until no new one appears) so that a thread
+    /// created while attaching is not missed. A thread created by one that
+    /// was already attached inherits the events and may be attached a
+    /// second time here: its duplicate records are dropped when read.
+    fn attach_threads(&mut self, tids: &[u32], processes: &[u32]) -> Result<()> {
+        let wanted = tids.len() * (1 + self.cpus.len() * self.task_events.len());
+        raise_fd_limit(wanted)?;
+        for &tid in tids {
+            self.attach(tid)?;
+        }
+        for _ in 0..16 {
+            let mut new = Vec::new();
+            for &pid in processes {
+                for tid in crate::aggregate::tasks::threads_of(pid) {
+                    if !self.tasks.contains_key(&tid) {
+                        new.push(tid);
+                    }
+                }
+            }
+            if new.is_empty() {
+                break;
+            }
+            for tid in new {
+                self.attach(tid)?;
             }
         }
-        backend.enabled = true;
-        Ok(backend)
+        if self.tasks.is_empty() {
+            bail!("none of the threads to trace exists any more");
+        }
+        Ok(())
+    }
+
+    /// Opens and enables `tid`'s events on every CPU. A thread that is
+    /// already gone is skipped.
+    fn attach(&mut self, tid: u32) -> Result<()> {
+        let mut fds = Vec::with_capacity(self.cpus.len() * self.task_events.len());
+        for c in &self.cpus {
+            for (tp, what, attr) in &self.task_events {
+                let Some(fd) = sys::open_task_tracepoint(attr, what, tid, c.cpu)? else {
+                    return Ok(());
+                };
+                sys::set_output(fd.as_fd(), c.fds[0].as_fd())
+                    .with_context(|| format!("sharing the ring buffer of CPU {}", c.cpu))?;
+                if *tp == Tracepoint::Switch
+                    && let Some(filter) = &self.state_filter
+                {
+                    sys::set_filter(fd.as_fd(), filter)
+                        .with_context(|| format!("filtering {what} of thread {tid}"))?;
+                }
+                fds.push(fd);
+            }
+        }
+        for fd in &fds {
+            sys::enable(fd.as_fd())
+                .with_context(|| format!("enabling the events of thread {tid}"))?;
+        }
+        self.tasks.insert(tid, fds);
+        Ok(())
     }
 
     /// Waits up to `timeout` for data (returns early on EINTR), reads every
@@ -228,6 +410,13 @@ impl PerfBackend {
                     }
                 }
             }
+            for (tid, fds) in &self.tasks {
+                for fd in fds {
+                    if let Err(e) = sys::disable(fd.as_fd()) {
+                        first_err.get_or_insert(e.context(format!("disabling thread {tid}")));
+                    }
+                }
+            }
             self.enabled = false;
         }
         self.read_all();
@@ -242,6 +431,11 @@ impl PerfBackend {
         self.stats
     }
 
+    /// See [`crate::backend::Source::switch_ins_from_records`].
+    pub fn switch_ins_from_records(&self) -> bool {
+        self.per_task || self.state_filter.is_some()
+    }
+
     /// Reads every ring, decoding into the reorder buffer.
     fn read_all(&mut self) {
         if let Some(loader) = self.probes.take() {
@@ -253,17 +447,32 @@ impl PerfBackend {
         }
         let PerfBackend {
             cpus,
+            tasks,
+            per_task,
+            last_occurrence,
             decoder,
             reorder,
             stats,
             rounds,
             ..
         } = self;
-        for c in cpus.iter_mut() {
+        let per_task = *per_task;
+        for (c, last) in cpus.iter_mut().zip(last_occurrence.iter_mut()) {
             let last_time = &mut c.last_time;
             let ex = c.ring.read(&mut |rec| match decoder.decode(rec) {
                 Ok(Some(mut ev)) => {
                     stats.records += 1;
+                    if per_task {
+                        let this = occurrence(&ev);
+                        if this.is_some() && this == *last {
+                            return;
+                        }
+                        *last = this;
+                        if let EventKind::Exit(e) = &ev.kind {
+                            // Its events can record nothing more.
+                            tasks.remove(&e.tid);
+                        }
+                    }
                     if let EventKind::Lost(l) = ev.kind {
                         stats.lost_records += l.records;
                         // The records were lost after the last one this ring
@@ -287,10 +496,13 @@ impl PerfBackend {
 impl Drop for PerfBackend {
     fn drop(&mut self) {
         if self.enabled {
-            for c in &self.cpus {
-                for fd in &c.fds {
-                    let _ = sys::disable(fd.as_fd());
-                }
+            for fd in self
+                .cpus
+                .iter()
+                .flat_map(|c| &c.fds)
+                .chain(self.tasks.values().flatten())
+            {
+                let _ = sys::disable(fd.as_fd());
             }
         }
     }
@@ -322,6 +534,8 @@ mod tests {
             mmap_pages: 8,
             kernel_callchain: false,
             user_callchain: false,
+            targets: Targets::All,
+            state_filter: None,
         };
         assert_eq!(sample_type(&c) & sys::SAMPLE_CALLCHAIN, 0);
         let c = PerfConfig {
@@ -339,6 +553,8 @@ mod tests {
                 mmap_pages: pages,
                 kernel_callchain: true,
                 user_callchain: true,
+                targets: Targets::All,
+                state_filter: None,
             };
             let err = PerfBackend::open(&t, &c)
                 .err()

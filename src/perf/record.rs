@@ -234,8 +234,12 @@ impl Decoder {
             RECORD_FORK | RECORD_EXIT | RECORD_COMM | RECORD_MMAP | RECORD_MMAP2 | RECORD_LOST
             | RECORD_LOST_SAMPLES => self.decode_side_band(ty, misc, body).map(Some),
             // Only switch-ins are of use; switch-outs come from sched_switch.
-            RECORD_SWITCH_CPU_WIDE if misc & RECORD_MISC_SWITCH_OUT != 0 => Ok(None),
-            RECORD_SWITCH_CPU_WIDE => self.decode_side_band(ty, misc, body).map(Some),
+            RECORD_SWITCH | RECORD_SWITCH_CPU_WIDE if misc & RECORD_MISC_SWITCH_OUT != 0 => {
+                Ok(None)
+            }
+            RECORD_SWITCH | RECORD_SWITCH_CPU_WIDE => {
+                self.decode_side_band(ty, misc, body).map(Some)
+            }
             _ => Ok(None),
         }
     }
@@ -445,6 +449,15 @@ impl Decoder {
                 EventKind::Lost(Lost {
                     records: lost,
                     until: trailer.time,
+                })
+            }
+            RECORD_SWITCH => {
+                // A per-task event's switch: the thread is the sample_id's,
+                // the one it replaced is not said.
+                EventKind::SwitchIn(SwitchIn {
+                    tid: trailer.tid,
+                    tgid: trailer.pid,
+                    prev_tid: 0,
                 })
             }
             RECORD_SWITCH_CPU_WIDE => {
@@ -760,6 +773,28 @@ mod tests {
             d.decode(&header(RECORD_SWITCH_CPU_WIDE, 0, &b[..6]))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn per_task_switch_records() {
+        let d = decoder(ST);
+        // A per-task PERF_RECORD_SWITCH has only the sample_id trailer.
+        let b = trailer(10, 11, 8888, 0, 1001);
+        let ev = d.decode(&header(RECORD_SWITCH, 0, &b)).unwrap().unwrap();
+        assert_eq!((ev.time, ev.cpu), (8888, 0));
+        assert_eq!(
+            ev.kind,
+            EventKind::SwitchIn(SwitchIn {
+                tid: 11,
+                tgid: 10,
+                prev_tid: 0
+            })
+        );
+        let out = d
+            .decode(&header(RECORD_SWITCH, RECORD_MISC_SWITCH_OUT, &b))
+            .unwrap();
+        assert!(out.is_none());
+        assert!(d.decode(&header(RECORD_SWITCH, 0, &b[..8])).is_err());
     }
 
     #[test]

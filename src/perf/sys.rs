@@ -31,6 +31,7 @@ pub const RECORD_FORK: u32 = b::PERF_RECORD_FORK;
 pub const RECORD_SAMPLE: u32 = b::PERF_RECORD_SAMPLE;
 pub const RECORD_MMAP2: u32 = b::PERF_RECORD_MMAP2;
 pub const RECORD_LOST_SAMPLES: u32 = b::PERF_RECORD_LOST_SAMPLES;
+pub const RECORD_SWITCH: u32 = b::PERF_RECORD_SWITCH;
 pub const RECORD_SWITCH_CPU_WIDE: u32 = b::PERF_RECORD_SWITCH_CPU_WIDE;
 
 pub const RECORD_MISC_COMM_EXEC: u16 = b::PERF_RECORD_MISC_COMM_EXEC as u16;
@@ -60,6 +61,11 @@ pub struct TracepointAttr {
     pub side_band: bool,
     /// Bytes of unread data that wake `poll`.
     pub wakeup_watermark: u32,
+    /// Per-task events only: threads the task creates get the event too.
+    pub inherit: bool,
+    /// With `inherit`: only threads of the task's own process, not the
+    /// processes it forks (`inherit_thread`, Linux 5.13).
+    pub inherit_thread: bool,
 }
 
 impl TracepointAttr {
@@ -80,6 +86,8 @@ impl TracepointAttr {
         a.__bindgen_anon_2.wakeup_watermark = self.wakeup_watermark.max(1);
         a.set_exclude_callchain_user(self.exclude_callchain_user as u64);
         a.set_exclude_callchain_kernel(self.exclude_callchain_kernel as u64);
+        a.set_inherit(self.inherit as u64);
+        a.set_inherit_thread((self.inherit && self.inherit_thread) as u64);
         if self.side_band {
             a.set_comm(1);
             a.set_comm_exec(1);
@@ -103,21 +111,65 @@ fn paranoid_level() -> String {
 
 /// Opens one system-wide-per-CPU tracepoint event (pid = -1).
 pub fn open_tracepoint(attr: &TracepointAttr, what: &str, cpu: u32) -> Result<OwnedFd> {
-    let mut a = attr.to_attr();
+    open_attr(&mut attr.to_attr(), -1, cpu).map_err(|err| open_error(err, what, attr.id, cpu))
+}
+
+/// Opens a tracepoint event that follows thread `tid` while it runs on
+/// `cpu` (and, with `inherit`, the threads it creates). `Ok(None)` when
+/// the thread no longer exists.
+pub fn open_task_tracepoint(
+    attr: &TracepointAttr,
+    what: &str,
+    tid: u32,
+    cpu: u32,
+) -> Result<Option<OwnedFd>> {
+    let pid = libc::pid_t::try_from(tid).map_err(|_| anyhow!("thread id {tid} is too large"))?;
+    match open_attr(&mut attr.to_attr(), pid, cpu) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(err) if err.raw_os_error() == Some(libc::ESRCH) => Ok(None),
+        Err(err) => Err(open_error(err, what, attr.id, cpu)),
+    }
+}
+
+/// Opens a software dummy event on `cpu`: it never samples, and only owns
+/// the CPU's ring buffer that per-task events write into.
+pub fn open_ring_owner(sample_type: u64, wakeup_watermark: u32, cpu: u32) -> Result<OwnedFd> {
+    let mut a = perf_event_attr {
+        type_: b::PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<perf_event_attr>() as u32,
+        config: b::PERF_COUNT_SW_DUMMY as u64,
+        sample_type,
+        ..Default::default()
+    };
+    a.set_disabled(1);
+    a.set_sample_id_all(1);
+    a.set_use_clockid(1);
+    a.clockid = libc::CLOCK_MONOTONIC;
+    a.set_watermark(1);
+    a.__bindgen_anon_2.wakeup_watermark = wakeup_watermark.max(1);
+    open_attr(&mut a, -1, cpu).map_err(|err| {
+        let errno = err.raw_os_error().unwrap_or(0);
+        anyhow::Error::new(OpenError {
+            errno,
+            message: format!("perf_event_open of the ring buffer of CPU {cpu} failed: {err}"),
+        })
+    })
+}
+
+fn open_attr(a: &mut perf_event_attr, pid: libc::pid_t, cpu: u32) -> io::Result<OwnedFd> {
     // SAFETY: `a` is a fully initialised perf_event_attr that lives across
     // the call; the kernel may write its expected size back into it.
     let fd = unsafe {
         sys::perf_event_open(
-            &mut a,
-            -1,
+            a,
+            pid,
             cpu as libc::c_int,
             -1,
             b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
         )
     };
     if fd < 0 {
-        let err = io::Error::last_os_error();
-        return Err(open_error(err, what, attr.id, cpu));
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: the kernel just returned this descriptor to us.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
@@ -212,6 +264,18 @@ pub fn event_id(fd: BorrowedFd<'_>) -> Result<u64> {
     Ok(id)
 }
 
+/// Sets a tracepoint filter (ftrace's filter syntax, e.g.
+/// `prev_state & 2`): the kernel drops samples that do not match before
+/// it takes their callchain.
+pub fn set_filter(fd: BorrowedFd<'_>, filter: &str) -> Result<()> {
+    let text = std::ffi::CString::new(filter)
+        .map_err(|_| anyhow!("tracepoint filter `{filter}` contains a NUL byte"))?;
+    // SAFETY: `text` is a NUL-terminated string that outlives the call; the
+    // kernel only reads it.
+    let ret = unsafe { sys::ioctls::SET_FILTER(fd.as_raw_fd(), text.as_ptr() as *mut _) };
+    ioctl_result(ret, &format!("PERF_EVENT_IOC_SET_FILTER `{filter}`"))
+}
+
 /// Sends `fd`'s records into the ring buffer mapped on `target`.
 pub fn set_output(fd: BorrowedFd<'_>, target: BorrowedFd<'_>) -> Result<()> {
     // SAFETY: plain ioctl on two perf descriptors we own.
@@ -255,6 +319,8 @@ mod tests {
             exclude_callchain_kernel: false,
             side_band: true,
             wakeup_watermark: 4096,
+            inherit: false,
+            inherit_thread: true,
         };
         let a = t.to_attr();
         assert_eq!(a.type_, b::PERF_TYPE_TRACEPOINT);
@@ -276,6 +342,9 @@ mod tests {
             (1, 1, 1, 1, 1)
         );
         assert_eq!(a.mmap_data(), 0);
+        assert_eq!((a.inherit(), a.inherit_thread()), (0, 0));
+        let inherited = TracepointAttr { inherit: true, ..t }.to_attr();
+        assert_eq!((inherited.inherit(), inherited.inherit_thread()), (1, 1));
         let plain = TracepointAttr {
             side_band: false,
             ..t
