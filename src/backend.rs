@@ -9,7 +9,7 @@ use anyhow::Result;
 use crate::cli::Backend;
 use crate::event::{Event, SourceStats};
 use crate::perf::sys::open_error_of;
-use crate::perf::{PerfBackend, PerfConfig, Targets};
+use crate::perf::{Follow, PerfBackend, PerfConfig, Targets};
 use crate::tracefs::Tracefs;
 use crate::tracefs::backend::{TracefsBackend, TracefsConfig};
 use crate::tracefs::instance::KernelFilter;
@@ -21,7 +21,7 @@ pub struct SourceConfig {
     pub buffer_pages: usize,
     pub kernel_stacks: bool,
     pub user_stacks: bool,
-    /// Threads the kernel should keep (used by the tracefs backend).
+    /// Threads the kernel should keep.
     pub filter: KernelFilter,
     /// The processes of `-p` (their threads are in `filter`).
     pub processes: Vec<u32>,
@@ -65,10 +65,16 @@ impl Source {
                 KernelFilter::Tids(tids) => Targets::Threads {
                     tids: tids.clone(),
                     processes: Vec::new(),
+                    follow: Follow::Nothing,
                 },
                 KernelFilter::Pids(tids) => Targets::Threads {
                     tids: tids.clone(),
                     processes: config.processes.clone(),
+                    follow: if config.follow_processes {
+                        Follow::Everything
+                    } else {
+                        Follow::Threads
+                    },
                 },
             },
             state_filter: config.state_filter.clone(),
@@ -146,6 +152,14 @@ impl Source {
         match self {
             Source::Perf(p) => p.switch_ins_from_records(),
             Source::Tracefs(_) => false,
+        }
+    }
+
+    /// The longest a round should wait for data.
+    pub fn round_period(&self) -> Duration {
+        match self {
+            Source::Perf(p) => p.round_period(),
+            Source::Tracefs(_) => Duration::from_millis(100),
         }
     }
 

@@ -10,6 +10,7 @@
 pub mod aggregate;
 pub mod backend;
 pub mod cli;
+pub mod command;
 pub mod event;
 pub mod kallsyms;
 pub mod perf;

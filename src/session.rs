@@ -6,7 +6,6 @@
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::path::Path;
-use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -18,6 +17,7 @@ use crate::aggregate::{
 };
 use crate::backend::{Source, SourceConfig};
 use crate::cli::Cli;
+use crate::command;
 use crate::event::Event;
 use crate::report::{self, Frames, ReportOptions, ResolvedEntry, StackMode};
 use crate::symbolize::{ProcessMaps, Symbolizer};
@@ -71,6 +71,17 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         None => None,
     };
     let tracefs = Tracefs::open()?;
+    // The command is forked now but held before exec until tracing is
+    // attached to it, so that it is seen from its first instruction.
+    let held = if cli.command.is_empty() {
+        None
+    } else {
+        Some(command::spawn_held(&cli.command)?)
+    };
+    let threads = match &held {
+        Some(h) => ThreadFilter::Command { root: h.pid() },
+        None => threads,
+    };
     // Seed what is known about threads before the first event arrives.
     let tasks = TaskTable::scan_proc();
     let mut maps = ProcessMaps::new();
@@ -97,7 +108,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             _ => Vec::new(),
         },
         state_filter: state.map(|s| s.tracepoint_filter()),
-        follow_processes: !cli.command.is_empty(),
+        follow_processes: held.is_some(),
     };
     install_signal_handlers()?;
     let (mut backend, notes) = Source::open(cli.backend, &tracefs, &source_config)?;
@@ -122,17 +133,8 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         );
     }
 
-    // Tracing is active from here on: a command started now is seen from
-    // its first instruction.
-    let mut child = None;
-    let threads = if cli.command.is_empty() {
-        threads
-    } else {
-        let c = spawn_command(&cli.command)?;
-        let root = c.id();
-        child = Some(c);
-        ThreadFilter::Command { root }
-    };
+    // Tracing is active from here on.
+    let mut child = held.map(command::Held::release).transpose()?;
 
     let options = ReportOptions {
         folded: cli.folded,
@@ -190,7 +192,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             child_status = Some(status);
             break;
         }
-        let mut timeout = Duration::from_millis(100);
+        let mut timeout = backend.round_period();
         if let Some(d) = deadline {
             timeout = timeout.min(d.saturating_duration_since(now));
         }
@@ -322,9 +324,10 @@ fn thread_filter(cli: &Cli) -> Result<ThreadFilter> {
     })
 }
 
-/// What the kernel can drop for us: the named threads (`-t`), or the
-/// threads of the named processes and whatever they start (`-p`). Only the
-/// tracefs backend applies it; the aggregator filters either way.
+/// What the kernel can drop for us: the named threads (`-t`), the threads
+/// of the named processes and the threads they start (`-p`), or the
+/// command and everything it starts (`-- COMMAND`). Both backends apply
+/// it; the aggregator filters either way.
 fn kernel_filter(threads: &ThreadFilter) -> KernelFilter {
     match threads {
         ThreadFilter::Tids(tids) => {
@@ -332,6 +335,7 @@ fn kernel_filter(threads: &ThreadFilter) -> KernelFilter {
             v.sort_unstable();
             KernelFilter::Tids(v)
         }
+        ThreadFilter::Command { root } => KernelFilter::Pids(vec![*root]),
         ThreadFilter::Tgids(pids) => {
             let mut v = Vec::new();
             for &pid in pids {
@@ -344,16 +348,6 @@ fn kernel_filter(threads: &ThreadFilter) -> KernelFilter {
         }
         _ => KernelFilter::None,
     }
-}
-
-fn spawn_command(argv: &[std::ffi::OsString]) -> Result<Child> {
-    let (program, args) = argv.split_first().context("no command given after --")?;
-    let mut cmd = Command::new(program);
-    cmd.args(args);
-    // The command should not inherit our signal handlers' disposition;
-    // Command resets handled signals to default on exec anyway.
-    cmd.spawn()
-        .with_context(|| format!("starting {}", program.to_string_lossy()))
 }
 
 /// Symbolizes every stack that some entry uses, once, then builds the

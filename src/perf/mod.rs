@@ -6,6 +6,7 @@
 //! Layout: [`sys`] wraps the syscall and ioctls, [`ring`] reads the ring
 //! buffers, [`record`] decodes records; [`crate::reorder`] merges the CPUs.
 
+pub mod filter;
 pub mod record;
 pub mod ring;
 pub mod sys;
@@ -23,6 +24,7 @@ use crate::event::{Event, EventKind, SourceStats};
 use crate::probes::ProbeRanges;
 use crate::reorder::{Reorder, Rounds};
 use crate::tracefs::Tracefs;
+use filter::WakeeFilter;
 use record::{Decoder, Tracepoint};
 use ring::Ring;
 
@@ -48,17 +50,30 @@ pub struct PerfConfig {
 pub enum Targets {
     /// Every thread: one event per tracepoint and CPU.
     All,
-    /// Only these threads: per-task events, which the kernel schedules in
-    /// and out with their thread, so other threads' switches cost no
-    /// sample and no callchain. Their wakeups still reach them (the kernel
-    /// delivers `sched_waking` to the wakee's events).
+    /// Only these threads. `sched_switch` is a per-task event, which the
+    /// kernel schedules in and out with its thread, so other threads'
+    /// switches cost no sample and no callchain; switch-ins come from the
+    /// same events' context-switch records. `sched_waking` runs in the
+    /// waker's context, so it stays per CPU with a filter on the wakee
+    /// ([`filter::WakeeFilter`]), kept current from fork and exit records.
     Threads {
         tids: Vec<u32>,
         /// Processes (TGIDs) whose threads are all wanted: their threads
-        /// are listed again after attaching, and threads they create later
-        /// inherit the events.
+        /// are listed again after attaching.
         processes: Vec<u32>,
+        follow: Follow,
     },
+}
+
+/// What the tasks created by traced threads get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Follow {
+    /// Nothing (`-t`: only the named threads).
+    Nothing,
+    /// The events, when they are threads of the same process (`-p`).
+    Threads,
+    /// The events, threads and processes alike (`-- COMMAND`).
+    Everything,
 }
 
 /// The `sample_type` requested for both tracepoints.
@@ -138,6 +153,49 @@ fn occurrence(ev: &Event) -> Option<Occurrence> {
     }
 }
 
+/// Opens and enables a `sched_waking` event on `cpu` that keeps the wakees
+/// `filter` names and writes into `owner`'s ring.
+fn open_waking(event: &TaskEvent, cpu: u32, owner: &OwnedFd, filter: &str) -> Result<OwnedFd> {
+    let (_, what, attr) = event;
+    let fd = sys::open_tracepoint(attr, what, cpu)?;
+    sys::set_output(fd.as_fd(), owner.as_fd())
+        .with_context(|| format!("sharing the ring buffer of CPU {cpu}"))?;
+    sys::set_filter(fd.as_fd(), filter)
+        .with_context(|| format!("filtering {what} on CPU {cpu}"))?;
+    sys::enable(fd.as_fd()).with_context(|| format!("enabling {what} on CPU {cpu}"))?;
+    Ok(fd)
+}
+
+/// Keeps the per-task events and the wakee filter current: a thread
+/// created by a traced one is a wakee to keep (if `follow` says so); an
+/// exited thread's events can record nothing more, so they are closed.
+fn track_targets(
+    kind: &EventKind,
+    follow: Follow,
+    tasks: &mut HashMap<u32, Vec<OwnedFd>>,
+    wakees: Option<&mut WakeeFilter>,
+) {
+    match kind {
+        EventKind::Fork(f) => {
+            let followed = match follow {
+                Follow::Nothing => false,
+                Follow::Threads => f.tgid == f.parent_tgid,
+                Follow::Everything => true,
+            };
+            if followed && let Some(w) = wakees {
+                w.add(f.tid);
+            }
+        }
+        EventKind::Exit(e) => {
+            tasks.remove(&e.tid);
+            if let Some(w) = wakees {
+                w.remove(e.tid);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Raises the soft limit on open files to cover `wanted` more descriptors
 /// (up to the hard limit), and explains when even that is too low.
 fn raise_fd_limit(wanted: usize) -> Result<()> {
@@ -160,11 +218,18 @@ fn raise_fd_limit(wanted: usize) -> Result<()> {
 /// Open, enabled perf events and their rings.
 pub struct PerfBackend {
     cpus: Vec<CpuRing>,
-    /// Per-task events (`Targets::Threads`), by thread: closed when the
-    /// thread exits.
+    /// Per-task `sched_switch` events (`Targets::Threads`), by thread:
+    /// closed when the thread exits.
     tasks: HashMap<u32, Vec<OwnedFd>>,
-    /// How to open a thread's events.
-    task_events: [TaskEvent; 2],
+    /// How to open a thread's `sched_switch` event.
+    switch_event: TaskEvent,
+    /// The wakees the per-CPU `sched_waking` events keep
+    /// (`Targets::Threads`).
+    wakees: Option<WakeeFilter>,
+    /// How to open a CPU's `sched_waking` event.
+    waking_event: TaskEvent,
+    /// What threads created by the traced ones get.
+    follow: Follow,
     state_filter: Option<String>,
     /// Events are per task (`Targets::Threads`).
     per_task: bool,
@@ -208,8 +273,14 @@ impl PerfBackend {
             wakeup_watermark: watermark,
             // Per-task events of `-p` follow the threads the process
             // creates; `-t` names threads, not what they create.
-            inherit: matches!(&config.targets, Targets::Threads { processes, .. } if !processes.is_empty()),
-            inherit_thread: true,
+            inherit: matches!(&config.targets, Targets::Threads { follow, .. } if *follow != Follow::Nothing),
+            inherit_thread: matches!(
+                &config.targets,
+                Targets::Threads {
+                    follow: Follow::Threads,
+                    ..
+                }
+            ),
         };
         let events = [
             (
@@ -231,14 +302,40 @@ impl PerfBackend {
             ),
         ];
 
-        let cpus = match &config.targets {
-            Targets::All => Self::open_per_cpu(&events, config, &mut decoder)?,
-            Targets::Threads { .. } => Self::open_rings(st, watermark, config.mmap_pages)?,
+        let [switch_event, waking_event] = events;
+        let (cpus, wakees) = match &config.targets {
+            Targets::All => (Self::open_per_cpu(&events, config, &mut decoder)?, None),
+            Targets::Threads { tids, .. } => {
+                // sched_switch is per task (attached below); sched_waking
+                // is per CPU, filtered on the wakee, and owns the rings.
+                let mut wakees = WakeeFilter::new(tids.iter().copied());
+                let text = wakees.changed().unwrap_or_default();
+                let mut cpus = Vec::new();
+                for cpu in online_cpus()? {
+                    let owner = sys::open_ring_owner(st, watermark, cpu)?;
+                    let ring = Ring::map(owner.as_fd(), config.mmap_pages)
+                        .with_context(|| format!("mapping the ring buffer of CPU {cpu}"))?;
+                    let waking = open_waking(&waking_event, cpu, &owner, &text)?;
+                    cpus.push(CpuRing {
+                        cpu,
+                        last_time: 0,
+                        ring,
+                        fds: vec![owner, waking],
+                    });
+                }
+                (cpus, Some(wakees))
+            }
         };
         let mut backend = PerfBackend {
             cpus,
             tasks: HashMap::new(),
-            task_events: events,
+            switch_event,
+            waking_event,
+            wakees,
+            follow: match &config.targets {
+                Targets::All => Follow::Nothing,
+                Targets::Threads { follow, .. } => *follow,
+            },
             state_filter: config.state_filter.clone(),
             per_task: config.targets != Targets::All,
             last_occurrence: Vec::new(),
@@ -259,10 +356,34 @@ impl PerfBackend {
             }
         }
         backend.enabled = true;
-        if let Targets::Threads { tids, processes } = &config.targets {
+        if let Targets::Threads {
+            tids, processes, ..
+        } = &config.targets
+        {
             backend.attach_threads(tids, processes)?;
+            backend.update_wakee_filter()?;
         }
         Ok(backend)
+    }
+
+    /// Gives the kernel the current `sched_waking` filter if it changed.
+    ///
+    /// The kernel takes a perf event's filter only once, so the events are
+    /// replaced: the new ones are enabled before the old ones are closed,
+    /// and the wakeups both recorded meanwhile are dropped as duplicates.
+    fn update_wakee_filter(&mut self) -> Result<()> {
+        let Some(wakees) = &mut self.wakees else {
+            return Ok(());
+        };
+        let Some(text) = wakees.changed() else {
+            return Ok(());
+        };
+        for c in &mut self.cpus {
+            let new = open_waking(&self.waking_event, c.cpu, &c.fds[0], &text)?;
+            let old = std::mem::replace(&mut c.fds[1], new);
+            let _ = sys::disable(old.as_fd());
+        }
+        Ok(())
     }
 
     /// One event per tracepoint on every online CPU, sharing the CPU's
@@ -304,31 +425,13 @@ impl PerfBackend {
         Ok(cpus)
     }
 
-    /// One ring per online CPU, owned by a dummy event; the per-task
-    /// events opened later write into the ring of their CPU.
-    fn open_rings(sample_type: u64, watermark: u32, pages: usize) -> Result<Vec<CpuRing>> {
-        let mut cpus = Vec::new();
-        for cpu in online_cpus()? {
-            let owner = sys::open_ring_owner(sample_type, watermark, cpu)?;
-            let ring = Ring::map(owner.as_fd(), pages)
-                .with_context(|| format!("mapping the ring buffer of CPU {cpu}"))?;
-            cpus.push(CpuRing {
-                cpu,
-                last_time: 0,
-                ring,
-                fds: vec![owner],
-            });
-        }
-        Ok(cpus)
-    }
-
     /// Attaches per-task events to `tids`, then lists the threads of
     /// `processes` again (until no new one appears) so that a thread
     /// created while attaching is not missed. A thread created by one that
     /// was already attached inherits the events and may be attached a
     /// second time here: its duplicate records are dropped when read.
     fn attach_threads(&mut self, tids: &[u32], processes: &[u32]) -> Result<()> {
-        let wanted = tids.len() * (1 + self.cpus.len() * self.task_events.len());
+        let wanted = tids.len() * self.cpus.len();
         raise_fd_limit(wanted)?;
         for &tid in tids {
             self.attach(tid)?;
@@ -346,6 +449,9 @@ impl PerfBackend {
                 break;
             }
             for tid in new {
+                if let Some(w) = &mut self.wakees {
+                    w.add(tid);
+                }
                 self.attach(tid)?;
             }
         }
@@ -355,25 +461,22 @@ impl PerfBackend {
         Ok(())
     }
 
-    /// Opens and enables `tid`'s events on every CPU. A thread that is
-    /// already gone is skipped.
+    /// Opens and enables `tid`'s `sched_switch` event on every CPU. A
+    /// thread that is already gone is skipped.
     fn attach(&mut self, tid: u32) -> Result<()> {
-        let mut fds = Vec::with_capacity(self.cpus.len() * self.task_events.len());
+        let mut fds = Vec::with_capacity(self.cpus.len());
+        let (_, what, attr) = &self.switch_event;
         for c in &self.cpus {
-            for (tp, what, attr) in &self.task_events {
-                let Some(fd) = sys::open_task_tracepoint(attr, what, tid, c.cpu)? else {
-                    return Ok(());
-                };
-                sys::set_output(fd.as_fd(), c.fds[0].as_fd())
-                    .with_context(|| format!("sharing the ring buffer of CPU {}", c.cpu))?;
-                if *tp == Tracepoint::Switch
-                    && let Some(filter) = &self.state_filter
-                {
-                    sys::set_filter(fd.as_fd(), filter)
-                        .with_context(|| format!("filtering {what} of thread {tid}"))?;
-                }
-                fds.push(fd);
+            let Some(fd) = sys::open_task_tracepoint(attr, what, tid, c.cpu)? else {
+                return Ok(());
+            };
+            sys::set_output(fd.as_fd(), c.fds[0].as_fd())
+                .with_context(|| format!("sharing the ring buffer of CPU {}", c.cpu))?;
+            if let Some(filter) = &self.state_filter {
+                sys::set_filter(fd.as_fd(), filter)
+                    .with_context(|| format!("filtering {what} of thread {tid}"))?;
             }
+            fds.push(fd);
         }
         for fd in &fds {
             sys::enable(fd.as_fd())
@@ -392,6 +495,7 @@ impl PerfBackend {
             return Ok(());
         };
         self.read_all();
+        self.update_wakee_filter()?;
         if let Some(upto) = self.rounds.end(start) {
             self.reorder.flush_upto(upto, sink);
         }
@@ -431,6 +535,17 @@ impl PerfBackend {
         self.stats
     }
 
+    /// How long a round may wait for data: per-task runs read often, so
+    /// that a thread created during tracing joins the wakee filter within
+    /// about that time (an idle round costs one `poll`).
+    pub fn round_period(&self) -> Duration {
+        if self.per_task {
+            Duration::from_millis(10)
+        } else {
+            Duration::from_millis(100)
+        }
+    }
+
     /// See [`crate::backend::Source::switch_ins_from_records`].
     pub fn switch_ins_from_records(&self) -> bool {
         self.per_task || self.state_filter.is_some()
@@ -448,6 +563,8 @@ impl PerfBackend {
         let PerfBackend {
             cpus,
             tasks,
+            wakees,
+            follow,
             per_task,
             last_occurrence,
             decoder,
@@ -468,10 +585,7 @@ impl PerfBackend {
                             return;
                         }
                         *last = this;
-                        if let EventKind::Exit(e) = &ev.kind {
-                            // Its events can record nothing more.
-                            tasks.remove(&e.tid);
-                        }
+                        track_targets(&ev.kind, *follow, tasks, wakees.as_mut());
                     }
                     if let EventKind::Lost(l) = ev.kind {
                         stats.lost_records += l.records;

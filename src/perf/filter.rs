@@ -1,0 +1,165 @@
+//! The `sched_waking` tracepoint filter of a `-p`/`-t`/`-- COMMAND` run:
+//! the kernel keeps a wakeup only when its wakee (`pid`) is a traced
+//! thread, and drops the others before it takes a callchain.
+//!
+//! A wakeup is sampled in the waker's context, which can be any task, so
+//! this event cannot be per-task like `sched_switch`: it is per CPU, with
+//! a filter kept current from the targets' fork and exit records, read
+//! every round. A thread created during tracing is therefore a kept wakee
+//! from the first round after its creation on (see the README's
+//! limitations). A clause on "new pids" cannot close that gap: after pids
+//! wrap around, old processes hold pids above the last allocated one.
+
+use std::collections::BTreeSet;
+
+/// The kernel copies at most a page of filter text.
+pub const MAX_FILTER_LEN: usize = 4000;
+
+/// Which wakees to keep.
+#[derive(Clone, Debug, Default)]
+pub struct WakeeFilter {
+    tids: BTreeSet<u32>,
+    /// The text last given to the kernel.
+    applied: Option<String>,
+}
+
+impl WakeeFilter {
+    /// A filter that keeps the wakeups of `tids`.
+    pub fn new(tids: impl IntoIterator<Item = u32>) -> WakeeFilter {
+        WakeeFilter {
+            tids: tids.into_iter().collect(),
+            applied: None,
+        }
+    }
+
+    pub fn add(&mut self, tid: u32) {
+        self.tids.insert(tid);
+    }
+
+    pub fn remove(&mut self, tid: u32) {
+        self.tids.remove(&tid);
+    }
+
+    pub fn contains(&self, tid: u32) -> bool {
+        self.tids.contains(&tid)
+    }
+
+    /// The filter text if it differs from what the kernel has, marking it
+    /// applied.
+    pub fn changed(&mut self) -> Option<String> {
+        let text = self.text();
+        if self.applied.as_ref() == Some(&text) {
+            return None;
+        }
+        self.applied = Some(text.clone());
+        Some(text)
+    }
+
+    /// The filter: exact pids and ranges of consecutive ones, merged into
+    /// wider ranges (a superset; user space filters again) when the text
+    /// would be too long for the kernel.
+    pub fn text(&self) -> String {
+        let mut ranges: Vec<(u32, u32)> = Vec::new();
+        for &t in &self.tids {
+            match ranges.last_mut() {
+                Some((_, hi)) if hi.checked_add(1) == Some(t) => *hi = t,
+                _ => ranges.push((t, t)),
+            }
+        }
+        // A clause is at most `(pid >= 4294967295 && pid <= 4294967295)`
+        // and its ` || `: 46 bytes; keep at most that many ranges.
+        let room = MAX_FILTER_LEN / 46;
+        if ranges.len() > room {
+            ranges = widen(&ranges, room);
+        }
+        render(&ranges)
+    }
+}
+
+/// Merges `ranges` (sorted, disjoint) into `count` ranges covering them,
+/// splitting only at the `count - 1` widest gaps.
+fn widen(ranges: &[(u32, u32)], count: usize) -> Vec<(u32, u32)> {
+    let mut gaps: Vec<(u32, usize)> = ranges
+        .windows(2)
+        .enumerate()
+        .map(|(i, w)| (w[1].0 - w[0].1, i))
+        .collect();
+    gaps.sort_unstable_by(|a, b| b.cmp(a));
+    let mut cuts: Vec<usize> = gaps
+        .iter()
+        .take(count.saturating_sub(1))
+        .map(|g| g.1)
+        .collect();
+    cuts.sort_unstable();
+    let mut out = Vec::with_capacity(count);
+    let mut start = 0;
+    for cut in cuts.into_iter().chain([ranges.len() - 1]) {
+        out.push((ranges[start].0, ranges[cut].1));
+        start = cut + 1;
+    }
+    out
+}
+
+fn render(ranges: &[(u32, u32)]) -> String {
+    let clauses: Vec<String> = ranges
+        .iter()
+        .map(|&(lo, hi)| {
+            if lo == hi {
+                format!("pid == {lo}")
+            } else {
+                format!("(pid >= {lo} && pid <= {hi})")
+            }
+        })
+        .collect();
+    if clauses.is_empty() {
+        // Nothing to keep (every target exited).
+        return "pid < 0".to_string();
+    }
+    clauses.join(" || ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_pids_and_ranges() {
+        let f = WakeeFilter::new([7, 3, 4, 5, 10]);
+        assert_eq!(f.text(), "(pid >= 3 && pid <= 5) || pid == 7 || pid == 10");
+        assert_eq!(WakeeFilter::new([]).text(), "pid < 0");
+    }
+
+    #[test]
+    fn changed_reports_each_text_once() {
+        let mut f = WakeeFilter::new([1]);
+        assert_eq!(f.changed().as_deref(), Some("pid == 1"));
+        assert_eq!(f.changed(), None);
+        f.add(9);
+        assert_eq!(f.changed().as_deref(), Some("pid == 1 || pid == 9"));
+    }
+
+    #[test]
+    fn long_lists_become_wider_ranges_that_still_cover_every_tid() {
+        let tids: Vec<u32> = (0..2000).map(|i| 100_000 + i * 3).collect();
+        let f = WakeeFilter::new(tids.iter().copied());
+        let text = f.text();
+        assert!(text.len() <= MAX_FILTER_LEN, "{}", text.len());
+        // Every tid is inside some clause.
+        let ranges: Vec<(u32, u32)> = text
+            .split(" || ")
+            .filter_map(|c| {
+                if let Some(n) = c.strip_prefix("pid == ") {
+                    let n = n.parse().ok()?;
+                    Some((n, n))
+                } else {
+                    let c = c.strip_prefix("(pid >= ")?.strip_suffix(')')?;
+                    let (lo, hi) = c.split_once(" && pid <= ")?;
+                    Some((lo.parse().ok()?, hi.parse().ok()?))
+                }
+            })
+            .collect();
+        for t in tids {
+            assert!(ranges.iter().any(|&(lo, hi)| lo <= t && t <= hi), "{t}");
+        }
+    }
+}
