@@ -112,9 +112,10 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     pub backend: Backend,
 
-    /// Ring-buffer size per CPU, in pages (a power of two).
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MMAP_PAGES, value_parser = power_of_two)]
-    pub mmap_pages: usize,
+    /// Ring-buffer size per CPU, in pages (a power of two; default: 32 MiB
+    /// shared by the CPUs, at least 512 KiB and at most 4 MiB each).
+    #[arg(long, value_name = "N", value_parser = power_of_two)]
+    pub mmap_pages: Option<usize>,
 
     /// Start COMMAND with tracing already active, trace it and every process
     /// it starts, and stop when it exits.
@@ -123,8 +124,16 @@ pub struct Cli {
     pub command: Vec<OsString>,
 }
 
-/// Default ring size per CPU: 1024 pages (4 MiB with 4 KiB pages).
-pub const DEFAULT_MMAP_PAGES: usize = 1024;
+/// The default ring size per CPU, in pages: 32 MiB shared by `cpus`
+/// CPUs, clamped to 512 KiB ..= 4 MiB per CPU, rounded down to a power of
+/// two pages. (On 2 CPUs with 4 KiB pages: 1024 pages, 4 MiB, which
+/// holds a 10 s system-wide `perf bench sched pipe` storm without loss.)
+pub fn default_mmap_pages(cpus: usize, page_size: usize) -> usize {
+    const MIB: usize = 1024 * 1024;
+    let per_cpu = (32 * MIB / cpus.max(1)).clamp(MIB / 2, 4 * MIB);
+    let pages = (per_cpu / page_size.max(1)).max(1);
+    1 << pages.ilog2()
+}
 
 impl Cli {
     /// Parses `std::env::args_os()`, exiting with status 2 on a usage error.
@@ -230,7 +239,7 @@ mod tests {
         assert_eq!(c.max_block_time, u64::MAX);
         assert_eq!(c.stack_storage_size, 16384);
         assert_eq!(c.backend, Backend::Auto);
-        assert_eq!(c.mmap_pages, DEFAULT_MMAP_PAGES);
+        assert_eq!(c.mmap_pages, None);
         assert!(c.command.is_empty());
     }
 
@@ -278,6 +287,18 @@ mod tests {
         assert_eq!(err_kind(&["-m", "-5"]), ErrorKind::UnknownArgument);
         assert_eq!(err_kind(&["--state", "-1"]), ErrorKind::UnknownArgument);
         assert_eq!(err_kind(&["--mmap-pages", "3"]), ErrorKind::ValueValidation);
+    }
+
+    #[test]
+    fn default_ring_size_follows_cpus_and_page_size() {
+        assert_eq!(default_mmap_pages(2, 4096), 1024);
+        assert_eq!(default_mmap_pages(1, 4096), 1024);
+        assert_eq!(default_mmap_pages(16, 4096), 512);
+        assert_eq!(default_mmap_pages(64, 4096), 128);
+        assert_eq!(default_mmap_pages(1024, 4096), 128);
+        assert_eq!(default_mmap_pages(2, 65536), 64);
+        assert_eq!(default_mmap_pages(24, 4096), 256);
+        assert!(default_mmap_pages(0, 0).is_power_of_two());
         assert_eq!(err_kind(&["x"]), ErrorKind::ValueValidation);
     }
 

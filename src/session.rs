@@ -99,7 +99,13 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         StackMode::Both
     };
     let source_config = SourceConfig {
-        buffer_pages: cli.mmap_pages,
+        buffer_pages: match cli.mmap_pages {
+            Some(pages) => pages,
+            None => crate::cli::default_mmap_pages(
+                crate::perf::online_cpus().map_or(1, |c| c.len()),
+                crate::perf::ring::page_size(),
+            ),
+        },
         kernel_stacks: stack_mode != StackMode::UserOnly,
         user_stacks: stack_mode != StackMode::KernelOnly,
         filter: kernel_filter(&threads),
