@@ -12,6 +12,8 @@ pub mod sys;
 
 #[cfg(test)]
 mod live_tests;
+#[cfg(test)]
+mod proptests;
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
