@@ -141,6 +141,11 @@ impl ElfFile {
         let Some(ctx) = &self.dwarf else {
             return out;
         };
+        // addr2line looks up [vaddr, vaddr + 1), which overflows at the last
+        // address (reachable only through a corrupt segment table).
+        if vaddr == u64::MAX {
+            return out;
+        }
         let Ok(mut frames) = ctx.find_frames(vaddr).skip_all_loads() else {
             return out;
         };

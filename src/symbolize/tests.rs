@@ -238,6 +238,49 @@ fn truncated_files_give_unknown() {
     assert_eq!(s.user(FAKE_TGID, 0, &[BASE + 16]), vec![UNKNOWN]);
 }
 
+#[test]
+fn segment_mapping_an_offset_to_the_last_address_is_not_looked_up_in_dwarf() {
+    // A corrupt PT_LOAD whose p_vaddr puts `work` at u64::MAX: addr2line
+    // looks up [addr, addr + 1), which overflowed (a panic in debug builds).
+    let dir = TempDir::new("vaddr-max");
+    let bin = dir.path("work");
+    compile("cc", "work.c", &bin, &["-g", "-O0"]);
+    let (addr, _) = symbol(&bin, "work");
+    let off = file_offset(&bin, addr);
+    let mut data = std::fs::read(&bin).expect("reading binary");
+    let obj = object::File::parse(&*data).expect("parsing binary");
+    let index = obj
+        .segments()
+        .position(|s| {
+            let (o, n) = s.file_range();
+            o <= off && off < o + n
+        })
+        .expect("work in a segment");
+    let seg_offset = obj.segments().nth(index).expect("segment").file_range().0;
+    drop(obj);
+    // Elf64_Phdr: p_type u32, p_flags u32, p_offset u64, p_vaddr u64, …;
+    // the segments are listed in program-header order.
+    let phoff = u64::from_ne_bytes(data[0x20..0x28].try_into().expect("8 bytes")) as usize;
+    let phentsize = u16::from_ne_bytes([data[0x36], data[0x37]]) as usize;
+    let loads: Vec<usize> = (0..u16::from_ne_bytes([data[0x38], data[0x39]]) as usize)
+        .map(|i| phoff + i * phentsize)
+        .filter(|&at| data[at..at + 4] == 1u32.to_ne_bytes()) // PT_LOAD
+        .collect();
+    let vaddr_at = loads[index] + 16;
+    let lying = u64::MAX - (off - seg_offset);
+    data[vaddr_at..vaddr_at + 8].copy_from_slice(&lying.to_ne_bytes());
+    let bad = dir.path("work.vaddr-max");
+    std::fs::write(&bad, &data).expect("writing corrupt copy");
+
+    // One name (the symbol table's guess, DWARF being skipped) and no panic.
+    let mut s = symbolizer_for(&bad);
+    assert_eq!(s.user(FAKE_TGID, 0, &[BASE + off]).len(), 1);
+    let elf = elf::ElfFile::open(&bad).expect("still parses");
+    assert_eq!(elf.vaddr_of_offset(off), Some(u64::MAX));
+    assert!(elf.has_dwarf());
+    assert!(elf.names(u64::MAX).len() <= 1);
+}
+
 #[inline(never)]
 fn live_probe_target() -> u64 {
     std::hint::black_box(42)
