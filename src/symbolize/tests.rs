@@ -281,6 +281,58 @@ fn segment_mapping_an_offset_to_the_last_address_is_not_looked_up_in_dwarf() {
     assert!(elf.names(u64::MAX).len() <= 1);
 }
 
+/// Peak resident set size of this process, in KiB.
+fn max_rss_kib() -> i64 {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable rusage for getrusage to fill.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    assert_eq!(rc, 0, "getrusage");
+    u.ru_maxrss
+}
+
+#[test]
+fn compressed_section_claiming_gigabytes_is_not_decompressed() {
+    // A .debug_info whose compression header (Elf64_Chdr: ch_type u32,
+    // reserved u32, ch_size u64, …) claims 2 GiB: decompressing it
+    // allocated, and zlib filled, all of that before finding out it lied.
+    let dir = TempDir::new("chsize");
+    let bin = dir.path("work");
+    compile("cc", "work.c", &bin, &["-g", "-O0", "-gz=zlib"]);
+    let (addr, _) = symbol(&bin, "work");
+    let at = runtime(&bin, addr);
+    let mut data = std::fs::read(&bin).expect("reading binary");
+    let obj = object::File::parse(&*data).expect("parsing binary");
+    let (info, _) = object::ObjectSection::file_range(
+        &obj.section_by_name(".debug_info").expect(".debug_info"),
+    )
+    .expect("in the file");
+    drop(obj);
+    let info = info as usize;
+    assert_eq!(data[info..info + 4], 1u32.to_ne_bytes(), "ELFCOMPRESS_ZLIB");
+    data[info + 8..info + 16].copy_from_slice(&(2u64 << 30).to_ne_bytes());
+    let bad = dir.path("work.lying-chsize");
+    std::fs::write(&bad, &data).expect("writing corrupt copy");
+
+    let before = max_rss_kib();
+    let mut s = symbolizer_for(&bad);
+    // DWARF unusable: the symbol table still names the frame.
+    assert_eq!(s.user(FAKE_TGID, 0, &[at + 1]), vec!["work"]);
+    let grown_mib = (max_rss_kib() - before) / 1024;
+    assert!(grown_mib < 1024, "peak RSS grew by {grown_mib} MiB");
+
+    // Honest compressed DWARF is still read: inlined frames come from it.
+    let inline = dir.path("inline");
+    compile("cc", "inline.c", &inline, &["-g", "-O2", "-gz=zlib"]);
+    let (addr, size) = symbol(&inline, "outer");
+    let mut s = symbolizer_for(&inline);
+    let expected = vec!["inner".to_string(), "outer".to_string()];
+    assert!(
+        (addr..addr + size).any(|a| s.user(FAKE_TGID, 0, &[runtime(&inline, a)]) == expected),
+        "no address of outer() resolved to [inner, outer]"
+    );
+}
+
 #[inline(never)]
 fn live_probe_target() -> u64 {
     std::hint::black_box(42)
