@@ -1,6 +1,6 @@
 //! The one proptest configuration shared by the crate's property tests
-//! (`perf::proptests`, `tracefs::proptests`): bounded case counts and a
-//! deterministic run.
+//! (`perf::proptests`, `tracefs::proptests`, `symbolize::tests::corrupt`):
+//! bounded case counts and a deterministic run.
 //!
 //! * The RNG seed is fixed, so CI runs the same inputs every time and a
 //!   failure reproduces on any machine. Set `PROPTEST_RNG_SEED=<u64>` to

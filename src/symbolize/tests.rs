@@ -425,3 +425,5 @@ fn own_process_resolves_shared_library_function() {
     assert_eq!(names.len(), 1, "{names:?}");
     assert!(names[0].ends_with("getpid"), "{names:?}");
 }
+
+mod corrupt;
