@@ -20,3 +20,6 @@ pub mod report;
 pub mod session;
 pub mod symbolize;
 pub mod tracefs;
+
+#[cfg(test)]
+mod proptest_config;

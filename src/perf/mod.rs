@@ -13,6 +13,8 @@ pub mod sys;
 
 #[cfg(test)]
 mod live_tests;
+#[cfg(test)]
+mod proptests;
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};

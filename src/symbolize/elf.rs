@@ -141,6 +141,11 @@ impl ElfFile {
         let Some(ctx) = &self.dwarf else {
             return out;
         };
+        // addr2line looks up [vaddr, vaddr + 1), which overflows at the last
+        // address (reachable only through a corrupt segment table).
+        if vaddr == u64::MAX {
+            return out;
+        }
         let Ok(mut frames) = ctx.find_frames(vaddr).skip_all_loads() else {
             return out;
         };
@@ -225,6 +230,11 @@ where
     syms.into_iter().map(|(s, _)| s).collect()
 }
 
+/// The most deflate expands its input. A compressed section claiming more
+/// lies (real DWARF compresses far less, with zstd too), and decompressing
+/// it would first allocate, and fill, whatever size it claims.
+const MAX_EXPANSION: u64 = 1032;
+
 /// Loads the DWARF sections of `obj` (decompressed, copied out) into an
 /// addr2line context.
 fn load_dwarf(obj: &object::File<'_>) -> Result<addr2line::Context<Reader>> {
@@ -236,7 +246,9 @@ fn load_dwarf(obj: &object::File<'_>) -> Result<addr2line::Context<Reader>> {
     let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
         let bytes: Arc<[u8]> = obj
             .section_by_name(id.name())
-            .and_then(|s| s.uncompressed_data().ok())
+            .and_then(|s| s.compressed_data().ok())
+            .filter(|c| c.uncompressed_size <= (c.data.len() as u64).saturating_mul(MAX_EXPANSION))
+            .and_then(|c| c.decompress().ok())
             .map(|d| Arc::from(&*d))
             .unwrap_or_else(|| Arc::from(&[][..]));
         Ok(gimli::EndianArcSlice::new(bytes, endian))

@@ -238,6 +238,101 @@ fn truncated_files_give_unknown() {
     assert_eq!(s.user(FAKE_TGID, 0, &[BASE + 16]), vec![UNKNOWN]);
 }
 
+#[test]
+fn segment_mapping_an_offset_to_the_last_address_is_not_looked_up_in_dwarf() {
+    // A corrupt PT_LOAD whose p_vaddr puts `work` at u64::MAX: addr2line
+    // looks up [addr, addr + 1), which overflowed (a panic in debug builds).
+    let dir = TempDir::new("vaddr-max");
+    let bin = dir.path("work");
+    compile("cc", "work.c", &bin, &["-g", "-O0"]);
+    let (addr, _) = symbol(&bin, "work");
+    let off = file_offset(&bin, addr);
+    let mut data = std::fs::read(&bin).expect("reading binary");
+    let obj = object::File::parse(&*data).expect("parsing binary");
+    let index = obj
+        .segments()
+        .position(|s| {
+            let (o, n) = s.file_range();
+            o <= off && off < o + n
+        })
+        .expect("work in a segment");
+    let seg_offset = obj.segments().nth(index).expect("segment").file_range().0;
+    drop(obj);
+    // Elf64_Phdr: p_type u32, p_flags u32, p_offset u64, p_vaddr u64, …;
+    // the segments are listed in program-header order.
+    let phoff = u64::from_ne_bytes(data[0x20..0x28].try_into().expect("8 bytes")) as usize;
+    let phentsize = u16::from_ne_bytes([data[0x36], data[0x37]]) as usize;
+    let loads: Vec<usize> = (0..u16::from_ne_bytes([data[0x38], data[0x39]]) as usize)
+        .map(|i| phoff + i * phentsize)
+        .filter(|&at| data[at..at + 4] == 1u32.to_ne_bytes()) // PT_LOAD
+        .collect();
+    let vaddr_at = loads[index] + 16;
+    let lying = u64::MAX - (off - seg_offset);
+    data[vaddr_at..vaddr_at + 8].copy_from_slice(&lying.to_ne_bytes());
+    let bad = dir.path("work.vaddr-max");
+    std::fs::write(&bad, &data).expect("writing corrupt copy");
+
+    // One name (the symbol table's guess, DWARF being skipped) and no panic.
+    let mut s = symbolizer_for(&bad);
+    assert_eq!(s.user(FAKE_TGID, 0, &[BASE + off]).len(), 1);
+    let elf = elf::ElfFile::open(&bad).expect("still parses");
+    assert_eq!(elf.vaddr_of_offset(off), Some(u64::MAX));
+    assert!(elf.has_dwarf());
+    assert!(elf.names(u64::MAX).len() <= 1);
+}
+
+/// Peak resident set size of this process, in KiB.
+fn max_rss_kib() -> i64 {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable rusage for getrusage to fill.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    assert_eq!(rc, 0, "getrusage");
+    u.ru_maxrss
+}
+
+#[test]
+fn compressed_section_claiming_gigabytes_is_not_decompressed() {
+    // A .debug_info whose compression header (Elf64_Chdr: ch_type u32,
+    // reserved u32, ch_size u64, …) claims 2 GiB: decompressing it
+    // allocated, and zlib filled, all of that before finding out it lied.
+    let dir = TempDir::new("chsize");
+    let bin = dir.path("work");
+    compile("cc", "work.c", &bin, &["-g", "-O0", "-gz=zlib"]);
+    let (addr, _) = symbol(&bin, "work");
+    let at = runtime(&bin, addr);
+    let mut data = std::fs::read(&bin).expect("reading binary");
+    let obj = object::File::parse(&*data).expect("parsing binary");
+    let (info, _) = object::ObjectSection::file_range(
+        &obj.section_by_name(".debug_info").expect(".debug_info"),
+    )
+    .expect("in the file");
+    drop(obj);
+    let info = info as usize;
+    assert_eq!(data[info..info + 4], 1u32.to_ne_bytes(), "ELFCOMPRESS_ZLIB");
+    data[info + 8..info + 16].copy_from_slice(&(2u64 << 30).to_ne_bytes());
+    let bad = dir.path("work.lying-chsize");
+    std::fs::write(&bad, &data).expect("writing corrupt copy");
+
+    let before = max_rss_kib();
+    let mut s = symbolizer_for(&bad);
+    // DWARF unusable: the symbol table still names the frame.
+    assert_eq!(s.user(FAKE_TGID, 0, &[at + 1]), vec!["work"]);
+    let grown_mib = (max_rss_kib() - before) / 1024;
+    assert!(grown_mib < 1024, "peak RSS grew by {grown_mib} MiB");
+
+    // Honest compressed DWARF is still read: inlined frames come from it.
+    let inline = dir.path("inline");
+    compile("cc", "inline.c", &inline, &["-g", "-O2", "-gz=zlib"]);
+    let (addr, size) = symbol(&inline, "outer");
+    let mut s = symbolizer_for(&inline);
+    let expected = vec!["inner".to_string(), "outer".to_string()];
+    assert!(
+        (addr..addr + size).any(|a| s.user(FAKE_TGID, 0, &[runtime(&inline, a)]) == expected),
+        "no address of outer() resolved to [inner, outer]"
+    );
+}
+
 #[inline(never)]
 fn live_probe_target() -> u64 {
     std::hint::black_box(42)
@@ -330,3 +425,5 @@ fn own_process_resolves_shared_library_function() {
     assert_eq!(names.len(), 1, "{names:?}");
     assert!(names[0].ends_with("getpid"), "{names:?}");
 }
+
+mod corrupt;

@@ -10,6 +10,9 @@ pub mod instance;
 pub mod page;
 pub mod sched;
 
+#[cfg(test)]
+mod proptests;
+
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
