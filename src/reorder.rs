@@ -1,8 +1,8 @@
 //! Global time ordering of events that arrive per CPU: a reorder window
 //! flushed in rounds, as `perf` does.
 
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
@@ -13,28 +13,11 @@ use nix::poll::{PollFd, PollFlags, PollTimeout};
 use crate::event::Event;
 use crate::perf::sys::monotonic_ns;
 
+/// A buffered event and its arrival number (ties keep arrival order).
 struct Pending {
     time: u64,
-    /// Arrival order: breaks ties so equal timestamps keep arrival order.
     seq: u64,
     event: Event,
-}
-
-impl PartialEq for Pending {
-    fn eq(&self, other: &Self) -> bool {
-        (self.time, self.seq) == (other.time, other.seq)
-    }
-}
-impl Eq for Pending {}
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Pending {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.time, self.seq).cmp(&(other.time, other.seq))
-    }
 }
 
 /// The rounds both backends read in. The time is taken at the start of
@@ -89,11 +72,23 @@ impl Rounds {
 
 /// Buffers events from all CPUs and releases them in timestamp order once no
 /// earlier event can still arrive.
+///
+/// Each CPU's events arrive almost sorted, so they are queued per CPU (an
+/// out-of-order one is inserted in place) and released by merging the
+/// queues through a small heap of their heads: each event is moved twice,
+/// whatever the size of the window.
 #[derive(Default)]
 pub struct Reorder {
-    heap: BinaryHeap<Reverse<Pending>>,
+    queues: Vec<VecDeque<Pending>>,
+    /// (time, seq, queue) of each queue's first event; entries whose event
+    /// is no longer first are skipped when they come up.
+    heads: BinaryHeap<Reverse<(u64, u64, usize)>>,
     next_seq: u64,
+    len: usize,
 }
+
+/// CPUs above this share the last queue (it stays sorted regardless).
+const MAX_QUEUES: usize = 8192;
 
 impl Reorder {
     pub fn new() -> Reorder {
@@ -103,21 +98,48 @@ impl Reorder {
     pub fn push(&mut self, event: Event) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Reverse(Pending {
-            time: event.time,
-            seq,
-            event,
-        }));
+        let (time, cpu) = (event.time, (event.cpu as usize).min(MAX_QUEUES - 1));
+        if cpu >= self.queues.len() {
+            self.queues.resize_with(cpu + 1, VecDeque::new);
+        }
+        let q = &mut self.queues[cpu];
+        let p = Pending { time, seq, event };
+        match q.back() {
+            Some(last) if last.time <= time => q.push_back(p),
+            Some(_) => {
+                let i = q.partition_point(|x| x.time <= time);
+                q.insert(i, p);
+                if i == 0 {
+                    self.heads.push(Reverse((time, seq, cpu)));
+                }
+            }
+            None => {
+                q.push_back(p);
+                self.heads.push(Reverse((time, seq, cpu)));
+            }
+        }
+        self.len += 1;
     }
 
     /// Releases, in time order, every buffered event with `time <= upto`.
     /// Events with equal times come out in the order they were pushed.
     pub fn flush_upto(&mut self, upto: u64, sink: &mut dyn FnMut(Event)) {
-        while let Some(Reverse(top)) = self.heap.peek() {
-            if top.time > upto {
+        while let Some(&Reverse((time, seq, cpu))) = self.heads.peek() {
+            if time > upto {
                 break;
             }
-            let Reverse(p) = self.heap.pop().expect("peeked");
+            self.heads.pop();
+            let q = &mut self.queues[cpu];
+            if q.front().is_none_or(|p| p.seq != seq) {
+                continue;
+            }
+            let Some(p) = q.pop_front() else {
+                continue;
+            };
+            if let Some(next) = q.front() {
+                self.heads.push(Reverse((next.time, next.seq, cpu)));
+            }
+            self.len -= 1;
             sink(p.event);
         }
     }
@@ -129,11 +151,11 @@ impl Reorder {
 
     /// Number of buffered events.
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len == 0
     }
 }
 
@@ -206,6 +228,24 @@ mod tests {
         let mut expected = vec![1000];
         expected.extend(0..100);
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn out_of_order_within_a_cpu_is_sorted() {
+        let mut r = Reorder::new();
+        for (t, tid) in [(10, 1), (30, 2), (20, 3), (5, 4), (30, 5), (40, 6)] {
+            r.push(ev(t, 0, tid));
+        }
+        r.push(ev(25, 1, 7));
+        r.push(ev(u64::MAX, u32::MAX, 8));
+        let mut out = Vec::new();
+        r.flush_upto(30, &mut |e| out.push(key(&e).2));
+        assert_eq!(out, vec![4, 1, 3, 7, 2, 5]);
+        assert_eq!(r.len(), 2);
+        out.clear();
+        r.flush_all(&mut |e| out.push(key(&e).2));
+        assert_eq!(out, vec![6, 8]);
+        assert!(r.is_empty());
     }
 
     #[test]

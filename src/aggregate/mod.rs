@@ -17,6 +17,8 @@ pub mod tasks;
 
 use std::collections::{HashMap, HashSet};
 
+use rustc_hash::FxHashMap;
+
 use crate::event::{
     Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Switch, SwitchIn, Waking,
 };
@@ -155,11 +157,11 @@ pub struct Aggregator {
     /// Threads the lookup did not find (not asked again).
     unknown: HashSet<u32>,
     lookup: TaskLookup,
-    open: HashMap<ThreadKey, OpenInterval>,
+    open: FxHashMap<ThreadKey, OpenInterval>,
     /// Target processes under `ThreadFilter::Command`.
     command_tgids: HashSet<u32>,
     stacks: StackInterner,
-    entries: HashMap<EntryKey, u64>,
+    entries: FxHashMap<EntryKey, u64>,
     stats: Stats,
     /// Number of `Lost` events seen so far.
     losses: u64,
@@ -177,10 +179,10 @@ impl Aggregator {
             exited: HashMap::new(),
             unknown: HashSet::new(),
             lookup: Box::new(TaskTable::read_proc_task),
-            open: HashMap::new(),
+            open: FxHashMap::default(),
             command_tgids: HashSet::new(),
             stacks,
-            entries: HashMap::new(),
+            entries: FxHashMap::default(),
             stats: Stats::default(),
             losses: 0,
             lost_until: 0,

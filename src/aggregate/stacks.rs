@@ -5,6 +5,9 @@
 //! addresses in two different images (before and after an exec) never merge.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash};
+
+use rustc_hash::{FxBuildHasher, FxHashMap};
 
 /// Index into a [`StackTable`].
 pub type StackId = u32;
@@ -61,8 +64,13 @@ impl StackTable {
 pub struct StackInterner {
     capacity: usize,
     table: StackTable,
-    kernel_ids: HashMap<Vec<u64>, StackId>,
-    user_ids: HashMap<(u32, u32, Vec<u64>), StackId>,
+    kernel_ids: FxHashMap<Vec<u64>, StackId>,
+    /// User stacks by (process, exec generation, hash of the addresses):
+    /// a lookup hashes the addresses in place, allocating nothing, and
+    /// compares them with the stored stack. The rare stack whose hash
+    /// collides with another's goes to `user_collisions`.
+    user_ids: FxHashMap<(u32, u32, u64), StackId>,
+    user_collisions: HashMap<(u32, u32, Vec<u64>), StackId>,
     /// Exec generation per process.
     generations: HashMap<u32, u32>,
     /// Stacks that did not fit (one per attempt).
@@ -74,8 +82,9 @@ impl StackInterner {
         StackInterner {
             capacity,
             table: StackTable::default(),
-            kernel_ids: HashMap::new(),
-            user_ids: HashMap::new(),
+            kernel_ids: FxHashMap::default(),
+            user_ids: FxHashMap::default(),
+            user_collisions: HashMap::new(),
             generations: HashMap::new(),
             missed: 0,
         }
@@ -126,9 +135,18 @@ impl StackInterner {
             return StackRef::Empty;
         }
         let generation = self.generations.get(&tgid).copied().unwrap_or(0);
-        let key = (tgid, generation, addrs.to_vec());
-        if let Some(&id) = self.user_ids.get(&key) {
-            return StackRef::User(id);
+        let key = (tgid, generation, FxBuildHasher.hash_one(addrs));
+        let primary = self.user_ids.get(&key).copied();
+        if let Some(id) = primary {
+            if self.table.user[id as usize].addrs == addrs {
+                return StackRef::User(id);
+            }
+            if let Some(&id) = self
+                .user_collisions
+                .get(&(tgid, generation, addrs.to_vec()))
+            {
+                return StackRef::User(id);
+            }
         }
         if !self.has_room() {
             return StackRef::Missed;
@@ -142,7 +160,12 @@ impl StackInterner {
             time,
             addrs: addrs.to_vec(),
         });
-        self.user_ids.insert(key, id);
+        if primary.is_some() {
+            self.user_collisions
+                .insert((tgid, generation, addrs.to_vec()), id);
+        } else {
+            self.user_ids.insert(key, id);
+        }
         StackRef::User(id)
     }
 

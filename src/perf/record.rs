@@ -113,8 +113,19 @@ pub struct Sample<'a> {
     pub tid: u32,
     pub time: u64,
     pub cpu: u32,
-    pub callchain: Vec<u64>,
+    /// The callchain entries as they are in the record (native-endian
+    /// u64s), read with [`Sample::callchain`].
+    pub callchain_bytes: &'a [u8],
     pub raw: &'a [u8],
+}
+
+impl Sample<'_> {
+    /// The callchain entries, markers included.
+    pub fn callchain(&self) -> impl ExactSizeIterator<Item = u64> + Clone + '_ {
+        self.callchain_bytes
+            .chunks_exact(8)
+            .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
+    }
 }
 
 /// Splits raw callchain entries into kernel and user parts, dropping every
@@ -122,6 +133,19 @@ pub struct Sample<'a> {
 /// a hypervisor or guest marker are dropped. Entries before any marker are
 /// classified by address (upper half = kernel).
 pub fn split_callchain(ips: &[u64]) -> Callchain {
+    split_entries(ips.iter().copied())
+}
+
+/// Where one callchain entry goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Kernel,
+    User,
+    Dropped,
+}
+
+/// Walks `ips`, calling `f` with each address and its part.
+fn walk(ips: impl Iterator<Item = u64>, mut f: impl FnMut(u64, Part)) {
     #[derive(Clone, Copy)]
     enum Ctx {
         Unknown,
@@ -130,8 +154,7 @@ pub fn split_callchain(ips: &[u64]) -> Callchain {
         Other,
     }
     let mut ctx = Ctx::Unknown;
-    let mut out = Callchain::default();
-    for &ip in ips {
+    for ip in ips {
         if ip >= CONTEXT_MAX {
             ctx = match ip {
                 CONTEXT_KERNEL => Ctx::Kernel,
@@ -140,19 +163,35 @@ pub fn split_callchain(ips: &[u64]) -> Callchain {
             };
             continue;
         }
-        match ctx {
-            Ctx::Kernel => out.kernel.push(ip),
-            Ctx::User => out.user.push(ip),
-            Ctx::Other => {}
-            Ctx::Unknown => {
-                if ip >> 63 == 1 {
-                    out.kernel.push(ip)
-                } else {
-                    out.user.push(ip)
-                }
-            }
-        }
+        let part = match ctx {
+            Ctx::Kernel => Part::Kernel,
+            Ctx::User => Part::User,
+            Ctx::Other => Part::Dropped,
+            Ctx::Unknown if ip >> 63 == 1 => Part::Kernel,
+            Ctx::Unknown => Part::User,
+        };
+        f(ip, part);
     }
+}
+
+/// [`split_callchain`] over entries read in place: counts first, so that
+/// each part is allocated once at its exact size.
+fn split_entries(ips: impl Iterator<Item = u64> + Clone) -> Callchain {
+    let (mut kernel, mut user) = (0, 0);
+    walk(ips.clone(), |_, part| match part {
+        Part::Kernel => kernel += 1,
+        Part::User => user += 1,
+        Part::Dropped => {}
+    });
+    let mut out = Callchain {
+        kernel: Vec::with_capacity(kernel),
+        user: Vec::with_capacity(user),
+    };
+    walk(ips, |ip, part| match part {
+        Part::Kernel => out.kernel.push(ip),
+        Part::User => out.user.push(ip),
+        Part::Dropped => {}
+    });
     out
 }
 
@@ -285,11 +324,7 @@ impl Decoder {
                 .ok()
                 .and_then(|n| n.checked_mul(8))
                 .ok_or_else(|| anyhow!("callchain length {nr} is absurd"))?;
-            let ips = c.take(bytes)?;
-            s.callchain = ips
-                .chunks_exact(8)
-                .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
-                .collect();
+            s.callchain_bytes = c.take(bytes)?;
         }
         if st & SAMPLE_RAW != 0 {
             let n = c.u32()? as usize;
@@ -318,7 +353,7 @@ impl Decoder {
         let s = self.parse_sample(body)?;
         let tp = self.tracepoint_of(&s)?;
         let raw = s.raw;
-        let mut stack = split_callchain(&s.callchain);
+        let mut stack = split_entries(s.callchain());
         // With more than one tracer attached, the callchain starts inside
         // the tracepoint's iterator rather than in the traced function.
         self.probes.trim(&mut stack.kernel);
