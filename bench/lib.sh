@@ -9,6 +9,8 @@
 : "${prog:=bench}"
 bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$bench_dir")
+# rustup's cargo, when the shell that started us did not source its env.
+if [ -d "$HOME/.cargo/bin" ]; then PATH=$HOME/.cargo/bin:$PATH; fi
 
 log() { printf '%s: %s\n' "$prog" "$*" >&2; }
 die() {
@@ -74,7 +76,6 @@ build_tool() {
     if [ -n "${OFFWAKE_BIN:-}" ]; then
         bin=$OFFWAKE_BIN
     else
-        [ -d "$HOME/.cargo/bin" ] && PATH=$HOME/.cargo/bin:$PATH
         command -v cargo >/dev/null 2>&1 || die "cargo not found (see the README's Quick start), or set OFFWAKE_BIN"
         log "building offwake-perf (cargo build --release --locked)"
         (cd "$repo" && cargo build --release --locked >&2)
