@@ -98,14 +98,14 @@ median() {
             else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-# wait_for FILE REGEX PID SECONDS: waits until FILE has a line matching REGEX;
-# fails if PID exits first or the time runs out.
+# wait_for FILE REGEX PID SECONDS [LOG]: waits until FILE has a line matching
+# REGEX; fails, showing FILE and LOG, if PID exits first or the time runs out.
 wait_for() {
     local file=$1 re=$2 pid=$3 deadline
     deadline=$(awk -v t="$EPOCHREALTIME" -v s="$4" 'BEGIN { printf "%d", t + s }')
     until grep -Eq -- "$re" "$file" 2>/dev/null; do
         if ! kill -0 "$pid" 2>/dev/null; then
-            sed 's/^/    /' "$file" >&2 || true
+            cat "$file" ${5:+"$5"} 2>/dev/null | sed 's/^/    /' >&2 || true
             die "process $pid exited before printing /$re/ in $file"
         fi
         [ "${EPOCHREALTIME%.*}" -lt "$deadline" ] || die "timed out waiting for /$re/ in $file"
@@ -178,7 +178,7 @@ start_bpftrace() {
     ) >"$tmp/$tag.out" 2>"$tmp/$tag.err" &
     bt_pid=$!
     bg+=("$bt_pid")
-    wait_for "$tmp/$tag.out" '^Attaching' "$bt_pid" 120
+    wait_for "$tmp/$tag.out" '^Attaching' "$bt_pid" 120 "$tmp/$tag.err"
     # "Attaching" is printed before the probes attach. Attached means one perf
     # event per tracepoint (2) plus bpftrace's per-CPU output buffers.
     want=$(($(nproc) + 2))
