@@ -50,6 +50,9 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
+# Under set -e a failing command would otherwise end the script without a word.
+set -E
+trap 'log "error: exit status $? at ${BASH_SOURCE[0]##*/} line $LINENO: $BASH_COMMAND"' ERR
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -91,7 +94,7 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 
 # Median of the numeric arguments ("n/a" arguments are ignored).
 median() {
-    printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g |
+    printf '%s\n' "$@" | { grep -E '^[0-9.]+$' || true; } | sort -g |
         awk '{ v[NR] = $1 } END {
             if (NR == 0) print "n/a";
             else if (NR % 2) print v[(NR + 1) / 2];
@@ -160,7 +163,8 @@ finish_offwake() {
     intervals=$(sed -E 's/.*; ([0-9]+) intervals counted.*/\1/' <<<"$line")
     # GNU time: "time MAXRSS_KIB USER_S SYS_S" (last line; a first line may say
     # the command exited non-zero).
-    read -r _ rss_kib user_s sys_s < <(grep '^time ' "$tmp/$tag.time" | tail -n 1)
+    read -r _ rss_kib user_s sys_s < <(grep '^time ' "$tmp/$tag.time" | tail -n 1) ||
+        die "no GNU time line in $tmp/$tag.time"
     rss_mib=$(awk -v k="$rss_kib" 'BEGIN { printf "%.1f", k / 1024 }')
     cpu_s=$(awk -v u="$user_s" -v s="$sys_s" 'BEGIN { printf "%.2f", u + s }')
 }
@@ -183,7 +187,8 @@ start_bpftrace() {
     # event per tracepoint (2) plus bpftrace's per-CPU output buffers.
     want=$(($(nproc) + 2))
     for _ in $(seq 1 500); do
-        n=$(find "/proc/$bt_pid/fd" -lname 'anon_inode:\[perf_event\]' 2>/dev/null | wc -l)
+        # (find fails when a descriptor closes under it: not an error here.)
+        n=$({ find "/proc/$bt_pid/fd" -lname 'anon_inode:\[perf_event\]' 2>/dev/null || true; } | wc -l)
         [ "$n" -ge "$want" ] && break
         kill -0 "$bt_pid" 2>/dev/null || die "bpftrace exited: $(cat "$tmp/$tag.err")"
         sleep 0.02
