@@ -158,6 +158,8 @@ pub struct Aggregator {
     unknown: HashSet<u32>,
     lookup: TaskLookup,
     open: FxHashMap<ThreadKey, OpenInterval>,
+    /// Comms seen in events for threads missing from the task table.
+    seen_comms: FxHashMap<u32, Comm>,
     /// Target processes under `ThreadFilter::Command`.
     command_tgids: HashSet<u32>,
     stacks: StackInterner,
@@ -170,6 +172,9 @@ pub struct Aggregator {
     lost_until: u64,
 }
 
+/// The comm of a waker nothing is known about.
+const UNKNOWN_COMM: &str = "[unknown]";
+
 impl Aggregator {
     pub fn new(config: Config, tasks: TaskTable) -> Aggregator {
         let stacks = StackInterner::new(config.stack_storage_size);
@@ -180,6 +185,7 @@ impl Aggregator {
             unknown: HashSet::new(),
             lookup: Box::new(TaskTable::read_proc_task),
             open: FxHashMap::default(),
+            seen_comms: FxHashMap::default(),
             command_tgids: HashSet::new(),
             stacks,
             entries: FxHashMap::default(),
@@ -227,9 +233,22 @@ impl Aggregator {
 
     pub fn finish(mut self) -> Aggregate {
         self.stats.missed_stacks = self.stacks.missed;
+        // A waker that had not been seen when it woke (running since before
+        // tracing, gone before /proc could say) may have shown its comm
+        // later, in its own switches.
+        let unknown = Comm::from(UNKNOWN_COMM);
+        let mut entries: FxHashMap<EntryKey, u64> = FxHashMap::default();
+        for (mut key, total) in self.entries {
+            if key.waker_comm == unknown
+                && let Some(&comm) = self.seen_comms.get(&key.waker_tid)
+            {
+                key.waker_comm = comm;
+            }
+            let t = entries.entry(key).or_insert(0);
+            *t = t.saturating_add(total);
+        }
         Aggregate {
-            entries: self
-                .entries
+            entries: entries
                 .into_iter()
                 .map(|(key, total_us)| Entry { key, total_us })
                 .collect(),
@@ -310,8 +329,11 @@ impl Aggregator {
         if tid == 0 {
             return;
         }
-        if let Some(info) = self.tasks.tasks.get_mut(&tid) {
-            info.comm = comm;
+        match self.tasks.tasks.get_mut(&tid) {
+            Some(info) => info.comm = comm,
+            None => {
+                self.seen_comms.insert(tid, comm);
+            }
         }
     }
 
@@ -324,11 +346,16 @@ impl Aggregator {
         self.learn_comm(s.next_tid, s.next_comm);
 
         // Switch-out of prev.
-        if s.prev_tid != 0
-            && let Some(info) = self.tasks.tasks.get_mut(&s.prev_tid)
-        {
-            info.comm = s.prev_comm;
-            info.tgid = s.prev_tgid;
+        if s.prev_tid != 0 {
+            match self.tasks.tasks.get_mut(&s.prev_tid) {
+                Some(info) => {
+                    info.comm = s.prev_comm;
+                    info.tgid = s.prev_tgid;
+                }
+                None => {
+                    self.seen_comms.insert(s.prev_tid, s.prev_comm);
+                }
+            }
         }
         let prev_key = ThreadKey::new(s.prev_tid, cpu);
         if self.open.remove(&prev_key).is_some() {
@@ -425,7 +452,7 @@ impl Aggregator {
         } else {
             self.task_info(w.waker_tid)
                 .map(|info| info.comm)
-                .unwrap_or_else(|| Comm::from("[unknown]"))
+                .unwrap_or_else(|| Comm::from(UNKNOWN_COMM))
         };
         let (kernel, user) = self.intern(w.waker_tgid, time, &w.stack);
         if let Some(open) = self.open.get_mut(&key) {
@@ -825,6 +852,25 @@ mod tests {
             r.stacks.kernel_addrs(e.key.waker_kernel),
             Some(&[0xe2u64][..])
         );
+    }
+
+    #[test]
+    fn unknown_waker_is_named_by_its_later_switch() {
+        // 777 is in no table and the lookup knows nothing: at the wakeup
+        // its comm is unknown; it switches out later as "late".
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(1_000, 0, 100),
+                waking(2_000, 1, 777, 100, chain(&[0xe1], &[])),
+                back_in(4_000, 1, 100, "app"),
+                switch(5_000, 1, 0, PREEMPTED, chain(&[], &[]), 777, "late"),
+            ],
+        );
+        let e = only(&a.finish());
+        assert_eq!(e.key.waker_tid, 777);
+        assert_eq!(e.key.waker_comm.as_str(), "late");
     }
 
     #[test]
