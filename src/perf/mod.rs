@@ -499,7 +499,12 @@ impl PerfBackend {
         self.read_all();
         self.update_wakee_filter()?;
         if let Some(upto) = self.rounds.end(start) {
-            self.reorder.flush_upto(upto, sink);
+            self.join_probes();
+            let decoder = &self.decoder;
+            self.reorder.flush_upto(upto, &mut |mut ev| {
+                decoder.finish_stacks(&mut ev);
+                sink(ev)
+            });
         }
         Ok(())
     }
@@ -526,7 +531,12 @@ impl PerfBackend {
             self.enabled = false;
         }
         self.read_all();
-        self.reorder.flush_all(sink);
+        self.join_probes();
+        let decoder = &self.decoder;
+        self.reorder.flush_all(&mut |mut ev| {
+            decoder.finish_stacks(&mut ev);
+            sink(ev)
+        });
         match first_err {
             Some(e) => Err(e),
             None => Ok(()),
@@ -553,8 +563,11 @@ impl PerfBackend {
         self.per_task || self.state_filter.is_some()
     }
 
-    /// Reads every ring, decoding into the reorder buffer.
-    fn read_all(&mut self) {
+    /// Waits for kallsyms (read on a thread since attach), which kernel
+    /// stacks are trimmed with when events are released. Reading never
+    /// waits for it, so that the first rounds (which may bring new threads
+    /// to add to the wakee filter) are not held up.
+    fn join_probes(&mut self) {
         if let Some(loader) = self.probes.take() {
             // Without kallsyms nothing is trimmed (stacks may then start
             // in the tracing machinery, which symbolizes as such).
@@ -562,6 +575,10 @@ impl PerfBackend {
                 self.decoder.set_probes(probes);
             }
         }
+    }
+
+    /// Reads every ring, decoding into the reorder buffer.
+    fn read_all(&mut self) {
         let PerfBackend {
             cpus,
             tasks,
@@ -578,30 +595,32 @@ impl PerfBackend {
         let per_task = *per_task;
         for (c, last) in cpus.iter_mut().zip(last_occurrence.iter_mut()) {
             let last_time = &mut c.last_time;
-            let ex = c.ring.read(&mut |rec| match decoder.decode(rec) {
-                Ok(Some(mut ev)) => {
-                    stats.records += 1;
-                    if per_task {
-                        let this = occurrence(&ev);
-                        if this.is_some() && this == *last {
-                            return;
+            let ex = c
+                .ring
+                .read(&mut |rec| match decoder.decode_unfinished(rec) {
+                    Ok(Some(mut ev)) => {
+                        stats.records += 1;
+                        if per_task {
+                            let this = occurrence(&ev);
+                            if this.is_some() && this == *last {
+                                return;
+                            }
+                            *last = this;
+                            track_targets(&ev.kind, *follow, tasks, wakees.as_mut());
                         }
-                        *last = this;
-                        track_targets(&ev.kind, *follow, tasks, wakees.as_mut());
+                        if let EventKind::Lost(l) = ev.kind {
+                            stats.lost_records += l.records;
+                            // The records were lost after the last one this ring
+                            // delivered (never before what was already passed on).
+                            ev.time = (*last_time).max(rounds.released_upto()).min(l.until);
+                        } else {
+                            *last_time = ev.time;
+                        }
+                        reorder.push(ev);
                     }
-                    if let EventKind::Lost(l) = ev.kind {
-                        stats.lost_records += l.records;
-                        // The records were lost after the last one this ring
-                        // delivered (never before what was already passed on).
-                        ev.time = (*last_time).max(rounds.released_upto()).min(l.until);
-                    } else {
-                        *last_time = ev.time;
-                    }
-                    reorder.push(ev);
-                }
-                Ok(None) => stats.records += 1,
-                Err(_) => stats.malformed += 1,
-            });
+                    Ok(None) => stats.records += 1,
+                    Err(_) => stats.malformed += 1,
+                });
             if ex.corrupt {
                 stats.malformed += 1;
             }

@@ -255,9 +255,39 @@ impl Decoder {
         self.sample_type
     }
 
-    /// Decodes one whole record (header included). `Ok(None)` for record
-    /// types that carry nothing we use; `Err` for malformed records.
+    /// Decodes one whole record (header included), kernel stacks finished
+    /// ([`Decoder::finish_stacks`]). `Ok(None)` for record types that carry
+    /// nothing we use; `Err` for malformed records.
     pub fn decode(&self, rec: &[u8]) -> Result<Option<Event>> {
+        let mut ev = self.decode_unfinished(rec)?;
+        if let Some(ev) = &mut ev {
+            self.finish_stacks(ev);
+        }
+        Ok(ev)
+    }
+
+    /// Trims a sample's kernel stack as the contract wants it: with more
+    /// than one tracer attached, callchains start inside the tracepoint's
+    /// iterator (trimmed with the ranges of [`Decoder::set_probes`]); and a
+    /// wakeup's first frame left is the tracepoint's site inside
+    /// `try_to_wake_up`, whose caller is where its stack starts. Apply once
+    /// per event, after the probe ranges are set.
+    pub fn finish_stacks(&self, ev: &mut Event) {
+        match &mut ev.kind {
+            EventKind::Switch(s) => self.probes.trim(&mut s.stack.kernel),
+            EventKind::Waking(w) => {
+                self.probes.trim(&mut w.stack.kernel);
+                if !w.stack.kernel.is_empty() {
+                    w.stack.kernel.remove(0);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// [`Decoder::decode`] without [`Decoder::finish_stacks`]: a backend
+    /// that reads before kallsyms is loaded finishes the stacks later.
+    pub fn decode_unfinished(&self, rec: &[u8]) -> Result<Option<Event>> {
         ensure!(rec.len() >= 8, "record shorter than its header");
         let ty = u32::from_ne_bytes(rec[0..4].try_into().unwrap());
         let misc = u16::from_ne_bytes(rec[4..6].try_into().unwrap());
@@ -353,20 +383,10 @@ impl Decoder {
         let s = self.parse_sample(body)?;
         let tp = self.tracepoint_of(&s)?;
         let raw = s.raw;
-        let mut stack = split_entries(s.callchain());
-        // With more than one tracer attached, the callchain starts inside
-        // the tracepoint's iterator rather than in the traced function.
-        self.probes.trim(&mut stack.kernel);
+        let stack = split_entries(s.callchain());
         let kind = match tp {
             Tracepoint::Switch => EventKind::Switch(self.sched.switch(raw, s.pid, stack)?),
-            Tracepoint::Waking => {
-                // The first kernel frame left is the tracepoint's site inside
-                // try_to_wake_up; the contract starts at its caller.
-                if !stack.kernel.is_empty() {
-                    stack.kernel.remove(0);
-                }
-                EventKind::Waking(self.sched.waking(raw, s.tid, s.pid, stack)?)
-            }
+            Tracepoint::Waking => EventKind::Waking(self.sched.waking(raw, s.tid, s.pid, stack)?),
         };
         Ok(Event {
             time: s.time,
