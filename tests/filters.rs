@@ -94,27 +94,35 @@ fn pid_filter_reads_nothing_for_other_threads_tracefs() {
 
 /// `--state 2` (D): the pipe reader and the writer sleep in S, so the
 /// kernel drops all their switch-outs; the same workload traced without
-/// `--state` at the same time reads at least one record per switch-out more.
+/// `--state` at the same time reads a quarter more records (two of every
+/// eight or so are those switch-outs). The workload's threads exist before
+/// tracing starts: the kernel does not carry a filter into the events that
+/// threads created later inherit (they are filtered in user space).
 #[test]
 fn state_filter_drops_switch_outs_in_the_kernel() {
     if !live() {
         return;
     }
-    let k = 40u64;
-    let mut w = start_pipewake_pinned(k, 5);
-    let pid = w.pid().to_string();
-    let all = start_traced(&["--backend", "perf", "-p", &pid, "2"]);
-    let d_only = start_traced(&["--backend", "perf", "--state", "2", "-p", &pid, "2"]);
-    w.go();
-    let truth = ground_truth(&w.finish());
+    let mut w = Command::new(workload("pipewake"))
+        .args(["400", "5"])
+        .env("OFFWAKE_PIN_CPU", "0")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting the workload");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let pid = w.id().to_string();
+    let all = start_traced(&["--backend", "perf", "-p", &pid, "1"]);
+    let d_only = start_traced(&["--backend", "perf", "--state", "2", "-p", &pid, "1"]);
     let (all_out, all_err) = all.finish();
     let (d_out, d_err) = d_only.finish();
-    let reader_total: u64 = parse_default(&all_out)
-        .iter()
-        .filter(|l| l.target_comm == "reader")
-        .map(|l| l.total)
-        .sum();
-    assert_ratio("reader total", reader_total, truth, 0.97, 1.03);
+    let _ = w.kill();
+    let _ = w.wait();
+    assert!(
+        parse_default(&all_out)
+            .iter()
+            .any(|b| b.target_comm == "reader"),
+        "no reader block without --state:\n{all_out}"
+    );
     assert!(
         parse_default(&d_out)
             .iter()
@@ -122,9 +130,9 @@ fn state_filter_drops_switch_outs_in_the_kernel() {
         "reader slept in S, not D:\n{d_out}"
     );
     let (a, d) = (records_read(&all_err), records_read(&d_err));
-    // Reader and writer each switch out k times in S.
+    assert!(a >= 400, "unfiltered run read only {a} records\n{all_err}");
     assert!(
-        d + 2 * k <= a,
+        d * 100 <= a * 85,
         "--state 2 read {d} records, unfiltered {a}: the kernel did not drop S switch-outs\n{d_err}"
     );
 }
