@@ -498,6 +498,12 @@ impl PerfBackend {
         };
         self.read_all();
         self.update_wakee_filter()?;
+        // Nothing is released until kallsyms is loaded (stacks are trimmed
+        // on release); until then the round is not ended either, so the
+        // next one releases only what was complete before it.
+        if self.probes.as_ref().is_some_and(|p| !p.is_finished()) {
+            return Ok(());
+        }
         if let Some(upto) = self.rounds.end(start) {
             self.join_probes();
             let decoder = &self.decoder;
@@ -564,9 +570,10 @@ impl PerfBackend {
     }
 
     /// Waits for kallsyms (read on a thread since attach), which kernel
-    /// stacks are trimmed with when events are released. Reading never
-    /// waits for it, so that the first rounds (which may bring new threads
-    /// to add to the wakee filter) are not held up.
+    /// stacks are trimmed with when events are released. Rounds never wait
+    /// for it (they release nothing until it is there), so that the first
+    /// rounds, which may bring new threads for the wakee filter, are not
+    /// held up; only [`PerfBackend::finish`] waits.
     fn join_probes(&mut self) {
         if let Some(loader) = self.probes.take() {
             // Without kallsyms nothing is trimmed (stacks may then start
