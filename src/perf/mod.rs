@@ -233,8 +233,6 @@ pub struct PerfBackend {
     /// What threads created by the traced ones get.
     follow: Follow,
     state_filter: Option<String>,
-    /// Events are per task (`Targets::Threads`).
-    per_task: bool,
     /// Per CPU ring, the last tracepoint hit or switch read from it
     /// (per-task mode only), to drop duplicates.
     last_occurrence: Vec<Option<Occurrence>>,
@@ -339,7 +337,6 @@ impl PerfBackend {
                 Targets::Threads { follow, .. } => *follow,
             },
             state_filter: config.state_filter.clone(),
-            per_task: config.targets != Targets::All,
             last_occurrence: Vec::new(),
             decoder,
             reorder: Reorder::new(),
@@ -557,7 +554,7 @@ impl PerfBackend {
     /// that a thread created during tracing joins the wakee filter within
     /// about that time (an idle round costs one `poll`).
     pub fn round_period(&self) -> Duration {
-        if self.per_task {
+        if self.wakees.is_some() {
             Duration::from_millis(10)
         } else {
             Duration::from_millis(100)
@@ -566,7 +563,7 @@ impl PerfBackend {
 
     /// See [`crate::backend::Source::switch_ins_from_records`].
     pub fn switch_ins_from_records(&self) -> bool {
-        self.per_task || self.state_filter.is_some()
+        self.wakees.is_some() || self.state_filter.is_some()
     }
 
     /// Waits for kallsyms (read on a thread since attach), which kernel
@@ -591,7 +588,6 @@ impl PerfBackend {
             tasks,
             wakees,
             follow,
-            per_task,
             last_occurrence,
             decoder,
             reorder,
@@ -599,7 +595,8 @@ impl PerfBackend {
             rounds,
             ..
         } = self;
-        let per_task = *per_task;
+        // Per-task events (`Targets::Threads`) go with a wakee filter.
+        let per_task = wakees.is_some();
         for (c, last) in cpus.iter_mut().zip(last_occurrence.iter_mut()) {
             let last_time = &mut c.last_time;
             let ex = c
