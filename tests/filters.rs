@@ -6,8 +6,17 @@
 mod common;
 
 use std::process::{Child, Command};
+use std::sync::{Mutex, MutexGuard};
 
 use common::*;
+
+/// These tests count what the kernel delivers, and a `-p` run also keeps
+/// tasks created while it runs for a moment (the forecast of new pids):
+/// they run one at a time, so that one test's workloads are not another's.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The "N records read" of the tool's summary line.
 fn records_read(stderr: &str) -> u64 {
@@ -70,9 +79,14 @@ fn sleeping_pid_reads_nothing(backend: &str) {
         e >= 300,
         "system-wide run read only {e} records:\n{everything}"
     );
+    // Besides the sleeper's own few, the kernel keeps tasks created on the
+    // machine during the run for a moment (the forecast of new pids, which
+    // lets traced processes' new threads be wakees from their start): a
+    // hundredth of the unfiltered count leaves room for those.
+    let bound = (e / 100).max(4);
     assert!(
-        f <= 4,
-        "-p of a sleeping process read {f} records (system-wide: {e}):\n{filtered}"
+        f <= bound,
+        "-p of a sleeping process read {f} records, more than {bound} (system-wide: {e}):\n{filtered}"
     );
 }
 
@@ -81,6 +95,7 @@ fn pid_filter_reads_nothing_for_other_threads() {
     if !live() {
         return;
     }
+    let _serial = serial();
     sleeping_pid_reads_nothing("perf");
 }
 
@@ -89,6 +104,7 @@ fn pid_filter_reads_nothing_for_other_threads_tracefs() {
     if !live() {
         return;
     }
+    let _serial = serial();
     sleeping_pid_reads_nothing("tracefs");
 }
 
@@ -103,6 +119,7 @@ fn state_filter_drops_switch_outs_in_the_kernel() {
     if !live() {
         return;
     }
+    let _serial = serial();
     let mut w = Command::new(workload("pipewake"))
         .args(["400", "5"])
         .env("OFFWAKE_PIN_CPU", "0")
@@ -134,5 +151,43 @@ fn state_filter_drops_switch_outs_in_the_kernel() {
     assert!(
         d * 100 <= a * 85,
         "--state 2 read {d} records, unfiltered {a}: the kernel did not drop S switch-outs\n{d_err}"
+    );
+}
+
+/// A thread created during a `-p` run is a kept wakee from its first wakeup
+/// on: each of 40 new threads blocks once, for 1 ms from its creation, so
+/// the per-CPU `sched_waking` filter must keep it before its fork record is
+/// read (it keeps the pids the kernel allocates next). Without that, the
+/// waker of nearly every newborn's nap is missing.
+#[test]
+fn new_threads_have_wakers_from_their_first_wakeup() {
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    let mut w = start_gated_env(
+        &workload("spawnsleep"),
+        &["40", "1"],
+        &[("OFFWAKE_PIN_CPU", "0")],
+    );
+    let pid = w.pid().to_string();
+    let tracer = start_traced(&["--backend", "perf", "-p", &pid, "2"]);
+    w.go();
+    let truth = ground_truth(&w.finish());
+    let (out, err) = tracer.finish();
+    let naps: Vec<Block> = parse_default(&out)
+        .into_iter()
+        .filter(|b| b.target_comm == "newborn" && has(&b.target, "nap"))
+        .collect();
+    let woken: u64 = naps
+        .iter()
+        .filter(|b| has(&b.waker, "hrtimer_wakeup"))
+        .map(|b| b.total)
+        .sum();
+    let all: u64 = naps.iter().map(|b| b.total).sum();
+    assert_ratio("newborn naps traced vs workload", all, truth, 0.9, 1.1);
+    assert!(
+        woken * 100 >= all * 95,
+        "only {woken} of {all} us of newborn naps have their timer waker\n{out}\n{err}"
     );
 }

@@ -3,12 +3,13 @@
 //! thread, and drops the others before it takes a callchain.
 //!
 //! A wakeup is sampled in the waker's context, which can be any task, so
-//! this event cannot be per-task like `sched_switch`: it is per CPU, with
-//! a filter kept current from the targets' fork and exit records, read
-//! every round. A thread created during tracing is therefore a kept wakee
-//! from the first round after its creation on (see the README's
-//! limitations). A clause on "new pids" cannot close that gap: after pids
-//! wrap around, old processes hold pids above the last allocated one.
+//! this event cannot be per-task like `sched_switch`. (The tracepoint does
+//! name its wakee to perf, which then adds the hit to the wakee's per-task
+//! events bound to that CPU, but only to their counts: they write no
+//! sample.) It is per CPU, with a filter kept current from the targets'
+//! fork and exit records, read every round. Between a thread's creation and
+//! that round, the [`super::nascent`] forecast keeps it: the filter also
+//! keeps the pids the kernel will allocate next.
 
 use std::collections::BTreeSet;
 
@@ -19,6 +20,9 @@ pub const MAX_FILTER_LEN: usize = 4000;
 #[derive(Clone, Debug, Default)]
 pub struct WakeeFilter {
     tids: BTreeSet<u32>,
+    /// Pids not allocated yet, as inclusive ranges (see
+    /// [`WakeeFilter::set_nascent`]).
+    nascent: Vec<(u32, u32)>,
     /// The text last given to the kernel.
     applied: Option<String>,
 }
@@ -28,6 +32,7 @@ impl WakeeFilter {
     pub fn new(tids: impl IntoIterator<Item = u32>) -> WakeeFilter {
         WakeeFilter {
             tids: tids.into_iter().collect(),
+            nascent: Vec::new(),
             applied: None,
         }
     }
@@ -44,6 +49,13 @@ impl WakeeFilter {
         self.tids.contains(&tid)
     }
 
+    /// Also keeps these pids (inclusive ranges), which no task holds yet:
+    /// a thread the targets create gets one of them, and is kept from its
+    /// first wakeup on, before its fork record is read.
+    pub fn set_nascent(&mut self, ranges: Vec<(u32, u32)>) {
+        self.nascent = ranges;
+    }
+
     /// The filter text if it differs from what the kernel has, marking it
     /// applied.
     pub fn changed(&mut self) -> Option<String> {
@@ -57,7 +69,7 @@ impl WakeeFilter {
 
     /// The filter: exact pids and ranges of consecutive ones, merged into
     /// wider ranges (a superset; user space filters again) when the text
-    /// would be too long for the kernel.
+    /// would be too long for the kernel, then the nascent ranges.
     pub fn text(&self) -> String {
         let mut ranges: Vec<(u32, u32)> = Vec::new();
         for &t in &self.tids {
@@ -68,10 +80,13 @@ impl WakeeFilter {
         }
         // A clause is at most `(pid >= 4294967295 && pid <= 4294967295)`
         // and its ` || `: 46 bytes; keep at most that many ranges.
-        let room = MAX_FILTER_LEN / 46;
+        let room = (MAX_FILTER_LEN / 46)
+            .saturating_sub(self.nascent.len())
+            .max(1);
         if ranges.len() > room {
             ranges = widen(&ranges, room);
         }
+        ranges.extend_from_slice(&self.nascent);
         render(&ranges)
     }
 }
@@ -136,6 +151,25 @@ mod tests {
         assert_eq!(f.changed(), None);
         f.add(9);
         assert_eq!(f.changed().as_deref(), Some("pid == 1 || pid == 9"));
+    }
+
+    #[test]
+    fn nascent_ranges_follow_the_tids_and_take_their_room() {
+        let mut f = WakeeFilter::new([5]);
+        f.set_nascent(vec![(300, 300), (1001, 1064)]);
+        assert_eq!(
+            f.text(),
+            "pid == 5 || pid == 300 || (pid >= 1001 && pid <= 1064)"
+        );
+        assert_eq!(f.changed().as_deref(), Some(f.text().as_str()));
+        f.set_nascent(vec![(300, 300), (1001, 1064)]);
+        assert_eq!(f.changed(), None, "same forecast, same text");
+        let tids: Vec<u32> = (0..2000).map(|i| 100_000 + i * 3).collect();
+        let mut f = WakeeFilter::new(tids);
+        f.set_nascent((0..16).map(|i| (2 * i + 400, 2 * i + 400)).collect());
+        let text = f.text();
+        assert!(text.len() <= MAX_FILTER_LEN, "{}", text.len());
+        assert!(text.ends_with("pid == 428 || pid == 430"), "{text}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! buffers, [`record`] decodes records; [`crate::reorder`] merges the CPUs.
 
 pub mod filter;
+pub mod nascent;
 pub mod record;
 pub mod ring;
 pub mod sys;
@@ -18,7 +19,7 @@ mod proptests;
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
@@ -27,6 +28,7 @@ use crate::probes::ProbeRanges;
 use crate::reorder::{Reorder, Rounds};
 use crate::tracefs::Tracefs;
 use filter::WakeeFilter;
+use nascent::Forecast;
 use record::{Decoder, Tracepoint};
 use ring::Ring;
 
@@ -57,7 +59,8 @@ pub enum Targets {
     /// switches cost no sample and no callchain; switch-ins come from the
     /// same events' context-switch records. `sched_waking` runs in the
     /// waker's context, so it stays per CPU with a filter on the wakee
-    /// ([`filter::WakeeFilter`]), kept current from fork and exit records.
+    /// ([`filter::WakeeFilter`]), kept current from fork and exit records
+    /// and, for threads too new for those, from a [`nascent::Forecast`].
     Threads {
         tids: Vec<u32>,
         /// Processes (TGIDs) whose threads are all wanted: their threads
@@ -230,6 +233,9 @@ pub struct PerfBackend {
     wakees: Option<WakeeFilter>,
     /// How to open a CPU's `sched_waking` event.
     waking_event: TaskEvent,
+    /// The pids the kernel allocates next, kept by the wakee filter while
+    /// tasks created by the targets are followed.
+    forecast: Option<Forecast>,
     /// What threads created by the traced ones get.
     follow: Follow,
     state_filter: Option<String>,
@@ -303,12 +309,19 @@ impl PerfBackend {
         ];
 
         let [switch_event, waking_event] = events;
+        let mut forecast = None;
         let (cpus, wakees) = match &config.targets {
             Targets::All => (Self::open_per_cpu(&events, config, &mut decoder)?, None),
-            Targets::Threads { tids, .. } => {
+            Targets::Threads { tids, follow, .. } => {
                 // sched_switch is per task (attached below); sched_waking
                 // is per CPU, filtered on the wakee, and owns the rings.
                 let mut wakees = WakeeFilter::new(tids.iter().copied());
+                if *follow != Follow::Nothing
+                    && let Some(f) = Forecast::from_proc()
+                {
+                    wakees.set_nascent(f.ranges());
+                    forecast = Some(f);
+                }
                 let text = wakees.changed().unwrap_or_default();
                 let mut cpus = Vec::new();
                 for cpu in online_cpus()? {
@@ -331,6 +344,7 @@ impl PerfBackend {
             tasks: HashMap::new(),
             switch_event,
             waking_event,
+            forecast,
             wakees,
             follow: match &config.targets {
                 Targets::All => Follow::Nothing,
@@ -363,6 +377,17 @@ impl PerfBackend {
             backend.update_wakee_filter()?;
         }
         Ok(backend)
+    }
+
+    /// Forecasts the next pids again when [`Forecast::due`].
+    fn refresh_forecast(&mut self) {
+        let (Some(forecast), Some(wakees)) = (&mut self.forecast, &mut self.wakees) else {
+            return;
+        };
+        if let Some(f) = forecast.refreshed(Instant::now()) {
+            wakees.set_nascent(f.ranges());
+            *forecast = f;
+        }
     }
 
     /// Gives the kernel the current `sched_waking` filter if it changed.
@@ -494,6 +519,7 @@ impl PerfBackend {
             return Ok(());
         };
         self.read_all();
+        self.refresh_forecast();
         self.update_wakee_filter()?;
         // Nothing is released until kallsyms is loaded (stacks are trimmed
         // on release); until then the round is not ended either, so the

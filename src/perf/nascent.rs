@@ -1,0 +1,269 @@
+//! The pids the kernel will hand out next, so that a thread a traced
+//! process creates is a kept wakee from its first wakeup on, before its fork
+//! record has been read (see [`super::filter::WakeeFilter::set_nascent`]).
+//!
+//! The kernel allocates pids cyclically: after the last one allocated
+//! (`/proc/sys/kernel/ns_last_pid`), the next free one, wrapping to
+//! [`FIRST_AFTER_WRAP`] at `pid_max`. The forecast is the next
+//! [`NASCENT_PIDS`] free pids. Pids in use are left out (after a wrap
+//! they are old processes, not new ones). Once the kernel has allocated
+//! some of them, the forecast is made again ([`Forecast::due`]); the pids
+//! allocated meanwhile stay in it for one more period, so that a traced
+//! thread's fork record has been read by the time it leaves. Other tasks
+//! created on the machine are therefore kept for at most two periods of at
+//! least [`REFRESH_PERIOD`] (sooner when half of the forecast is used).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How many future pids the filter keeps.
+pub const NASCENT_PIDS: usize = 64;
+
+/// At most this many filter clauses go to the forecast (its pids are
+/// consecutive unless pids in use split them).
+pub const MAX_NASCENT_RANGES: usize = 16;
+
+/// The lowest pid the kernel reuses after wrapping around (`RESERVED_PIDS`).
+pub const FIRST_AFTER_WRAP: u32 = 300;
+
+/// The least time between two forecasts, unless half of one is used: each
+/// new forecast replaces the `sched_waking` events (a few system calls per
+/// CPU).
+pub const REFRESH_PERIOD: Duration = Duration::from_millis(100);
+
+/// The next free pids, in the order the kernel will allocate them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Forecast {
+    /// `ns_last_pid` when the forecast was made.
+    last: u32,
+    /// Pids of the previous forecast allocated since it was made: kept for
+    /// this period too.
+    recent: Vec<u32>,
+    /// Free pids after `last`, in allocation order.
+    pids: Vec<u32>,
+    made: Instant,
+}
+
+impl Forecast {
+    /// The [`NASCENT_PIDS`] free pids after `last`, under `pid_max`, as far
+    /// as [`MAX_NASCENT_RANGES`] ranges reach; `in_use` says whether a
+    /// pid is taken.
+    pub fn new(last: u32, pid_max: u32, in_use: impl Fn(u32) -> bool) -> Forecast {
+        Forecast::with_recent(last, pid_max, in_use, Vec::new(), Instant::now())
+    }
+
+    fn with_recent(
+        last: u32,
+        pid_max: u32,
+        in_use: impl Fn(u32) -> bool,
+        recent: Vec<u32>,
+        made: Instant,
+    ) -> Forecast {
+        let mut pids = Vec::with_capacity(NASCENT_PIDS);
+        let mut ranges = runs(&recent);
+        let mut p = last;
+        // Bounded: a machine with every pid taken has nothing to forecast.
+        for _ in 0..pid_max {
+            p = if p.saturating_add(1) >= pid_max {
+                FIRST_AFTER_WRAP
+            } else {
+                p + 1
+            };
+            if p == last || pids.len() == NASCENT_PIDS {
+                break;
+            }
+            if in_use(p) {
+                continue;
+            }
+            if pids.last().and_then(|&l: &u32| l.checked_add(1)) != Some(p) {
+                if ranges >= MAX_NASCENT_RANGES {
+                    break;
+                }
+                ranges += 1;
+            }
+            pids.push(p);
+        }
+        Forecast {
+            last,
+            recent,
+            pids,
+            made,
+        }
+    }
+
+    /// Reads `/proc/sys/kernel/ns_last_pid` and `pid_max` and checks
+    /// `/proc/PID` for pids in use. `None` when the files cannot be read.
+    pub fn from_proc() -> Option<Forecast> {
+        let last = last_pid()?;
+        let pid_max = read_number("/proc/sys/kernel/pid_max")?;
+        Some(Forecast::new(last, pid_max, in_use))
+    }
+
+    /// The next forecast from `/proc`, if [`Forecast::due`] at `now`.
+    pub fn refreshed(&self, now: Instant) -> Option<Forecast> {
+        let last = last_pid()?;
+        if !self.due(last, now) {
+            return None;
+        }
+        let pid_max = read_number("/proc/sys/kernel/pid_max")?;
+        Some(self.next(last, pid_max, in_use, now))
+    }
+
+    /// The pids of this forecast the kernel has allocated, going from
+    /// `self.last` to `last` (a prefix of `pids`).
+    fn used(&self, last: u32) -> &[u32] {
+        let passed = |p: u32| {
+            if self.last < last {
+                self.last < p && p <= last
+            } else {
+                p > self.last || p <= last
+            }
+        };
+        let n = if last == self.last {
+            0
+        } else {
+            self.pids.iter().take_while(|&&p| passed(p)).count()
+        };
+        &self.pids[..n]
+    }
+
+    /// Whether to forecast again, `ns_last_pid` being `last` at `now`:
+    /// when the kernel has allocated pids (half of the forecast, or any
+    /// once [`REFRESH_PERIOD`] has passed), or when the previous period's
+    /// pids have been kept for a period.
+    pub fn due(&self, last: u32, now: Instant) -> bool {
+        let aged = now.saturating_duration_since(self.made) >= REFRESH_PERIOD;
+        if last == self.last {
+            return aged && !self.recent.is_empty();
+        }
+        let used = self.used(last).len();
+        used * 2 >= self.pids.len() || aged
+    }
+
+    /// The forecast after `last`, keeping the pids of this one allocated
+    /// since it was made.
+    pub fn next(
+        &self,
+        last: u32,
+        pid_max: u32,
+        in_use: impl Fn(u32) -> bool,
+        now: Instant,
+    ) -> Forecast {
+        Forecast::with_recent(last, pid_max, in_use, self.used(last).to_vec(), now)
+    }
+
+    /// The kept pids as sorted, disjoint inclusive ranges.
+    pub fn ranges(&self) -> Vec<(u32, u32)> {
+        let mut sorted: Vec<u32> = self.recent.iter().chain(&self.pids).copied().collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut ranges: Vec<(u32, u32)> = Vec::new();
+        for p in sorted {
+            match ranges.last_mut() {
+                Some((_, hi)) if hi.checked_add(1) == Some(p) => *hi = p,
+                _ => ranges.push((p, p)),
+            }
+        }
+        ranges
+    }
+}
+
+/// Number of runs of consecutive pids in `pids` (in allocation order).
+fn runs(pids: &[u32]) -> usize {
+    pids.windows(2)
+        .filter(|w| w[0].checked_add(1) != Some(w[1]))
+        .count()
+        + usize::from(!pids.is_empty())
+}
+
+fn in_use(p: u32) -> bool {
+    // Threads are not listed in /proc, but /proc/TID resolves.
+    Path::new(&format!("/proc/{p}")).exists()
+}
+
+/// `ns_last_pid` now, if readable.
+pub fn last_pid() -> Option<u32> {
+    read_number("/proc/sys/kernel/ns_last_pid")
+}
+
+fn read_number(path: &str) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_free_pids_in_allocation_order() {
+        let f = Forecast::new(1000, 32768, |p| p == 1003 || p == 1004);
+        assert_eq!(f.pids.len(), NASCENT_PIDS);
+        assert_eq!(&f.pids[..3], &[1001, 1002, 1005]);
+        assert_eq!(f.ranges(), vec![(1001, 1002), (1005, 1066)]);
+    }
+
+    #[test]
+    fn wraps_to_the_first_reusable_pid() {
+        let f = Forecast::new(32760, 32768, |p| p == 301);
+        assert_eq!(
+            &f.pids[..8],
+            &[32761, 32762, 32763, 32764, 32765, 32766, 32767, 300]
+        );
+        assert_eq!(f.pids[8], 302);
+        assert_eq!(f.ranges()[0], (300, 300));
+        assert_eq!(f.ranges().last(), Some(&(32761, 32767)));
+    }
+
+    #[test]
+    fn fragmented_pids_stop_at_the_range_budget() {
+        // Every other pid is in use: each free one is its own range.
+        let f = Forecast::new(1000, 32768, |p| p % 2 == 0);
+        assert_eq!(f.pids.len(), MAX_NASCENT_RANGES);
+        assert_eq!(f.ranges().len(), MAX_NASCENT_RANGES);
+    }
+
+    #[test]
+    fn a_full_pid_space_forecasts_nothing() {
+        let f = Forecast::new(500, 1000, |_| true);
+        assert!(f.pids.is_empty());
+        assert!(f.ranges().is_empty());
+        let later = f.made + REFRESH_PERIOD;
+        assert!(!f.due(500, later));
+        assert!(f.due(501, later));
+    }
+
+    #[test]
+    fn due_when_half_is_used_or_some_after_a_period() {
+        let f = Forecast::new(1000, 32768, |_| false);
+        let soon = f.made + REFRESH_PERIOD / 2;
+        let later = f.made + REFRESH_PERIOD;
+        assert!(!f.due(1000, later), "nothing allocated");
+        assert!(!f.due(1031, soon), "31 of 64 used");
+        assert!(f.due(1032, soon), "32 of 64 used");
+        assert!(f.due(1001, later), "one used, a period later");
+        assert!(f.due(5000, soon));
+        // Around the wrap.
+        let f = Forecast::new(32750, 32768, |_| false);
+        let soon = f.made;
+        assert!(!f.due(32767, soon), "17 of 64 used");
+        assert!(!f.due(313, soon), "17 + 14 of 64 used");
+        assert!(f.due(314, soon), "17 + 15 of 64 used");
+    }
+
+    #[test]
+    fn allocated_pids_stay_one_more_period() {
+        let f = Forecast::new(1000, 32768, |_| false);
+        // 1001 and 1002 were allocated (one of them may be a traced
+        // thread whose fork record is not read yet).
+        let t1 = f.made + REFRESH_PERIOD;
+        let g = f.next(1002, 32768, |p| p <= 1002, t1);
+        assert_eq!(g.ranges(), vec![(1001, 1066)]);
+        assert_eq!(g.pids.len(), NASCENT_PIDS);
+        // A period later with nothing allocated, they leave.
+        assert!(!g.due(1002, t1 + REFRESH_PERIOD / 2));
+        assert!(g.due(1002, t1 + REFRESH_PERIOD));
+        let h = g.next(1002, 32768, |p| p <= 1002, t1 + REFRESH_PERIOD);
+        assert_eq!(h.ranges(), vec![(1003, 1066)]);
+        assert!(!h.due(1002, t1 + 10 * REFRESH_PERIOD));
+    }
+}
