@@ -8,6 +8,7 @@ use anyhow::Result;
 
 use crate::cli::Backend;
 use crate::event::{Event, SourceStats};
+use crate::kallsyms::Preload;
 use crate::perf::sys::open_error_of;
 use crate::perf::{Follow, PerfBackend, PerfConfig, Targets};
 use crate::tracefs::Tracefs;
@@ -30,6 +31,8 @@ pub struct SourceConfig {
     pub state_filter: Option<String>,
     /// Record process creation and exec (`-- COMMAND`).
     pub follow_processes: bool,
+    /// kallsyms, being read (when kernel stacks are wanted).
+    pub kallsyms: Option<Preload>,
 }
 
 /// An open, recording backend.
@@ -59,6 +62,7 @@ impl Source {
         let perf_config = PerfConfig {
             mmap_pages: config.buffer_pages,
             kernel_callchain: config.kernel_stacks,
+            kallsyms: config.kallsyms.clone(),
             user_callchain: config.user_stacks,
             targets: match &config.filter {
                 KernelFilter::None => Targets::All,
@@ -120,6 +124,7 @@ impl Source {
                 user_stacks: config.user_stacks,
                 filter: config.filter.clone(),
                 follow_processes: config.follow_processes,
+                kallsyms: config.kallsyms.clone(),
             },
         )?;
         Ok((

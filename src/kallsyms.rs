@@ -1,8 +1,16 @@
 //! `/proc/kallsyms`: reading it, and splitting its lines into symbols.
 //! Shared by the backends' trimming of tracing frames ([`crate::probes`])
-//! and by kernel symbolization ([`crate::symbolize`]).
+//! and by kernel symbolization ([`crate::symbolize`]), which get their
+//! tables from one reading on a thread started before tracing
+//! ([`Preload`]).
 
-use anyhow::{Context, Result};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+
+use anyhow::{Context, Result, anyhow};
+
+use crate::probes::ProbeRanges;
+use crate::symbolize::kernel::KernelSymbols;
 
 /// One line: `ffffffff81000000 T name [module]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,6 +26,73 @@ pub struct Symbol<'a> {
 /// Reads `/proc/kallsyms`.
 pub fn read() -> Result<String> {
     std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")
+}
+
+/// What the tool needs from kallsyms, built from one reading of it.
+#[derive(Debug, Default)]
+pub struct Tables {
+    /// The tracing machinery, trimmed from the top of kernel stacks.
+    pub probes: ProbeRanges,
+    /// Kernel text symbols, for symbolization.
+    pub symbols: Arc<KernelSymbols>,
+}
+
+impl Tables {
+    pub fn from_kallsyms(text: &str) -> Tables {
+        Tables {
+            probes: ProbeRanges::from_kallsyms(text),
+            symbols: Arc::new(KernelSymbols::parse(text)),
+        }
+    }
+}
+
+/// kallsyms read and parsed once, on a thread started before tracing (the
+/// file is slow to read: the kernel formats every line). The backends trim
+/// stacks with its probe ranges once it is ready, and the symbolizer
+/// resolves kernel frames with its table at the end, without reading the
+/// file again on the way from SIGINT to the report. Clones share it.
+#[derive(Clone, Debug)]
+pub struct Preload(Arc<PreloadState>);
+
+#[derive(Debug)]
+struct PreloadState {
+    thread: Mutex<Option<JoinHandle<Result<Tables>>>>,
+    done: OnceLock<Result<Arc<Tables>, String>>,
+}
+
+impl Preload {
+    /// Starts reading kallsyms on a thread.
+    pub fn spawn() -> Preload {
+        let thread = std::thread::spawn(|| Ok(Tables::from_kallsyms(&read()?)));
+        Preload(Arc::new(PreloadState {
+            thread: Mutex::new(Some(thread)),
+            done: OnceLock::new(),
+        }))
+    }
+
+    /// True when [`Preload::wait`] would not block.
+    pub fn is_ready(&self) -> bool {
+        self.0.done.get().is_some()
+            || self
+                .0
+                .thread
+                .lock()
+                .map_or(true, |t| t.as_ref().is_none_or(|h| h.is_finished()))
+    }
+
+    /// The tables, once read (waits for the thread).
+    pub fn wait(&self) -> Result<Arc<Tables>> {
+        let done = self.0.done.get_or_init(|| {
+            let thread = self.0.thread.lock().ok().and_then(|mut t| t.take());
+            match thread.map(JoinHandle::join) {
+                Some(Ok(Ok(tables))) => Ok(Arc::new(tables)),
+                Some(Ok(Err(e))) => Err(format!("{e:#}")),
+                Some(Err(_)) => Err("the thread reading /proc/kallsyms panicked".to_string()),
+                None => Err("/proc/kallsyms was not read".to_string()),
+            }
+        });
+        done.clone().map_err(|e| anyhow!(e))
+    }
 }
 
 /// The symbols of a kallsyms listing, in listing order; malformed lines are
@@ -43,6 +118,16 @@ pub fn symbols(text: &str) -> impl Iterator<Item = Symbol<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn preload_reads_once_and_shares() {
+        let p = Preload::spawn();
+        let q = p.clone();
+        let a = p.wait().expect("reading /proc/kallsyms");
+        assert!(q.is_ready());
+        let b = q.wait().expect("the same tables");
+        assert!(Arc::ptr_eq(&a, &b));
+    }
 
     #[test]
     fn lines() {

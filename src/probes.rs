@@ -29,7 +29,7 @@ const PROBE_PREFIXES: &[&str] = &[
 ];
 
 impl ProbeRanges {
-    /// Reads `/proc/kallsyms`.
+    /// Reads `/proc/kallsyms` (see also [`kallsyms::Preload`]).
     pub fn load() -> Result<ProbeRanges> {
         Ok(ProbeRanges::from_kallsyms(&kallsyms::read()?))
     }

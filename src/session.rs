@@ -115,6 +115,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         },
         state_filter: state.map(|s| s.tracepoint_filter()),
         follow_processes: held.is_some(),
+        kallsyms: (stack_mode != StackMode::UserOnly).then(crate::kallsyms::Preload::spawn),
     };
     install_signal_handlers()?;
     let (mut backend, notes) = Source::open(cli.backend, &tracefs, &source_config)?;
@@ -223,7 +224,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
 
     let switch_ins_from_records = backend.switch_ins_from_records();
     let result = aggregator.finish();
-    let entries = symbolize_entries(&result, maps)?;
+    let entries = symbolize_entries(&result, maps, source_config.kallsyms.clone())?;
 
     let mut buffered = io::BufWriter::new(&mut out);
     let written =
@@ -361,8 +362,9 @@ fn kernel_filter(threads: &ThreadFilter) -> KernelFilter {
 fn symbolize_entries(
     result: &aggregate::Aggregate,
     maps: ProcessMaps,
+    kallsyms: Option<crate::kallsyms::Preload>,
 ) -> Result<Vec<ResolvedEntry>> {
-    let mut symbolizer = Symbolizer::new(maps)?;
+    let mut symbolizer = Symbolizer::new(maps, kallsyms)?;
     let table: &StackTable = &result.stacks;
 
     // Target kernel stacks start at an exact IP; waker kernel stacks start at

@@ -30,6 +30,7 @@ fn live_sleep_is_seen() {
         user_callchain: true,
         targets: Targets::All,
         state_filter: None,
+        kallsyms: None,
     };
     let mut backend = PerfBackend::open(&tracefs, &config).expect("open perf backend");
 

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 
 use crate::event::{Event, EventKind, SourceStats};
-use crate::probes::ProbeRanges;
+use crate::kallsyms::Preload;
 use crate::reorder::{Reorder, Rounds};
 use crate::tracefs::Tracefs;
 use filter::WakeeFilter;
@@ -47,6 +47,9 @@ pub struct PerfConfig {
     /// `--state`): switch-outs in other states are dropped by the kernel
     /// before their callchain is taken.
     pub state_filter: Option<String>,
+    /// kallsyms, being read: kernel stacks are trimmed with its probe
+    /// ranges (read here when `None` and kernel callchains are taken).
+    pub kallsyms: Option<Preload>,
 }
 
 /// Which threads the kernel records.
@@ -247,9 +250,9 @@ pub struct PerfBackend {
     stats: SourceStats,
     rounds: Rounds,
     enabled: bool,
-    /// kallsyms is read off the attach path; the decoder gets the result
-    /// before the first read.
-    probes: Option<std::thread::JoinHandle<Result<ProbeRanges>>>,
+    /// kallsyms is read off the attach path; the decoder gets its probe
+    /// ranges before the first events are released.
+    kallsyms: Option<Preload>,
 }
 
 impl PerfBackend {
@@ -357,9 +360,11 @@ impl PerfBackend {
             stats: SourceStats::default(),
             rounds: Rounds::default(),
             enabled: false,
-            probes: config
-                .kernel_callchain
-                .then(|| std::thread::spawn(ProbeRanges::load)),
+            kallsyms: if config.kernel_callchain {
+                Some(config.kallsyms.clone().unwrap_or_else(Preload::spawn))
+            } else {
+                None
+            },
         };
         backend.last_occurrence = vec![None; backend.cpus.len()];
         for c in &backend.cpus {
@@ -524,7 +529,7 @@ impl PerfBackend {
         // Nothing is released until kallsyms is loaded (stacks are trimmed
         // on release); until then the round is not ended either, so the
         // next one releases only what was complete before it.
-        if self.probes.as_ref().is_some_and(|p| !p.is_finished()) {
+        if self.kallsyms.as_ref().is_some_and(|p| !p.is_ready()) {
             return Ok(());
         }
         if let Some(upto) = self.rounds.end(start) {
@@ -598,11 +603,11 @@ impl PerfBackend {
     /// rounds, which may bring new threads for the wakee filter, are not
     /// held up; only [`PerfBackend::finish`] waits.
     fn join_probes(&mut self) {
-        if let Some(loader) = self.probes.take() {
+        if let Some(kallsyms) = self.kallsyms.take() {
             // Without kallsyms nothing is trimmed (stacks may then start
             // in the tracing machinery, which symbolizes as such).
-            if let Ok(Ok(probes)) = loader.join() {
-                self.decoder.set_probes(probes);
+            if let Ok(tables) = kallsyms.wait() {
+                self.decoder.set_probes(tables.probes.clone());
             }
         }
     }
@@ -701,6 +706,7 @@ mod tests {
             user_callchain: false,
             targets: Targets::All,
             state_filter: None,
+            kallsyms: None,
         };
         assert_eq!(sample_type(&c) & sys::SAMPLE_CALLCHAIN, 0);
         let c = PerfConfig {
@@ -720,6 +726,7 @@ mod tests {
                 user_callchain: true,
                 targets: Targets::All,
                 state_filter: None,
+                kallsyms: None,
             };
             let err = PerfBackend::open(&t, &c)
                 .err()

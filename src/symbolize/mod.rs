@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
+use crate::kallsyms::Preload;
 use cache::FileCache;
 use kernel::KernelSymbols;
 pub use maps::{Mapping, ProcessMaps};
@@ -29,7 +30,9 @@ pub const UNKNOWN: &str = "[unknown]";
 pub struct Symbolizer {
     maps: ProcessMaps,
     /// `None` until the first kernel lookup.
-    kernel: Option<KernelSymbols>,
+    kernel: Option<Arc<KernelSymbols>>,
+    /// Where kernel symbols come from when read before tracing.
+    preload: Option<Preload>,
     files: FileCache,
     warnings: Vec<String>,
 }
@@ -46,12 +49,14 @@ fn probe(index: usize, addr: u64) -> u64 {
 }
 
 impl Symbolizer {
-    /// Takes the map history recorded during tracing. Kernel symbols are
-    /// loaded from `/proc/kallsyms` on first use.
-    pub fn new(maps: ProcessMaps) -> Result<Symbolizer> {
+    /// Takes the map history recorded during tracing. Kernel symbols come
+    /// from `preload` if given, or are loaded from `/proc/kallsyms` on
+    /// first use.
+    pub fn new(maps: ProcessMaps, preload: Option<Preload>) -> Result<Symbolizer> {
         Ok(Symbolizer {
             maps,
             kernel: None,
+            preload,
             files: FileCache::new(),
             warnings: Vec::new(),
         })
@@ -64,24 +69,28 @@ impl Symbolizer {
 
     fn kernel_symbols(&mut self) -> &KernelSymbols {
         let warnings = &mut self.warnings;
-        self.kernel
-            .get_or_insert_with(|| match KernelSymbols::load() {
-                Ok(k) => {
-                    if k.addresses_hidden() {
-                        warnings.push(
-                            "WARNING: every address in /proc/kallsyms reads 0, so kernel frames \
+        let preload = &self.preload;
+        let load = || match preload {
+            Some(p) => p.wait().map(|t| Arc::clone(&t.symbols)),
+            None => KernelSymbols::load().map(Arc::new),
+        };
+        self.kernel.get_or_insert_with(|| match load() {
+            Ok(k) => {
+                if k.addresses_hidden() {
+                    warnings.push(
+                        "WARNING: every address in /proc/kallsyms reads 0, so kernel frames \
                          print as [unknown]. Run as root, or lower \
                          /proc/sys/kernel/kptr_restrict (e.g. `sysctl kernel.kptr_restrict=0`)."
-                                .to_string(),
-                        );
-                    }
-                    k
+                            .to_string(),
+                    );
                 }
-                Err(e) => {
-                    warnings.push(format!("WARNING: kernel frames print as [unknown]: {e:#}"));
-                    KernelSymbols::default()
-                }
-            })
+                k
+            }
+            Err(e) => {
+                warnings.push(format!("WARNING: kernel frames print as [unknown]: {e:#}"));
+                Arc::default()
+            }
+        })
     }
 
     /// Names for a kernel stack, innermost first (one name per address;

@@ -97,7 +97,7 @@ fn symbolizer_for(path: &Path) -> Symbolizer {
             until: u64::MAX,
         },
     );
-    Symbolizer::new(maps).expect("symbolizer")
+    Symbolizer::new(maps, None).expect("symbolizer")
 }
 
 /// The runtime address (under `symbolizer_for`) of `vaddr` in `path`.
@@ -343,7 +343,7 @@ fn own_process_resolves_rust_function() {
     let me = std::process::id();
     let mut maps = ProcessMaps::new();
     maps.ensure_known(me, 0);
-    let mut s = Symbolizer::new(maps).expect("symbolizer");
+    let mut s = Symbolizer::new(maps, None).expect("symbolizer");
     let f = live_probe_target as fn() -> u64 as usize as u64;
     assert_eq!(live_probe_target(), 42);
     let names = s.user(me, 1, &[f]);
@@ -377,7 +377,7 @@ fn own_vdso_resolves() {
     let addr = vdso.start + sym.address() - seg.address() + seg.file_range().0;
     let mut maps = ProcessMaps::new();
     maps.ensure_known(me, 0);
-    let mut s = Symbolizer::new(maps).expect("symbolizer");
+    let mut s = Symbolizer::new(maps, None).expect("symbolizer");
     let names = s.user(me, 0, &[addr + 1]);
     assert_eq!(names.len(), 1);
     assert!(names[0].ends_with("clock_gettime"), "{names:?}");
@@ -385,7 +385,7 @@ fn own_vdso_resolves() {
 
 #[test]
 fn kernel_frames_one_name_each() {
-    let mut s = Symbolizer::new(ProcessMaps::new()).expect("symbolizer");
+    let mut s = Symbolizer::new(ProcessMaps::new(), None).expect("symbolizer");
     let k = kernel::KernelSymbols::load().expect("reading kallsyms");
     let names = if let Some(addr) = k.address_of("schedule") {
         // Frame 0 exact; frame 1 a return address just past `schedule`'s
@@ -417,7 +417,7 @@ fn own_process_resolves_shared_library_function() {
     let me = std::process::id();
     let mut maps = ProcessMaps::new();
     maps.ensure_known(me, 0);
-    let mut s = Symbolizer::new(maps).expect("symbolizer");
+    let mut s = Symbolizer::new(maps, None).expect("symbolizer");
     // libc's getpid, resolved by the dynamic linker: a shared object mapped
     // with a non-zero file offset, usually known only through .dynsym.
     let f = libc::getpid as unsafe extern "C" fn() -> libc::pid_t as usize as u64;

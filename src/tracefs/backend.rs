@@ -20,6 +20,7 @@ use super::page::{self, HeaderLayout, Missed, PageLayout};
 use super::sched::SchedFields;
 use crate::aggregate::tasks::parse_status_tgid;
 use crate::event::{Event, EventKind, Lost, SourceStats};
+use crate::kallsyms::Preload;
 use crate::reorder::{Reorder, Rounds};
 
 /// What to record.
@@ -33,6 +34,8 @@ pub struct TracefsConfig {
     /// Also record process creation and exec (`-- COMMAND` follows the
     /// processes its command starts).
     pub follow_processes: bool,
+    /// kallsyms, being read (for trimming kernel stacks).
+    pub kallsyms: Option<Preload>,
 }
 
 /// One CPU's `trace_pipe_raw`.
@@ -101,7 +104,8 @@ impl TracefsBackend {
             config.kernel_stacks,
             config.user_stacks,
             None,
-        );
+        )
+        .with_kallsyms(config.kallsyms.clone());
 
         let buffer_kb = config
             .buffer_pages

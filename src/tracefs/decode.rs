@@ -17,6 +17,7 @@ use anyhow::Result;
 use super::sched::{SchedFields, Tracepoint};
 use super::{EventFormat, Field};
 use crate::event::{Callchain, Comm, CommChange, Event, EventKind, Fork};
+use crate::kallsyms::Preload;
 use crate::probes::ProbeRanges;
 
 /// The `ftrace:kernel_stack` and `ftrace:user_stack` entry layouts.
@@ -111,6 +112,8 @@ pub struct Assembler {
     kernel_stacks: bool,
     user_stacks: bool,
     probes: Option<ProbeRanges>,
+    /// Where `probes` comes from when not given.
+    kallsyms: Option<Preload>,
     pending: HashMap<u32, Pending>,
     /// TGIDs learnt from `user_stack` entries and lookups.
     tgids: HashMap<u32, u32>,
@@ -118,7 +121,8 @@ pub struct Assembler {
 }
 
 impl Assembler {
-    /// `probes` is loaded from kallsyms on first use when None.
+    /// `probes` is loaded on first use when None: from
+    /// [`Assembler::with_kallsyms`] if given, else from kallsyms.
     pub fn new(
         sched: SchedFields,
         stacks: StackFormats,
@@ -134,6 +138,7 @@ impl Assembler {
             kernel_stacks,
             user_stacks,
             probes,
+            kallsyms: None,
             pending: HashMap::new(),
             tgids: HashMap::new(),
             stats: AssemblerStats::default(),
@@ -356,13 +361,24 @@ impl Assembler {
         })
     }
 
+    /// Takes the tracing machinery's ranges from `kallsyms` when first
+    /// needed.
+    pub fn with_kallsyms(mut self, kallsyms: Option<Preload>) -> Assembler {
+        self.kallsyms = kallsyms;
+        self
+    }
+
     /// Drops the leading frames that lie in the tracing machinery.
     fn trim_kernel(&mut self, mut frames: Vec<u64>) -> Vec<u64> {
         if frames.is_empty() {
             return frames;
         }
+        let kallsyms = &self.kallsyms;
         self.probes
-            .get_or_insert_with(|| ProbeRanges::load().unwrap_or_default())
+            .get_or_insert_with(|| match kallsyms {
+                Some(k) => k.wait().map(|t| t.probes.clone()).unwrap_or_default(),
+                None => ProbeRanges::load().unwrap_or_default(),
+            })
             .trim(&mut frames);
         frames
     }

@@ -297,7 +297,7 @@ fn corrupt_binaries_give_unknown_and_spare_the_other_frames() {
         frames.push((v, at));
     }
 
-    let mut s = Symbolizer::new(maps).expect("symbolizer");
+    let mut s = Symbolizer::new(maps, None).expect("symbolizer");
     let own = intact_target as fn() -> u64 as usize as u64;
     assert_eq!(intact_target(), 7);
     // Frame 0 is the test binary itself; then each damaged copy, followed
