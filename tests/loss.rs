@@ -73,11 +73,27 @@ fn warning_count(warning: &str, what: &str) -> u64 {
         .unwrap_or_else(|| panic!("no count before `{what}` in {warning:?}"))
 }
 
+/// Runs of the scenario, at most: one in which no whole sleep survived
+/// (another load flooded the ring too) checked nothing, and is run again.
+const ATTEMPTS: usize = 3;
+
 #[test]
 fn forced_loss_never_inflates_an_interval() {
     if !live() {
         return;
     }
+    for attempt in 1..=ATTEMPTS {
+        if one_run() > 0 {
+            return;
+        }
+        eprintln!("attempt {attempt}: no whole sleep survived, nothing checked");
+    }
+    panic!("no whole sleep survived the loss in {ATTEMPTS} runs: nothing was checked");
+}
+
+/// One run of the scenario; panics on any failed check, and returns how
+/// many whole sleeps survived (were checked).
+fn one_run() -> usize {
     // Two storms on CPU 0, each a pipe wakeup every millisecond: a
     // one-page ring loses records around many of the sleeps.
     let mut storms: Vec<Child> = (0..2)
@@ -119,20 +135,16 @@ fn forced_loss_never_inflates_an_interval() {
         "{warning}"
     );
 
-    // Sleeps survive, and none is longer than measured. (A sleep can be
-    // more than one interval: its thread can switch out still runnable, and
-    // sleep only when it schedules again; a surviving short one is no
-    // sleep's whole. So the check is a bound, and whole sleeps must be
-    // among what it checked.)
+    // No sleep is longer than measured. (A sleep can be more than one
+    // interval: its thread can switch out still runnable, and sleep only
+    // when it schedules again; a surviving short one is no sleep's whole.
+    // So the check is a bound, and whole sleeps must be among what it
+    // checked.)
     let traced = per_sleep(&out, tid);
     let whole = traced.values().filter(|&&us| us >= MS * 1000).count();
     eprintln!(
         "{} of {SLEEPS} sleeps survived, {whole} of them whole: {warning}",
         traced.len()
-    );
-    assert!(
-        whole > 0,
-        "no whole sleep survived the loss: nothing to check\n{context}"
     );
     for (depth, &us) in &traced {
         let real = truth.get(depth).copied();
@@ -141,4 +153,5 @@ fn forced_loss_never_inflates_an_interval() {
             "under loss sleep {depth} totals {us} us, measured {real:?} us\n{context}"
         );
     }
+    whole
 }
