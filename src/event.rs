@@ -157,11 +157,15 @@ pub struct SwitchIn {
     pub prev_tid: u32,
 }
 
-/// Records the kernel could not deliver (ring full, or samples dropped).
+/// Records the kernel could not deliver (ring full, or samples dropped), or
+/// may not have: `records` is 0 when a backend found a ring too full to be
+/// sure (perf writes its own lost record only with that CPU's next record,
+/// which can come long after intervals the loss falls inside were closed).
 ///
 /// The loss happened somewhere between the event's `time` (the last record
 /// delivered by that CPU before the gap) and `until` (the first one after
-/// it): every interval that overlaps that window may be wrong.
+/// it, or the moment the ring had room again): every interval that overlaps
+/// that window may be wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lost {
     pub records: u64,

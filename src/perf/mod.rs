@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::event::{Event, EventKind, SourceStats};
+use crate::event::{Event, EventKind, Lost, SourceStats};
 use crate::kallsyms::Preload;
 use crate::reorder::{Reorder, Rounds};
-use crate::tracefs::Tracefs;
+use crate::tracefs::{EventFormat, Tracefs};
 use filter::WakeeFilter;
 use nascent::Forecast;
 use record::{Decoder, Tracepoint};
@@ -95,6 +95,77 @@ fn sample_type(config: &PerfConfig) -> u64 {
         st |= sys::SAMPLE_CALLCHAIN;
     }
     st
+}
+
+/// The most bytes one sample of `sample_type` can take (header included),
+/// with callchains of at most `max_stack` frames and `max_contexts` context
+/// markers, and tracepoint payloads laid out as `formats` say.
+pub fn max_sample_size(
+    sample_type: u64,
+    formats: &[&EventFormat],
+    max_stack: u64,
+    max_contexts: u64,
+) -> u64 {
+    let words = [
+        sys::SAMPLE_IDENTIFIER,
+        sys::SAMPLE_IP,
+        sys::SAMPLE_TID,
+        sys::SAMPLE_TIME,
+        sys::SAMPLE_ADDR,
+        sys::SAMPLE_ID,
+        sys::SAMPLE_STREAM_ID,
+        sys::SAMPLE_CPU,
+        sys::SAMPLE_PERIOD,
+    ]
+    .iter()
+    .filter(|&&bit| sample_type & bit != 0)
+    .count() as u64;
+    let mut size = ring::HEADER_SIZE as u64 + 8 * words;
+    if sample_type & sys::SAMPLE_CALLCHAIN != 0 {
+        size += 8 + 8 * max_stack.saturating_add(max_contexts);
+    }
+    if sample_type & sys::SAMPLE_RAW != 0 {
+        // The payload's fixed part, plus room for any dynamic field's data
+        // (neither sched tracepoint has one today); a u32 size first, the
+        // whole padded to 8 bytes.
+        let payload = formats
+            .iter()
+            .map(|f| {
+                let fixed = f
+                    .fields
+                    .iter()
+                    .map(|x| x.offset + x.size)
+                    .max()
+                    .unwrap_or(0);
+                let dynamic = if f.fields.iter().any(|x| x.is_dynamic()) {
+                    4096
+                } else {
+                    0
+                };
+                (fixed + dynamic) as u64
+            })
+            .max()
+            .unwrap_or(0);
+        size += (4 + payload).div_ceil(8) * 8;
+    }
+    size
+}
+
+/// A kernel limit from `/proc/sys/kernel/NAME`, or `default` when it cannot
+/// be read.
+fn kernel_limit(name: &str, default: u64) -> u64 {
+    std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// True when a ring of `data_size` bytes found holding `avail` unread bytes
+/// may have lost a record of up to `max_record` bytes since it was last
+/// read: its free space fell below that. (The kernel's lost record comes
+/// only with the next record that CPU writes, which can be long after.)
+pub fn may_have_lost(data_size: u64, avail: u64, max_record: u64) -> bool {
+    data_size.saturating_sub(avail) < max_record
 }
 
 /// The CPUs listed in a sysfs CPU list such as `0-3,5,7-8`.
@@ -249,6 +320,9 @@ pub struct PerfBackend {
     reorder: Reorder,
     stats: SourceStats,
     rounds: Rounds,
+    /// The most bytes one sample can take: a ring with less free space than
+    /// this when read may have lost samples (see [`may_have_lost`]).
+    max_sample: u64,
     enabled: bool,
     /// kallsyms is read off the attach path; the decoder gets its probe
     /// ranges before the first events are released.
@@ -359,6 +433,12 @@ impl PerfBackend {
             reorder: Reorder::new(),
             stats: SourceStats::default(),
             rounds: Rounds::default(),
+            max_sample: max_sample_size(
+                st,
+                &[&switch, &waking],
+                kernel_limit("perf_event_max_stack", 127),
+                kernel_limit("perf_event_max_contexts_per_stack", 8),
+            ),
             enabled: false,
             kallsyms: if config.kernel_callchain {
                 Some(config.kallsyms.clone().unwrap_or_else(Preload::spawn))
@@ -624,6 +704,7 @@ impl PerfBackend {
             reorder,
             stats,
             rounds,
+            max_sample,
             ..
         } = self;
         // Per-task events (`Targets::Threads`) go with a wakee filter.
@@ -658,6 +739,21 @@ impl PerfBackend {
                 });
             if ex.corrupt {
                 stats.malformed += 1;
+            }
+            if may_have_lost(c.ring.data_size() as u64, ex.avail, *max_sample) {
+                // Samples may have been lost after the last record read,
+                // up to now that the ring has room again. The kernel says
+                // so (or not) only with this CPU's next record, and by then
+                // intervals the loss could fall inside may have been counted:
+                // the window is passed on now, counting no record. (Samples
+                // are the largest records intervals depend on; a longer
+                // mmap record lost meanwhile costs symbols, not durations.)
+                let until = sys::monotonic_ns();
+                reorder.push(Event {
+                    time: c.last_time.max(rounds.released_upto()).min(until),
+                    cpu: c.cpu,
+                    kind: EventKind::Lost(Lost { records: 0, until }),
+                });
             }
         }
     }
@@ -696,6 +792,37 @@ mod tests {
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("1,x").is_err());
         assert!(!online_cpus().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_ring_may_have_lost_a_sample_only_when_it_had_no_room_for_one() {
+        // 4096-byte ring, samples of up to 1200 bytes.
+        assert!(!may_have_lost(4096, 0, 1200));
+        assert!(!may_have_lost(4096, 2896, 1200));
+        assert!(may_have_lost(4096, 2897, 1200));
+        assert!(may_have_lost(4096, 4096, 1200));
+        // A ring smaller than one sample can lose one at any time.
+        assert!(may_have_lost(1024, 0, 1200));
+        // Inconsistent counts (more unread than the ring holds) count as full.
+        assert!(may_have_lost(4096, 5000, 1200));
+    }
+
+    #[test]
+    fn max_sample_size_without_callchain_or_payload() {
+        let st = sys::SAMPLE_IDENTIFIER | sys::SAMPLE_TID | sys::SAMPLE_TIME | sys::SAMPLE_CPU;
+        // Header and four words; no callchain, no payload whatever the limits.
+        assert_eq!(max_sample_size(st, &[], 127, 8), 8 + 32);
+        let t = Tracefs::fixtures();
+        let switch = t.event_format("sched", "sched_switch").unwrap();
+        // The fixture's payload is 64 bytes: with its u32 size, padded, 72.
+        assert_eq!(
+            max_sample_size(st | sys::SAMPLE_RAW, &[&switch], 127, 8),
+            8 + 32 + 72
+        );
+        assert_eq!(
+            max_sample_size(st | sys::SAMPLE_CALLCHAIN, &[], 127, 8),
+            8 + 32 + 8 + 8 * 135
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 
+use super::max_sample_size;
 use super::record::{Decoder, Tracepoint};
 use super::ring::{HEADER_SIZE, extract_records};
 use super::sys::*;
@@ -600,5 +601,29 @@ proptest! {
         });
         prop_assert_eq!(ex.records, decoded);
         prop_assert_eq!(ex.new_tail, head);
+    }
+}
+
+/// The bound on a sample's size the ring reader uses to tell a ring that
+/// may have lost samples is exactly the size of the largest sample the
+/// decoder reads: every word it walks, a full callchain, the larger payload.
+#[test]
+fn max_sample_size_is_the_largest_sample() {
+    let (sw, wk) = formats();
+    let (max_stack, contexts) = (127u64, 8u64);
+    let ips: Vec<u64> = (0..max_stack + contexts).collect();
+    for st in SAMPLE_TYPES {
+        let bound = max_sample_size(st, &[sw, wk], max_stack, contexts);
+        let chain: &[u64] = if st & SAMPLE_CALLCHAIN != 0 {
+            &ips
+        } else {
+            &[]
+        };
+        let switch = valid_record(st, 0, chain, b"");
+        let waking = valid_record(st, 1, chain, b"");
+        assert_eq!(switch.len() as u64, bound, "sample type {st:#x}");
+        assert!(waking.len() as u64 <= bound, "sample type {st:#x}");
+        let d = decoder(st);
+        assert!(d.decode(&switch).is_ok_and(|e| e.is_some()));
     }
 }

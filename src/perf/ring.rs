@@ -27,6 +27,9 @@ pub const HEADER_SIZE: usize = 8;
 pub struct Extracted {
     /// The tail to store back: every byte before it has been consumed.
     pub new_tail: u64,
+    /// Bytes between tail and head when read: the fullest the ring has been
+    /// since the previous read (only the reader frees space).
+    pub avail: u64,
     /// Records handed to the callback.
     pub records: u64,
     /// True when the ring content was inconsistent (a record size of 0,
@@ -64,6 +67,7 @@ pub fn extract_records(
     };
     let size = data.len() as u64;
     let avail = head.wrapping_sub(tail);
+    out.avail = avail;
     if avail == 0 {
         return out;
     }
@@ -280,6 +284,7 @@ mod tests {
             ex,
             Extracted {
                 new_tail: 40,
+                avail: 40,
                 records: 2,
                 corrupt: false
             }
@@ -288,6 +293,7 @@ mod tests {
         let (recs, ex) = collect(&ring, 40, 40);
         assert!(recs.is_empty());
         assert_eq!(ex.new_tail, 40);
+        assert_eq!(ex.avail, 0);
     }
 
     #[test]
