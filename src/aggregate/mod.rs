@@ -289,7 +289,7 @@ impl Aggregator {
             Some(info) => info.kthread,
             // Unknown to /proc too: a kernel thread is its own process and
             // never has user frames.
-            None => tid == tgid && stack.user.is_empty(),
+            None => tid == tgid && stack.user().is_empty(),
         }
     }
 
@@ -313,12 +313,12 @@ impl Aggregator {
 
     fn intern(&mut self, tgid: u32, time: u64, stack: &Callchain) -> (StackRef, StackRef) {
         let kernel = if self.config.kernel_stacks {
-            self.stacks.intern_kernel(&stack.kernel)
+            self.stacks.intern_kernel(stack.kernel())
         } else {
             StackRef::Empty
         };
         let user = if self.config.user_stacks {
-            self.stacks.intern_user(tgid, time, &stack.user)
+            self.stacks.intern_user(tgid, time, stack.user())
         } else {
             StackRef::Empty
         };
@@ -584,10 +584,7 @@ mod tests {
     }
 
     fn chain(kernel: &[u64], user: &[u64]) -> Callchain {
-        Callchain {
-            kernel: kernel.to_vec(),
-            user: user.to_vec(),
-        }
+        Callchain::new(kernel, user)
     }
 
     fn tgid_of(tid: u32) -> u32 {
