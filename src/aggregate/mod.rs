@@ -15,9 +15,7 @@ pub mod filter;
 pub mod stacks;
 pub mod tasks;
 
-use std::collections::{HashMap, HashSet};
-
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::event::{
     Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Switch, SwitchIn, Waking,
@@ -153,15 +151,15 @@ pub struct Aggregator {
     tasks: TaskTable,
     /// Threads that exited during the trace: a dying thread still switches
     /// out and wakes its parent after its exit record.
-    exited: HashMap<u32, TaskInfo>,
+    exited: FxHashMap<u32, TaskInfo>,
     /// Threads the lookup did not find (not asked again).
-    unknown: HashSet<u32>,
+    unknown: FxHashSet<u32>,
     lookup: TaskLookup,
     open: FxHashMap<ThreadKey, OpenInterval>,
     /// Comms seen in events for threads missing from the task table.
     seen_comms: FxHashMap<u32, Comm>,
     /// Target processes under `ThreadFilter::Command`.
-    command_tgids: HashSet<u32>,
+    command_tgids: FxHashSet<u32>,
     stacks: StackInterner,
     entries: FxHashMap<EntryKey, u64>,
     stats: Stats,
@@ -181,12 +179,12 @@ impl Aggregator {
         Aggregator {
             config,
             tasks,
-            exited: HashMap::new(),
-            unknown: HashSet::new(),
+            exited: FxHashMap::default(),
+            unknown: FxHashSet::default(),
             lookup: Box::new(TaskTable::read_proc_task),
             open: FxHashMap::default(),
             seen_comms: FxHashMap::default(),
-            command_tgids: HashSet::new(),
+            command_tgids: FxHashSet::default(),
             stacks,
             entries: FxHashMap::default(),
             stats: Stats::default(),
@@ -531,6 +529,7 @@ impl Aggregator {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
     use std::sync::{Arc, Mutex};
 
     use super::*;

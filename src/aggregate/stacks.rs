@@ -4,7 +4,6 @@
 //! process, exec generation of that process and addresses, so that the same
 //! addresses in two different images (before and after an exec) never merge.
 
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
 
 use rustc_hash::{FxBuildHasher, FxHashMap};
@@ -70,9 +69,9 @@ pub struct StackInterner {
     /// compares them with the stored stack. The rare stack whose hash
     /// collides with another's goes to `user_collisions`.
     user_ids: FxHashMap<(u32, u32, u64), StackId>,
-    user_collisions: HashMap<(u32, u32, Vec<u64>), StackId>,
+    user_collisions: FxHashMap<(u32, u32, Vec<u64>), StackId>,
     /// Exec generation per process.
-    generations: HashMap<u32, u32>,
+    generations: FxHashMap<u32, u32>,
     /// Stacks that did not fit (one per attempt).
     pub missed: u64,
 }
@@ -84,8 +83,8 @@ impl StackInterner {
             table: StackTable::default(),
             kernel_ids: FxHashMap::default(),
             user_ids: FxHashMap::default(),
-            user_collisions: HashMap::new(),
-            generations: HashMap::new(),
+            user_collisions: FxHashMap::default(),
+            generations: FxHashMap::default(),
             missed: 0,
         }
     }
