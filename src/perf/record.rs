@@ -31,6 +31,7 @@
 //! ```
 
 use anyhow::{Result, anyhow, bail, ensure};
+use rustc_hash::FxHashMap;
 
 use super::sys::*;
 use crate::event::{
@@ -47,13 +48,68 @@ pub use crate::tracefs::sched::Tracepoint;
 pub struct Decoder {
     sample_type: u64,
     trailer_len: usize,
-    /// Kernel event ids (PERF_EVENT_IOC_ID) → tracepoint.
-    ids: Vec<(u64, Tracepoint)>,
+    /// Where a sample's fixed-size fields are.
+    layout: SampleLayout,
+    /// Kernel event ids (PERF_EVENT_IOC_ID) → tracepoint: two per CPU, or
+    /// per traced thread.
+    ids: FxHashMap<u64, Tracepoint>,
     sched: SchedFields,
     /// Tracing machinery to trim off the top of kernel callchains.
     probes: ProbeRanges,
     /// Callchains seen lately: samples with the same chain share it.
     chains: ChainCache,
+}
+
+/// Offsets, in a sample's body, of the fields that come before the
+/// callchain (all of them fixed-size), for one `sample_type`.
+#[derive(Clone, Copy, Debug, Default)]
+struct SampleLayout {
+    identifier: Option<usize>,
+    id: Option<usize>,
+    tid: Option<usize>,
+    time: Option<usize>,
+    cpu: Option<usize>,
+    /// Bytes before the callchain (or the raw data).
+    fixed: usize,
+}
+
+impl SampleLayout {
+    fn new(sample_type: u64) -> SampleLayout {
+        let mut l = SampleLayout::default();
+        for (bit, at) in [
+            (SAMPLE_IDENTIFIER, Some(&mut l.identifier)),
+            (SAMPLE_IP, None),
+            (SAMPLE_TID, Some(&mut l.tid)),
+            (SAMPLE_TIME, Some(&mut l.time)),
+            (SAMPLE_ADDR, None),
+            (SAMPLE_ID, Some(&mut l.id)),
+            (SAMPLE_STREAM_ID, None),
+            (SAMPLE_CPU, Some(&mut l.cpu)),
+            (SAMPLE_PERIOD, None),
+        ] {
+            if sample_type & bit != 0 {
+                if let Some(at) = at {
+                    *at = Some(l.fixed);
+                }
+                l.fixed += 8;
+            }
+        }
+        l
+    }
+}
+
+/// The native-endian u64 at `at` in `b`; 0 past its end.
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    b.get(at..)
+        .and_then(|s| s.first_chunk::<8>())
+        .map_or(0, |c| u64::from_ne_bytes(*c))
+}
+
+/// The native-endian u32 at `at` in `b`; 0 past its end.
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    b.get(at..)
+        .and_then(|s| s.first_chunk::<4>())
+        .map_or(0, |c| u32::from_ne_bytes(*c))
 }
 
 /// Little cursor over a record; every read is bounds-checked.
@@ -232,7 +288,8 @@ impl Decoder {
         Ok(Decoder {
             sample_type,
             trailer_len,
-            ids: Vec::new(),
+            layout: SampleLayout::new(sample_type),
+            ids: FxHashMap::default(),
             sched: SchedFields::new(switch, waking)?,
             probes: ProbeRanges::default(),
             chains: ChainCache::new(),
@@ -245,9 +302,10 @@ impl Decoder {
         self.probes = probes;
     }
 
-    /// Registers the kernel id (`PERF_EVENT_IOC_ID`) of an opened event.
+    /// Registers the kernel id (`PERF_EVENT_IOC_ID`) of an opened event
+    /// (the first registration of an id holds).
     pub fn add_id(&mut self, id: u64, tp: Tracepoint) {
-        self.ids.push((id, tp));
+        self.ids.entry(id).or_insert(tp);
     }
 
     pub fn sample_type(&self) -> u64 {
@@ -312,40 +370,33 @@ impl Decoder {
 
     /// Walks a sample body in `sample_type` order.
     pub fn parse_sample<'a>(&self, body: &'a [u8]) -> Result<Sample<'a>> {
-        let st = self.sample_type;
-        let mut c = Cursor::new(body);
-        let mut s = Sample::default();
-        if st & SAMPLE_IDENTIFIER != 0 {
-            s.id = Some(c.u64()?);
+        let l = &self.layout;
+        ensure!(
+            body.len() >= l.fixed,
+            "record truncated: wanted {} bytes of fixed sample fields, have {}",
+            l.fixed,
+            body.len()
+        );
+        let mut s = Sample {
+            // IDENTIFIER and ID are the same value; IDENTIFIER comes first.
+            id: l.identifier.or(l.id).map(|at| u64_at(body, at)),
+            ..Sample::default()
+        };
+        if let Some(at) = l.tid {
+            s.pid = u32_at(body, at);
+            s.tid = u32_at(body, at + 4);
         }
-        if st & SAMPLE_IP != 0 {
-            c.u64()?;
+        if let Some(at) = l.time {
+            s.time = u64_at(body, at);
         }
-        if st & SAMPLE_TID != 0 {
-            s.pid = c.u32()?;
-            s.tid = c.u32()?;
+        if let Some(at) = l.cpu {
+            s.cpu = u32_at(body, at);
         }
-        if st & SAMPLE_TIME != 0 {
-            s.time = c.u64()?;
-        }
-        if st & SAMPLE_ADDR != 0 {
-            c.u64()?;
-        }
-        if st & SAMPLE_ID != 0 {
-            let id = c.u64()?;
-            s.id.get_or_insert(id);
-        }
-        if st & SAMPLE_STREAM_ID != 0 {
-            c.u64()?;
-        }
-        if st & SAMPLE_CPU != 0 {
-            s.cpu = c.u32()?;
-            c.u32()?;
-        }
-        if st & SAMPLE_PERIOD != 0 {
-            c.u64()?;
-        }
-        if st & SAMPLE_CALLCHAIN != 0 {
+        let mut c = Cursor {
+            buf: body,
+            pos: l.fixed,
+        };
+        if self.sample_type & SAMPLE_CALLCHAIN != 0 {
             let nr = c.u64()?;
             let bytes = usize::try_from(nr)
                 .ok()
@@ -353,7 +404,7 @@ impl Decoder {
                 .ok_or_else(|| anyhow!("callchain length {nr} is absurd"))?;
             s.callchain_bytes = c.take(bytes)?;
         }
-        if st & SAMPLE_RAW != 0 {
+        if self.sample_type & SAMPLE_RAW != 0 {
             let n = c.u32()? as usize;
             s.raw = c.take(n)?;
         }
@@ -362,7 +413,7 @@ impl Decoder {
 
     fn tracepoint_of(&self, s: &Sample<'_>) -> Result<Tracepoint> {
         if let Some(id) = s.id
-            && let Some(&(_, tp)) = self.ids.iter().find(|(i, _)| *i == id)
+            && let Some(&tp) = self.ids.get(&id)
         {
             return Ok(tp);
         }
