@@ -8,6 +8,7 @@ use std::borrow::{Borrow, Cow};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustc_hash::FxHashSet;
 
@@ -81,8 +82,8 @@ impl fmt::Debug for Comm {
 /// bench. (So `Event` is not `Send`; switch to `Arc` if it has to be.)
 #[derive(Clone, Default)]
 pub struct Callchain {
-    /// The kernel frames then the user frames; `None` when both parts are
-    /// empty.
+    /// The frames' serial number ([`Callchain::serial`]), the kernel
+    /// frames, then the user frames; `None` when both parts are empty.
     frames: Option<Rc<[u64]>>,
     /// The kernel part is `frames[kernel_start..user_start]`, the user part
     /// `frames[user_start..]`. The kernel produces at most 65535 entries
@@ -91,23 +92,41 @@ pub struct Callchain {
     user_start: u32,
 }
 
+/// The next [`Callchain::serial`]: serials are never reused.
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
 impl Callchain {
     /// A callchain of these parts, not shared with any other.
     pub fn new(kernel: &[u64], user: &[u64]) -> Callchain {
         if kernel.is_empty() && user.is_empty() {
             return Callchain::default();
         }
-        let cap = u32::MAX as usize;
+        let cap = u32::MAX as usize - 1;
         let kernel = &kernel[..kernel.len().min(cap)];
         let user = &user[..user.len().min(cap - kernel.len())];
-        let mut frames = Vec::with_capacity(kernel.len() + user.len());
+        let mut frames = Vec::with_capacity(1 + kernel.len() + user.len());
+        frames.push(NEXT_SERIAL.fetch_add(1, Ordering::Relaxed));
         frames.extend_from_slice(kernel);
         frames.extend_from_slice(user);
         Callchain {
             frames: Some(Rc::from(frames)),
-            kernel_start: 0,
-            user_start: kernel.len() as u32,
+            kernel_start: 1,
+            user_start: 1 + kernel.len() as u32,
         }
+    }
+
+    /// What identifies this chain's frames for the whole run: its clones,
+    /// and the chains a [`ChainCache`] hands out for the same entries,
+    /// share them. Chains with the same serial have the same user part,
+    /// and the same kernel part when the same number of frames was skipped
+    /// off it ([`Callchain::kernel_skipped`]). `None` without frames.
+    pub fn serial(&self) -> Option<u64> {
+        self.frames.as_ref().and_then(|f| f.first().copied())
+    }
+
+    /// How many frames [`Callchain::skip_kernel`] took off the kernel part.
+    pub fn kernel_skipped(&self) -> u32 {
+        self.kernel_start.saturating_sub(1)
     }
 
     /// The kernel frames, innermost first.
@@ -428,9 +447,13 @@ mod tests {
         let mut c = Callchain::new(&[1, 2, 3], &[4, 5]);
         assert_eq!(c.kernel(), [1, 2, 3]);
         assert_eq!(c.user(), [4, 5]);
+        let serial = c.serial();
+        assert_eq!(c.kernel_skipped(), 0);
         c.skip_kernel(1);
         assert_eq!(c.kernel(), [2, 3]);
         assert_eq!(c, Callchain::new(&[2, 3], &[4, 5]));
+        assert_eq!((c.serial(), c.kernel_skipped()), (serial, 1));
+        assert_ne!(Callchain::new(&[2, 3], &[4, 5]).serial(), serial);
         c.skip_kernel(5);
         assert!(c.kernel().is_empty());
         assert_eq!(c.user(), [4, 5]);
@@ -439,6 +462,7 @@ mod tests {
 
         let mut e = Callchain::new(&[], &[]);
         assert!(e.is_empty());
+        assert_eq!(e.serial(), None);
         assert_eq!(e, Callchain::default());
         e.skip_kernel(1);
         assert!(e.kernel().is_empty() && e.user().is_empty());
@@ -469,6 +493,7 @@ mod tests {
         let a = get(&mut cache, &[1, 2], &[3], 0);
         let b = get(&mut cache, &[1, 2], &[3], 0);
         assert!(shared(&a, &b));
+        assert_eq!(a.serial(), b.serial());
         assert_eq!(a, Callchain::new(&[1, 2], &[3]));
         // Other entries (here, the same frames split elsewhere): another
         // chain.

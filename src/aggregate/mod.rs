@@ -311,12 +311,12 @@ impl Aggregator {
 
     fn intern(&mut self, tgid: u32, time: u64, stack: &Callchain) -> (StackRef, StackRef) {
         let kernel = if self.config.kernel_stacks {
-            self.stacks.intern_kernel(stack.kernel())
+            self.stacks.intern_kernel_chain(stack)
         } else {
             StackRef::Empty
         };
         let user = if self.config.user_stacks {
-            self.stacks.intern_user(tgid, time, stack.user())
+            self.stacks.intern_user_chain(tgid, time, stack)
         } else {
             StackRef::Empty
         };
