@@ -15,6 +15,8 @@ pub mod filter;
 pub mod stacks;
 pub mod tasks;
 
+use std::hash::{Hash, Hasher};
+
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::event::{
@@ -46,7 +48,7 @@ pub struct Config {
 }
 
 /// What identifies one output entry (bcc's `key_t`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct EntryKey {
     pub target_tid: u32,
     pub target_tgid: u32,
@@ -60,6 +62,27 @@ pub struct EntryKey {
     pub target_user: StackRef,
     pub waker_kernel: StackRef,
     pub waker_user: StackRef,
+}
+
+impl Hash for EntryKey {
+    /// Every field, packed into ten words: the key is hashed once per
+    /// interval, and field by field it took 16 writes, two of them byte
+    /// slices.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let pair = |a: u32, b: u32| (u64::from(a) << 32) | u64::from(b);
+        state.write_u64(pair(self.target_tid, self.target_tgid));
+        state.write_u128(u128::from_ne_bytes(self.target_comm.0));
+        state.write_u64(pair(self.waker_tid, self.waker_tgid));
+        state.write_u128(u128::from_ne_bytes(self.waker_comm.0));
+        for r in [
+            self.target_kernel,
+            self.target_user,
+            self.waker_kernel,
+            self.waker_user,
+        ] {
+            state.write_u64(r.word());
+        }
+    }
 }
 
 /// One entry and its summed blocked time.
@@ -355,31 +378,34 @@ impl Aggregator {
                 }
             }
         }
-        let prev_key = ThreadKey::new(s.prev_tid, cpu);
-        if self.open.remove(&prev_key).is_some() {
-            // It ran, so it came back in, but nobody said when.
-            self.stats.switch_in_unseen += 1;
-        }
         // A task leaving as X or Z (its final switch) never comes back:
         // keep no state, and store no stack, for an interval that cannot end.
-        if s.prev_state & DEAD_STATES == 0 && self.is_target(s) {
+        let opened = if s.prev_state & DEAD_STATES == 0 && self.is_target(s) {
             let (kernel, user) = self.intern(s.prev_tgid, time, &s.stack);
-            self.open.insert(
-                prev_key,
-                OpenInterval {
-                    start: time,
-                    tgid: s.prev_tgid,
-                    kernel,
-                    user,
-                    waker: None,
-                    // Opening inside a loss window: tainted from the start.
-                    losses_at_start: if time < self.lost_until {
-                        self.losses.wrapping_sub(1)
-                    } else {
-                        self.losses
-                    },
+            Some(OpenInterval {
+                start: time,
+                tgid: s.prev_tgid,
+                kernel,
+                user,
+                waker: None,
+                // Opening inside a loss window: tainted from the start.
+                losses_at_start: if time < self.lost_until {
+                    self.losses.wrapping_sub(1)
+                } else {
+                    self.losses
                 },
-            );
+            })
+        } else {
+            None
+        };
+        let prev_key = ThreadKey::new(s.prev_tid, cpu);
+        let was_open = match opened {
+            Some(interval) => self.open.insert(prev_key, interval),
+            None => self.open.remove(&prev_key),
+        };
+        if was_open.is_some() {
+            // It ran, so it came back in, but nobody said when.
+            self.stats.switch_in_unseen += 1;
         }
     }
 

@@ -28,6 +28,19 @@ pub enum StackRef {
     User(StackId),
 }
 
+impl StackRef {
+    /// The variant and the id in one word (for hashing).
+    pub fn word(self) -> u64 {
+        let (kind, id) = match self {
+            StackRef::Empty => (0, 0),
+            StackRef::Missed => (1, 0),
+            StackRef::Kernel(id) => (2, id),
+            StackRef::User(id) => (3, id),
+        };
+        (kind << 32) | u64::from(id)
+    }
+}
+
 /// A user stack and what is needed to symbolize it later.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UserStack {
