@@ -78,7 +78,7 @@ impl StackTable {
 }
 
 /// Most entries in each of the serial-number memos.
-const MEMO_MAX: usize = 1 << 16;
+const MEMO_MAX: usize = 1 << 14;
 
 /// Remembers `key -> id`, making room first when `memo` is full.
 fn remember<K: std::hash::Hash + Eq>(memo: &mut FxHashMap<K, StackId>, key: K, id: StackId) {
