@@ -86,8 +86,8 @@ pub struct Callchain {
     /// frames, then the user frames; `None` when both parts are empty.
     frames: Option<Rc<[u64]>>,
     /// The kernel part is `frames[kernel_start..user_start]`, the user part
-    /// `frames[user_start..]`. The kernel produces at most 65535 entries
-    /// (`perf_event_max_stack`); a longer chain is cut.
+    /// `frames[user_start..]`. Frames past `u32::MAX` in all would be cut;
+    /// the kernel produces at most 65535 (`perf_event_max_stack`).
     kernel_start: u32,
     user_start: u32,
 }
