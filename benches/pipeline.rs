@@ -87,13 +87,16 @@ fn main() {
     decoder.add_id(2, Tracepoint::Waking);
 
     // Per CPU, rounds of about 64 KiB of whole records: thread A wakes
-    // thread B, then A switches out (blocked) to B, which runs.
+    // thread B, then A switches out (blocked) to B, which runs. The CPUs
+    // run at the same time, as in a real trace: their timestamps
+    // interleave (offset so that none are equal), so each round releases
+    // about what it read and the reorder window stays small.
     let chunk = 64 * 1024;
     let mut rings: Vec<Vec<Vec<u8>>> = vec![vec![Vec::new()]; CPUS as usize];
-    let mut time = 1_000_000u64;
     let per_cpu = events / CPUS as usize;
     for (cpu, ring) in rings.iter_mut().enumerate() {
         let cpu = cpu as u32;
+        let mut time = 1_000_000 + u64::from(cpu) * 700;
         for i in 0..per_cpu / 2 {
             let a = 1000 + cpu * THREADS + (i as u32 % THREADS);
             let b = 1000 + cpu * THREADS + ((i as u32 + 1) % THREADS);

@@ -72,8 +72,12 @@ impl ProbeRanges {
 
     /// Removes the leading frames that lie in the machinery.
     pub fn trim(&self, frames: &mut Vec<u64>) {
-        let skip = frames.iter().take_while(|&&a| self.contains(a)).count();
-        frames.drain(..skip);
+        frames.drain(..self.leading(frames));
+    }
+
+    /// How many of the leading frames lie in the machinery.
+    pub fn leading(&self, frames: &[u64]) -> usize {
+        frames.iter().take_while(|&&a| self.contains(a)).count()
     }
 
     fn contains(&self, addr: u64) -> bool {

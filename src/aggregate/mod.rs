@@ -15,9 +15,9 @@ pub mod filter;
 pub mod stacks;
 pub mod tasks;
 
-use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::event::{
     Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Switch, SwitchIn, Waking,
@@ -48,7 +48,7 @@ pub struct Config {
 }
 
 /// What identifies one output entry (bcc's `key_t`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct EntryKey {
     pub target_tid: u32,
     pub target_tgid: u32,
@@ -62,6 +62,27 @@ pub struct EntryKey {
     pub target_user: StackRef,
     pub waker_kernel: StackRef,
     pub waker_user: StackRef,
+}
+
+impl Hash for EntryKey {
+    /// Every field, packed into ten words: the key is hashed once per
+    /// interval, and field by field it took 16 writes, two of them byte
+    /// slices.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let pair = |a: u32, b: u32| (u64::from(a) << 32) | u64::from(b);
+        state.write_u64(pair(self.target_tid, self.target_tgid));
+        state.write_u128(u128::from_ne_bytes(self.target_comm.0));
+        state.write_u64(pair(self.waker_tid, self.waker_tgid));
+        state.write_u128(u128::from_ne_bytes(self.waker_comm.0));
+        for r in [
+            self.target_kernel,
+            self.target_user,
+            self.waker_kernel,
+            self.waker_user,
+        ] {
+            state.write_u64(r.word());
+        }
+    }
 }
 
 /// One entry and its summed blocked time.
@@ -153,15 +174,15 @@ pub struct Aggregator {
     tasks: TaskTable,
     /// Threads that exited during the trace: a dying thread still switches
     /// out and wakes its parent after its exit record.
-    exited: HashMap<u32, TaskInfo>,
+    exited: FxHashMap<u32, TaskInfo>,
     /// Threads the lookup did not find (not asked again).
-    unknown: HashSet<u32>,
+    unknown: FxHashSet<u32>,
     lookup: TaskLookup,
     open: FxHashMap<ThreadKey, OpenInterval>,
     /// Comms seen in events for threads missing from the task table.
     seen_comms: FxHashMap<u32, Comm>,
     /// Target processes under `ThreadFilter::Command`.
-    command_tgids: HashSet<u32>,
+    command_tgids: FxHashSet<u32>,
     stacks: StackInterner,
     entries: FxHashMap<EntryKey, u64>,
     stats: Stats,
@@ -181,12 +202,12 @@ impl Aggregator {
         Aggregator {
             config,
             tasks,
-            exited: HashMap::new(),
-            unknown: HashSet::new(),
+            exited: FxHashMap::default(),
+            unknown: FxHashSet::default(),
             lookup: Box::new(TaskTable::read_proc_task),
             open: FxHashMap::default(),
             seen_comms: FxHashMap::default(),
-            command_tgids: HashSet::new(),
+            command_tgids: FxHashSet::default(),
             stacks,
             entries: FxHashMap::default(),
             stats: Stats::default(),
@@ -289,7 +310,7 @@ impl Aggregator {
             Some(info) => info.kthread,
             // Unknown to /proc too: a kernel thread is its own process and
             // never has user frames.
-            None => tid == tgid && stack.user.is_empty(),
+            None => tid == tgid && stack.user().is_empty(),
         }
     }
 
@@ -313,12 +334,12 @@ impl Aggregator {
 
     fn intern(&mut self, tgid: u32, time: u64, stack: &Callchain) -> (StackRef, StackRef) {
         let kernel = if self.config.kernel_stacks {
-            self.stacks.intern_kernel(&stack.kernel)
+            self.stacks.intern_kernel_chain(stack)
         } else {
             StackRef::Empty
         };
         let user = if self.config.user_stacks {
-            self.stacks.intern_user(tgid, time, &stack.user)
+            self.stacks.intern_user_chain(tgid, time, stack)
         } else {
             StackRef::Empty
         };
@@ -357,31 +378,34 @@ impl Aggregator {
                 }
             }
         }
-        let prev_key = ThreadKey::new(s.prev_tid, cpu);
-        if self.open.remove(&prev_key).is_some() {
-            // It ran, so it came back in, but nobody said when.
-            self.stats.switch_in_unseen += 1;
-        }
         // A task leaving as X or Z (its final switch) never comes back:
         // keep no state, and store no stack, for an interval that cannot end.
-        if s.prev_state & DEAD_STATES == 0 && self.is_target(s) {
+        let opened = if s.prev_state & DEAD_STATES == 0 && self.is_target(s) {
             let (kernel, user) = self.intern(s.prev_tgid, time, &s.stack);
-            self.open.insert(
-                prev_key,
-                OpenInterval {
-                    start: time,
-                    tgid: s.prev_tgid,
-                    kernel,
-                    user,
-                    waker: None,
-                    // Opening inside a loss window: tainted from the start.
-                    losses_at_start: if time < self.lost_until {
-                        self.losses.wrapping_sub(1)
-                    } else {
-                        self.losses
-                    },
+            Some(OpenInterval {
+                start: time,
+                tgid: s.prev_tgid,
+                kernel,
+                user,
+                waker: None,
+                // Opening inside a loss window: tainted from the start.
+                losses_at_start: if time < self.lost_until {
+                    self.losses.wrapping_sub(1)
+                } else {
+                    self.losses
                 },
-            );
+            })
+        } else {
+            None
+        };
+        let prev_key = ThreadKey::new(s.prev_tid, cpu);
+        let was_open = match opened {
+            Some(interval) => self.open.insert(prev_key, interval),
+            None => self.open.remove(&prev_key),
+        };
+        if was_open.is_some() {
+            // It ran, so it came back in, but nobody said when.
+            self.stats.switch_in_unseen += 1;
         }
     }
 
@@ -531,6 +555,7 @@ impl Aggregator {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
     use std::sync::{Arc, Mutex};
 
     use super::*;
@@ -584,10 +609,7 @@ mod tests {
     }
 
     fn chain(kernel: &[u64], user: &[u64]) -> Callchain {
-        Callchain {
-            kernel: kernel.to_vec(),
-            user: user.to_vec(),
-        }
+        Callchain::new(kernel, user)
     }
 
     fn tgid_of(tid: u32) -> u32 {

@@ -3,11 +3,16 @@
 //! Kernel stacks are keyed by their addresses. User stacks are keyed by
 //! process, exec generation of that process and addresses, so that the same
 //! addresses in two different images (before and after an exec) never merge.
+//!
+//! A [`Callchain`] interned again (the same frames, shared by the backend:
+//! see [`Callchain::serial`]) is found by its serial number instead of its
+//! addresses, which are then neither hashed nor compared.
 
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
 
 use rustc_hash::{FxBuildHasher, FxHashMap};
+
+use crate::event::Callchain;
 
 /// Index into a [`StackTable`].
 pub type StackId = u32;
@@ -21,6 +26,19 @@ pub enum StackRef {
     Missed,
     Kernel(StackId),
     User(StackId),
+}
+
+impl StackRef {
+    /// The variant and the id in one word (for hashing).
+    pub fn word(self) -> u64 {
+        let (kind, id) = match self {
+            StackRef::Empty => (0, 0),
+            StackRef::Missed => (1, 0),
+            StackRef::Kernel(id) => (2, id),
+            StackRef::User(id) => (3, id),
+        };
+        (kind << 32) | u64::from(id)
+    }
 }
 
 /// A user stack and what is needed to symbolize it later.
@@ -59,6 +77,17 @@ impl StackTable {
     }
 }
 
+/// Most entries in each of the serial-number memos.
+const MEMO_MAX: usize = 1 << 14;
+
+/// Remembers `key -> id`, making room first when `memo` is full.
+fn remember<K: std::hash::Hash + Eq>(memo: &mut FxHashMap<K, StackId>, key: K, id: StackId) {
+    if memo.len() >= MEMO_MAX {
+        memo.clear();
+    }
+    memo.insert(key, id);
+}
+
 /// Builds a [`StackTable`], at most `capacity` unique stacks in all.
 #[derive(Debug)]
 pub struct StackInterner {
@@ -70,9 +99,15 @@ pub struct StackInterner {
     /// compares them with the stored stack. The rare stack whose hash
     /// collides with another's goes to `user_collisions`.
     user_ids: FxHashMap<(u32, u32, u64), StackId>,
-    user_collisions: HashMap<(u32, u32, Vec<u64>), StackId>,
+    user_collisions: FxHashMap<(u32, u32, Vec<u64>), StackId>,
     /// Exec generation per process.
-    generations: HashMap<u32, u32>,
+    generations: FxHashMap<u32, u32>,
+    /// Kernel stacks by (serial, frames skipped) of the callchains they
+    /// were interned from, and user stacks by (serial, process, exec
+    /// generation). Serials are never reused, so an entry stays true; each
+    /// map is emptied when it reaches [`MEMO_MAX`].
+    kernel_memo: FxHashMap<(u64, u32), StackId>,
+    user_memo: FxHashMap<(u64, u32, u32), StackId>,
     /// Stacks that did not fit (one per attempt).
     pub missed: u64,
 }
@@ -84,8 +119,10 @@ impl StackInterner {
             table: StackTable::default(),
             kernel_ids: FxHashMap::default(),
             user_ids: FxHashMap::default(),
-            user_collisions: HashMap::new(),
-            generations: HashMap::new(),
+            user_collisions: FxHashMap::default(),
+            generations: FxHashMap::default(),
+            kernel_memo: FxHashMap::default(),
+            user_memo: FxHashMap::default(),
             missed: 0,
         }
     }
@@ -169,8 +206,39 @@ impl StackInterner {
         StackRef::User(id)
     }
 
-    /// Process `tgid` replaced its image (exec): its later user stacks are
-    /// new stacks even at the same addresses.
+    /// [`StackInterner::intern_kernel`] of the kernel part of `chain`.
+    pub fn intern_kernel_chain(&mut self, chain: &Callchain) -> StackRef {
+        let Some(serial) = chain.serial() else {
+            return self.intern_kernel(chain.kernel());
+        };
+        let key = (serial, chain.kernel_skipped());
+        if let Some(&id) = self.kernel_memo.get(&key) {
+            return StackRef::Kernel(id);
+        }
+        let r = self.intern_kernel(chain.kernel());
+        if let StackRef::Kernel(id) = r {
+            remember(&mut self.kernel_memo, key, id);
+        }
+        r
+    }
+
+    /// [`StackInterner::intern_user`] of the user part of `chain`.
+    pub fn intern_user_chain(&mut self, tgid: u32, time: u64, chain: &Callchain) -> StackRef {
+        let Some(serial) = chain.serial() else {
+            return self.intern_user(tgid, time, chain.user());
+        };
+        let generation = self.generations.get(&tgid).copied().unwrap_or(0);
+        let key = (serial, tgid, generation);
+        if let Some(&id) = self.user_memo.get(&key) {
+            return StackRef::User(id);
+        }
+        let r = self.intern_user(tgid, time, chain.user());
+        if let StackRef::User(id) = r {
+            remember(&mut self.user_memo, key, id);
+        }
+        r
+    }
+
     /// User stacks stored so far; stack ids below this are taken.
     pub fn user_len(&self) -> usize {
         self.table.user.len()
@@ -181,6 +249,8 @@ impl StackInterner {
         self.table.user.get(from..).unwrap_or(&[])
     }
 
+    /// Process `tgid` replaced its image (exec): its later user stacks are
+    /// new stacks even at the same addresses.
     pub fn bump_generation(&mut self, tgid: u32) {
         let g = self.generations.entry(tgid).or_insert(0);
         *g = g.wrapping_add(1);
@@ -252,5 +322,64 @@ mod tests {
         assert_eq!(s.intern_user(1, 9, &[2]), b);
         assert_eq!(s.missed, 2);
         assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn chains_intern_as_their_frames_do() {
+        let mut s = StackInterner::new(10);
+        let c = Callchain::new(&[1, 2, 3], &[7, 8]);
+        let k = s.intern_kernel_chain(&c);
+        assert_eq!(k, s.intern_kernel(&[1, 2, 3]));
+        // Again, by serial: the same stacks.
+        assert_eq!(s.intern_kernel_chain(&c.clone()), k);
+        let u = s.intern_user_chain(5, 100, &c);
+        assert_eq!(s.intern_user_chain(5, 200, &c), u);
+        assert_eq!(s.intern_user(5, 300, &[7, 8]), u);
+        // Frames skipped: another kernel stack, the same user one.
+        let mut d = c.clone();
+        d.skip_kernel(1);
+        let k2 = s.intern_kernel_chain(&d);
+        assert_ne!(k2, k);
+        assert_eq!(k2, s.intern_kernel(&[2, 3]));
+        assert_eq!(s.intern_user_chain(5, 0, &d), u);
+        // Another process, or the same after exec: another user stack.
+        assert_ne!(s.intern_user_chain(6, 0, &c), u);
+        s.bump_generation(5);
+        let after = s.intern_user_chain(5, 400, &c);
+        assert_ne!(after, u);
+        assert_eq!(s.intern_user_chain(5, 500, &c), after);
+        // Without frames: empty.
+        let e = Callchain::default();
+        assert_eq!(s.intern_kernel_chain(&e), StackRef::Empty);
+        assert_eq!(s.intern_user_chain(5, 0, &e), StackRef::Empty);
+        let t = s.into_table();
+        assert_eq!(t.user_stack(u).unwrap().time, 100);
+        assert_eq!(t.user_stack(after).unwrap().time, 400);
+    }
+
+    #[test]
+    fn chains_that_did_not_fit_are_missed_every_time() {
+        let mut s = StackInterner::new(1);
+        let a = Callchain::new(&[1], &[2]);
+        let k = s.intern_kernel_chain(&a);
+        assert!(matches!(k, StackRef::Kernel(_)));
+        assert_eq!(s.intern_user_chain(1, 0, &a), StackRef::Missed);
+        assert_eq!(s.intern_user_chain(1, 0, &a), StackRef::Missed);
+        assert_eq!(s.missed, 2);
+        assert_eq!(s.intern_kernel_chain(&a), k);
+        assert_eq!(s.missed, 2);
+    }
+
+    #[test]
+    fn a_full_memo_starts_over() {
+        let mut s = StackInterner::new(MEMO_MAX + 10);
+        let chains: Vec<Callchain> = (0..MEMO_MAX as u64 + 5)
+            .map(|i| Callchain::new(&[i], &[]))
+            .collect();
+        let first: Vec<StackRef> = chains.iter().map(|c| s.intern_kernel_chain(c)).collect();
+        assert!(s.kernel_memo.len() <= MEMO_MAX);
+        let again: Vec<StackRef> = chains.iter().map(|c| s.intern_kernel_chain(c)).collect();
+        assert_eq!(first, again);
+        assert_eq!(s.len(), MEMO_MAX + 5);
     }
 }

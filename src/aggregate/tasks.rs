@@ -6,9 +6,10 @@
 //! listing and reading, and a comm may hold spaces and `)`. Unreadable or
 //! malformed entries are skipped, never fatal.
 
-use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
+
+use rustc_hash::FxHashMap;
 
 use crate::event::Comm;
 
@@ -30,7 +31,7 @@ pub struct TaskInfo {
 /// Threads by TID.
 #[derive(Clone, Debug, Default)]
 pub struct TaskTable {
-    pub tasks: HashMap<u32, TaskInfo>,
+    pub tasks: FxHashMap<u32, TaskInfo>,
 }
 
 /// What one `stat` file says: the comm and whether PF_KTHREAD is set.

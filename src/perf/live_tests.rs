@@ -70,7 +70,7 @@ fn live_sleep_is_seen() {
         "no sched_switch with prev_tid = sleep's pid {child_pid}"
     );
     assert!(
-        child_switches.iter().any(|s| !s.stack.kernel.is_empty()),
+        child_switches.iter().any(|s| !s.stack.kernel().is_empty()),
         "the sleep child's switches have no kernel stack"
     );
     assert!(child_switches.iter().all(|s| s.prev_tgid == child_pid));

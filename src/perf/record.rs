@@ -31,10 +31,11 @@
 //! ```
 
 use anyhow::{Result, anyhow, bail, ensure};
+use rustc_hash::FxHashMap;
 
 use super::sys::*;
 use crate::event::{
-    Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Lost, Mmap, SwitchIn,
+    Callchain, ChainCache, Comm, CommChange, Event, EventKind, Exit, Fork, Lost, Mmap, SwitchIn,
 };
 use crate::probes::ProbeRanges;
 use crate::tracefs::EventFormat;
@@ -47,11 +48,68 @@ pub use crate::tracefs::sched::Tracepoint;
 pub struct Decoder {
     sample_type: u64,
     trailer_len: usize,
-    /// Kernel event ids (PERF_EVENT_IOC_ID) → tracepoint.
-    ids: Vec<(u64, Tracepoint)>,
+    /// Where a sample's fixed-size fields are.
+    layout: SampleLayout,
+    /// Kernel event ids (PERF_EVENT_IOC_ID) → tracepoint: two per CPU, or
+    /// per traced thread.
+    ids: FxHashMap<u64, Tracepoint>,
     sched: SchedFields,
     /// Tracing machinery to trim off the top of kernel callchains.
     probes: ProbeRanges,
+    /// Callchains seen lately: samples with the same chain share it.
+    chains: ChainCache,
+}
+
+/// Offsets, in a sample's body, of the fields that come before the
+/// callchain (all of them fixed-size), for one `sample_type`.
+#[derive(Clone, Copy, Debug, Default)]
+struct SampleLayout {
+    identifier: Option<usize>,
+    id: Option<usize>,
+    tid: Option<usize>,
+    time: Option<usize>,
+    cpu: Option<usize>,
+    /// Bytes before the callchain (or the raw data).
+    fixed: usize,
+}
+
+impl SampleLayout {
+    fn new(sample_type: u64) -> SampleLayout {
+        let mut l = SampleLayout::default();
+        for (bit, at) in [
+            (SAMPLE_IDENTIFIER, Some(&mut l.identifier)),
+            (SAMPLE_IP, None),
+            (SAMPLE_TID, Some(&mut l.tid)),
+            (SAMPLE_TIME, Some(&mut l.time)),
+            (SAMPLE_ADDR, None),
+            (SAMPLE_ID, Some(&mut l.id)),
+            (SAMPLE_STREAM_ID, None),
+            (SAMPLE_CPU, Some(&mut l.cpu)),
+            (SAMPLE_PERIOD, None),
+        ] {
+            if sample_type & bit != 0 {
+                if let Some(at) = at {
+                    *at = Some(l.fixed);
+                }
+                l.fixed += 8;
+            }
+        }
+        l
+    }
+}
+
+/// The native-endian u64 at `at` in `b`; 0 past its end.
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    b.get(at..)
+        .and_then(|s| s.first_chunk::<8>())
+        .map_or(0, |c| u64::from_ne_bytes(*c))
+}
+
+/// The native-endian u32 at `at` in `b`; 0 past its end.
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    b.get(at..)
+        .and_then(|s| s.first_chunk::<4>())
+        .map_or(0, |c| u32::from_ne_bytes(*c))
 }
 
 /// Little cursor over a record; every read is bounds-checked.
@@ -133,19 +191,22 @@ impl Sample<'_> {
 /// a hypervisor or guest marker are dropped. Entries before any marker are
 /// classified by address (upper half = kernel).
 pub fn split_callchain(ips: &[u64]) -> Callchain {
-    split_entries(ips.iter().copied())
+    let bytes: Vec<u8> = ips.iter().flat_map(|ip| ip.to_ne_bytes()).collect();
+    split_entries(&bytes, &mut ChainCache::new())
 }
 
-/// Where one callchain entry goes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Part {
-    Kernel,
-    User,
-    Dropped,
+/// The native-endian u64s of `bytes` (a multiple of 8 long).
+fn words(bytes: &[u8]) -> impl ExactSizeIterator<Item = u64> + '_ {
+    bytes
+        .chunks_exact(8)
+        .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
 }
 
-/// Walks `ips`, calling `f` with each address and its part.
-fn walk(ips: impl Iterator<Item = u64>, mut f: impl FnMut(u64, Part)) {
+/// [`split_callchain`] over the entries as they are in a record
+/// (native-endian u64s), the chain shared through `cache` with the samples
+/// that had the same entries. Copies each run of frames between two
+/// markers at once.
+fn split_entries(entries: &[u8], cache: &mut ChainCache) -> Callchain {
     #[derive(Clone, Copy)]
     enum Ctx {
         Unknown,
@@ -153,46 +214,39 @@ fn walk(ips: impl Iterator<Item = u64>, mut f: impl FnMut(u64, Part)) {
         User,
         Other,
     }
-    let mut ctx = Ctx::Unknown;
-    for ip in ips {
-        if ip >= CONTEXT_MAX {
-            ctx = match ip {
+    cache.get(entries, |kernel, user| {
+        let mut ctx = Ctx::Unknown;
+        let mut rest = entries;
+        loop {
+            let run = words(rest)
+                .position(|ip| ip >= CONTEXT_MAX)
+                .unwrap_or(rest.len() / 8);
+            let (frames, tail) = rest.split_at(run * 8);
+            match ctx {
+                Ctx::Kernel => kernel.extend(words(frames)),
+                Ctx::User => user.extend(words(frames)),
+                Ctx::Other => {}
+                Ctx::Unknown => {
+                    for ip in words(frames) {
+                        if ip >> 63 == 1 {
+                            kernel.push(ip);
+                        } else {
+                            user.push(ip);
+                        }
+                    }
+                }
+            }
+            let Some((marker, tail)) = tail.split_first_chunk::<8>() else {
+                break;
+            };
+            ctx = match u64::from_ne_bytes(*marker) {
                 CONTEXT_KERNEL => Ctx::Kernel,
                 CONTEXT_USER => Ctx::User,
                 _ => Ctx::Other,
             };
-            continue;
+            rest = tail;
         }
-        let part = match ctx {
-            Ctx::Kernel => Part::Kernel,
-            Ctx::User => Part::User,
-            Ctx::Other => Part::Dropped,
-            Ctx::Unknown if ip >> 63 == 1 => Part::Kernel,
-            Ctx::Unknown => Part::User,
-        };
-        f(ip, part);
-    }
-}
-
-/// [`split_callchain`] over entries read in place: counts first, so that
-/// each part is allocated once at its exact size.
-fn split_entries(ips: impl Iterator<Item = u64> + Clone) -> Callchain {
-    let (mut kernel, mut user) = (0, 0);
-    walk(ips.clone(), |_, part| match part {
-        Part::Kernel => kernel += 1,
-        Part::User => user += 1,
-        Part::Dropped => {}
-    });
-    let mut out = Callchain {
-        kernel: Vec::with_capacity(kernel),
-        user: Vec::with_capacity(user),
-    };
-    walk(ips, |ip, part| match part {
-        Part::Kernel => out.kernel.push(ip),
-        Part::User => out.user.push(ip),
-        Part::Dropped => {}
-    });
-    out
+    })
 }
 
 impl Decoder {
@@ -234,9 +288,11 @@ impl Decoder {
         Ok(Decoder {
             sample_type,
             trailer_len,
-            ids: Vec::new(),
+            layout: SampleLayout::new(sample_type),
+            ids: FxHashMap::default(),
             sched: SchedFields::new(switch, waking)?,
             probes: ProbeRanges::default(),
+            chains: ChainCache::new(),
         })
     }
 
@@ -246,9 +302,10 @@ impl Decoder {
         self.probes = probes;
     }
 
-    /// Registers the kernel id (`PERF_EVENT_IOC_ID`) of an opened event.
+    /// Registers the kernel id (`PERF_EVENT_IOC_ID`) of an opened event
+    /// (the first registration of an id holds).
     pub fn add_id(&mut self, id: u64, tp: Tracepoint) {
-        self.ids.push((id, tp));
+        self.ids.entry(id).or_insert(tp);
     }
 
     pub fn sample_type(&self) -> u64 {
@@ -258,7 +315,7 @@ impl Decoder {
     /// Decodes one whole record (header included), kernel stacks finished
     /// ([`Decoder::finish_stacks`]). `Ok(None)` for record types that carry
     /// nothing we use; `Err` for malformed records.
-    pub fn decode(&self, rec: &[u8]) -> Result<Option<Event>> {
+    pub fn decode(&mut self, rec: &[u8]) -> Result<Option<Event>> {
         let mut ev = self.decode_unfinished(rec)?;
         if let Some(ev) = &mut ev {
             self.finish_stacks(ev);
@@ -274,12 +331,10 @@ impl Decoder {
     /// per event, after the probe ranges are set.
     pub fn finish_stacks(&self, ev: &mut Event) {
         match &mut ev.kind {
-            EventKind::Switch(s) => self.probes.trim(&mut s.stack.kernel),
+            EventKind::Switch(s) => s.stack.skip_kernel(self.probes.leading(s.stack.kernel())),
             EventKind::Waking(w) => {
-                self.probes.trim(&mut w.stack.kernel);
-                if !w.stack.kernel.is_empty() {
-                    w.stack.kernel.remove(0);
-                }
+                let machinery = self.probes.leading(w.stack.kernel());
+                w.stack.skip_kernel(machinery + 1);
             }
             _ => {}
         }
@@ -287,7 +342,7 @@ impl Decoder {
 
     /// [`Decoder::decode`] without [`Decoder::finish_stacks`]: a backend
     /// that reads before kallsyms is loaded finishes the stacks later.
-    pub fn decode_unfinished(&self, rec: &[u8]) -> Result<Option<Event>> {
+    pub fn decode_unfinished(&mut self, rec: &[u8]) -> Result<Option<Event>> {
         ensure!(rec.len() >= 8, "record shorter than its header");
         let ty = u32::from_ne_bytes(rec[0..4].try_into().unwrap());
         let misc = u16::from_ne_bytes(rec[4..6].try_into().unwrap());
@@ -315,40 +370,33 @@ impl Decoder {
 
     /// Walks a sample body in `sample_type` order.
     pub fn parse_sample<'a>(&self, body: &'a [u8]) -> Result<Sample<'a>> {
-        let st = self.sample_type;
-        let mut c = Cursor::new(body);
-        let mut s = Sample::default();
-        if st & SAMPLE_IDENTIFIER != 0 {
-            s.id = Some(c.u64()?);
+        let l = &self.layout;
+        ensure!(
+            body.len() >= l.fixed,
+            "record truncated: wanted {} bytes of fixed sample fields, have {}",
+            l.fixed,
+            body.len()
+        );
+        let mut s = Sample {
+            // IDENTIFIER and ID are the same value; IDENTIFIER comes first.
+            id: l.identifier.or(l.id).map(|at| u64_at(body, at)),
+            ..Sample::default()
+        };
+        if let Some(at) = l.tid {
+            s.pid = u32_at(body, at);
+            s.tid = u32_at(body, at + 4);
         }
-        if st & SAMPLE_IP != 0 {
-            c.u64()?;
+        if let Some(at) = l.time {
+            s.time = u64_at(body, at);
         }
-        if st & SAMPLE_TID != 0 {
-            s.pid = c.u32()?;
-            s.tid = c.u32()?;
+        if let Some(at) = l.cpu {
+            s.cpu = u32_at(body, at);
         }
-        if st & SAMPLE_TIME != 0 {
-            s.time = c.u64()?;
-        }
-        if st & SAMPLE_ADDR != 0 {
-            c.u64()?;
-        }
-        if st & SAMPLE_ID != 0 {
-            let id = c.u64()?;
-            s.id.get_or_insert(id);
-        }
-        if st & SAMPLE_STREAM_ID != 0 {
-            c.u64()?;
-        }
-        if st & SAMPLE_CPU != 0 {
-            s.cpu = c.u32()?;
-            c.u32()?;
-        }
-        if st & SAMPLE_PERIOD != 0 {
-            c.u64()?;
-        }
-        if st & SAMPLE_CALLCHAIN != 0 {
+        let mut c = Cursor {
+            buf: body,
+            pos: l.fixed,
+        };
+        if self.sample_type & SAMPLE_CALLCHAIN != 0 {
             let nr = c.u64()?;
             let bytes = usize::try_from(nr)
                 .ok()
@@ -356,7 +404,7 @@ impl Decoder {
                 .ok_or_else(|| anyhow!("callchain length {nr} is absurd"))?;
             s.callchain_bytes = c.take(bytes)?;
         }
-        if st & SAMPLE_RAW != 0 {
+        if self.sample_type & SAMPLE_RAW != 0 {
             let n = c.u32()? as usize;
             s.raw = c.take(n)?;
         }
@@ -365,7 +413,7 @@ impl Decoder {
 
     fn tracepoint_of(&self, s: &Sample<'_>) -> Result<Tracepoint> {
         if let Some(id) = s.id
-            && let Some(&(_, tp)) = self.ids.iter().find(|(i, _)| *i == id)
+            && let Some(&tp) = self.ids.get(&id)
         {
             return Ok(tp);
         }
@@ -379,11 +427,11 @@ impl Decoder {
         })
     }
 
-    fn decode_sample(&self, body: &[u8]) -> Result<Event> {
+    fn decode_sample(&mut self, body: &[u8]) -> Result<Event> {
         let s = self.parse_sample(body)?;
         let tp = self.tracepoint_of(&s)?;
         let raw = s.raw;
-        let stack = split_entries(s.callchain());
+        let stack = split_entries(s.callchain_bytes, &mut self.chains);
         let kind = match tp {
             Tracepoint::Switch => EventKind::Switch(self.sched.switch(raw, s.pid, stack)?),
             Tracepoint::Waking => EventKind::Waking(self.sched.waking(raw, s.tid, s.pid, stack)?),
@@ -660,7 +708,7 @@ mod tests {
     #[test]
     fn decodes_switch_sample() {
         let (sw, _) = formats();
-        let d = decoder(ST);
+        let mut d = decoder(ST);
         let ips = [
             K,
             0xffffffff81000010,
@@ -686,14 +734,17 @@ mod tests {
         assert_eq!(s.prev_state, 1);
         assert_eq!(s.next_tid, 0);
         assert_eq!(s.next_comm.as_str(), "swapper/1");
-        assert_eq!(s.stack.kernel, vec![0xffffffff81000010, 0xffffffff81000020]);
-        assert_eq!(s.stack.user, vec![0x401000, 0x402000]);
+        assert_eq!(
+            s.stack.kernel(),
+            vec![0xffffffff81000010, 0xffffffff81000020]
+        );
+        assert_eq!(s.stack.user(), vec![0x401000, 0x402000]);
     }
 
     #[test]
     fn decodes_waking_sample_and_drops_ttwu_frame() {
         let (_, wk) = formats();
-        let d = decoder(ST);
+        let mut d = decoder(ST);
         let ttwu = 0xffffffff813a89c4;
         let ips = [
             K,
@@ -714,14 +765,17 @@ mod tests {
         };
         assert_eq!((w.waker_tgid, w.waker_tid, w.wakee_tid), (100, 101, 777));
         assert_eq!(w.wakee_comm.as_str(), "worker");
-        assert_eq!(w.stack.kernel, vec![0xffffffff81465339, 0xffffffff81000130]);
-        assert_eq!(w.stack.user, vec![0x7f00_0000_1000]);
+        assert_eq!(
+            w.stack.kernel(),
+            vec![0xffffffff81465339, 0xffffffff81000130]
+        );
+        assert_eq!(w.stack.user(), vec![0x7f00_0000_1000]);
     }
 
     #[test]
     fn unknown_identifier_falls_back_on_common_type() {
         let (sw, wk) = formats();
-        let d = decoder(ST);
+        let mut d = decoder(ST);
         let rec = header(
             RECORD_SAMPLE,
             1,
@@ -771,19 +825,19 @@ mod tests {
         let guest = (-2048i64) as u64;
         let guest_kernel = (-2176i64) as u64;
         let c = split_callchain(&[K, 1, 2, U, 3, hv, 4, K, 5, guest, guest_kernel, 6, U, 7]);
-        assert_eq!(c.kernel, vec![1, 2, 5]);
-        assert_eq!(c.user, vec![3, 7]);
+        assert_eq!(c.kernel(), vec![1, 2, 5]);
+        assert_eq!(c.user(), vec![3, 7]);
         // Anything >= PERF_CONTEXT_MAX is a marker, even unknown ones.
         let c = split_callchain(&[K, CONTEXT_MAX, 8, (-1i64) as u64, 9]);
-        assert!(c.kernel.is_empty() && c.user.is_empty());
+        assert!(c.kernel().is_empty() && c.user().is_empty());
         // No marker: classified by address.
         let c = split_callchain(&[0xffffffff81000000, 0x1000]);
-        assert_eq!(c.kernel, vec![0xffffffff81000000]);
-        assert_eq!(c.user, vec![0x1000]);
+        assert_eq!(c.kernel(), vec![0xffffffff81000000]);
+        assert_eq!(c.user(), vec![0x1000]);
         assert_eq!(split_callchain(&[]), Callchain::default());
         // A waking sample with no kernel part keeps its user part intact.
         let (_, wk) = formats();
-        let d = decoder(ST);
+        let mut d = decoder(ST);
         let rec = header(
             RECORD_SAMPLE,
             1,
@@ -792,13 +846,13 @@ mod tests {
         let EventKind::Waking(w) = d.decode(&rec).unwrap().unwrap().kind else {
             panic!()
         };
-        assert!(w.stack.kernel.is_empty());
-        assert_eq!(w.stack.user, vec![0x10]);
+        assert!(w.stack.kernel().is_empty());
+        assert_eq!(w.stack.user(), vec![0x10]);
     }
 
     #[test]
     fn context_switch_records() {
-        let d = decoder(ST);
+        let mut d = decoder(ST);
         // Switch-in of 11 (pid 10) on CPU 1; the thread that left was 0.
         let mut b = Vec::new();
         for v in [0u32, 0] {
@@ -832,7 +886,7 @@ mod tests {
 
     #[test]
     fn per_task_switch_records() {
-        let d = decoder(ST);
+        let mut d = decoder(ST);
         // A per-task PERF_RECORD_SWITCH has only the sample_id trailer.
         let b = trailer(10, 11, 8888, 0, 1001);
         let ev = d.decode(&header(RECORD_SWITCH, 0, &b)).unwrap().unwrap();
@@ -854,7 +908,7 @@ mod tests {
 
     #[test]
     fn side_band_records_use_trailer() {
-        let d = decoder(ST);
+        let mut d = decoder(ST);
         let tr = trailer(10, 11, 5555, 1, 1001);
 
         // FORK: pid, ppid, tid, ptid, time
@@ -963,7 +1017,7 @@ mod tests {
 
     #[test]
     fn lost_records() {
-        let d = decoder(ST);
+        let mut d = decoder(ST);
         let tr = trailer(0, 0, 777, 3, 1001);
         let mut b = Vec::new();
         b.extend_from_slice(&1001u64.to_ne_bytes());
@@ -1025,7 +1079,7 @@ mod tests {
 
     #[test]
     fn unknown_records_are_skipped() {
-        let d = decoder(ST);
+        let mut d = decoder(ST);
         let throttle = header(5, 0, &[0u8; 24 + 32]);
         assert_eq!(d.decode(&throttle).unwrap(), None);
         assert_eq!(d.decode(&header(0xffff, 0, &[])).unwrap(), None);
@@ -1034,7 +1088,7 @@ mod tests {
     #[test]
     fn truncated_records_are_errors_not_panics() {
         let (sw, wk) = formats();
-        let d = decoder(ST);
+        let mut d = decoder(ST);
         let ips = [K, 0xffffffff81000010, U, 0x401000];
         let full = header(
             RECORD_SAMPLE,

@@ -318,7 +318,7 @@ impl Assembler {
                 if let Some(first) = kernel.first_mut() {
                     *first = first.saturating_sub(1);
                 }
-                let stack = Callchain { kernel, user };
+                let stack = Callchain::new(&kernel, &user);
                 EventKind::Switch(self.sched.switch(&raw, prev_tgid, stack)?)
             }
             PendingKind::Waking(raw) => {
@@ -329,7 +329,7 @@ impl Assembler {
                     kernel.remove(0);
                 }
                 let waker_tgid = self.tgid_of(p.pid, tgids);
-                let stack = Callchain { kernel, user };
+                let stack = Callchain::new(&kernel, &user);
                 EventKind::Waking(self.sched.waking(&raw, p.pid, waker_tgid, stack)?)
             }
             PendingKind::Fork { parent, child } => {
@@ -696,10 +696,10 @@ ffffffff82000000 d some_data
                 prev_state: 1,
                 next_tid: 0,
                 next_comm: Comm::from("next"),
-                stack: Callchain {
-                    kernel: vec![SCHEDULE_INNER + 0x122, SCHEDULE + 0x50, NANOSLEEP + 0x30],
-                    user: vec![0x401000, 0x402000],
-                },
+                stack: Callchain::new(
+                    &[SCHEDULE_INNER + 0x122, SCHEDULE + 0x50, NANOSLEEP + 0x30],
+                    &[0x401000, 0x402000],
+                ),
             }
         );
         assert_eq!(r.asm.pending_time(2), None);
@@ -723,8 +723,8 @@ ffffffff82000000 d some_data
         let out = r.take();
         let mut want = vec![SCHEDULE_INNER + 0x1f];
         want.extend(&deep);
-        assert_eq!(switch_of(&out[0]).stack.kernel, want);
-        assert!(switch_of(&out[0]).stack.user.is_empty());
+        assert_eq!(switch_of(&out[0]).stack.kernel(), want);
+        assert!(switch_of(&out[0]).stack.user().is_empty());
 
         // `size` bounds the frames read, even when more bytes follow.
         let mut r = Run::new(&f);
@@ -734,7 +734,7 @@ ffffffff82000000 d some_data
         r.push(0, 11, &kraw);
         r.flush(u64::MAX);
         assert_eq!(
-            switch_of(&r.take()[0]).stack.kernel,
+            switch_of(&r.take()[0]).stack.kernel(),
             vec![SCHEDULE_INNER + 0x1f, SCHEDULE + 1]
         );
 
@@ -746,7 +746,7 @@ ffffffff82000000 d some_data
         r.push(0, 11, &kraw);
         r.flush(u64::MAX);
         assert_eq!(
-            switch_of(&r.take()[0]).stack.kernel,
+            switch_of(&r.take()[0]).stack.kernel(),
             vec![SCHEDULE_INNER + 0x1f, SCHEDULE + 1]
         );
         assert_eq!(r.stats(), AssemblerStats::default());
@@ -785,10 +785,10 @@ ffffffff82000000 d some_data
                 waker_tgid: 90,
                 wakee_tid: 200,
                 wakee_comm: Comm::from("worker"),
-                stack: Callchain {
-                    kernel: vec![WAKE_UP_PROCESS + 0x10, NANOSLEEP + 0x99],
-                    user: vec![0x7f0000001000],
-                },
+                stack: Callchain::new(
+                    &[WAKE_UP_PROCESS + 0x10, NANOSLEEP + 0x99],
+                    &[0x7f0000001000],
+                ),
             }
         );
 
@@ -797,7 +797,7 @@ ffffffff82000000 d some_data
         r.push(1, 601, &kernel_raw(&f, 100, &[WAKING_PROBE + 1, TTWU + 2]));
         r.flush(u64::MAX);
         let out = r.take();
-        assert!(waking_of(&out[0]).stack.kernel.is_empty());
+        assert!(waking_of(&out[0]).stack.kernel().is_empty());
         assert_eq!(r.stats(), AssemblerStats::default());
     }
 
@@ -823,13 +823,13 @@ ffffffff82000000 d some_data
         assert_eq!(out[0].cpu, 0);
         let s = switch_of(&out[0]);
         assert_eq!(s.prev_tid, 10);
-        assert_eq!(s.stack.kernel, vec![SCHEDULE_INNER + 4, SCHEDULE + 6]);
-        assert_eq!(s.stack.user, vec![0x1000]);
+        assert_eq!(s.stack.kernel(), vec![SCHEDULE_INNER + 4, SCHEDULE + 6]);
+        assert_eq!(s.stack.user(), vec![0x1000]);
         assert_eq!(out[1].cpu, 1);
         let w = waking_of(&out[1]);
         assert_eq!((w.waker_tid, w.wakee_tid), (20, 30));
-        assert_eq!(w.stack.kernel, vec![NANOSLEEP + 1]);
-        assert_eq!(w.stack.user, vec![0x2000, 0x2001]);
+        assert_eq!(w.stack.kernel(), vec![NANOSLEEP + 1]);
+        assert_eq!(w.stack.user(), vec![0x2000, 0x2001]);
         assert_eq!(r.stats(), AssemblerStats::default());
     }
 
@@ -861,8 +861,8 @@ ffffffff82000000 d some_data
         let out = r.take();
         assert_eq!(out.len(), 1);
         let s = switch_of(&out[0]);
-        assert_eq!(s.stack.kernel, vec![SCHEDULE + 0xf]);
-        assert_eq!(s.stack.user, vec![0x10]);
+        assert_eq!(s.stack.kernel(), vec![SCHEDULE + 0xf]);
+        assert_eq!(s.stack.user(), vec![0x10]);
         // Completed: later stacks have nothing to belong to.
         r.push(0, 18, &kernel_raw(&f, 10, &[SCHEDULE + 0x10]));
         assert_eq!(
@@ -1006,18 +1006,21 @@ ffffffff82000000 d some_data
             let s = switch_of(&out[0]);
             let w = waking_of(&out[1]);
             if k {
-                assert_eq!(s.stack.kernel, vec![SCHEDULE_INNER + 0xf, NANOSLEEP + 0x10]);
-                assert_eq!(w.stack.kernel, vec![WAKE_UP_PROCESS + 1]);
+                assert_eq!(
+                    s.stack.kernel(),
+                    vec![SCHEDULE_INNER + 0xf, NANOSLEEP + 0x10]
+                );
+                assert_eq!(w.stack.kernel(), vec![WAKE_UP_PROCESS + 1]);
             } else {
-                assert!(s.stack.kernel.is_empty());
-                assert!(w.stack.kernel.is_empty());
+                assert!(s.stack.kernel().is_empty());
+                assert!(w.stack.kernel().is_empty());
             }
             if u {
-                assert_eq!(s.stack.user, user);
-                assert_eq!(w.stack.user, user);
+                assert_eq!(s.stack.user(), user);
+                assert_eq!(w.stack.user(), user);
             } else {
-                assert!(s.stack.user.is_empty());
-                assert!(w.stack.user.is_empty());
+                assert!(s.stack.user().is_empty());
+                assert!(w.stack.user().is_empty());
             }
             // The user_stack's tgid still counts.
             assert_eq!((s.prev_tgid, w.waker_tgid), (41, 41));

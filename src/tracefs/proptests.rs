@@ -882,8 +882,8 @@ fn check_events(events: &[Event], pushed: usize) {
     assert!(events.len() <= pushed);
     for ev in events {
         let frames = match &ev.kind {
-            EventKind::Switch(s) => s.stack.kernel.len() + s.stack.user.len(),
-            EventKind::Waking(w) => w.stack.kernel.len() + w.stack.user.len(),
+            EventKind::Switch(s) => s.stack.kernel().len() + s.stack.user().len(),
+            EventKind::Waking(w) => w.stack.kernel().len() + w.stack.user().len(),
             _ => 0,
         };
         // At most one kernel_stack and one user_stack entry's worth.
