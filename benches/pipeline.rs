@@ -130,7 +130,10 @@ fn main() {
         kernel_stacks: true,
         user_stacks: true,
     };
-    let mut aggregator = Aggregator::new(config, TaskTable::default());
+    // The synthetic threads are looked up nowhere (not in this machine's
+    // /proc, where a real task may hold one of their tids).
+    let mut aggregator =
+        Aggregator::new(config, TaskTable::default()).with_task_lookup(Box::new(|_| None));
     let mut reorder = Reorder::new();
     let mut scratch = Vec::new();
     let mut decoded = 0u64;

@@ -623,7 +623,7 @@ fn max_sample_size_is_the_largest_sample() {
         let waking = valid_record(st, 1, chain, b"");
         assert_eq!(switch.len() as u64, bound, "sample type {st:#x}");
         assert!(waking.len() as u64 <= bound, "sample type {st:#x}");
-        let d = decoder(st);
+        let mut d = decoder(st);
         assert!(d.decode(&switch).is_ok_and(|e| e.is_some()));
     }
 }
