@@ -73,7 +73,12 @@ fn sleep_loop_with(backend: &str) {
         );
     }
     let total: u64 = sleeps.iter().map(|l| l.total).sum();
-    assert_ratio("sleep total vs N x length", total, n * ms * 1000, 1.0, 1.05);
+    // Each sleep lasts at least its length; how much longer depends on the
+    // load (concurrent tests), which the workload's own measurement bounds.
+    assert!(
+        total >= n * ms * 1000,
+        "{backend}: {total} us is less than {n} x {ms} ms; the tool printed:\n{stdout}\n{stderr}"
+    );
     assert_ratio(
         "sleep total vs workload's own measurement",
         total,
@@ -166,12 +171,11 @@ fn pipe_wakeup_with(backend: &str) {
         assert_ne!(b.waker_tid, 0);
     }
     let total: u64 = pipe.iter().map(|b| b.total).sum();
-    assert_ratio(
-        "reader total vs K x delay",
-        total,
-        k * ms * 1000,
-        0.97,
-        1.05,
+    // The writer sleeps MS before each write (longer under load, which the
+    // workload's own measurement below bounds).
+    assert!(
+        total * 100 >= k * ms * 1000 * 97,
+        "reader total {total} us is less than 97% of {k} x {ms} ms"
     );
     assert_ratio(
         "reader total vs workload's own measurement",
@@ -265,7 +269,17 @@ fn cxx_frames_are_demangled() {
         );
     }
     let total: u64 = naps.iter().map(|l| l.total).sum();
-    assert_ratio("cxx sleep total", total, 5 * 10_000, 1.0, 1.10);
+    // Concurrent tests can add run-queue wait: compare with the workload's
+    // own measurement of its time inside nanosleep.
+    let truth = ground_truth(&String::from_utf8_lossy(&out.stderr));
+    assert!(total >= 5 * 10_000, "{total} us is less than 5 x 10 ms");
+    assert_ratio(
+        "cxx sleep total vs its own measurement",
+        total,
+        truth,
+        0.97,
+        1.03,
+    );
 }
 
 /// `-K` shows only kernel stacks; the header says so.
@@ -356,12 +370,18 @@ fn command_children_are_traced() {
         .filter(|l| l.target_comm == "sleeploop" && has(&l.target, "sleep_once"))
         .map(|l| l.total)
         .sum();
+    // Concurrent tests can add run-queue wait: compare with the workload's
+    // own measurement of its time inside nanosleep (its stderr is the tool's).
+    assert!(
+        child_total >= 4 * 10_000,
+        "{child_total} us is less than 4 x 10 ms"
+    );
     assert_ratio(
-        "child process sleep total",
+        "child process sleep total vs its own measurement",
         child_total,
-        4 * 10_000,
-        1.0,
-        1.10,
+        ground_truth(&stderr),
+        0.97,
+        1.03,
     );
     // Nothing outside the command's process tree is a target.
     for l in &lines {

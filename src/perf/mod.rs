@@ -464,12 +464,38 @@ impl PerfBackend {
         Ok(backend)
     }
 
-    /// Forecasts the next pids again when [`Forecast::due`].
+    /// Forecasts the next pids again when [`Forecast::due`], first sorting
+    /// out the pids the kernel allocated since the last forecast: a new
+    /// thread of a traced process (or, under `-- COMMAND`, a child of one)
+    /// becomes a kept wakee, other tasks leave the filter, and a pid
+    /// `/proc` does not show yet stays one more period.
     fn refresh_forecast(&mut self) {
         let (Some(forecast), Some(wakees)) = (&mut self.forecast, &mut self.wakees) else {
             return;
         };
-        if let Some(f) = forecast.refreshed(Instant::now()) {
+        let now = Instant::now();
+        let Some(last) = nascent::last_pid() else {
+            return;
+        };
+        if !forecast.due(last, now, nascent::refresh_period(self.cpus.len())) {
+            return;
+        }
+        let mut unknown = Vec::new();
+        for pid in forecast.allocated(last) {
+            match nascent::owner(pid) {
+                Some((tgid, parent)) => {
+                    let ours = wakees.contains(tgid)
+                        || (self.follow == Follow::Everything && wakees.contains(parent));
+                    if ours {
+                        wakees.add(pid);
+                    }
+                }
+                // Being created (or gone already): looked at once more.
+                None if !forecast.was_unknown(pid) => unknown.push(pid),
+                None => {}
+            }
+        }
+        if let Some(f) = forecast.next_from_proc(last, unknown, now) {
             wakees.set_nascent(f.ranges());
             *forecast = f;
         }

@@ -7,11 +7,14 @@
 //! [`FIRST_AFTER_WRAP`] at `pid_max`. The forecast is the next
 //! [`NASCENT_PIDS`] free pids. Pids in use are left out (after a wrap
 //! they are old processes, not new ones). Once the kernel has allocated
-//! some of them, the forecast is made again ([`Forecast::due`]); the pids
-//! allocated meanwhile stay in it for one more period, so that a traced
-//! thread's fork record has been read by the time it leaves. Other tasks
-//! created on the machine are therefore kept for at most two periods of at
-//! least [`REFRESH_PERIOD`] (sooner when half of the forecast is used).
+//! some of them, the forecast is made again ([`Forecast::due`], at most
+//! every [`refresh_period`]), and the caller sorts the pids allocated
+//! meanwhile ([`Forecast::allocated`]) by their `/proc/PID/status`
+//! ([`owner`]): a traced process's new thread becomes a kept wakee for
+//! good, another task leaves the filter, and a pid `/proc` does not show
+//! (a task still being created, or gone already) stays one more period.
+//! So a task created on the machine by someone else passes the filter for
+//! about one period.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -27,17 +30,19 @@ pub const MAX_NASCENT_RANGES: usize = 16;
 pub const FIRST_AFTER_WRAP: u32 = 300;
 
 /// The least time between two forecasts, unless half of one is used: each
-/// new forecast replaces the `sched_waking` events (a few system calls per
-/// CPU).
-pub const REFRESH_PERIOD: Duration = Duration::from_millis(100);
+/// new forecast replaces the `sched_waking` events, a few system calls per
+/// CPU, so the period grows with the CPU count (10 ms, or 1 ms per CPU).
+pub fn refresh_period(cpus: usize) -> Duration {
+    Duration::from_millis(cpus.max(10) as u64)
+}
 
 /// The next free pids, in the order the kernel will allocate them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Forecast {
     /// `ns_last_pid` when the forecast was made.
     last: u32,
-    /// Pids of the previous forecast allocated since it was made: kept for
-    /// this period too.
+    /// Pids allocated before this forecast whose task could not be told
+    /// yet: kept for this period too.
     recent: Vec<u32>,
     /// Free pids after `last`, in allocation order.
     pids: Vec<u32>,
@@ -99,14 +104,16 @@ impl Forecast {
         Some(Forecast::new(last, pid_max, in_use))
     }
 
-    /// The next forecast from `/proc`, if [`Forecast::due`] at `now`.
-    pub fn refreshed(&self, now: Instant) -> Option<Forecast> {
-        let last = last_pid()?;
-        if !self.due(last, now) {
-            return None;
-        }
+    /// The next forecast from `/proc`, keeping `unknown`.
+    pub fn next_from_proc(&self, last: u32, unknown: Vec<u32>, now: Instant) -> Option<Forecast> {
         let pid_max = read_number("/proc/sys/kernel/pid_max")?;
-        Some(self.next(last, pid_max, in_use, now))
+        Some(self.next(last, pid_max, in_use, unknown, now))
+    }
+
+    /// True when `pid` was kept from before because `/proc` did not show
+    /// its task (it is not kept a second time).
+    pub fn was_unknown(&self, pid: u32) -> bool {
+        self.recent.contains(&pid)
     }
 
     /// The pids of this forecast the kernel has allocated, going from
@@ -129,10 +136,10 @@ impl Forecast {
 
     /// Whether to forecast again, `ns_last_pid` being `last` at `now`:
     /// when the kernel has allocated pids (half of the forecast, or any
-    /// once [`REFRESH_PERIOD`] has passed), or when the previous period's
-    /// pids have been kept for a period.
-    pub fn due(&self, last: u32, now: Instant) -> bool {
-        let aged = now.saturating_duration_since(self.made) >= REFRESH_PERIOD;
+    /// once `period` has passed), or when pids kept from before have been
+    /// kept for a period.
+    pub fn due(&self, last: u32, now: Instant, period: Duration) -> bool {
+        let aged = now.saturating_duration_since(self.made) >= period;
         if last == self.last {
             return aged && !self.recent.is_empty();
         }
@@ -140,16 +147,24 @@ impl Forecast {
         used * 2 >= self.pids.len() || aged
     }
 
-    /// The forecast after `last`, keeping the pids of this one allocated
-    /// since it was made.
+    /// The pids to sort out before the next forecast: those of this one
+    /// the kernel has allocated (`ns_last_pid` being `last`), and those
+    /// kept from before.
+    pub fn allocated(&self, last: u32) -> Vec<u32> {
+        self.recent.iter().chain(self.used(last)).copied().collect()
+    }
+
+    /// The forecast after `last`, also keeping `unknown` (allocated pids
+    /// whose task could not be told yet).
     pub fn next(
         &self,
         last: u32,
         pid_max: u32,
         in_use: impl Fn(u32) -> bool,
+        unknown: Vec<u32>,
         now: Instant,
     ) -> Forecast {
-        Forecast::with_recent(last, pid_max, in_use, self.used(last).to_vec(), now)
+        Forecast::with_recent(last, pid_max, in_use, unknown, now)
     }
 
     /// The kept pids as sorted, disjoint inclusive ranges.
@@ -179,6 +194,22 @@ fn runs(pids: &[u32]) -> usize {
 fn in_use(p: u32) -> bool {
     // Threads are not listed in /proc, but /proc/TID resolves.
     Path::new(&format!("/proc/{p}")).exists()
+}
+
+/// The process (TGID) and parent process (PPid) of task `pid`, from
+/// `/proc/PID/status`; `None` when `/proc` does not show it.
+pub fn owner(pid: u32) -> Option<(u32, u32)> {
+    parse_owner(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?)
+}
+
+fn parse_owner(status: &str) -> Option<(u32, u32)> {
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    Some((field("Tgid:")?, field("PPid:")?))
 }
 
 /// `ns_last_pid` now, if readable.
@@ -227,43 +258,64 @@ mod tests {
         let f = Forecast::new(500, 1000, |_| true);
         assert!(f.pids.is_empty());
         assert!(f.ranges().is_empty());
-        let later = f.made + REFRESH_PERIOD;
-        assert!(!f.due(500, later));
-        assert!(f.due(501, later));
+        let p = refresh_period(2);
+        let later = f.made + p;
+        assert!(!f.due(500, later, p));
+        assert!(f.due(501, later, p));
     }
 
     #[test]
     fn due_when_half_is_used_or_some_after_a_period() {
+        let p = refresh_period(2);
         let f = Forecast::new(1000, 32768, |_| false);
-        let soon = f.made + REFRESH_PERIOD / 2;
-        let later = f.made + REFRESH_PERIOD;
-        assert!(!f.due(1000, later), "nothing allocated");
-        assert!(!f.due(1031, soon), "31 of 64 used");
-        assert!(f.due(1032, soon), "32 of 64 used");
-        assert!(f.due(1001, later), "one used, a period later");
-        assert!(f.due(5000, soon));
+        let soon = f.made + p / 2;
+        let later = f.made + p;
+        assert!(!f.due(1000, later, p), "nothing allocated");
+        assert!(!f.due(1031, soon, p), "31 of 64 used");
+        assert!(f.due(1032, soon, p), "32 of 64 used");
+        assert!(f.due(1001, later, p), "one used, a period later");
+        assert!(f.due(5000, soon, p));
         // Around the wrap.
         let f = Forecast::new(32750, 32768, |_| false);
         let soon = f.made;
-        assert!(!f.due(32767, soon), "17 of 64 used");
-        assert!(!f.due(313, soon), "17 + 14 of 64 used");
-        assert!(f.due(314, soon), "17 + 15 of 64 used");
+        assert!(!f.due(32767, soon, p), "17 of 64 used");
+        assert!(!f.due(313, soon, p), "17 + 14 of 64 used");
+        assert!(f.due(314, soon, p), "17 + 15 of 64 used");
     }
 
     #[test]
-    fn allocated_pids_stay_one_more_period() {
+    fn unknown_pids_stay_one_more_period() {
+        let p = refresh_period(2);
         let f = Forecast::new(1000, 32768, |_| false);
-        // 1001 and 1002 were allocated (one of them may be a traced
-        // thread whose fork record is not read yet).
-        let t1 = f.made + REFRESH_PERIOD;
-        let g = f.next(1002, 32768, |p| p <= 1002, t1);
-        assert_eq!(g.ranges(), vec![(1001, 1066)]);
+        // 1001 and 1002 were allocated; /proc did not show 1002 yet (a
+        // task being created), and 1001 was told and left.
+        let t1 = f.made + p;
+        assert_eq!(f.allocated(1002), vec![1001, 1002]);
+        let g = f.next(1002, 32768, |p| p <= 1002, vec![1002], t1);
+        assert_eq!(g.ranges(), vec![(1002, 1066)]);
         assert_eq!(g.pids.len(), NASCENT_PIDS);
-        // A period later with nothing allocated, they leave.
-        assert!(!g.due(1002, t1 + REFRESH_PERIOD / 2));
-        assert!(g.due(1002, t1 + REFRESH_PERIOD));
-        let h = g.next(1002, 32768, |p| p <= 1002, t1 + REFRESH_PERIOD);
+        // A period later with nothing allocated, it is sorted out again.
+        assert!(!g.due(1002, t1 + p / 2, p));
+        assert!(g.due(1002, t1 + p, p));
+        assert_eq!(g.allocated(1002), vec![1002]);
+        let h = g.next(1002, 32768, |p| p <= 1002, Vec::new(), t1 + p);
         assert_eq!(h.ranges(), vec![(1003, 1066)]);
-        assert!(!h.due(1002, t1 + 10 * REFRESH_PERIOD));
+        assert!(!h.due(1002, t1 + 10 * p, p));
+    }
+
+    #[test]
+    fn periods_grow_with_the_cpu_count() {
+        assert_eq!(refresh_period(2), Duration::from_millis(10));
+        assert_eq!(refresh_period(64), Duration::from_millis(64));
+    }
+
+    #[test]
+    fn owners_from_status() {
+        let status = "Name:\tnewborn\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\n\
+                      Ngid:\t0\nPid:\t4250\nPPid:\t17\n";
+        assert_eq!(parse_owner(status), Some((4242, 17)));
+        assert_eq!(parse_owner("Name:\tx\nTgid:\t1\n"), None);
+        let me = std::process::id();
+        assert_eq!(owner(me).map(|o| o.0), Some(me));
     }
 }

@@ -1,5 +1,6 @@
 // cxxsleep N MS: blocks N times in nanosleep from a C++ member function
-// (ns::Sleeper::nap(long)), so its frame must come out demangled.
+// (ns::Sleeper::nap(long)), so its frame must come out demangled. Prints its
+// own measured time inside nanosleep as "blocked_us=<n>" on stderr.
 #include <cstdio>
 #include <cstdlib>
 extern "C" {
@@ -27,7 +28,12 @@ int main(int argc, char **argv)
     ns::Sleeper s;
     int n = std::atoi(argv[1]);
     long ms = std::atol(argv[2]);
-    for (int i = 0; i < n; i++)
+    long long blocked = 0;
+    for (int i = 0; i < n; i++) {
+        long long t0 = now_us();
         s.nap(ms);
+        blocked += now_us() - t0;
+    }
+    std::fprintf(stderr, "blocked_us=%lld\n", blocked);
     return 0;
 }
