@@ -31,12 +31,7 @@ fn put(raw: &mut [u8], f: &EventFormat, name: &str, bytes: &[u8]) {
 }
 
 fn payload(f: &EventFormat) -> Vec<u8> {
-    let size = f
-        .fields
-        .iter()
-        .map(|x| x.offset + x.size)
-        .max()
-        .unwrap_or(0);
+    let size = f.fixed_size();
     // The u32 size and the payload end on an 8-byte boundary.
     let mut raw = vec![0u8; (size + 4).next_multiple_of(8) - 4];
     put(&mut raw, f, "common_type", &(f.id as u16).to_ne_bytes());

@@ -131,12 +131,7 @@ pub fn max_sample_size(
         let payload = formats
             .iter()
             .map(|f| {
-                let fixed = f
-                    .fields
-                    .iter()
-                    .map(|x| x.offset + x.size)
-                    .max()
-                    .unwrap_or(0);
+                let fixed = f.fixed_size();
                 let dynamic = if f.fields.iter().any(|x| x.is_dynamic()) {
                     4096
                 } else {

@@ -99,13 +99,7 @@ fn fix_size(rec: &mut [u8]) {
 
 /// A payload of `fmt` with its `common_type` set.
 fn payload(fmt: &EventFormat, fill: u8) -> Vec<u8> {
-    let size = fmt
-        .fields
-        .iter()
-        .map(|f| f.offset + f.size)
-        .max()
-        .unwrap_or(0);
-    let mut raw = vec![fill; size];
+    let mut raw = vec![fill; fmt.fixed_size()];
     let ct = fmt.field("common_type").expect("common_type");
     raw[ct.offset..ct.offset + 2].copy_from_slice(&(fmt.id as u16).to_ne_bytes());
     raw

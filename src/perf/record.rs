@@ -623,7 +623,7 @@ mod tests {
 
     /// A sched_switch payload built from the fixture's offsets.
     fn switch_raw(sw: &EventFormat) -> Vec<u8> {
-        let size = sw.fields.iter().map(|f| f.offset + f.size).max().unwrap();
+        let size = sw.fixed_size();
         let mut raw = vec![0u8; size];
         put_field(
             &mut raw,
@@ -647,7 +647,7 @@ mod tests {
     }
 
     fn waking_raw(wk: &EventFormat) -> Vec<u8> {
-        let size = wk.fields.iter().map(|f| f.offset + f.size).max().unwrap();
+        let size = wk.fixed_size();
         let mut raw = vec![0u8; size];
         put_field(
             &mut raw,

@@ -479,7 +479,7 @@ ffffffff82000000 d some_data
 
     /// The fixed part of an entry of `fmt`, zeroed, with its common fields.
     fn entry(fmt: &EventFormat, common_pid: u32) -> Vec<u8> {
-        let size = fmt.fields.iter().map(|f| f.offset + f.size).max().unwrap();
+        let size = fmt.fixed_size();
         let mut raw = vec![0u8; size];
         put_named(&mut raw, fmt, "common_type", fmt.id as i64);
         put_named(&mut raw, fmt, "common_pid", common_pid as i64);

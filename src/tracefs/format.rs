@@ -189,6 +189,16 @@ impl EventFormat {
         })
     }
 
+    /// Bytes from the start of the payload to the end of its last field
+    /// (dynamic fields' data, which follows, not included).
+    pub fn fixed_size(&self) -> usize {
+        self.fields
+            .iter()
+            .map(|f| f.offset + f.size)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The named field, or an error naming the event and field.
     pub fn field(&self, name: &str) -> Result<&Field> {
         self.fields.iter().find(|f| f.name == name).ok_or_else(|| {

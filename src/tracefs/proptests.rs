@@ -256,13 +256,7 @@ fn use_format(fmt: &EventFormat, raws: &[&[u8]]) {
 /// A zeroed payload of `fmt`'s fixed size with `common_type` and
 /// `common_pid` set, then `fill` written over the named fields.
 fn entry(fmt: &EventFormat, pid: u32, fill: &[(&str, i64)]) -> Vec<u8> {
-    let size = fmt
-        .fields
-        .iter()
-        .map(|f| f.offset + f.size)
-        .max()
-        .unwrap_or(0);
-    let mut raw = vec![0u8; size];
+    let mut raw = vec![0u8; fmt.fixed_size()];
     let mut put = |name: &str, v: i64| {
         let f = fmt.field(name).expect("fixture field");
         let b = v.to_ne_bytes();
