@@ -106,21 +106,7 @@ pub fn max_sample_size(
     max_stack: u64,
     max_contexts: u64,
 ) -> u64 {
-    let words = [
-        sys::SAMPLE_IDENTIFIER,
-        sys::SAMPLE_IP,
-        sys::SAMPLE_TID,
-        sys::SAMPLE_TIME,
-        sys::SAMPLE_ADDR,
-        sys::SAMPLE_ID,
-        sys::SAMPLE_STREAM_ID,
-        sys::SAMPLE_CPU,
-        sys::SAMPLE_PERIOD,
-    ]
-    .iter()
-    .filter(|&&bit| sample_type & bit != 0)
-    .count() as u64;
-    let mut size = ring::HEADER_SIZE as u64 + 8 * words;
+    let mut size = (ring::HEADER_SIZE + record::fixed_sample_len(sample_type)) as u64;
     if sample_type & sys::SAMPLE_CALLCHAIN != 0 {
         size += 8 + 8 * max_stack.saturating_add(max_contexts);
     }
@@ -683,8 +669,9 @@ impl PerfBackend {
     }
 
     /// How long a round may wait for data: per-task runs read often, so
-    /// that a thread created during tracing joins the wakee filter within
-    /// about that time (an idle round costs one `poll`).
+    /// that a thread created during tracing joins the wakee filter, and the
+    /// forecast of new pids is sorted out ([`nascent::refresh_period`]),
+    /// within about that time (an idle round costs one `poll`).
     pub fn round_period(&self) -> Duration {
         if self.wakees.is_some() {
             Duration::from_millis(10)

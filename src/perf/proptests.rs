@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use proptest::prelude::*;
 
 use super::max_sample_size;
-use super::record::{Decoder, Tracepoint};
+use super::record::{Decoder, SUPPORTED_SAMPLE_TYPE, Tracepoint};
 use super::ring::{HEADER_SIZE, extract_records};
 use super::sys::*;
 use crate::event::EventKind;
@@ -43,17 +43,7 @@ fn formats() -> &'static (EventFormat, EventFormat) {
 const SAMPLE_TYPES: [u64; 3] = [
     SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_CALLCHAIN | SAMPLE_RAW,
     SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW,
-    SAMPLE_IDENTIFIER
-        | SAMPLE_IP
-        | SAMPLE_TID
-        | SAMPLE_TIME
-        | SAMPLE_ADDR
-        | SAMPLE_ID
-        | SAMPLE_STREAM_ID
-        | SAMPLE_CPU
-        | SAMPLE_PERIOD
-        | SAMPLE_CALLCHAIN
-        | SAMPLE_RAW,
+    SUPPORTED_SAMPLE_TYPE,
 ];
 
 fn decoder(st: u64) -> Decoder {

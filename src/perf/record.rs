@@ -73,6 +73,25 @@ struct SampleLayout {
     fixed: usize,
 }
 
+/// Every `sample_type` bit the decoder can walk.
+pub const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
+    | SAMPLE_IP
+    | SAMPLE_TID
+    | SAMPLE_TIME
+    | SAMPLE_ADDR
+    | SAMPLE_ID
+    | SAMPLE_STREAM_ID
+    | SAMPLE_CPU
+    | SAMPLE_PERIOD
+    | SAMPLE_CALLCHAIN
+    | SAMPLE_RAW;
+
+/// Bytes of a sample body of `sample_type` before its callchain (or its
+/// raw data): the one-word fields it has.
+pub fn fixed_sample_len(sample_type: u64) -> usize {
+    SampleLayout::new(sample_type).fixed
+}
+
 impl SampleLayout {
     fn new(sample_type: u64) -> SampleLayout {
         let mut l = SampleLayout::default();
@@ -253,19 +272,8 @@ impl Decoder {
     /// A decoder for samples of `sample_type` from the two tracepoints
     /// described by `switch` and `waking`.
     pub fn new(sample_type: u64, switch: &EventFormat, waking: &EventFormat) -> Result<Decoder> {
-        let supported = SAMPLE_IDENTIFIER
-            | SAMPLE_IP
-            | SAMPLE_TID
-            | SAMPLE_TIME
-            | SAMPLE_ADDR
-            | SAMPLE_ID
-            | SAMPLE_STREAM_ID
-            | SAMPLE_CPU
-            | SAMPLE_PERIOD
-            | SAMPLE_CALLCHAIN
-            | SAMPLE_RAW;
         ensure!(
-            sample_type & !supported == 0,
+            sample_type & !SUPPORTED_SAMPLE_TYPE == 0,
             "sample_type {sample_type:#x} has bits the decoder cannot walk"
         );
         let needed = SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW;
