@@ -8,7 +8,12 @@
  *             filter (how the tool records the wakeups of traced threads)
  *   switch    sched_switch per task (PID), per CPU, with callchains, inherited
  *   switchcs  the same with context-switch records (the tool's switch-ins)
- *   all       waking + switchcs + comm/task/mmap records: what the tool opens
+ *   all       waking + switchcs + comm/task/mmap records: what the tool
+ *             opened before it read switch-ins from time_running
+ *   allread   waking + switch with PERF_SAMPLE_READ (each sample carries the
+ *             thread's time_running, from which a switch-in is derived) +
+ *             comm/task/mmap records, no context-switch records: what the
+ *             tool opens
  *
  * Every event writes into one ring per CPU (owned by a dummy event), as in the
  * tool. Prints "ready" on stderr once everything is enabled, then waits to be
@@ -61,15 +66,16 @@ static void base_attr(struct perf_event_attr *a)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: probe waking|switch|switchcs|all PID\n");
+        fprintf(stderr, "usage: probe waking|switch|switchcs|all|allread PID\n");
         return 2;
     }
     const char *mode = argv[1];
     int pid = atoi(argv[2]);
-    int all = strcmp(mode, "all") == 0;
+    int read = strcmp(mode, "allread") == 0;
+    int all = read || strcmp(mode, "all") == 0;
     int waking = all || strcmp(mode, "waking") == 0;
     int switches = all || strncmp(mode, "switch", 6) == 0;
-    int cs = all || strcmp(mode, "switchcs") == 0;
+    int cs = (all && !read) || strcmp(mode, "switchcs") == 0;
     if (!waking && !switches) {
         fprintf(stderr, "probe: unknown mode %s\n", mode);
         return 2;
@@ -112,6 +118,10 @@ int main(int argc, char **argv)
             a.inherit = 1;
             a.inherit_thread = 1;
             a.context_switch = cs;
+            if (read) {
+                a.sample_type |= PERF_SAMPLE_READ;
+                a.read_format = PERF_FORMAT_TOTAL_TIME_RUNNING;
+            }
             if (all) {
                 a.comm = a.comm_exec = a.task = a.mmap = a.mmap2 = 1;
             }

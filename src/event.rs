@@ -303,6 +303,20 @@ pub struct Switch {
     pub next_comm: Comm,
     /// Callchain of the switch-out (the blocked stack of `prev_tid`).
     pub stack: Callchain,
+    /// When `prev_tid` had switched in, for the slice this switch-out
+    /// ends, if the backend knows it from elsewhere than a `next_pid` (see
+    /// `perf::running`); 0 when not.
+    pub prev_ran_since: u64,
+}
+
+impl Switch {
+    /// `prev_state` bits of a task leaving for the last time (X, Z).
+    pub const DEAD_STATES: u64 = 16 | 32;
+
+    /// Whether this is `prev_tid`'s final switch-out: it never comes back.
+    pub fn is_final(&self) -> bool {
+        self.prev_state & Switch::DEAD_STATES != 0
+    }
 }
 
 /// `sched:sched_waking`, sampled in the context of the waker.
@@ -372,6 +386,15 @@ pub struct SwitchIn {
     pub prev_tid: u32,
 }
 
+/// A traced thread stopped being traced while it ran (it exited): the
+/// switch-in that began its last slice, which no switch-out will tell (see
+/// `perf::running`). `since` is 0 when it could not be told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ran {
+    pub tid: u32,
+    pub since: u64,
+}
+
 /// Records the kernel could not deliver (ring full, or samples dropped), or
 /// may not have: `records` is 0 when a backend found a ring too full to be
 /// sure (perf writes its own lost record only with that CPU's next record,
@@ -406,6 +429,7 @@ pub struct SourceStats {
 pub enum EventKind {
     Switch(Switch),
     SwitchIn(SwitchIn),
+    Ran(Ran),
     Waking(Waking),
     Fork(Fork),
     Exit(Exit),

@@ -269,6 +269,14 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             stats.switch_in_unseen
         );
     }
+    if stats.switch_in_unknown > 0 {
+        eprintln!(
+            "NOTE: {} intervals were dropped: their thread ran again, but when it had \
+             switched in could not be told (it was already running when tracing began, or \
+             records may have been lost).",
+            stats.switch_in_unknown
+        );
+    }
     eprintln!(
         "offwake-perf: {} records read, {lost} lost; {} intervals counted, {} discarded \
          for a possible loss, {} outside -m/-M",

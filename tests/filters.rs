@@ -109,9 +109,12 @@ fn pid_filter_reads_nothing_for_other_threads_tracefs() {
 }
 
 /// `--state 2` (D): the pipe reader and the writer sleep in S, so the
-/// kernel drops all their switch-outs; the same workload traced without
-/// `--state` at the same time reads a quarter more records (two of every
-/// eight or so are those switch-outs). The workload's threads exist before
+/// kernel drops all their switch-outs; the same workload traced with
+/// `--state 1` (S) at the same time reads a quarter more records (two of
+/// every eight or so are those switch-outs). (Both take switch-ins from
+/// context-switch records: without `--state`, per-task runs take them from
+/// the switch-outs, which then cannot be filtered, and read other records.)
+/// The workload's threads exist before
 /// tracing starts: the kernel does not carry a filter into the events that
 /// threads created later inherit (they are filtered in user space).
 #[test]
@@ -128,7 +131,7 @@ fn state_filter_drops_switch_outs_in_the_kernel() {
         .expect("starting the workload");
     std::thread::sleep(std::time::Duration::from_millis(100));
     let pid = w.id().to_string();
-    let all = start_traced(&["--backend", "perf", "-p", &pid, "1"]);
+    let all = start_traced(&["--backend", "perf", "--state", "1", "-p", &pid, "1"]);
     let d_only = start_traced(&["--backend", "perf", "--state", "2", "-p", &pid, "1"]);
     let (all_out, all_err) = all.finish();
     let (d_out, d_err) = d_only.finish();
@@ -138,7 +141,7 @@ fn state_filter_drops_switch_outs_in_the_kernel() {
         parse_default(&all_out)
             .iter()
             .any(|b| b.target_comm == "reader"),
-        "no reader block without --state:\n{all_out}"
+        "no reader block in S:\n{all_out}"
     );
     assert!(
         parse_default(&d_out)
@@ -147,10 +150,13 @@ fn state_filter_drops_switch_outs_in_the_kernel() {
         "reader slept in S, not D:\n{d_out}"
     );
     let (a, d) = (records_read(&all_err), records_read(&d_err));
-    assert!(a >= 400, "unfiltered run read only {a} records\n{all_err}");
+    assert!(
+        a >= 400,
+        "the --state 1 run read only {a} records\n{all_err}"
+    );
     assert!(
         d * 100 <= a * 85,
-        "--state 2 read {d} records, unfiltered {a}: the kernel did not drop S switch-outs\n{d_err}"
+        "--state 2 read {d} records, --state 1 {a}: the kernel did not drop S switch-outs\n{d_err}"
     );
 }
 

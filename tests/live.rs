@@ -192,6 +192,41 @@ fn pipe_wakeup_with(backend: &str) {
     );
 }
 
+/// A thread that switched back in but never switched out again before
+/// tracing stopped: perf's per-task events tell a switch-in only with the
+/// next switch-out, and the tool makes one when it stops (a real-time
+/// thread of its own visits every CPU). The workload spins as a real-time
+/// task on CPU 1, so nothing else would switch it out.
+#[test]
+fn a_thread_running_when_tracing_stops_has_its_last_interval() {
+    if !live() {
+        return;
+    }
+    let mut w = start_gated_env(
+        &workload("spinafter"),
+        &["200", "1800"],
+        &[("OFFWAKE_PIN_CPU", "1")],
+    );
+    let pid = w.pid().to_string();
+    let tracer = start_traced(&["--backend", "perf", "-p", &pid, "1"]);
+    w.go();
+    let (out, err) = tracer.finish();
+    let truth = ground_truth(&w.finish());
+    let total: u64 = parse_default(&out)
+        .iter()
+        .filter(|b| has(&b.target, "sleep_once"))
+        .map(|b| b.total)
+        .sum();
+    assert_ratio(
+        "the sleep before the spin vs the workload's own measurement",
+        total,
+        truth,
+        0.97,
+        1.03,
+    );
+    assert!(!err.contains("NOTE"), "{err}");
+}
+
 /// (c): a process that exits before tracing ends still has its user frames
 /// symbolized.
 #[test]

@@ -3,9 +3,11 @@
 //! Keeps raw addresses: nothing is symbolized here.
 //!
 //! Rules (SPEC section 2): a target's interval opens at its switch-out (its
-//! stacks interned then), takes the last `sched_waking` of it seen while open
-//! as its waker, and closes at its switch-in, where its whole microseconds
-//! are checked against `-m`/`-M` and summed under its [`EntryKey`]. Idle
+//! stacks interned then), takes the last `sched_waking` of it before its
+//! switch-in as its waker, and closes at its switch-in, where its whole
+//! microseconds are checked against `-m`/`-M` and summed under its
+//! [`EntryKey`]. A switch-in may also be learnt late, from the thread's
+//! next switch-out ([`Switch::prev_ran_since`]). Idle
 //! tasks are tracked per CPU. A `Lost` record taints every interval that
 //! overlaps its window (open at its start, or opened before its end), which
 //! is then discarded at its switch-in. Threads that exit, and TIDs that
@@ -20,7 +22,7 @@ use std::hash::{Hash, Hasher};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::event::{
-    Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Switch, SwitchIn, Waking,
+    Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Ran, Switch, SwitchIn, Waking,
 };
 
 use stacks::StackInterner;
@@ -111,6 +113,10 @@ pub struct Stats {
     /// Intervals dropped because their thread switched out again without
     /// a switch-in ever being reported (the kernel skipped it; no backstop).
     pub switch_in_unseen: u64,
+    /// Intervals dropped because their thread switched out again, and the
+    /// backend, which tells switch-ins with switch-outs, could not say
+    /// when it had switched in (see `perf::running`).
+    pub switch_in_unknown: u64,
 }
 
 /// The result of a run.
@@ -124,9 +130,6 @@ pub struct Aggregate {
 /// Looks up a thread the task table does not know (default:
 /// [`TaskTable::read_proc_task`]).
 pub type TaskLookup = Box<dyn FnMut(u32) -> Option<TaskInfo> + Send>;
-
-/// Reported states of a task switching out for the last time (X, Z).
-const DEAD_STATES: u64 = 16 | 32;
 
 /// Per-thread state key: idle tasks (tid 0) exist once per CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -155,14 +158,20 @@ struct Waker {
     user: StackRef,
 }
 
-/// A target thread that switched out and has not switched back in.
+/// A target thread that switched out and has not switched back in (or
+/// whose switch-in is not known yet).
 #[derive(Clone, Copy, Debug)]
 struct OpenInterval {
     start: u64,
     tgid: u32,
     kernel: StackRef,
     user: StackRef,
-    waker: Option<Waker>,
+    /// The first and the last wakeup seen while open, with their times.
+    /// Once woken, a task is not woken again until it has run: the first
+    /// is the one a switch-in learnt late was the end of, when later ones
+    /// came while it ran.
+    first_waker: Option<(u64, Waker)>,
+    waker: Option<(u64, Waker)>,
     /// Value of `Aggregator::losses` when the interval opened: any later
     /// loss may fall inside it.
     losses_at_start: u64,
@@ -228,6 +237,7 @@ impl Aggregator {
         match &event.kind {
             EventKind::Switch(s) => self.on_switch(event.time, event.cpu, s),
             EventKind::SwitchIn(s) => self.on_switch_in(event.time, event.cpu, s),
+            EventKind::Ran(r) => self.on_ran(event.time, r),
             EventKind::Waking(w) => self.on_waking(event.time, event.cpu, w),
             EventKind::Fork(f) => self.on_fork(f),
             EventKind::Exit(e) => self.on_exit(e),
@@ -380,13 +390,14 @@ impl Aggregator {
         }
         // A task leaving as X or Z (its final switch) never comes back:
         // keep no state, and store no stack, for an interval that cannot end.
-        let opened = if s.prev_state & DEAD_STATES == 0 && self.is_target(s) {
+        let opened = if !s.is_final() && self.is_target(s) {
             let (kernel, user) = self.intern(s.prev_tgid, time, &s.stack);
             Some(OpenInterval {
                 start: time,
                 tgid: s.prev_tgid,
                 kernel,
                 user,
+                first_waker: None,
                 waker: None,
                 // Opening inside a loss window: tainted from the start.
                 losses_at_start: if time < self.lost_until {
@@ -403,9 +414,37 @@ impl Aggregator {
             Some(interval) => self.open.insert(prev_key, interval),
             None => self.open.remove(&prev_key),
         };
-        if was_open.is_some() {
-            // It ran, so it came back in, but nobody said when.
-            self.stats.switch_in_unseen += 1;
+        if let Some(was) = was_open {
+            // It ran, so it came back in: when, only this switch-out may
+            // say.
+            if s.prev_ran_since == 0 {
+                self.stats.switch_in_unseen += 1;
+            } else {
+                self.close_late(time, s.prev_ran_since, s.prev_tid, s.prev_comm, was);
+            }
+        }
+    }
+
+    /// Closes `open` at `since`, a switch-in learnt at `time`, if it can
+    /// have ended that interval.
+    fn close_late(&mut self, time: u64, since: u64, tid: u32, comm: Comm, open: OpenInterval) {
+        if since < open.start || since > time {
+            self.stats.switch_in_unknown += 1;
+        } else {
+            self.close(since, tid, comm, open);
+        }
+    }
+
+    /// A thread's last slice, told as it stopped being traced.
+    fn on_ran(&mut self, time: u64, r: &Ran) {
+        let Some(open) = self.open.remove(&ThreadKey::new(r.tid, 0)) else {
+            return;
+        };
+        let comm = self.task_info(r.tid).map(|t| t.comm).unwrap_or_default();
+        if r.since == 0 {
+            self.stats.switch_in_unknown += 1;
+        } else {
+            self.close_late(time, r.since, r.tid, comm, open);
         }
     }
 
@@ -438,7 +477,13 @@ impl Aggregator {
             self.stats.out_of_range += 1;
             return;
         }
-        let waker = open.waker.unwrap_or(Waker {
+        // The last wakeup before the switch-in.
+        let waker = [open.waker, open.first_waker]
+            .into_iter()
+            .flatten()
+            .find(|&(at, _)| at <= time)
+            .map(|(_, w)| w);
+        let waker = waker.unwrap_or(Waker {
             tid: 0,
             tgid: 0,
             comm: Comm::default(),
@@ -480,13 +525,20 @@ impl Aggregator {
         };
         let (kernel, user) = self.intern(w.waker_tgid, time, &w.stack);
         if let Some(open) = self.open.get_mut(&key) {
-            open.waker = Some(Waker {
-                tid: w.waker_tid,
-                tgid: w.waker_tgid,
-                comm,
-                kernel,
-                user,
-            });
+            let waker = Some((
+                time,
+                Waker {
+                    tid: w.waker_tid,
+                    tgid: w.waker_tgid,
+                    comm,
+                    kernel,
+                    user,
+                },
+            ));
+            if open.first_waker.is_none() {
+                open.first_waker = waker;
+            }
+            open.waker = waker;
         }
     }
 
@@ -521,7 +573,9 @@ impl Aggregator {
         if e.tid == 0 {
             return;
         }
-        self.open.remove(&ThreadKey::new(e.tid, 0));
+        // An open interval stays: the thread still switches out for the
+        // last time, and that switch-out may tell when it last switched in
+        // (`Switch::prev_ran_since`); it then leaves no state.
         if let Some(info) = self.tasks.tasks.remove(&e.tid) {
             self.exited.insert(e.tid, info);
         }
@@ -641,6 +695,7 @@ mod tests {
                 next_tid: next,
                 next_comm: Comm::from(next_comm),
                 stack,
+                prev_ran_since: 0,
             }),
         }
     }
@@ -648,6 +703,24 @@ mod tests {
     /// `tid` blocks (state S) with a fixed stack; idle comes in.
     fn out(time: u64, cpu: u32, tid: u32) -> Event {
         switch(time, cpu, tid, S, chain(&[0xf1], &[0x4001]), 0, "swapper")
+    }
+
+    /// `tid` leaves in `state`, having switched in at `since` (as the perf
+    /// backend tells per-task switch-ins).
+    fn ran_out(time: u64, cpu: u32, tid: u32, state: u64, since: u64) -> Event {
+        let mut e = switch(
+            time,
+            cpu,
+            tid,
+            state,
+            chain(&[0xf1], &[0x4001]),
+            0,
+            "swapper",
+        );
+        if let EventKind::Switch(s) = &mut e.kind {
+            s.prev_ran_since = since;
+        }
+        e
     }
 
     /// `tid` comes back in; idle leaves (preempted, no stack).
@@ -957,26 +1030,114 @@ mod tests {
         assert_eq!(idle, vec![7, 20]);
     }
 
+    const DEAD: u64 = 16; // EXIT_DEAD
+
+    fn exit(time: u64, tid: u32) -> Event {
+        ev(
+            time,
+            EventKind::Exit(Exit {
+                tgid: tgid_of(tid),
+                tid,
+            }),
+        )
+    }
+
     #[test]
-    fn thread_exit_drops_pending_interval() {
+    fn thread_exit_leaves_its_interval_to_the_final_switch_out() {
+        // The final switch-out does not say when the thread switched in:
+        // the interval is dropped, and no state is left.
         let mut a = agg(config());
         run(
             &mut a,
             &[
                 out(0, 0, 101),
-                ev(
-                    1_000,
-                    EventKind::Exit(Exit {
-                        tgid: 100,
-                        tid: 101,
-                    }),
-                ),
-                back_in(9_000, 0, 101, "app"),
+                exit(1_000, 101),
+                ran_out(9_000, 0, 101, DEAD, 0),
+                back_in(20_000, 0, 101, "app"),
             ],
         );
         let r = a.finish();
         assert!(r.entries.is_empty());
-        assert_eq!(r.stats.intervals, 0);
+        assert_eq!((r.stats.intervals, r.stats.switch_in_unseen), (0, 1));
+
+        // It does say: the thread's last interval is counted.
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(0, 0, 101),
+                waking(4_000, 1, 200, 101, chain(&[0xe1], &[])),
+                exit(6_000, 101),
+                ran_out(9_000, 0, 101, DEAD, 5_000),
+                back_in(20_000, 0, 101, "app"),
+            ],
+        );
+        let r = a.finish();
+        let e = only(&r);
+        assert_eq!(
+            (e.key.target_tid, e.key.waker_tid, e.total_us),
+            (101, 200, 5)
+        );
+    }
+
+    #[test]
+    fn a_switch_in_told_late_takes_the_wakeup_before_it() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(1_000, 0, 100),
+                waking(2_000, 1, 200, 100, chain(&[0xe1], &[])),
+                // Running since 3000, going to sleep: woken before it could.
+                waking(5_000, 1, 400, 100, chain(&[0xe2], &[])),
+                ran_out(8_000, 0, 100, PREEMPTED, 3_000),
+            ],
+        );
+        let r = a.finish();
+        let e = only(&r);
+        assert_eq!((e.key.waker_tid, e.total_us), (200, 2));
+        assert_eq!(e.key.target_comm.as_str(), "prev");
+        assert_eq!(
+            r.stacks.kernel_addrs(e.key.waker_kernel),
+            Some(&[0xe1u64][..])
+        );
+        assert_eq!(r.stats.switch_in_unseen, 0);
+    }
+
+    #[test]
+    fn a_switch_in_told_late_after_no_wakeup_has_no_waker() {
+        // Preempted at 1000, back at 3000, woken (while going to sleep)
+        // only after that.
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                ran_out(1_000, 0, 100, PREEMPTED, 0),
+                waking(5_000, 1, 400, 100, chain(&[0xe2], &[])),
+                ran_out(8_000, 0, 100, S, 3_000),
+            ],
+        );
+        let r = a.finish();
+        let e = only(&r);
+        assert_eq!((e.key.waker_tid, e.total_us), (0, 2));
+    }
+
+    #[test]
+    fn a_switch_in_told_late_outside_its_interval_is_dropped() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(5_000, 0, 100),
+                // Before the switch-out it would end the interval of.
+                ran_out(8_000, 0, 100, S, 4_000),
+                // After the switch-out that tells it.
+                ran_out(20_000, 0, 100, S, 21_000),
+            ],
+        );
+        let r = a.finish();
+        assert!(r.entries.is_empty());
+        assert_eq!((r.stats.switch_in_unknown, r.stats.intervals), (2, 0));
     }
 
     #[test]

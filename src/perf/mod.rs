@@ -10,6 +10,7 @@ pub mod filter;
 pub mod nascent;
 pub mod record;
 pub mod ring;
+pub mod running;
 pub mod sys;
 
 #[cfg(test)]
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::event::{Event, EventKind, Lost, SourceStats};
+use crate::event::{Event, EventKind, Lost, Ran, SourceStats};
 use crate::kallsyms::Preload;
 use crate::reorder::{Reorder, Rounds};
 use crate::tracefs::{EventFormat, Tracefs};
@@ -60,7 +61,8 @@ pub enum Targets {
     /// Only these threads. `sched_switch` is a per-task event, which the
     /// kernel schedules in and out with its thread, so other threads'
     /// switches cost no sample and no callchain; switch-ins come from the
-    /// same events' context-switch records. `sched_waking` runs in the
+    /// `time_running` its samples carry ([`running`], [`SwitchIns`]).
+    /// `sched_waking` runs in the
     /// waker's context, so it stays per CPU with a filter on the wakee
     /// ([`filter::WakeeFilter`]), kept current from fork and exit records
     /// and, for threads too new for those, from a [`nascent::Forecast`].
@@ -84,8 +86,24 @@ pub enum Follow {
     Everything,
 }
 
+/// Where the switch-ins of traced threads come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwitchIns {
+    /// `sched_switch`'s `next_pid` (system-wide), backed up by
+    /// context-switch records (see [`crate::event::SwitchIn`]).
+    Tracepoint,
+    /// Context-switch records: when a `--state` filter keeps the kernel
+    /// from sampling every switch, or when per-task events cannot carry
+    /// their `time_running` (inherited ones, before Linux 6.12). The
+    /// kernel then calls perf on every context switch of the machine.
+    Records,
+    /// The `time_running` of per-task `sched_switch` events
+    /// ([`running`]): nothing at all for other threads' switches.
+    Running,
+}
+
 /// The `sample_type` requested for both tracepoints.
-fn sample_type(config: &PerfConfig) -> u64 {
+fn sample_type(config: &PerfConfig, switch_ins: SwitchIns) -> u64 {
     let mut st = sys::SAMPLE_IDENTIFIER
         | sys::SAMPLE_TID
         | sys::SAMPLE_TIME
@@ -93,6 +111,9 @@ fn sample_type(config: &PerfConfig) -> u64 {
         | sys::SAMPLE_RAW;
     if config.kernel_callchain || config.user_callchain {
         st |= sys::SAMPLE_CALLCHAIN;
+    }
+    if switch_ins == SwitchIns::Running {
+        st |= sys::SAMPLE_READ;
     }
     st
 }
@@ -200,6 +221,26 @@ struct CpuRing {
 /// A tracepoint, its name and how to open it.
 type TaskEvent = (Tracepoint, &'static str, sys::TracepointAttr);
 
+/// One attached thread's events on one CPU.
+struct TaskCpu {
+    /// Its `sched_switch` event. With [`SwitchIns::Running`] and threads
+    /// to follow, nothing inherits it, so that its counts are the
+    /// thread's own; else it is the only event, inherited as configured.
+    own: OwnedFd,
+    /// Its kernel id, with [`SwitchIns::Running`].
+    own_id: Option<u64>,
+    /// With [`SwitchIns::Running`] and threads to follow: `sched_switch`
+    /// and `sched_process_exit` for the threads it creates, inherited by
+    /// them, and filtered out for the thread itself.
+    kids: Option<[OwnedFd; 2]>,
+}
+
+impl TaskCpu {
+    fn fds(&self) -> impl Iterator<Item = &OwnedFd> {
+        std::iter::once(&self.own).chain(self.kids.iter().flatten())
+    }
+}
+
 /// What identifies one tracepoint hit or switch record: a thread attached
 /// twice (see [`PerfBackend::attach_threads`]) writes two copies of it.
 type Occurrence = (u64, u8, u32, u32);
@@ -226,13 +267,26 @@ fn open_waking(event: &TaskEvent, cpu: u32, owner: &OwnedFd, filter: &str) -> Re
     Ok(fd)
 }
 
+/// The `time_running` each of an attached thread's own events ended with
+/// (those [`SwitchIns::Running`] gave an id), as `(cpu, id, running)`.
+fn final_counts(cpus: &[TaskCpu], cpu_ids: &[u32]) -> Vec<(u32, u64, u64)> {
+    cpus.iter()
+        .zip(cpu_ids)
+        .filter_map(|(t, &cpu)| {
+            let id = t.own_id?;
+            let running = sys::read_running(t.own.as_fd()).ok()?;
+            Some((cpu, id, running))
+        })
+        .collect()
+}
+
 /// Keeps the per-task events and the wakee filter current: a thread
 /// created by a traced one is a wakee to keep (if `follow` says so); an
 /// exited thread's events can record nothing more, so they are closed.
 fn track_targets(
     kind: &EventKind,
     follow: Follow,
-    tasks: &mut HashMap<u32, Vec<OwnedFd>>,
+    tasks: &mut HashMap<u32, Vec<TaskCpu>>,
     wakees: Option<&mut WakeeFilter>,
 ) {
     match kind {
@@ -254,6 +308,47 @@ fn track_targets(
         }
         _ => {}
     }
+}
+
+/// How long [`PerfBackend::finish`] waits for [`visit_cpus`].
+const VISIT_TIMEOUT: Duration = Duration::from_millis(200);
+
+/// Runs a thread on each of `cpus` in turn, at the highest real-time
+/// priority where that is allowed, so that whatever runs on each is
+/// switched out once:
+/// per-task events sample that switch-out, which tells when each traced
+/// thread that was running had switched in ([`running`]). Each visit costs
+/// the thread it preempts a few microseconds. Returns whether every CPU was
+/// visited within `within` (a CPU busy with real-time work may not let a
+/// normal thread in: the visits then go on, unwaited for).
+pub fn visit_cpus(cpus: &[u32], within: Duration) -> bool {
+    use nix::sched::{CpuSet, sched_setaffinity};
+    use nix::unistd::Pid;
+
+    let cpus = cpus.to_vec();
+    let (done, visited) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("offwake-visit".to_string())
+        .spawn(move || {
+            // SAFETY: plain syscall with no pointer arguments.
+            let top = unsafe { libc::sched_get_priority_max(libc::SCHED_FIFO) };
+            let param = libc::sched_param {
+                sched_priority: top.max(1),
+            };
+            // SAFETY: sched_setscheduler on the calling thread (pid 0)
+            // with a valid sched_param that outlives the call; failing
+            // (no CAP_SYS_NICE) leaves the thread as it was.
+            unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+            for cpu in cpus {
+                let mut set = CpuSet::new();
+                if set.set(cpu as usize).is_ok() {
+                    // Returns once this thread runs on `cpu`.
+                    let _ = sched_setaffinity(Pid::from_raw(0), &set);
+                }
+            }
+            let _ = done.send(());
+        });
+    spawned.is_ok() && visited.recv_timeout(within).is_ok()
 }
 
 /// Raises the soft limit on open files to cover `wanted` more descriptors
@@ -278,11 +373,15 @@ fn raise_fd_limit(wanted: usize) -> Result<()> {
 /// Open, enabled perf events and their rings.
 pub struct PerfBackend {
     cpus: Vec<CpuRing>,
+    switch_ins: SwitchIns,
     /// Per-task `sched_switch` events (`Targets::Threads`), by thread:
     /// closed when the thread exits.
-    tasks: HashMap<u32, Vec<OwnedFd>>,
+    tasks: HashMap<u32, Vec<TaskCpu>>,
     /// How to open a thread's `sched_switch` event.
     switch_event: TaskEvent,
+    /// How to open `sched_process_exit` for the threads a traced one
+    /// creates ([`SwitchIns::Running`] with threads to follow).
+    exit_event: Option<TaskEvent>,
     /// The wakees the per-CPU `sched_waking` events keep
     /// (`Targets::Threads`).
     wakees: Option<WakeeFilter>,
@@ -321,19 +420,18 @@ impl PerfBackend {
         }
         let switch = tracefs.event_format("sched", "sched_switch")?;
         let waking = tracefs.event_format("sched", "sched_waking")?;
-        let st = sample_type(config);
-        let mut decoder = Decoder::new(st, &switch, &waking)?;
         let data_bytes = config
             .mmap_pages
             .checked_mul(ring::page_size())
             .ok_or_else(|| anyhow!("{} mmap pages is too large", config.mmap_pages))?;
         let watermark = u32::try_from((data_bytes / 4).max(1)).unwrap_or(u32::MAX);
-        let base = sys::TracepointAttr {
+        let mut base = sys::TracepointAttr {
             id: 0,
-            sample_type: st,
+            sample_type: sample_type(config, SwitchIns::Tracepoint),
             exclude_callchain_user: !config.user_callchain,
             exclude_callchain_kernel: !config.kernel_callchain,
             side_band: false,
+            context_switch: false,
             wakeup_watermark: watermark,
             // Per-task events of `-p` follow the threads the process
             // creates; `-t` names threads, not what they create.
@@ -346,6 +444,25 @@ impl PerfBackend {
                 }
             ),
         };
+        let switch_ins = match &config.targets {
+            _ if config.state_filter.is_some() => SwitchIns::Records,
+            Targets::All => SwitchIns::Tracepoint,
+            Targets::Threads { .. } => {
+                let probe = sys::TracepointAttr {
+                    id: switch.id as u64,
+                    ..base
+                };
+                let first_cpu = online_cpus()?.first().copied().unwrap_or(0);
+                if !base.inherit || sys::samples_inherited_reads(&probe, first_cpu) {
+                    SwitchIns::Running
+                } else {
+                    SwitchIns::Records
+                }
+            }
+        };
+        let st = sample_type(config, switch_ins);
+        base.sample_type = st;
+        let mut decoder = Decoder::new(st, &switch, &waking)?;
         let events = [
             (
                 Tracepoint::Switch,
@@ -353,6 +470,7 @@ impl PerfBackend {
                 sys::TracepointAttr {
                     id: switch.id as u64,
                     side_band: true,
+                    context_switch: switch_ins != SwitchIns::Running,
                     ..base
                 },
             ),
@@ -367,6 +485,21 @@ impl PerfBackend {
         ];
 
         let [switch_event, waking_event] = events;
+        // Threads created by traced ones tell their last slice with
+        // sched_process_exit (see `running`).
+        let exit_event = if switch_ins == SwitchIns::Running && base.inherit {
+            let exit = tracefs.event_format("sched", "sched_process_exit")?;
+            Some((
+                Tracepoint::Switch,
+                "sched:sched_process_exit",
+                sys::TracepointAttr {
+                    id: exit.id as u64,
+                    ..base
+                },
+            ))
+        } else {
+            None
+        };
         let mut forecast = None;
         let (cpus, wakees) = match &config.targets {
             Targets::All => (Self::open_per_cpu(&events, config, &mut decoder)?, None),
@@ -399,8 +532,10 @@ impl PerfBackend {
         };
         let mut backend = PerfBackend {
             cpus,
+            switch_ins,
             tasks: HashMap::new(),
             switch_event,
+            exit_event,
             waking_event,
             forecast,
             wakees,
@@ -547,7 +682,8 @@ impl PerfBackend {
     /// was already attached inherits the events and may be attached a
     /// second time here: its duplicate records are dropped when read.
     fn attach_threads(&mut self, tids: &[u32], processes: &[u32]) -> Result<()> {
-        let wanted = tids.len() * self.cpus.len();
+        let per_cpu = if self.exit_event.is_some() { 3 } else { 1 };
+        let wanted = tids.len() * self.cpus.len() * per_cpu;
         raise_fd_limit(wanted)?;
         for &tid in tids {
             self.attach(tid)?;
@@ -577,28 +713,78 @@ impl PerfBackend {
         Ok(())
     }
 
-    /// Opens and enables `tid`'s `sched_switch` event on every CPU. A
+    /// Opens and enables `tid`'s events on every CPU (see [`TaskCpu`]). A
     /// thread that is already gone is skipped.
     fn attach(&mut self, tid: u32) -> Result<()> {
-        let mut fds = Vec::with_capacity(self.cpus.len());
+        let mut cpus = Vec::with_capacity(self.cpus.len());
         let (_, what, attr) = &self.switch_event;
+        // With an exit event, the thread's own events are inherited by
+        // nothing (they would add up the counts of the threads that did).
+        let own_attr = match &self.exit_event {
+            Some(_) => sys::TracepointAttr {
+                inherit: false,
+                side_band: false,
+                ..*attr
+            },
+            None => *attr,
+        };
         for c in &self.cpus {
-            let Some(fd) = sys::open_task_tracepoint(attr, what, tid, c.cpu)? else {
+            let open = |attr: &sys::TracepointAttr, what: &str, filter: Option<String>| {
+                let Some(fd) = sys::open_task_tracepoint(attr, what, tid, c.cpu)? else {
+                    return Ok(None);
+                };
+                sys::set_output(fd.as_fd(), c.fds[0].as_fd())
+                    .with_context(|| format!("sharing the ring buffer of CPU {}", c.cpu))?;
+                if let Some(filter) = filter {
+                    sys::set_filter(fd.as_fd(), &filter)
+                        .with_context(|| format!("filtering {what} of thread {tid}"))?;
+                }
+                anyhow::Ok(Some(fd))
+            };
+            let Some(own) = open(&own_attr, what, self.state_filter.clone())? else {
                 return Ok(());
             };
-            sys::set_output(fd.as_fd(), c.fds[0].as_fd())
-                .with_context(|| format!("sharing the ring buffer of CPU {}", c.cpu))?;
-            if let Some(filter) = &self.state_filter {
-                sys::set_filter(fd.as_fd(), filter)
-                    .with_context(|| format!("filtering {what} of thread {tid}"))?;
+            let kids = match &self.exit_event {
+                Some((_, exit_what, exit_attr)) => {
+                    let Some(switch) = open(attr, what, Some(format!("prev_pid != {tid}")))? else {
+                        return Ok(());
+                    };
+                    let Some(exit) = open(exit_attr, exit_what, Some(format!("pid != {tid}")))?
+                    else {
+                        return Ok(());
+                    };
+                    Some([switch, exit])
+                }
+                None => None,
+            };
+            cpus.push(TaskCpu {
+                own,
+                own_id: None,
+                kids,
+            });
+        }
+        let running = self.switch_ins == SwitchIns::Running;
+        for c in &mut cpus {
+            let id = |fd: &OwnedFd| {
+                sys::event_id(fd.as_fd())
+                    .with_context(|| format!("reading the id of an event of thread {tid}"))
+            };
+            if running {
+                c.own_id = Some(id(&c.own)?);
+                if let Some([switch, exit]) = &c.kids {
+                    let (switch, exit) = (id(switch)?, id(exit)?);
+                    self.decoder.running().exit_alias(exit, switch);
+                }
             }
-            fds.push(fd);
+            for fd in c.fds() {
+                sys::enable(fd.as_fd())
+                    .with_context(|| format!("enabling the events of thread {tid}"))?;
+            }
+            if let Some(id) = c.own_id {
+                self.decoder.running().enabled(id, sys::monotonic_ns());
+            }
         }
-        for fd in &fds {
-            sys::enable(fd.as_fd())
-                .with_context(|| format!("enabling the events of thread {tid}"))?;
-        }
-        self.tasks.insert(tid, fds);
+        self.tasks.insert(tid, cpus);
         Ok(())
     }
 
@@ -634,6 +820,13 @@ impl PerfBackend {
     /// event to `sink` in time order.
     pub fn finish(&mut self, sink: &mut dyn FnMut(Event)) -> Result<()> {
         let mut first_err = None;
+        if self.enabled && self.switch_ins == SwitchIns::Running {
+            // A traced thread that is running now switched in at a time
+            // its next switch-out would tell: make that happen while the
+            // events still sample.
+            let cpus: Vec<u32> = self.cpus.iter().map(|c| c.cpu).collect();
+            visit_cpus(&cpus, VISIT_TIMEOUT);
+        }
         if self.enabled {
             for c in &self.cpus {
                 for fd in &c.fds {
@@ -642,8 +835,8 @@ impl PerfBackend {
                     }
                 }
             }
-            for (tid, fds) in &self.tasks {
-                for fd in fds {
+            for (tid, cpus) in &self.tasks {
+                for fd in cpus.iter().flat_map(TaskCpu::fds) {
                     if let Err(e) = sys::disable(fd.as_fd()) {
                         first_err.get_or_insert(e.context(format!("disabling thread {tid}")));
                     }
@@ -682,7 +875,12 @@ impl PerfBackend {
 
     /// See [`crate::backend::Source::switch_ins_from_records`].
     pub fn switch_ins_from_records(&self) -> bool {
-        self.wakees.is_some() || self.state_filter.is_some()
+        self.switch_ins == SwitchIns::Records
+    }
+
+    /// Where switch-ins come from.
+    pub fn switch_ins(&self) -> SwitchIns {
+        self.switch_ins
     }
 
     /// Waits for kallsyms (read on a thread since attach), which kernel
@@ -717,6 +915,7 @@ impl PerfBackend {
         } = self;
         // Per-task events (`Targets::Threads`) go with a wakee filter.
         let per_task = wakees.is_some();
+        let cpu_ids: Vec<u32> = cpus.iter().map(|c| c.cpu).collect();
         for (c, last) in cpus.iter_mut().zip(last_occurrence.iter_mut()) {
             let last_time = &mut c.last_time;
             let ex = c
@@ -730,9 +929,27 @@ impl PerfBackend {
                                 return;
                             }
                             *last = this;
+                            if let EventKind::Exit(e) = &ev.kind {
+                                // An attached thread's last slice, if it ran on
+                                // this CPU, is in its final counts.
+                                if let Some(cpus) = tasks.get(&e.tid) {
+                                    decoder
+                                        .running()
+                                        .set_finals(e.tid, final_counts(cpus, &cpu_ids));
+                                }
+                                if let Some(since) = decoder.running().exited(e.tid, c.cpu, ev.time)
+                                {
+                                    reorder.push(Event {
+                                        time: ev.time,
+                                        cpu: ev.cpu,
+                                        kind: EventKind::Ran(Ran { tid: e.tid, since }),
+                                    });
+                                }
+                            }
                             track_targets(&ev.kind, *follow, tasks, wakees.as_mut());
                         }
                         if let EventKind::Lost(l) = ev.kind {
+                            decoder.running().forget_cpu(c.cpu);
                             stats.lost_records += l.records;
                             // The records were lost after the last one this ring
                             // delivered (never before what was already passed on).
@@ -757,6 +974,7 @@ impl PerfBackend {
                 // are the largest records intervals depend on; a longer
                 // mmap record lost meanwhile costs symbols, not durations.)
                 let until = sys::monotonic_ns();
+                decoder.running().forget_cpu(c.cpu);
                 reorder.push(Event {
                     time: c.last_time.max(rounds.released_upto()).min(until),
                     cpu: c.cpu,
@@ -774,7 +992,7 @@ impl Drop for PerfBackend {
                 .cpus
                 .iter()
                 .flat_map(|c| &c.fds)
-                .chain(self.tasks.values().flatten())
+                .chain(self.tasks.values().flatten().flat_map(TaskCpu::fds))
             {
                 let _ = sys::disable(fd.as_fd());
             }
@@ -843,12 +1061,20 @@ mod tests {
             state_filter: None,
             kallsyms: None,
         };
-        assert_eq!(sample_type(&c) & sys::SAMPLE_CALLCHAIN, 0);
+        assert_eq!(
+            sample_type(&c, SwitchIns::Tracepoint) & sys::SAMPLE_CALLCHAIN,
+            0
+        );
         let c = PerfConfig {
             kernel_callchain: true,
             ..c
         };
-        assert_ne!(sample_type(&c) & sys::SAMPLE_CALLCHAIN, 0);
+        let st = sample_type(&c, SwitchIns::Tracepoint);
+        assert_ne!(st & sys::SAMPLE_CALLCHAIN, 0);
+        assert_eq!(st & sys::SAMPLE_READ, 0);
+        // Per-task switch-ins come with the samples' time_running.
+        let st = sample_type(&c, SwitchIns::Running);
+        assert_eq!(st & sys::SAMPLE_READ, sys::SAMPLE_READ);
     }
 
     #[test]

@@ -40,8 +40,16 @@ fn formats() -> &'static (EventFormat, EventFormat) {
 
 /// The sample types the backend can ask for, plus one with every bit the
 /// decoder walks.
-const SAMPLE_TYPES: [u64; 3] = [
+const SAMPLE_TYPES: [u64; 4] = [
     SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_CALLCHAIN | SAMPLE_RAW,
+    // What per-task tracing asks for.
+    SAMPLE_IDENTIFIER
+        | SAMPLE_TID
+        | SAMPLE_TIME
+        | SAMPLE_CPU
+        | SAMPLE_READ
+        | SAMPLE_CALLCHAIN
+        | SAMPLE_RAW,
     SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW,
     SUPPORTED_SAMPLE_TYPE,
 ];
@@ -125,6 +133,11 @@ fn sample_body(st: u64, id: u64, ips: &[u64], raw: &[u8]) -> Vec<u8> {
     }
     if st & SAMPLE_PERIOD != 0 {
         u64s(&mut b, 1);
+    }
+    if st & SAMPLE_READ != 0 {
+        // The count, then time_running.
+        u64s(&mut b, 1);
+        u64s(&mut b, 100_000);
     }
     if st & SAMPLE_CALLCHAIN != 0 {
         u64s(&mut b, ips.len() as u64);
@@ -382,7 +395,8 @@ proptest! {
 
     #[test]
     fn huge_callchain_and_raw_lengths_are_errors(
-        st in proptest::sample::select(&[SAMPLE_TYPES[0], SAMPLE_TYPES[2]][..]),
+        // The sample types with a callchain.
+        st in proptest::sample::select(&[SAMPLE_TYPES[0], SAMPLE_TYPES[1], SAMPLE_TYPES[3]][..]),
         nr in evil_u64(),
         raw_len in prop_oneof![Just(u32::MAX), Just(u32::MAX - 3), any::<u32>()],
         lie_in_nr in any::<bool>(),
@@ -457,6 +471,8 @@ fn words_before_callchain(st: u64) -> usize {
     .iter()
     .filter(|&&bit| st & bit != 0)
     .count()
+        // READ: the count and time_running.
+        + if st & SAMPLE_READ != 0 { 2 } else { 0 }
 }
 
 /// Writes `bytes` into the ring at position `pos`, wrapping.

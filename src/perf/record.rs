@@ -14,7 +14,7 @@
 //! u64 stream_id     STREAM_ID
 //! u32 cpu, res      CPU
 //! u64 period        PERIOD
-//! (read_format)     READ          -- not supported here
+//! u64 value, running  READ        -- read_format TOTAL_TIME_RUNNING only
 //! u64 nr; u64 ips[nr]   CALLCHAIN
 //! u32 size; u8 data[size]  RAW    -- the tracepoint payload
 //! ```
@@ -33,9 +33,11 @@
 use anyhow::{Result, anyhow, bail, ensure};
 use rustc_hash::FxHashMap;
 
+use super::running::RunningClock;
 use super::sys::*;
 use crate::event::{
-    Callchain, ChainCache, Comm, CommChange, Event, EventKind, Exit, Fork, Lost, Mmap, SwitchIn,
+    Callchain, ChainCache, Comm, CommChange, Event, EventKind, Exit, Fork, Lost, Mmap, Ran,
+    SwitchIn,
 };
 use crate::probes::ProbeRanges;
 use crate::tracefs::EventFormat;
@@ -58,6 +60,8 @@ pub struct Decoder {
     probes: ProbeRanges,
     /// Callchains seen lately: samples with the same chain share it.
     chains: ChainCache,
+    /// Per-task events' `time_running`, for switch-ins (`SAMPLE_READ`).
+    running: RunningClock,
 }
 
 /// Offsets, in a sample's body, of the fields that come before the
@@ -69,6 +73,8 @@ struct SampleLayout {
     tid: Option<usize>,
     time: Option<usize>,
     cpu: Option<usize>,
+    /// `time_running`, the second word of `READ` ([`READ_FORMAT`]).
+    running: Option<usize>,
     /// Bytes before the callchain (or the raw data).
     fixed: usize,
 }
@@ -83,6 +89,7 @@ pub const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
     | SAMPLE_STREAM_ID
     | SAMPLE_CPU
     | SAMPLE_PERIOD
+    | SAMPLE_READ
     | SAMPLE_CALLCHAIN
     | SAMPLE_RAW;
 
@@ -112,6 +119,12 @@ impl SampleLayout {
                 }
                 l.fixed += 8;
             }
+        }
+        // Last before the callchain: the event's count, then its
+        // time_running (the only read_format asked for).
+        if sample_type & SAMPLE_READ != 0 {
+            l.running = Some(l.fixed + 8);
+            l.fixed += 16;
         }
         l
     }
@@ -190,6 +203,8 @@ pub struct Sample<'a> {
     pub tid: u32,
     pub time: u64,
     pub cpu: u32,
+    /// The event's `time_running` (`SAMPLE_READ`).
+    pub running: Option<u64>,
     /// The callchain entries as they are in the record (native-endian
     /// u64s), read with [`Sample::callchain`].
     pub callchain_bytes: &'a [u8],
@@ -301,6 +316,7 @@ impl Decoder {
             sched: SchedFields::new(switch, waking)?,
             probes: ProbeRanges::default(),
             chains: ChainCache::new(),
+            running: RunningClock::new(),
         })
     }
 
@@ -318,6 +334,11 @@ impl Decoder {
 
     pub fn sample_type(&self) -> u64 {
         self.sample_type
+    }
+
+    /// Switch-ins told by per-task events' counts.
+    pub fn running(&mut self) -> &mut RunningClock {
+        &mut self.running
     }
 
     /// Decodes one whole record (header included), kernel stacks finished
@@ -400,6 +421,7 @@ impl Decoder {
         if let Some(at) = l.cpu {
             s.cpu = u32_at(body, at);
         }
+        s.running = l.running.map(|at| u64_at(body, at));
         let mut c = Cursor {
             buf: body,
             pos: l.fixed,
@@ -437,11 +459,40 @@ impl Decoder {
 
     fn decode_sample(&mut self, body: &[u8]) -> Result<Event> {
         let s = self.parse_sample(body)?;
+        if let Some(id) = s.id
+            && let Some(switch) = self.running.exit_of(id)
+        {
+            // A traced thread's sched_process_exit: only its count matters.
+            let running = s
+                .running
+                .ok_or_else(|| anyhow!("sched_process_exit sample without its count"))?;
+            let since = self.running.exiting(s.tid, s.cpu, switch, s.time, running);
+            return Ok(Event {
+                time: s.time,
+                cpu: s.cpu,
+                kind: EventKind::Ran(Ran {
+                    tid: s.tid,
+                    since: since.unwrap_or(0),
+                }),
+            });
+        }
         let tp = self.tracepoint_of(&s)?;
         let raw = s.raw;
         let stack = split_entries(s.callchain_bytes, &mut self.chains);
         let kind = match tp {
-            Tracepoint::Switch => EventKind::Switch(self.sched.switch(raw, s.pid, stack)?),
+            Tracepoint::Switch => {
+                let mut sw = self.sched.switch(raw, s.pid, stack)?;
+                if let (Some(running), Some(id)) = (s.running, s.id) {
+                    sw.prev_ran_since = self
+                        .running
+                        .switched_in(sw.prev_tid, s.cpu, id, s.time, running)
+                        .unwrap_or(0);
+                    if sw.is_final() {
+                        self.running.forget_thread(sw.prev_tid);
+                    }
+                }
+                EventKind::Switch(sw)
+            }
             Tracepoint::Waking => EventKind::Waking(self.sched.waking(raw, s.tid, s.pid, stack)?),
         };
         Ok(Event {
@@ -712,6 +763,77 @@ mod tests {
 
     const K: u64 = CONTEXT_KERNEL;
     const U: u64 = CONTEXT_USER;
+
+    /// A per-task switch-out sample (sample_type ST | READ) of thread 4242
+    /// by event `id` on `cpu` at `time`, whose time_running is `running`.
+    fn read_switch(id: u64, cpu: u32, time: u64, running: u64, state: i64) -> Vec<u8> {
+        let (sw, _) = formats();
+        let mut raw = switch_raw(&sw);
+        put_field(
+            &mut raw,
+            sw.field("prev_state").unwrap(),
+            &state.to_ne_bytes(),
+        );
+        let plain = sample_body(id, 4242, 4242, time, cpu, &[], &raw);
+        // READ (count, time_running) goes right before the callchain.
+        let at = 8 + 8 + 8 + 8;
+        let mut body = plain[..at].to_vec();
+        body.extend_from_slice(&1u64.to_ne_bytes());
+        body.extend_from_slice(&running.to_ne_bytes());
+        body.extend_from_slice(&plain[at..]);
+        header(RECORD_SAMPLE, 1, &body)
+    }
+
+    fn ran_since(d: &mut Decoder, rec: &[u8]) -> u64 {
+        match d.decode(rec).unwrap().unwrap().kind {
+            EventKind::Switch(s) => s.prev_ran_since,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn per_task_switch_outs_tell_when_their_slice_began() {
+        let mut d = decoder(ST | SAMPLE_READ);
+        // An inherited event: its count began with the thread.
+        assert_eq!(
+            ran_since(&mut d, &read_switch(9, 0, 10_000, 2_000, 1)),
+            8_000
+        );
+        assert_eq!(
+            ran_since(&mut d, &read_switch(9, 0, 50_000, 2_500, 1)),
+            49_500
+        );
+        // A loss on CPU 0: the next slice there is unknown.
+        d.running().forget_cpu(0);
+        assert_eq!(ran_since(&mut d, &read_switch(9, 0, 90_000, 4_000, 1)), 0);
+        assert_eq!(
+            ran_since(&mut d, &read_switch(9, 0, 99_000, 4_100, 1)),
+            98_900
+        );
+        // An attached event enabled at 1000, while its thread ran.
+        d.running().enabled(11, 1_000);
+        assert_eq!(ran_since(&mut d, &read_switch(11, 1, 1_500, 600, 1)), 0);
+        assert_eq!(ran_since(&mut d, &read_switch(11, 1, 9_000, 700, 1)), 8_900);
+        // The final switch-out (X) still tells; the thread is then
+        // forgotten, so a later sample of that tid starts afresh.
+        assert_eq!(
+            ran_since(&mut d, &read_switch(9, 0, 120_000, 4_200, 16)),
+            119_900
+        );
+        assert_eq!(
+            ran_since(&mut d, &read_switch(9, 0, 130_000, 50, 1)),
+            129_950
+        );
+        // Samples without READ say nothing.
+        let mut plain = decoder(ST);
+        let (sw, _) = formats();
+        let rec = header(
+            RECORD_SAMPLE,
+            1,
+            &sample_body(1001, 4242, 4242, 123_456, 1, &[], &switch_raw(&sw)),
+        );
+        assert_eq!(ran_since(&mut plain, &rec), 0);
+    }
 
     #[test]
     fn decodes_switch_sample() {
@@ -1143,7 +1265,8 @@ mod tests {
     #[test]
     fn decoder_rejects_bad_sample_types() {
         let (sw, wk) = formats();
-        assert!(Decoder::new(ST | SAMPLE_READ, &sw, &wk).is_err());
+        // PERF_SAMPLE_BRANCH_STACK: not walked.
+        assert!(Decoder::new(ST | (1 << 11), &sw, &wk).is_err());
         assert!(Decoder::new(SAMPLE_TID | SAMPLE_TIME, &sw, &wk).is_err());
         assert!(Decoder::new(ST, &sw, &sw).is_err());
         assert!(Decoder::new(ST, &wk, &sw).is_err()); // fields missing

@@ -22,6 +22,10 @@ pub const SAMPLE_READ: u64 = b::PERF_SAMPLE_READ as u64;
 pub const SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
 pub const SAMPLE_RAW: u64 = b::PERF_SAMPLE_RAW as u64;
 
+/// The only `read_format` used: a sample's `READ` part is then two words,
+/// the event's count and its `time_running` (see [`crate::perf::record`]).
+pub const READ_FORMAT: u64 = b::PERF_FORMAT_TOTAL_TIME_RUNNING as u64;
+
 /// `PERF_RECORD_*` types.
 pub const RECORD_MMAP: u32 = b::PERF_RECORD_MMAP;
 pub const RECORD_LOST: u32 = b::PERF_RECORD_LOST;
@@ -59,6 +63,10 @@ pub struct TracepointAttr {
     pub exclude_callchain_kernel: bool,
     /// Ask for FORK/EXIT/COMM(+exec)/MMAP2 side-band records.
     pub side_band: bool,
+    /// Ask for context-switch records (see `event::SwitchIn`). They cost
+    /// every context switch on the machine a little, even for per-task
+    /// events.
+    pub context_switch: bool,
     /// Bytes of unread data that wake `poll`.
     pub wakeup_watermark: u32,
     /// Per-task events only: threads the task creates get the event too.
@@ -88,6 +96,9 @@ impl TracepointAttr {
         a.set_exclude_callchain_kernel(self.exclude_callchain_kernel as u64);
         a.set_inherit(self.inherit as u64);
         a.set_inherit_thread((self.inherit && self.inherit_thread) as u64);
+        if self.sample_type & SAMPLE_READ != 0 {
+            a.read_format = READ_FORMAT;
+        }
         if self.side_band {
             a.set_comm(1);
             a.set_comm_exec(1);
@@ -95,10 +106,8 @@ impl TracepointAttr {
             a.set_mmap(1);
             a.set_mmap2(1);
             a.set_mmap_data(0); // executable mappings only
-            // Context-switch records: the switch-in backstop (see
-            // `event::SwitchIn`).
-            a.set_context_switch(1);
         }
+        a.set_context_switch(self.context_switch as u64);
         a
     }
 }
@@ -128,6 +137,23 @@ pub fn open_task_tracepoint(
         Ok(fd) => Ok(Some(fd)),
         Err(err) if err.raw_os_error() == Some(libc::ESRCH) => Ok(None),
         Err(err) => Err(open_error(err, what, attr.id, cpu)),
+    }
+}
+
+/// Whether the kernel samples an inherited per-task event with
+/// `PERF_SAMPLE_READ` (Linux 6.12; older kernels refuse the pair with
+/// EINVAL). Tried on the calling thread, with `attr` made inherited and
+/// given `PERF_SAMPLE_READ`; an error other than EINVAL says yes, and
+/// leaves the real open to report it.
+pub fn samples_inherited_reads(attr: &TracepointAttr, cpu: u32) -> bool {
+    let attr = TracepointAttr {
+        sample_type: attr.sample_type | SAMPLE_READ,
+        inherit: true,
+        ..*attr
+    };
+    match open_attr(&mut attr.to_attr(), 0, cpu) {
+        Ok(_) => true,
+        Err(err) => err.raw_os_error() != Some(libc::EINVAL),
     }
 }
 
@@ -295,6 +321,25 @@ pub fn disable(fd: BorrowedFd<'_>) -> Result<()> {
     ioctl_result(ret, "PERF_EVENT_IOC_DISABLE")
 }
 
+/// The `time_running` of an event opened with [`READ_FORMAT`], read now.
+pub fn read_running(fd: BorrowedFd<'_>) -> Result<u64> {
+    // READ_FORMAT: the count, then time_running.
+    let mut values = [0u64; 2];
+    // SAFETY: `values` is 16 writable bytes that outlive the call.
+    let n = unsafe { libc::read(fd.as_raw_fd(), values.as_mut_ptr().cast(), 16) };
+    if n != 16 {
+        return Err(anyhow!(
+            "reading a perf event's count: {}",
+            if n < 0 {
+                io::Error::last_os_error().to_string()
+            } else {
+                format!("{n} bytes, wanted 16")
+            }
+        ));
+    }
+    Ok(values[1])
+}
+
 /// `CLOCK_MONOTONIC` now, in nanoseconds: the clock every event uses.
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -318,6 +363,7 @@ mod tests {
             exclude_callchain_user: true,
             exclude_callchain_kernel: false,
             side_band: true,
+            context_switch: true,
             wakeup_watermark: 4096,
             inherit: false,
             inherit_thread: true,
@@ -354,6 +400,22 @@ mod tests {
             (plain.comm(), plain.task(), plain.mmap(), plain.mmap2()),
             (0, 0, 0, 0)
         );
+        // Context-switch records are asked for on their own.
+        assert_eq!((a.context_switch(), plain.context_switch()), (1, 1));
+        let quiet = TracepointAttr {
+            context_switch: false,
+            ..t
+        }
+        .to_attr();
+        assert_eq!((quiet.context_switch(), quiet.comm()), (0, 1));
+        // A read_format only with PERF_SAMPLE_READ.
+        assert_eq!(a.read_format, 0);
+        let reads = TracepointAttr {
+            sample_type: t.sample_type | SAMPLE_READ,
+            ..t
+        }
+        .to_attr();
+        assert_eq!(reads.read_format, READ_FORMAT);
     }
 
     #[test]

@@ -700,6 +700,7 @@ ffffffff82000000 d some_data
                     &[SCHEDULE_INNER + 0x122, SCHEDULE + 0x50, NANOSLEEP + 0x30],
                     &[0x401000, 0x402000],
                 ),
+                prev_ran_since: 0,
             }
         );
         assert_eq!(r.asm.pending_time(2), None);

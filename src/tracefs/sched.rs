@@ -88,6 +88,7 @@ impl SchedFields {
             next_tid: self.next_pid.read_u64(raw)? as u32,
             next_comm: Comm::from_bytes(self.next_comm.bytes(raw)?),
             stack,
+            prev_ran_since: 0,
         })
     }
 
