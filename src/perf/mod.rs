@@ -390,6 +390,8 @@ pub struct PerfBackend {
     /// The pids the kernel allocates next, kept by the wakee filter while
     /// tasks created by the targets are followed.
     forecast: Option<Forecast>,
+    /// `ns_last_pid`, read every round while there is a forecast.
+    last_pid: Option<nascent::LastPid>,
     /// What threads created by the traced ones get.
     follow: Follow,
     state_filter: Option<String>,
@@ -537,6 +539,7 @@ impl PerfBackend {
             switch_event,
             exit_event,
             waking_event,
+            last_pid: forecast.as_ref().and_then(|_| nascent::LastPid::open()),
             forecast,
             wakees,
             follow: match &config.targets {
@@ -590,7 +593,7 @@ impl PerfBackend {
             return;
         };
         let now = Instant::now();
-        let Some(last) = nascent::last_pid() else {
+        let Some(last) = self.last_pid.as_ref().and_then(nascent::LastPid::read) else {
             return;
         };
         if !forecast.due(last, now, nascent::refresh_period(self.cpus.len())) {
