@@ -167,11 +167,14 @@ struct OpenInterval {
     kernel: StackRef,
     user: StackRef,
     /// The first and the last wakeup seen while open, with their times.
-    /// Once woken, a task is not woken again until it has run: the first
-    /// is the one a switch-in learnt late was the end of, when later ones
-    /// came while it ran.
     first_waker: Option<(u64, Waker)>,
     waker: Option<(u64, Waker)>,
+    /// It switched out asleep (not preempted): exactly one wakeup ends
+    /// such an interval, since a woken task is not woken again before it
+    /// has run. The first one is then the waker even when its switch-in,
+    /// learnt late, was estimated a few microseconds before it (and later
+    /// ones came while it ran).
+    slept: bool,
     /// Value of `Aggregator::losses` when the interval opened: any later
     /// loss may fall inside it.
     losses_at_start: u64,
@@ -372,7 +375,7 @@ impl Aggregator {
         // Switch-in of next.
         let next_key = ThreadKey::new(s.next_tid, cpu);
         if let Some(open) = self.open.remove(&next_key) {
-            self.close(time, s.next_tid, s.next_comm, open);
+            self.close(time, false, s.next_tid, s.next_comm, open);
         }
         self.learn_comm(s.next_tid, s.next_comm);
 
@@ -399,6 +402,7 @@ impl Aggregator {
                 user,
                 first_waker: None,
                 waker: None,
+                slept: s.prev_state & filter::REPORTED_BITS != 0,
                 // Opening inside a loss window: tainted from the start.
                 losses_at_start: if time < self.lost_until {
                     self.losses.wrapping_sub(1)
@@ -431,7 +435,7 @@ impl Aggregator {
         if since < open.start || since > time {
             self.stats.switch_in_unknown += 1;
         } else {
-            self.close(since, tid, comm, open);
+            self.close(since, true, tid, comm, open);
         }
     }
 
@@ -463,11 +467,11 @@ impl Aggregator {
                     .unwrap_or_default()
             };
             self.stats.switch_ins_from_backstop += 1;
-            self.close(time, s.tid, comm, open);
+            self.close(time, false, s.tid, comm, open);
         }
     }
 
-    fn close(&mut self, time: u64, tid: u32, comm: Comm, open: OpenInterval) {
+    fn close(&mut self, time: u64, late: bool, tid: u32, comm: Comm, open: OpenInterval) {
         if open.losses_at_start != self.losses {
             self.stats.discarded_lost += 1;
             return;
@@ -477,12 +481,17 @@ impl Aggregator {
             self.stats.out_of_range += 1;
             return;
         }
-        // The last wakeup before the switch-in.
-        let waker = [open.waker, open.first_waker]
-            .into_iter()
-            .flatten()
-            .find(|&(at, _)| at <= time)
-            .map(|(_, w)| w);
+        // The last wakeup before the switch-in (with one learnt late, the
+        // only wakeup of a sleep: see `OpenInterval::slept`).
+        let waker = if late && open.slept {
+            open.first_waker
+        } else {
+            [open.waker, open.first_waker]
+                .into_iter()
+                .flatten()
+                .find(|&(at, _)| at <= time)
+        }
+        .map(|(_, w)| w);
         let waker = waker.unwrap_or(Waker {
             tid: 0,
             tgid: 0,
@@ -1102,6 +1111,24 @@ mod tests {
             Some(&[0xe1u64][..])
         );
         assert_eq!(r.stats.switch_in_unseen, 0);
+    }
+
+    #[test]
+    fn a_sleep_told_late_takes_its_wakeup_even_after_the_estimated_switch_in() {
+        // Woken at 3000, switched in right after; the switch-in, estimated
+        // from the next switch-out, came out a little early.
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out(1_000, 0, 100),
+                waking(3_000, 1, 200, 100, chain(&[0xe1], &[])),
+                ran_out(8_000, 0, 100, S, 2_990),
+            ],
+        );
+        let r = a.finish();
+        let e = only(&r);
+        assert_eq!((e.key.waker_tid, e.total_us), (200, 1));
     }
 
     #[test]

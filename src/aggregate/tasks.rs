@@ -15,6 +15,8 @@ use crate::event::Comm;
 
 /// `PF_KTHREAD` in the `flags` field of `/proc/.../stat`.
 pub const PF_KTHREAD: u64 = 0x0020_0000;
+/// `PF_WQ_WORKER`: a workqueue worker thread.
+pub const PF_WQ_WORKER: u64 = 0x0000_0020;
 
 /// TID of `kthreadd`, the parent of every kernel thread.
 pub const KTHREADD_TID: u32 = 2;
@@ -52,12 +54,21 @@ pub fn parse_stat(raw: &[u8]) -> Option<StatInfo> {
     if close < open {
         return None;
     }
-    let comm = Comm::from_bytes(&raw[open + 1..close]);
     let rest = std::str::from_utf8(&raw[close + 1..]).ok()?;
     // state ppid pgrp session tty_nr tpgid flags
     let flags: u64 = rest.split_ascii_whitespace().nth(6)?.parse().ok()?;
+    let mut name = &raw[open + 1..close];
+    // /proc names a workqueue worker `kworker/u8:1-writeback` (or `+` while
+    // it runs a work item): its comm, as tracepoints and bpftrace report
+    // it, is the part before.
+    if flags & PF_WQ_WORKER != 0
+        && name.starts_with(b"kworker/")
+        && let Some(end) = name.iter().position(|&b| b == b'-' || b == b'+')
+    {
+        name = &name[..end];
+    }
     Some(StatInfo {
-        comm,
+        comm: Comm::from_bytes(name),
         kthread: flags & PF_KTHREAD != 0,
     })
 }
@@ -157,6 +168,20 @@ mod tests {
         let s = parse_stat(raw).unwrap();
         assert_eq!(s.comm.as_str(), "a) b (c)");
         assert!(!s.kthread);
+    }
+
+    #[test]
+    fn workqueue_workers_have_their_comm_without_the_work_description() {
+        // flags 0x04208060: PF_KTHREAD | PF_WQ_WORKER | ...
+        let raw = b"57 (kworker/u8:1-writeback) I 2 0 0 0 -1 69238880 0 0 0 0";
+        let s = parse_stat(raw).unwrap();
+        assert_eq!(s.comm.as_str(), "kworker/u8:1");
+        assert!(s.kthread);
+        let busy = b"57 (kworker/0:1H+kblockd) R 2 0 0 0 -1 69238880 0 0 0 0";
+        assert_eq!(parse_stat(busy).unwrap().comm.as_str(), "kworker/0:1H");
+        // Not a worker (no PF_WQ_WORKER): the name is the comm.
+        let plain = b"99 (kworker/x-y) S 1 0 0 0 -1 4194560 0 0 0 0";
+        assert_eq!(parse_stat(plain).unwrap().comm.as_str(), "kworker/x-y");
     }
 
     #[test]

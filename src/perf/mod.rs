@@ -381,7 +381,7 @@ pub struct PerfBackend {
     switch_event: TaskEvent,
     /// How to open `sched_process_exit` for the threads a traced one
     /// creates ([`SwitchIns::Running`] with threads to follow).
-    exit_event: Option<TaskEvent>,
+    exit_event: Option<(&'static str, sys::TracepointAttr)>,
     /// The wakees the per-CPU `sched_waking` events keep
     /// (`Targets::Threads`).
     wakees: Option<WakeeFilter>,
@@ -492,7 +492,6 @@ impl PerfBackend {
         let exit_event = if switch_ins == SwitchIns::Running && base.inherit {
             let exit = tracefs.event_format("sched", "sched_process_exit")?;
             Some((
-                Tracepoint::Switch,
                 "sched:sched_process_exit",
                 sys::TracepointAttr {
                     id: exit.id as u64,
@@ -748,7 +747,7 @@ impl PerfBackend {
                 return Ok(());
             };
             let kids = match &self.exit_event {
-                Some((_, exit_what, exit_attr)) => {
+                Some((exit_what, exit_attr)) => {
                     let Some(switch) = open(attr, what, Some(format!("prev_pid != {tid}")))? else {
                         return Ok(());
                     };

@@ -791,38 +791,51 @@ mod tests {
         }
     }
 
+    /// A per-task switch-out: event id, cpu, time, time_running, prev_state.
+    type ReadSwitch = (u64, u32, u64, u64, i64);
+
+    /// Decodes per-task switch-outs in turn and checks the switch-in each tells (0: none).
+    fn expect_since(d: &mut Decoder, samples: &[(ReadSwitch, u64)]) {
+        for &((id, cpu, time, running, state), want) in samples {
+            let got = ran_since(d, &read_switch(id, cpu, time, running, state));
+            assert_eq!(got, want, "sample of event {id} at {time}");
+        }
+    }
+
     #[test]
     fn per_task_switch_outs_tell_when_their_slice_began() {
         let mut d = decoder(ST | SAMPLE_READ);
         // An inherited event: its count began with the thread.
-        assert_eq!(
-            ran_since(&mut d, &read_switch(9, 0, 10_000, 2_000, 1)),
-            8_000
-        );
-        assert_eq!(
-            ran_since(&mut d, &read_switch(9, 0, 50_000, 2_500, 1)),
-            49_500
+        expect_since(
+            &mut d,
+            &[
+                ((9, 0, 10_000, 2_000, 1), 8_000),
+                ((9, 0, 50_000, 2_500, 1), 49_500),
+            ],
         );
         // A loss on CPU 0: the next slice there is unknown.
         d.running().forget_cpu(0);
-        assert_eq!(ran_since(&mut d, &read_switch(9, 0, 90_000, 4_000, 1)), 0);
-        assert_eq!(
-            ran_since(&mut d, &read_switch(9, 0, 99_000, 4_100, 1)),
-            98_900
+        expect_since(
+            &mut d,
+            &[
+                ((9, 0, 90_000, 4_000, 1), 0),
+                ((9, 0, 99_000, 4_100, 1), 98_900),
+            ],
         );
         // An attached event enabled at 1000, while its thread ran.
         d.running().enabled(11, 1_000);
-        assert_eq!(ran_since(&mut d, &read_switch(11, 1, 1_500, 600, 1)), 0);
-        assert_eq!(ran_since(&mut d, &read_switch(11, 1, 9_000, 700, 1)), 8_900);
+        expect_since(
+            &mut d,
+            &[((11, 1, 1_500, 600, 1), 0), ((11, 1, 9_000, 700, 1), 8_900)],
+        );
         // The final switch-out (X) still tells; the thread is then
         // forgotten, so a later sample of that tid starts afresh.
-        assert_eq!(
-            ran_since(&mut d, &read_switch(9, 0, 120_000, 4_200, 16)),
-            119_900
-        );
-        assert_eq!(
-            ran_since(&mut d, &read_switch(9, 0, 130_000, 50, 1)),
-            129_950
+        expect_since(
+            &mut d,
+            &[
+                ((9, 0, 120_000, 4_200, 16), 119_900),
+                ((9, 0, 130_000, 50, 1), 129_950),
+            ],
         );
         // Samples without READ say nothing.
         let mut plain = decoder(ST);
