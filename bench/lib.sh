@@ -199,7 +199,17 @@ start_bpftrace() {
 
 # stop_bpftrace: SIGINT, waits until it has printed its maps.
 stop_bpftrace() {
-    kill -INT "$bt_pid"
+    # bpftrace has been seen to miss a SIGINT (it slept on in epoll_wait):
+    # the signal is sent again every 2 s until it exits.
+    local i
+    for i in $(seq 1 30); do
+        kill -INT "$bt_pid" 2>/dev/null || break
+        for _ in $(seq 1 20); do
+            kill -0 "$bt_pid" 2>/dev/null || break 2
+            sleep 0.1
+        done
+        log "bpftrace is still running after SIGINT $i; sending another"
+    done
     wait "$bt_pid" || true
     forget "$bt_pid"
 }
