@@ -220,6 +220,34 @@ mod tests {
     }
 
     #[test]
+    fn an_inherited_thread_tells_its_last_slice_with_its_exit_event() {
+        let mut c = RunningClock::new();
+        c.exit_alias(51, 50);
+        assert_eq!(c.exit_of(51), Some(50));
+        assert_eq!(c.exit_of(50), None);
+        assert_eq!(c.switched_in(7, 1, 50, 1_000, 300), Some(700));
+        // Exiting at 9000 with 800 counted on CPU 1: in since 8500.
+        assert_eq!(c.exiting(7, 1, 50, 9_000, 800), Some(8_500));
+        assert_eq!(c.threads(), 0);
+    }
+
+    #[test]
+    fn an_attached_thread_tells_its_last_slice_with_its_final_counts() {
+        let mut c = RunningClock::new();
+        c.enabled(60, 0);
+        c.enabled(61, 0);
+        assert_eq!(c.switched_in(7, 0, 60, 1_000, 300), Some(700));
+        assert_eq!(c.switched_in(7, 1, 61, 2_000, 100), Some(1_900));
+        // Its last slice ran on CPU 0: 200 more there, none on CPU 1.
+        c.set_finals(7, [(0, 60, 500), (1, 61, 100)]);
+        assert_eq!(c.exited(7, 1, 9_000), None);
+        assert_eq!(c.exited(7, 0, 9_000), Some(8_800));
+        assert_eq!(c.threads(), 0);
+        // Each CPU's exit is told once.
+        assert_eq!(c.exited(7, 0, 9_000), None);
+    }
+
+    #[test]
     fn losses_and_exits_forget() {
         let mut c = RunningClock::new();
         assert_eq!(c.switched_in(7, 0, 1, 1_000, 100), Some(900));
