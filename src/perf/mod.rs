@@ -223,6 +223,7 @@ type TaskEvent = (Tracepoint, &'static str, sys::TracepointAttr);
 
 /// One attached thread's events on one CPU.
 struct TaskCpu {
+    cpu: u32,
     /// Its `sched_switch` event. With [`SwitchIns::Running`] and threads
     /// to follow, nothing inherits it, so that its counts are the
     /// thread's own; else it is the only event, inherited as configured.
@@ -269,13 +270,12 @@ fn open_waking(event: &TaskEvent, cpu: u32, owner: &OwnedFd, filter: &str) -> Re
 
 /// The `time_running` each of an attached thread's own events ended with
 /// (those [`SwitchIns::Running`] gave an id), as `(cpu, id, running)`.
-fn final_counts(cpus: &[TaskCpu], cpu_ids: &[u32]) -> Vec<(u32, u64, u64)> {
+fn final_counts(cpus: &[TaskCpu]) -> Vec<(u32, u64, u64)> {
     cpus.iter()
-        .zip(cpu_ids)
-        .filter_map(|(t, &cpu)| {
+        .filter_map(|t| {
             let id = t.own_id?;
             let running = sys::read_running(t.own.as_fd()).ok()?;
-            Some((cpu, id, running))
+            Some((t.cpu, id, running))
         })
         .collect()
 }
@@ -760,6 +760,7 @@ impl PerfBackend {
                 None => None,
             };
             cpus.push(TaskCpu {
+                cpu: c.cpu,
                 own,
                 own_id: None,
                 kids,
@@ -880,11 +881,6 @@ impl PerfBackend {
         self.switch_ins == SwitchIns::Records
     }
 
-    /// Where switch-ins come from.
-    pub fn switch_ins(&self) -> SwitchIns {
-        self.switch_ins
-    }
-
     /// Waits for kallsyms (read on a thread since attach), which kernel
     /// stacks are trimmed with when events are released. Rounds never wait
     /// for it (they release nothing until it is there), so that the first
@@ -917,7 +913,6 @@ impl PerfBackend {
         } = self;
         // Per-task events (`Targets::Threads`) go with a wakee filter.
         let per_task = wakees.is_some();
-        let cpu_ids: Vec<u32> = cpus.iter().map(|c| c.cpu).collect();
         for (c, last) in cpus.iter_mut().zip(last_occurrence.iter_mut()) {
             let last_time = &mut c.last_time;
             let ex = c
@@ -935,9 +930,7 @@ impl PerfBackend {
                                 // An attached thread's last slice, if it ran on
                                 // this CPU, is in its final counts.
                                 if let Some(cpus) = tasks.get(&e.tid) {
-                                    decoder
-                                        .running()
-                                        .set_finals(e.tid, final_counts(cpus, &cpu_ids));
+                                    decoder.running().set_finals(e.tid, final_counts(cpus));
                                 }
                                 if let Some(since) = decoder.running().exited(e.tid, c.cpu, ev.time)
                                 {

@@ -4,7 +4,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-use anyhow::{Result, anyhow};
+use anyhow::{Result, anyhow, bail};
 use perf_event_open_sys as sys;
 use sys::bindings::{self as b, perf_event_attr};
 
@@ -324,20 +324,14 @@ pub fn disable(fd: BorrowedFd<'_>) -> Result<()> {
 /// The `time_running` of an event opened with [`READ_FORMAT`], read now.
 pub fn read_running(fd: BorrowedFd<'_>) -> Result<u64> {
     // READ_FORMAT: the count, then time_running.
-    let mut values = [0u64; 2];
-    // SAFETY: `values` is 16 writable bytes that outlive the call.
-    let n = unsafe { libc::read(fd.as_raw_fd(), values.as_mut_ptr().cast(), 16) };
-    if n != 16 {
-        return Err(anyhow!(
-            "reading a perf event's count: {}",
-            if n < 0 {
-                io::Error::last_os_error().to_string()
-            } else {
-                format!("{n} bytes, wanted 16")
-            }
-        ));
+    let mut buf = [0u8; 16];
+    let n = nix::unistd::read(fd, &mut buf)
+        .map_err(|e| anyhow!("reading a perf event's count: {e}"))?;
+    if n != buf.len() {
+        bail!("reading a perf event's count: {n} bytes, wanted 16");
     }
-    Ok(values[1])
+    let running: [u8; 8] = buf[8..].try_into()?;
+    Ok(u64::from_ne_bytes(running))
 }
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds: the clock every event uses.
