@@ -139,17 +139,17 @@ impl RunningClock {
     /// known. Its state for `cpu` is dropped.
     pub fn exited(&mut self, tid: u32, cpu: u32, time: u64) -> Option<u64> {
         let (id, running) = self.finals.remove(&(tid, cpu))?;
-        let marks = self.marks.get_mut(&tid)?;
-        let at = marks.iter().position(|m| m.cpu == cpu && m.id == id);
-        let last = match at {
-            Some(i) => marks.swap_remove(i).running?,
-            None => 0,
-        };
-        if marks.is_empty() {
-            self.marks.remove(&tid);
+        // No growth since the last switch-out there: the slice ran elsewhere.
+        let since = self
+            .switched_in(tid, cpu, id, time, running)
+            .filter(|&since| since < time);
+        if let Some(marks) = self.marks.get_mut(&tid) {
+            marks.retain(|m| m.cpu != cpu || m.id != id);
+            if marks.is_empty() {
+                self.marks.remove(&tid);
+            }
         }
-        let ran = running.checked_sub(last).filter(|&ran| ran > 0)?;
-        time.checked_sub(ran)
+        since
     }
 
     /// Records may have been lost on `cpu`'s ring: the next slice there of
