@@ -265,7 +265,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         eprintln!(
             "NOTE: {} intervals were dropped: their thread ran again but the kernel never \
              reported the switch-in that ended them (some kernels skip sched_switch when a \
-             CPU leaves its idle task).",
+             CPU leaves its idle task, or while some of their own tasks run).",
             stats.switch_in_unseen
         );
     }

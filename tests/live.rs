@@ -33,18 +33,23 @@ fn sleep_loop_with(backend: &str) {
     // Pinned to CPU 0: on this project's VM kernel, perf receives no events
     // at all from CPU 1's idle context, so a timer wakeup there has no
     // waker stack (durations stay right; see event::SwitchIn).
-    let out = run_env(
-        &[("OFFWAKE_PIN_CPU", "0")],
-        &[
-            "--backend",
-            backend,
-            "-f",
-            "-d",
-            "--",
-            exe.to_str().unwrap(),
-            &n.to_string(),
-            &ms.to_string(),
-        ],
+    let out = with_every_switch_in_reported(
+        || {
+            run_env(
+                &[("OFFWAKE_PIN_CPU", "0")],
+                &[
+                    "--backend",
+                    backend,
+                    "-f",
+                    "-d",
+                    "--",
+                    exe.to_str().unwrap(),
+                    &n.to_string(),
+                    &ms.to_string(),
+                ],
+            )
+        },
+        |out| String::from_utf8_lossy(&out.stderr).into_owned(),
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -125,16 +130,22 @@ fn pipe_wakeup_by_named_thread_tracefs() {
 
 fn pipe_wakeup_with(backend: &str) {
     let (k, ms) = (20u64, 30u64);
-    let mut w = start_pipewake_pinned(k, ms);
-    let pid = w.pid().to_string();
-    let tracer = start_traced(&["--backend", backend, "-p", &pid, "3"]);
-    assert_eq!(
-        tracer.header,
-        "Tracing blocked time (us) by user + kernel off-CPU and waker stack for 3 secs.\n"
+    let (truth, out, err) = with_every_switch_in_reported(
+        || {
+            let mut w = start_pipewake_pinned(k, ms);
+            let pid = w.pid().to_string();
+            let tracer = start_traced(&["--backend", backend, "-p", &pid, "3"]);
+            assert_eq!(
+                tracer.header,
+                "Tracing blocked time (us) by user + kernel off-CPU and waker stack for 3 secs.\n"
+            );
+            w.go();
+            let truth = ground_truth(&w.finish());
+            let (out, err) = tracer.finish();
+            (truth, out, err)
+        },
+        |(_, _, err)| err.clone(),
     );
-    w.go();
-    let truth = ground_truth(&w.finish());
-    let (out, err) = tracer.finish();
     let blocks = parse_default(&out);
     let pipe: Vec<&Block> = blocks
         .iter()

@@ -80,19 +80,24 @@ fn auto_falls_back_to_tracefs_when_perf_is_denied() {
     let noperf = workload("noperf");
     let sleeploop = workload("sleeploop");
     let (n, ms) = (20u64, 50u64);
-    let child = Command::new(&noperf)
-        .arg(env!("CARGO_BIN_EXE_offwake-perf"))
-        .args(["-f", "--"])
-        .arg(&sleeploop)
-        .args([n.to_string(), ms.to_string()])
-        // See live.rs: CPU 1's idle exits are not reported on the test VM.
-        .env("OFFWAKE_PIN_CPU", "0")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("starting noperf");
-    let pid = child.id();
-    let out = child.wait_with_output().expect("waiting");
+    let (pid, out) = with_every_switch_in_reported(
+        || {
+            let child = Command::new(&noperf)
+                .arg(env!("CARGO_BIN_EXE_offwake-perf"))
+                .args(["-f", "--"])
+                .arg(&sleeploop)
+                .args([n.to_string(), ms.to_string()])
+                // See live.rs: CPU 1's idle exits are not reported on the test VM.
+                .env("OFFWAKE_PIN_CPU", "0")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("starting noperf");
+            let pid = child.id();
+            (pid, child.wait_with_output().expect("waiting"))
+        },
+        |(_, out)| String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "failed: {stderr}");
@@ -275,14 +280,18 @@ fn both_backends_agree_on_the_same_workload() {
     }
     let _serial = serial();
     let (k, ms) = (20u64, 30u64);
-    let mut w = start_pipewake_pinned(k, ms);
-    let pid = w.pid().to_string();
-    let perf = start_traced(&["--backend", "perf", "-p", &pid, "3"]);
-    let tracefs = start_traced(&["--backend", "tracefs", "-p", &pid, "3"]);
-    w.go();
-    let truth = ground_truth(&w.finish());
-    let (perf_out, perf_err) = perf.finish();
-    let (tracefs_out, tracefs_err) = tracefs.finish();
+    let (truth, (perf_out, perf_err), (tracefs_out, tracefs_err)) = with_every_switch_in_reported(
+        || {
+            let mut w = start_pipewake_pinned(k, ms);
+            let pid = w.pid().to_string();
+            let perf = start_traced(&["--backend", "perf", "-p", &pid, "3"]);
+            let tracefs = start_traced(&["--backend", "tracefs", "-p", &pid, "3"]);
+            w.go();
+            let truth = ground_truth(&w.finish());
+            (truth, perf.finish(), tracefs.finish())
+        },
+        |(_, (_, perf_err), (_, tracefs_err))| format!("{perf_err}{tracefs_err}"),
+    );
     let reader = |out: &str| -> BTreeMap<(Vec<String>, Vec<String>, String), u64> {
         let mut m = BTreeMap::new();
         for b in parse_default(out) {
