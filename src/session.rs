@@ -269,6 +269,14 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             stats.switch_in_unseen
         );
     }
+    if stats.wakeup_unseen > 0 {
+        eprintln!(
+            "NOTE: {} intervals of sleep have an empty waker: the kernel reported no \
+             wakeup for them (some kernels skip sched_waking in a CPU's idle task, or \
+             while some of their own tasks run).",
+            stats.wakeup_unseen
+        );
+    }
     if stats.switch_in_unknown > 0 {
         eprintln!(
             "NOTE: {} intervals were dropped: their thread ran again, but when it had \

@@ -33,7 +33,7 @@ fn sleep_loop_with(backend: &str) {
     // Pinned to CPU 0: on this project's VM kernel, perf receives no events
     // at all from CPU 1's idle context, so a timer wakeup there has no
     // waker stack (durations stay right; see event::SwitchIn).
-    let out = with_every_switch_in_reported(
+    let out = with_every_event_reported(
         || {
             run_env(
                 &[("OFFWAKE_PIN_CPU", "0")],
@@ -130,7 +130,7 @@ fn pipe_wakeup_by_named_thread_tracefs() {
 
 fn pipe_wakeup_with(backend: &str) {
     let (k, ms) = (20u64, 30u64);
-    let (truth, out, err) = with_every_switch_in_reported(
+    let (truth, out, err) = with_every_event_reported(
         || {
             let mut w = start_pipewake_pinned(k, ms);
             let pid = w.pid().to_string();
@@ -235,7 +235,13 @@ fn a_thread_running_when_tracing_stops_has_its_last_interval() {
         0.97,
         1.03,
     );
-    assert!(!err.contains("NOTE"), "{err}");
+    // The one wakeup was a timer's in CPU 1's idle task, which this VM's
+    // kernel does not report: a NOTE may count it, and no other.
+    let notes: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("NOTE") && !l.contains(UNREPORTED[1]))
+        .collect();
+    assert!(notes.is_empty(), "{err}");
 }
 
 /// (c): a process that exits before tracing ends still has its user frames

@@ -80,7 +80,7 @@ fn auto_falls_back_to_tracefs_when_perf_is_denied() {
     let noperf = workload("noperf");
     let sleeploop = workload("sleeploop");
     let (n, ms) = (20u64, 50u64);
-    let (pid, out) = with_every_switch_in_reported(
+    let (pid, out) = with_every_event_reported(
         || {
             let child = Command::new(&noperf)
                 .arg(env!("CARGO_BIN_EXE_offwake-perf"))
@@ -280,7 +280,7 @@ fn both_backends_agree_on_the_same_workload() {
     }
     let _serial = serial();
     let (k, ms) = (20u64, 30u64);
-    let (truth, (perf_out, perf_err), (tracefs_out, tracefs_err)) = with_every_switch_in_reported(
+    let (truth, (perf_out, perf_err), (tracefs_out, tracefs_err)) = with_every_event_reported(
         || {
             let mut w = start_pipewake_pinned(k, ms);
             let pid = w.pid().to_string();

@@ -117,6 +117,9 @@ pub struct Stats {
     /// backend, which tells switch-ins with switch-outs, could not say
     /// when it had switched in (see `perf::running`).
     pub switch_in_unknown: u64,
+    /// Intervals of a sleep (a reported sleeping state, not preemption)
+    /// counted with an empty waker: the kernel reported no wakeup for them.
+    pub wakeup_unseen: u64,
 }
 
 /// The result of a run.
@@ -492,6 +495,9 @@ impl Aggregator {
                 .find(|&(at, _)| at <= time)
         }
         .map(|(_, w)| w);
+        if waker.is_none() && open.slept {
+            self.stats.wakeup_unseen += 1;
+        }
         let waker = waker.unwrap_or(Waker {
             tid: 0,
             tgid: 0,
@@ -981,7 +987,10 @@ mod tests {
     fn no_waker_gives_empty_waker() {
         let mut a = agg(config());
         run(&mut a, &[out(0, 0, 100), back_in(7_000, 0, 100, "app")]);
-        let e = only(&a.finish());
+        let r = a.finish();
+        // A sleep no wakeup was reported for: counted for the NOTE.
+        assert_eq!(r.stats.wakeup_unseen, 1);
+        let e = only(&r);
         assert_eq!(e.total_us, 7);
         assert_eq!(
             (e.key.waker_tid, e.key.waker_tgid, e.key.waker_comm),
@@ -1002,9 +1011,11 @@ mod tests {
                 back_in(7_000, 3, 100, "app"),
             ],
         );
-        let e = only(&a.finish());
+        let r = a.finish();
+        let e = only(&r);
         assert_eq!(e.key.waker_tid, 0);
         assert_eq!(e.key.waker_comm.as_str(), "swapper/3");
+        assert_eq!(r.stats.wakeup_unseen, 0);
     }
 
     #[test]
@@ -1147,6 +1158,8 @@ mod tests {
         let r = a.finish();
         let e = only(&r);
         assert_eq!((e.key.waker_tid, e.total_us), (0, 2));
+        // Preempted: no wakeup was due, so none went unreported.
+        assert_eq!(r.stats.wakeup_unseen, 0);
     }
 
     #[test]

@@ -182,19 +182,24 @@ impl Gated {
     }
 }
 
-/// Part of the tool's `NOTE:` line for intervals it dropped because the
-/// kernel never reported the switch-in that ended them.
-pub const UNREPORTED_SWITCH_IN: &str = "never reported the switch-in";
+/// Parts of the tool's `NOTE:` lines for intervals whose end the kernel did
+/// not report: dropped for a switch-in never reported, or counted with an
+/// empty waker for a wakeup never reported.
+pub const UNREPORTED: [&str; 2] = [
+    "never reported the switch-in",
+    "the kernel reported no wakeup",
+];
 
 /// Runs `attempt` (a whole traced run) up to three times, until the tool's
-/// stderr, which `stderr` picks out of the result, has no
-/// [`UNREPORTED_SWITCH_IN`] note, and returns that run. The test VM's kernel
-/// reports no scheduler event that happens while one of its host's own
-/// threads runs (such as a timer waking the workload and the switch to it):
-/// the tool drops and counts such an interval, which is right but makes a
-/// workload's total fall short for a reason outside the tool. A run without
-/// the note is checked in full; when every attempt has it, the test fails.
-pub fn with_every_switch_in_reported<T>(
+/// stderr, which `stderr` picks out of the result, has none of the
+/// [`UNREPORTED`] notes, and returns that run. The test VM's kernel reports
+/// no scheduler event that happens while one of its host's own threads runs
+/// (such as a timer waking the workload, and the switch to it): the tool
+/// drops or counts such an interval, which is right, but the workload's
+/// total then falls short, or its waker is missing, for a reason outside
+/// the tool. A run without the notes is checked in full; when every attempt
+/// has one, the test fails.
+pub fn with_every_event_reported<T>(
     mut attempt: impl FnMut() -> T,
     stderr: impl Fn(&T) -> String,
 ) -> T {
@@ -202,15 +207,18 @@ pub fn with_every_switch_in_reported<T>(
     for _ in 0..3 {
         let result = attempt();
         let err = stderr(&result);
-        match err.lines().find(|l| l.contains(UNREPORTED_SWITCH_IN)) {
+        match err
+            .lines()
+            .find(|l| UNREPORTED.iter().any(|u| l.contains(u)))
+        {
             None => return result,
             Some(note) => {
-                eprintln!("retrying: the kernel hid a switch-in: {note}");
+                eprintln!("retrying: the kernel hid an event: {note}");
                 notes.push(note.to_owned());
             }
         }
     }
-    panic!("the kernel hid switch-ins in all three attempts: {notes:?}");
+    panic!("the kernel hid events in all three attempts: {notes:?}");
 }
 
 /// Runs the tool with extra environment variables (inherited by a
