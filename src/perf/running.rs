@@ -23,6 +23,10 @@
 //! own as they exit: the attached thread's own samples come from an event
 //! nothing inherits.)
 //!
+//! A sample reads the count a little before the switch it samples: the
+//! rest of that slice (a few microseconds) is counted into the next one,
+//! whose switch-in is therefore told that much early.
+//!
 //! The count starts at zero when the event is created. That is a true
 //! start for a thread that was not on that CPU then (every inherited event,
 //! created at fork, and most attached ones). A thread that was running
