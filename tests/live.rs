@@ -4,7 +4,23 @@
 
 mod common;
 
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
 use common::*;
+
+/// One test keeps CPU 1 busy with a real-time spin for up to 1.8 s, which
+/// would stretch what the other tests' workloads measure of themselves
+/// (a thread woken there waits, or is preempted after its wakeup, outside
+/// what the tool attributes to its sleep): that test runs alone.
+static CPU_1: RwLock<()> = RwLock::new(());
+
+fn shared() -> RwLockReadGuard<'static, ()> {
+    CPU_1.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn alone() -> RwLockWriteGuard<'static, ()> {
+    CPU_1.write().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// (a) and (d): N sleeps of known length, through `-- COMMAND`. The total
 /// blocked time in the sleep stack matches N × length and the workload's
@@ -14,6 +30,7 @@ fn sleep_loop_totals_and_hrtimer_waker() {
     if !live() {
         return;
     }
+    let _cpu = shared();
     sleep_loop_with("perf");
 }
 
@@ -24,6 +41,7 @@ fn sleep_loop_totals_and_hrtimer_waker_tracefs() {
     if !live() {
         return;
     }
+    let _cpu = shared();
     sleep_loop_with("tracefs");
 }
 
@@ -117,6 +135,7 @@ fn pipe_wakeup_by_named_thread() {
     if !live() {
         return;
     }
+    let _cpu = shared();
     pipe_wakeup_with("perf");
 }
 
@@ -125,6 +144,7 @@ fn pipe_wakeup_by_named_thread_tracefs() {
     if !live() {
         return;
     }
+    let _cpu = shared();
     pipe_wakeup_with("tracefs");
 }
 
@@ -213,6 +233,7 @@ fn a_thread_running_when_tracing_stops_has_its_last_interval() {
     if !live() {
         return;
     }
+    let _cpu = alone();
     let mut w = start_gated_env(
         &workload("spinafter"),
         &["200", "1800"],
@@ -251,6 +272,7 @@ fn exited_process_still_symbolized() {
     if !live() {
         return;
     }
+    let _cpu = shared();
     let exe = workload("sleeploop");
     let tracer = start_traced(&["-u", "2"]);
 
@@ -296,6 +318,7 @@ fn cxx_frames_are_demangled() {
     if !live() {
         return;
     }
+    let _cpu = shared();
     let exe = workload("cxxsleep");
     let out = run(&["-f", "-U", "--", exe.to_str().unwrap(), "5", "10"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -340,6 +363,7 @@ fn kernel_stacks_only_header_and_frames() {
     if !live() {
         return;
     }
+    let _cpu = shared();
     let exe = workload("sleeploop");
     let tracer = start_traced(&["-K", "2"]);
     assert_eq!(
@@ -373,6 +397,7 @@ fn sigint_prints_report() {
     if !live() {
         return;
     }
+    let _cpu = shared();
     let exe = workload("sleeploop");
     let tracer = start_traced(&[]);
     assert_eq!(
@@ -399,6 +424,7 @@ fn command_children_are_traced() {
     if !live() {
         return;
     }
+    let _cpu = shared();
     let exe = workload("sleeploop");
     // `; exit 0` keeps sh from exec'ing sleeploop in its own process.
     let script = format!("{} 4 10; exit 0", exe.display());
