@@ -265,15 +265,15 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         eprintln!(
             "NOTE: {} intervals were dropped: their thread ran again but the kernel never \
              reported the switch-in that ended them (some kernels skip sched_switch when a \
-             CPU leaves its idle task, or while some of their own tasks run).",
+             CPU leaves its idle task, or while certain tasks run).",
             stats.switch_in_unseen
         );
     }
     if stats.wakeup_unseen > 0 {
         eprintln!(
-            "NOTE: {} intervals of sleep have an empty waker: the kernel reported no \
-             wakeup for them (some kernels skip sched_waking in a CPU's idle task, or \
-             while some of their own tasks run).",
+            "NOTE: {} intervals of sleep have an empty waker: no wakeup was read for \
+             them (some kernels skip sched_waking in a CPU's idle task, or while certain \
+             tasks run; with -p, see the README on threads created during tracing).",
             stats.wakeup_unseen
         );
     }

@@ -122,7 +122,7 @@ pub struct Stats {
     /// when it had switched in (see `perf::running`).
     pub switch_in_unknown: u64,
     /// Intervals of a sleep (a reported sleeping state, not preemption)
-    /// counted with an empty waker: the kernel reported no wakeup for them.
+    /// counted with an empty waker: no wakeup was read for them.
     pub wakeup_unseen: u64,
 }
 
