@@ -205,19 +205,10 @@ pub struct Sample<'a> {
     pub cpu: u32,
     /// The event's `time_running` (`SAMPLE_READ`).
     pub running: Option<u64>,
-    /// The callchain entries as they are in the record (native-endian
-    /// u64s), read with [`Sample::callchain`].
+    /// The callchain entries, markers included, as they are in the record
+    /// (native-endian u64s), split by `split_entries`.
     pub callchain_bytes: &'a [u8],
     pub raw: &'a [u8],
-}
-
-impl Sample<'_> {
-    /// The callchain entries, markers included.
-    pub fn callchain(&self) -> impl ExactSizeIterator<Item = u64> + Clone + '_ {
-        self.callchain_bytes
-            .chunks_exact(8)
-            .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
-    }
 }
 
 /// Splits raw callchain entries into kernel and user parts, dropping every
