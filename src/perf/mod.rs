@@ -153,15 +153,6 @@ pub fn max_sample_size(
     size
 }
 
-/// A kernel limit from `/proc/sys/kernel/NAME`, or `default` when it cannot
-/// be read.
-fn kernel_limit(name: &str, default: u64) -> u64 {
-    std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
-        .ok()
-        .and_then(|t| t.trim().parse().ok())
-        .unwrap_or(default)
-}
-
 /// True when a ring of `data_size` bytes found holding `avail` unread bytes
 /// may have lost a record of up to `max_record` bytes since it was last
 /// read: its free space fell below that. (The kernel's lost record comes
@@ -554,8 +545,8 @@ impl PerfBackend {
             max_sample: max_sample_size(
                 st,
                 &[&switch, &waking],
-                kernel_limit("perf_event_max_stack", 127),
-                kernel_limit("perf_event_max_contexts_per_stack", 8),
+                sys::kernel_sysctl("perf_event_max_stack").unwrap_or(127),
+                sys::kernel_sysctl("perf_event_max_contexts_per_stack").unwrap_or(8),
             ),
             enabled: false,
             kallsyms: if config.kernel_callchain {

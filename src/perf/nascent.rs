@@ -19,6 +19,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::sys::kernel_sysctl;
+
 /// How many future pids the filter keeps.
 pub const NASCENT_PIDS: usize = 64;
 
@@ -100,13 +102,13 @@ impl Forecast {
     /// `/proc/PID` for pids in use. `None` when the files cannot be read.
     pub fn from_proc() -> Option<Forecast> {
         let last = last_pid()?;
-        let pid_max = read_number("/proc/sys/kernel/pid_max")?;
+        let pid_max = kernel_sysctl("pid_max")?;
         Some(Forecast::new(last, pid_max, in_use))
     }
 
     /// The next forecast from `/proc`, keeping `unknown`.
     pub fn next_from_proc(&self, last: u32, unknown: Vec<u32>, now: Instant) -> Option<Forecast> {
-        let pid_max = read_number("/proc/sys/kernel/pid_max")?;
+        let pid_max = kernel_sysctl("pid_max")?;
         Some(self.next(last, pid_max, in_use, unknown, now))
     }
 
@@ -214,7 +216,7 @@ fn parse_owner(status: &str) -> Option<(u32, u32)> {
 
 /// `ns_last_pid` now, if readable.
 pub fn last_pid() -> Option<u32> {
-    read_number("/proc/sys/kernel/ns_last_pid")
+    kernel_sysctl("ns_last_pid")
 }
 
 /// `ns_last_pid`, kept open: each read is one `pread` (the forecast looks
@@ -235,10 +237,6 @@ impl LastPid {
         let n = self.0.read_at(&mut buf, 0).ok()?;
         std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
     }
-}
-
-fn read_number(path: &str) -> Option<u32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 #[cfg(test)]

@@ -113,9 +113,17 @@ impl TracepointAttr {
 }
 
 fn paranoid_level() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".to_string())
+    kernel_sysctl("perf_event_paranoid").unwrap_or_else(|| "unknown".to_string())
+}
+
+/// `/proc/sys/kernel/NAME`, trimmed and parsed; `None` when it cannot be
+/// read or parsed.
+pub fn kernel_sysctl<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Opens one system-wide-per-CPU tracepoint event (pid = -1).
