@@ -1,0 +1,446 @@
+/* bench/abcost.c: what a kernel-side part of `offwake-perf -p PID` costs an
+ * unrelated, busy workload, measured tightly enough to tell parts of a few
+ * percent apart on a noisy machine.
+ *
+ *   abcost [--cpu] ROUNDS TRIPS PID MODE...
+ *
+ * Two processes pinned to CPU 0 play pipe ping-pong (as `perf bench sched
+ * pipe` does). Each round runs TRIPS round trips untraced, then for each MODE
+ * opens that mode's events, runs TRIPS round trips, closes them and runs
+ * TRIPS round trips untraced again. Every traced run is divided by the mean
+ * of the untraced runs just before and after it; the median over ROUNDS of
+ * that ratio, per mode, goes to stdout (time per round trip, so 1.05 means 5%
+ * slower). PID is the idle process the events are about. With --cpu, a
+ * run's cost is the CPU time both players used (from /proc/PID/schedstat)
+ * rather than its wall time.
+ *
+ * MODE is one of these, or several joined by '+' (as in waking+cstask):
+ *   none        nothing (how far two untraced runs differ)
+ *   waking      sched_waking per CPU, callchains, filter `pid == PID`
+ *   wakingtask  sched_waking per task (PID), per CPU: the tracepoint's probe
+ *               formats every wakeup, and no per-CPU filter runs
+ *   switch      sched_switch per task (PID), per CPU, callchains, inherited,
+ *               PERF_SAMPLE_READ of time_running (the tool's switch events)
+ *   cstask      the context-switches software event per task (PID), per
+ *               CPU, callchains, inherited, PERF_SAMPLE_READ: switch-outs
+ *               without the sched_switch tracepoint
+ *   dummytask   a dummy software event per task (PID), per CPU: perf's
+ *               context-switch hooks alone
+ *   switchcpu   sched_switch per CPU, callchains, filter
+ *               `prev_pid == PID || next_pid == PID`
+ *   tool        waking + switch (what the tool opens for an idle process)
+ *   offwake     offwake-perf -f -p PID itself, from $ABCOST_TOOL, measured
+ *               0.3 s after it says tracing is active
+ *
+ * Build: cc -O2 -o abcost bench/abcost.c */
+#define _GNU_SOURCE
+#include <linux/perf_event.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_FDS 256
+
+static int fds[MAX_FDS];
+static int nfds;
+
+static void die(const char *what)
+{
+    perror(what);
+    exit(1);
+}
+
+static int tracepoint_id(const char *name)
+{
+    char path[256];
+    int id = -1;
+    snprintf(path, sizeof path, "/sys/kernel/tracing/events/sched/%s/id", name);
+    FILE *f = fopen(path, "r");
+    if (f == NULL || fscanf(f, "%d", &id) != 1) {
+        fprintf(stderr, "abcost: cannot read %s (is tracefs mounted?)\n", path);
+        exit(1);
+    }
+    fclose(f);
+    return id;
+}
+
+static int open_event(struct perf_event_attr *a, int pid, int cpu)
+{
+    int fd = syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0)
+        die("abcost: perf_event_open");
+    if (nfds == MAX_FDS) {
+        fprintf(stderr, "abcost: too many events\n");
+        exit(1);
+    }
+    fds[nfds++] = fd;
+    return fd;
+}
+
+static void base_attr(struct perf_event_attr *a)
+{
+    memset(a, 0, sizeof *a);
+    a->size = sizeof *a;
+    a->sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                     PERF_SAMPLE_CPU | PERF_SAMPLE_RAW | PERF_SAMPLE_CALLCHAIN;
+    a->sample_id_all = 1;
+    a->use_clockid = 1;
+    a->clockid = 1; /* CLOCK_MONOTONIC */
+    a->disabled = 1;
+}
+
+static void add(int fd, int owner, const char *filter)
+{
+    if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, owner))
+        die("abcost: PERF_EVENT_IOC_SET_OUTPUT");
+    if (filter && ioctl(fd, PERF_EVENT_IOC_SET_FILTER, filter))
+        die("abcost: PERF_EVENT_IOC_SET_FILTER");
+    if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0))
+        die("abcost: PERF_EVENT_IOC_ENABLE");
+}
+
+/* Whether MODE (parts joined by '+', or "tool") has `part`. */
+static int has(const char *mode, const char *part)
+{
+    if (strcmp(mode, "tool") == 0)
+        mode = "waking+switch";
+    size_t n = strlen(part);
+    for (const char *p = mode; p != NULL; p = strchr(p, '+') ? strchr(p, '+') + 1 : NULL)
+        if (strncmp(p, part, n) == 0 && (p[n] == '+' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+static void start_tool(int pid);
+
+static void open_mode(const char *mode, int pid)
+{
+    if (has(mode, "offwake"))
+        start_tool(pid);
+    static const size_t pages = 1 + 64;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int cpu = 0; cpu < cpus; cpu++) {
+        struct perf_event_attr a;
+        char filter[96];
+        base_attr(&a);
+        a.type = PERF_TYPE_SOFTWARE;
+        a.config = PERF_COUNT_SW_DUMMY;
+        a.watermark = 1;
+        a.wakeup_watermark = 1 << 18;
+        int owner = open_event(&a, -1, cpu);
+        if (mmap(NULL, pages * sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE, MAP_SHARED,
+                 owner, 0) == MAP_FAILED)
+            die("abcost: mmap");
+        if (has(mode, "waking")) {
+            base_attr(&a);
+            a.type = PERF_TYPE_TRACEPOINT;
+            a.config = tracepoint_id("sched_waking");
+            a.sample_period = 1;
+            snprintf(filter, sizeof filter, "pid == %d", pid);
+            add(open_event(&a, -1, cpu), owner, filter);
+        }
+        if (has(mode, "wakingtask")) {
+            base_attr(&a);
+            a.type = PERF_TYPE_TRACEPOINT;
+            a.config = tracepoint_id("sched_waking");
+            a.sample_period = 1;
+            a.inherit = 1;
+            add(open_event(&a, pid, cpu), owner, NULL);
+        }
+        if (has(mode, "switch")) {
+            base_attr(&a);
+            a.type = PERF_TYPE_TRACEPOINT;
+            a.config = tracepoint_id("sched_switch");
+            a.sample_period = 1;
+            a.inherit = 1;
+            a.inherit_thread = 1;
+            a.sample_type |= PERF_SAMPLE_READ;
+            a.read_format = PERF_FORMAT_TOTAL_TIME_RUNNING;
+            add(open_event(&a, pid, cpu), owner, NULL);
+        }
+        if (has(mode, "cstask")) {
+            base_attr(&a);
+            a.type = PERF_TYPE_SOFTWARE;
+            a.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+            a.sample_period = 1;
+            a.inherit = 1;
+            a.inherit_thread = 1;
+            a.sample_type |= PERF_SAMPLE_READ;
+            a.sample_type &= ~(unsigned long long)PERF_SAMPLE_RAW;
+            a.read_format = PERF_FORMAT_TOTAL_TIME_RUNNING;
+            add(open_event(&a, pid, cpu), owner, NULL);
+        }
+        if (has(mode, "dummytask")) {
+            base_attr(&a);
+            a.type = PERF_TYPE_SOFTWARE;
+            a.config = PERF_COUNT_SW_DUMMY;
+            a.inherit = 1;
+            add(open_event(&a, pid, cpu), owner, NULL);
+        }
+        if (has(mode, "switchcpu")) {
+            base_attr(&a);
+            a.type = PERF_TYPE_TRACEPOINT;
+            a.config = tracepoint_id("sched_switch");
+            a.sample_period = 1;
+            snprintf(filter, sizeof filter, "prev_pid == %d || next_pid == %d", pid, pid);
+            add(open_event(&a, -1, cpu), owner, filter);
+        }
+        if (ioctl(owner, PERF_EVENT_IOC_ENABLE, 0))
+            die("abcost: PERF_EVENT_IOC_ENABLE");
+    }
+}
+
+/* The `offwake` mode: offwake-perf -f -p PID, from $ABCOST_TOOL. */
+static pid_t tool_pid;
+static FILE *tool_err;
+
+static void start_tool(int pid)
+{
+    const char *bin = getenv("ABCOST_TOOL");
+    if (bin == NULL) {
+        fprintf(stderr, "abcost: the offwake mode needs ABCOST_TOOL=path/to/offwake-perf\n");
+        exit(2);
+    }
+    int err[2];
+    if (pipe(err))
+        die("abcost: pipe");
+    tool_pid = fork();
+    if (tool_pid < 0)
+        die("abcost: fork");
+    if (tool_pid == 0) {
+        char p[16];
+        snprintf(p, sizeof p, "%d", pid);
+        if (dup2(err[1], 2) < 0 || !freopen("/dev/null", "w", stdout))
+            die("abcost: redirect");
+        /* Not pinned like this process: the tool goes where the kernel puts it. */
+        cpu_set_t all;
+        CPU_ZERO(&all);
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            CPU_SET(c, &all);
+        sched_setaffinity(0, sizeof all, &all);
+        setenv("OFFWAKE_TIMING", "1", 1);
+        execl(bin, bin, "-f", "-p", p, (char *)NULL);
+        die("abcost: exec ABCOST_TOOL");
+    }
+    close(err[1]);
+    tool_err = fdopen(err[0], "r");
+    if (tool_err == NULL)
+        die("abcost: fdopen");
+    char line[512];
+    for (;;) {
+        if (fgets(line, sizeof line, tool_err) == NULL) {
+            fprintf(stderr, "abcost: the tool exited before tracing\n");
+            exit(1);
+        }
+        if (strstr(line, "tracing active"))
+            break;
+    }
+    /* Let its start-up settle, as bench/components does. */
+    usleep(300000);
+}
+
+static void stop_tool(void)
+{
+    char line[512];
+    kill(tool_pid, SIGINT);
+    while (fgets(line, sizeof line, tool_err) != NULL)
+        ;
+    fclose(tool_err);
+    int status;
+    if (waitpid(tool_pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "abcost: the tool failed (status %d)\n", status);
+        exit(1);
+    }
+    tool_pid = 0;
+}
+
+static void close_mode(void)
+{
+    if (tool_pid)
+        stop_tool();
+    /* The rings stay mapped (leaked) until exit: a few hundred KiB a mode. */
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+    nfds = 0;
+}
+
+static void pin(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set))
+        die("abcost: sched_setaffinity");
+}
+
+static void read_all(int fd, void *buf, size_t n)
+{
+    if (read(fd, buf, n) != (ssize_t)n)
+        die("abcost: read");
+}
+
+static void write_all(int fd, const void *buf, size_t n)
+{
+    if (write(fd, buf, n) != (ssize_t)n)
+        die("abcost: write");
+}
+
+static long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* Ping-pong pair pinned to CPU 0; returns the pid of the pinger. The pinger
+ * reads a trip count from `ctl`, runs it and writes the elapsed ns to `res`. */
+static int ctl[2], res[2];
+static pid_t kids[2];
+
+static void start_pair(void)
+{
+    int ab[2], ba[2];
+    if (pipe(ab) || pipe(ba) || pipe(ctl) || pipe(res))
+        die("abcost: pipe");
+    kids[1] = fork();
+    if (kids[1] < 0)
+        die("abcost: fork");
+    if (kids[1] == 0) {
+        pin(0);
+        char c;
+        for (;;) {
+            read_all(ab[0], &c, 1);
+            write_all(ba[1], &c, 1);
+        }
+    }
+    kids[0] = fork();
+    if (kids[0] < 0)
+        die("abcost: fork");
+    if (kids[0] == 0) {
+        pin(0);
+        long trips;
+        char c = 'x';
+        for (;;) {
+            read_all(ctl[0], &trips, sizeof trips);
+            long long t0 = now_ns();
+            for (long i = 0; i < trips; i++) {
+                write_all(ab[1], &c, 1);
+                read_all(ba[0], &c, 1);
+            }
+            long long dt = now_ns() - t0;
+            write_all(res[1], &dt, sizeof dt);
+        }
+    }
+}
+
+/* Nanoseconds `pid` has run on a CPU (the first field of its schedstat). */
+static long long runtime_ns(pid_t pid)
+{
+    char path[64];
+    long long ns = -1;
+    snprintf(path, sizeof path, "/proc/%d/schedstat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL || fscanf(f, "%lld", &ns) != 1) {
+        fprintf(stderr, "abcost: cannot read %s\n", path);
+        exit(1);
+    }
+    fclose(f);
+    return ns;
+}
+
+static int use_cpu;
+
+/* Runs `trips` round trips; returns the nanoseconds each took, of wall time
+ * or (with use_cpu) of both players' CPU time. */
+static double run(long trips)
+{
+    long long dt;
+    long long cpu0 = runtime_ns(kids[0]) + runtime_ns(kids[1]);
+    write_all(ctl[1], &trips, sizeof trips);
+    read_all(res[0], &dt, sizeof dt);
+    if (use_cpu)
+        dt = runtime_ns(kids[0]) + runtime_ns(kids[1]) - cpu0;
+    return (double)dt / trips;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--cpu") == 0) {
+        use_cpu = 1;
+        argv++;
+        argc--;
+    }
+    if (argc < 5) {
+        fprintf(stderr, "usage: abcost [--cpu] ROUNDS TRIPS PID MODE...\n");
+        return 2;
+    }
+    int rounds = atoi(argv[1]);
+    long trips = atol(argv[2]);
+    int pid = atoi(argv[3]);
+    int modes = argc - 4;
+    char **mode = argv + 4;
+    if (rounds < 1 || trips < 1 || pid < 1)
+        return fprintf(stderr, "abcost: ROUNDS, TRIPS and PID must be positive\n"), 2;
+    static const char *known[] = {"none",   "waking",    "wakingtask", "switch",
+                                  "cstask", "dummytask", "switchcpu",  "offwake"};
+    for (int m = 0; m < modes; m++) {
+        if (strcmp(mode[m], "tool") == 0)
+            continue;
+        char copy[256];
+        snprintf(copy, sizeof copy, "%s", mode[m]);
+        for (char *save, *p = strtok_r(copy, "+", &save); p; p = strtok_r(NULL, "+", &save)) {
+            int ok = 0;
+            for (size_t k = 0; k < sizeof known / sizeof *known; k++)
+                ok |= strcmp(p, known[k]) == 0;
+            if (!ok)
+                return fprintf(stderr, "abcost: unknown mode %s\n", p), 2;
+        }
+    }
+    double *ratio = calloc((size_t)modes * rounds, sizeof *ratio);
+    double *base = calloc((size_t)rounds, sizeof *base);
+    if (!ratio || !base)
+        die("abcost: calloc");
+    start_pair();
+    pin(1);
+    run(trips); /* warm up */
+    for (int r = 0; r < rounds; r++) {
+        double before = run(trips);
+        base[r] = before;
+        for (int m = 0; m < modes; m++) {
+            open_mode(mode[m], pid);
+            double traced = run(trips);
+            close_mode();
+            double after = run(trips);
+            ratio[m * rounds + r] = traced * 2 / (before + after);
+            before = after;
+        }
+        fprintf(stderr, "abcost: round %d/%d done (%.0f ns a trip untraced)\n", r + 1, rounds, base[r]);
+    }
+    kill(kids[0], SIGKILL);
+    kill(kids[1], SIGKILL);
+    while (wait(NULL) > 0)
+        ;
+    qsort(base, rounds, sizeof *base, cmp);
+    printf("untraced: median %.0f ns a round trip\n", base[rounds / 2]);
+    for (int m = 0; m < modes; m++) {
+        double *v = ratio + m * rounds;
+        qsort(v, rounds, sizeof *v, cmp);
+        printf("%-12s median %.4f  quartiles %.4f %.4f\n", mode[m], v[rounds / 2], v[rounds / 4],
+               v[rounds * 3 / 4]);
+    }
+    return 0;
+}
