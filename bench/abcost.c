@@ -2,7 +2,7 @@
  * unrelated, busy workload, measured tightly enough to tell parts of a few
  * percent apart on a noisy machine.
  *
- *   abcost [--cpu] ROUNDS TRIPS PID MODE...
+ *   abcost [--cpu] ROUNDS TRIPS MODE...
  *
  * Two processes pinned to CPU 0 play pipe ping-pong (as `perf bench sched
  * pipe` does). Each round runs TRIPS round trips untraced, then for each MODE
@@ -10,7 +10,8 @@
  * TRIPS round trips untraced again. Every traced run is divided by the mean
  * of the untraced runs just before and after it; the median over ROUNDS of
  * that ratio, per mode, goes to stdout (time per round trip, so 1.05 means 5%
- * slower). PID is the idle process the events are about. With --cpu, a
+ * slower). The events are about PID, an idle child this program starts
+ * (it waits in pause(2) until the end). With --cpu, a
  * run's cost is the CPU time both players used (from /proc/PID/schedstat)
  * rather than its wall time.
  *
@@ -384,17 +385,16 @@ int main(int argc, char **argv)
         argv++;
         argc--;
     }
-    if (argc < 5) {
-        fprintf(stderr, "usage: abcost [--cpu] ROUNDS TRIPS PID MODE...\n");
+    if (argc < 4) {
+        fprintf(stderr, "usage: abcost [--cpu] ROUNDS TRIPS MODE...\n");
         return 2;
     }
     int rounds = atoi(argv[1]);
     long trips = atol(argv[2]);
-    int pid = atoi(argv[3]);
-    int modes = argc - 4;
-    char **mode = argv + 4;
-    if (rounds < 1 || trips < 1 || pid < 1)
-        return fprintf(stderr, "abcost: ROUNDS, TRIPS and PID must be positive\n"), 2;
+    int modes = argc - 3;
+    char **mode = argv + 3;
+    if (rounds < 1 || trips < 1)
+        return fprintf(stderr, "abcost: ROUNDS and TRIPS must be positive\n"), 2;
     static const char *known[] = {"none",   "waking",    "wakingtask", "switch",
                                   "cstask", "dummytask", "switchcpu",  "offwake"};
     for (int m = 0; m < modes; m++) {
@@ -414,6 +414,13 @@ int main(int argc, char **argv)
     double *base = calloc((size_t)rounds, sizeof *base);
     if (!ratio || !base)
         die("abcost: calloc");
+    pid_t pid = fork();
+    if (pid < 0)
+        die("abcost: fork");
+    if (pid == 0) {
+        pause();
+        _exit(0);
+    }
     start_pair();
     pin(1);
     run(trips); /* warm up */
@@ -430,6 +437,7 @@ int main(int argc, char **argv)
         }
         fprintf(stderr, "abcost: round %d/%d done (%.0f ns a trip untraced)\n", r + 1, rounds, base[r]);
     }
+    kill(pid, SIGKILL);
     kill(kids[0], SIGKILL);
     kill(kids[1], SIGKILL);
     while (wait(NULL) > 0)
