@@ -304,9 +304,21 @@ pub struct Switch {
     /// Callchain of the switch-out (the blocked stack of `prev_tid`).
     pub stack: Callchain,
     /// When `prev_tid` had switched in, for the slice this switch-out
-    /// ends, if the backend knows it from elsewhere than a `next_pid` (see
-    /// `perf::running`); 0 when not.
-    pub prev_ran_since: u64,
+    /// ends, as far as the backend tells it with the switch-out.
+    pub prev_ran_since: RanSince,
+}
+
+/// When a switched-out thread had switched in, as its switch-out tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RanSince {
+    /// The backend does not tell it here: a `next_pid`, or a switch-in
+    /// record, does.
+    NotTold,
+    /// The backend tells switch-ins with switch-outs (see
+    /// `perf::running`), and could not tell this one.
+    Unknown,
+    /// At this time.
+    At(u64),
 }
 
 impl Switch {
@@ -388,11 +400,11 @@ pub struct SwitchIn {
 
 /// A traced thread stopped being traced while it ran (it exited): the
 /// switch-in that began its last slice, which no switch-out will tell (see
-/// `perf::running`). `since` is 0 when it could not be told.
+/// `perf::running`). `since` is `None` when it could not be told.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ran {
     pub tid: u32,
-    pub since: u64,
+    pub since: Option<u64>,
 }
 
 /// Records the kernel could not deliver (ring full, or samples dropped), or

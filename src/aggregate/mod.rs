@@ -22,7 +22,8 @@ use std::hash::{Hash, Hasher};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::event::{
-    Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Ran, Switch, SwitchIn, Waking,
+    Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Ran, RanSince, Switch, SwitchIn,
+    Waking,
 };
 
 use stacks::StackInterner;
@@ -428,10 +429,10 @@ impl Aggregator {
         if let Some(was) = was_open {
             // It ran, so it came back in: when, only this switch-out may
             // say.
-            if s.prev_ran_since == 0 {
-                self.stats.switch_in_unseen += 1;
-            } else {
-                self.close_late(time, s.prev_ran_since, s.prev_tid, s.prev_comm, was);
+            match s.prev_ran_since {
+                RanSince::NotTold => self.stats.switch_in_unseen += 1,
+                RanSince::Unknown => self.stats.switch_in_unknown += 1,
+                RanSince::At(since) => self.close_late(time, since, s.prev_tid, s.prev_comm, was),
             }
         }
     }
@@ -458,10 +459,9 @@ impl Aggregator {
             return;
         };
         let comm = self.task_info(r.tid).map(|t| t.comm).unwrap_or_default();
-        if r.since == 0 {
-            self.stats.switch_in_unknown += 1;
-        } else {
-            self.close_late(time, r.since, r.tid, comm, open);
+        match r.since {
+            Some(since) => self.close_late(time, since, r.tid, comm, open),
+            None => self.stats.switch_in_unknown += 1,
         }
     }
 
@@ -720,7 +720,7 @@ mod tests {
                 next_tid: next,
                 next_comm: Comm::from(next_comm),
                 stack,
-                prev_ran_since: 0,
+                prev_ran_since: RanSince::NotTold,
             }),
         }
     }
@@ -730,9 +730,9 @@ mod tests {
         switch(time, cpu, tid, S, chain(&[0xf1], &[0x4001]), 0, "swapper")
     }
 
-    /// `tid` leaves in `state`, having switched in at `since` (as the perf
-    /// backend tells per-task switch-ins).
-    fn ran_out(time: u64, cpu: u32, tid: u32, state: u64, since: u64) -> Event {
+    /// `tid` leaves in `state`, having switched in at `since` as the perf
+    /// backend tells per-task switch-ins (`Unknown` when it cannot).
+    fn ran_out(time: u64, cpu: u32, tid: u32, state: u64, since: RanSince) -> Event {
         let mut e = switch(
             time,
             cpu,
@@ -1074,21 +1074,28 @@ mod tests {
 
     #[test]
     fn thread_exit_leaves_its_interval_to_the_final_switch_out() {
-        // The final switch-out does not say when the thread switched in:
-        // the interval is dropped, and no state is left.
+        // The final switch-out cannot say when the thread switched in:
+        // the interval is dropped as unknown, and no state is left.
         let mut a = agg(config());
         run(
             &mut a,
             &[
                 out(0, 0, 101),
                 exit(1_000, 101),
-                ran_out(9_000, 0, 101, DEAD, 0),
+                ran_out(9_000, 0, 101, DEAD, RanSince::Unknown),
                 back_in(20_000, 0, 101, "app"),
             ],
         );
         let r = a.finish();
         assert!(r.entries.is_empty());
-        assert_eq!((r.stats.intervals, r.stats.switch_in_unseen), (0, 1));
+        assert_eq!(
+            (
+                r.stats.intervals,
+                r.stats.switch_in_unknown,
+                r.stats.switch_in_unseen
+            ),
+            (0, 1, 0)
+        );
 
         // It does say: the thread's last interval is counted.
         let mut a = agg(config());
@@ -1098,7 +1105,7 @@ mod tests {
                 out(0, 0, 101),
                 waking(4_000, 1, 200, 101, chain(&[0xe1], &[])),
                 exit(6_000, 101),
-                ran_out(9_000, 0, 101, DEAD, 5_000),
+                ran_out(9_000, 0, 101, DEAD, RanSince::At(5_000)),
                 back_in(20_000, 0, 101, "app"),
             ],
         );
@@ -1120,7 +1127,7 @@ mod tests {
                 waking(2_000, 1, 200, 100, chain(&[0xe1], &[])),
                 // Running since 3000, going to sleep: woken before it could.
                 waking(5_000, 1, 400, 100, chain(&[0xe2], &[])),
-                ran_out(8_000, 0, 100, PREEMPTED, 3_000),
+                ran_out(8_000, 0, 100, PREEMPTED, RanSince::At(3_000)),
             ],
         );
         let r = a.finish();
@@ -1144,7 +1151,7 @@ mod tests {
             &[
                 out(1_000, 0, 100),
                 waking(3_000, 1, 200, 100, chain(&[0xe1], &[])),
-                ran_out(8_000, 0, 100, S, 2_990),
+                ran_out(8_000, 0, 100, S, RanSince::At(2_990)),
             ],
         );
         let r = a.finish();
@@ -1160,9 +1167,9 @@ mod tests {
         run(
             &mut a,
             &[
-                ran_out(1_000, 0, 100, PREEMPTED, 0),
+                ran_out(1_000, 0, 100, PREEMPTED, RanSince::Unknown),
                 waking(5_000, 1, 400, 100, chain(&[0xe2], &[])),
-                ran_out(8_000, 0, 100, S, 3_000),
+                ran_out(8_000, 0, 100, S, RanSince::At(3_000)),
             ],
         );
         let r = a.finish();
@@ -1181,9 +1188,9 @@ mod tests {
                 out(5_000_000, 0, 100),
                 // Too long before the switch-out it would end the interval
                 // of to be its estimate's error.
-                ran_out(8_000_000, 0, 100, S, 3_999_999),
+                ran_out(8_000_000, 0, 100, S, RanSince::At(3_999_999)),
                 // After the switch-out that tells it.
-                ran_out(20_000_000, 0, 100, S, 21_000_000),
+                ran_out(20_000_000, 0, 100, S, RanSince::At(21_000_000)),
             ],
         );
         let r = a.finish();
@@ -1201,8 +1208,8 @@ mod tests {
         run(
             &mut a,
             &[
-                ran_out(5_000_000, 0, 100, PREEMPTED, 0),
-                ran_out(8_000_000, 0, 100, S, 4_990_000),
+                ran_out(5_000_000, 0, 100, PREEMPTED, RanSince::Unknown),
+                ran_out(8_000_000, 0, 100, S, RanSince::At(4_990_000)),
             ],
         );
         let r = a.finish();

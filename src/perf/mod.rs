@@ -928,7 +928,10 @@ impl PerfBackend {
                                     reorder.push(Event {
                                         time: ev.time,
                                         cpu: ev.cpu,
-                                        kind: EventKind::Ran(Ran { tid: e.tid, since }),
+                                        kind: EventKind::Ran(Ran {
+                                            tid: e.tid,
+                                            since: Some(since),
+                                        }),
                                     });
                                 }
                             }

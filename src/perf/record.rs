@@ -37,7 +37,7 @@ use super::running::RunningClock;
 use super::sys::*;
 use crate::event::{
     Callchain, ChainCache, Comm, CommChange, Event, EventKind, Exit, Fork, Lost, Mmap, Ran,
-    SwitchIn,
+    RanSince, SwitchIn,
 };
 use crate::probes::ProbeRanges;
 use crate::tracefs::EventFormat;
@@ -461,10 +461,7 @@ impl Decoder {
             return Ok(Event {
                 time: s.time,
                 cpu: s.cpu,
-                kind: EventKind::Ran(Ran {
-                    tid: s.tid,
-                    since: since.unwrap_or(0),
-                }),
+                kind: EventKind::Ran(Ran { tid: s.tid, since }),
             });
         }
         let tp = self.tracepoint_of(&s)?;
@@ -474,10 +471,14 @@ impl Decoder {
             Tracepoint::Switch => {
                 let mut sw = self.sched.switch(raw, s.pid, stack)?;
                 if let (Some(running), Some(id)) = (s.running, s.id) {
-                    sw.prev_ran_since = self
-                        .running
-                        .switched_in(sw.prev_tid, s.cpu, id, s.time, running)
-                        .unwrap_or(0);
+                    sw.prev_ran_since =
+                        match self
+                            .running
+                            .switched_in(sw.prev_tid, s.cpu, id, s.time, running)
+                        {
+                            Some(since) => RanSince::At(since),
+                            None => RanSince::Unknown,
+                        };
                     if sw.is_final() {
                         self.running.forget_thread(sw.prev_tid);
                     }
@@ -775,7 +776,7 @@ mod tests {
         header(RECORD_SAMPLE, 1, &body)
     }
 
-    fn ran_since(d: &mut Decoder, rec: &[u8]) -> u64 {
+    fn ran_since(d: &mut Decoder, rec: &[u8]) -> RanSince {
         match d.decode(rec).unwrap().unwrap().kind {
             EventKind::Switch(s) => s.prev_ran_since,
             other => panic!("{other:?}"),
@@ -785,9 +786,14 @@ mod tests {
     /// A per-task switch-out: event id, cpu, time, time_running, prev_state.
     type ReadSwitch = (u64, u32, u64, u64, i64);
 
-    /// Decodes per-task switch-outs in turn and checks the switch-in each tells (0: none).
+    /// Decodes per-task switch-outs in turn and checks the switch-in each
+    /// tells (0: it cannot).
     fn expect_since(d: &mut Decoder, samples: &[(ReadSwitch, u64)]) {
         for &((id, cpu, time, running, state), want) in samples {
+            let want = match want {
+                0 => RanSince::Unknown,
+                t => RanSince::At(t),
+            };
             let got = ran_since(d, &read_switch(id, cpu, time, running, state));
             assert_eq!(got, want, "sample of event {id} at {time}");
         }
@@ -836,7 +842,7 @@ mod tests {
             1,
             &sample_body(1001, 4242, 4242, 123_456, 1, &[], &switch_raw(&sw)),
         );
-        assert_eq!(ran_since(&mut plain, &rec), 0);
+        assert_eq!(ran_since(&mut plain, &rec), RanSince::NotTold);
     }
 
     #[test]

@@ -401,7 +401,7 @@ fn words(raw: &[u8], offset: usize, max: usize) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Switch, Waking};
+    use crate::event::{RanSince, Switch, Waking};
     use crate::tracefs::Tracefs;
 
     /// The formats of every entry the assembler reads, from the fixtures.
@@ -700,7 +700,7 @@ ffffffff82000000 d some_data
                     &[SCHEDULE_INNER + 0x122, SCHEDULE + 0x50, NANOSLEEP + 0x30],
                     &[0x401000, 0x402000],
                 ),
-                prev_ran_since: 0,
+                prev_ran_since: RanSince::NotTold,
             }
         );
         assert_eq!(r.asm.pending_time(2), None);

@@ -6,7 +6,7 @@
 use anyhow::Result;
 
 use super::{EventFormat, Field};
-use crate::event::{Callchain, Comm, Switch, Waking};
+use crate::event::{Callchain, Comm, RanSince, Switch, Waking};
 
 /// Which of the two tracepoints a payload belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,7 +88,7 @@ impl SchedFields {
             next_tid: self.next_pid.read_u64(raw)? as u32,
             next_comm: Comm::from_bytes(self.next_comm.bytes(raw)?),
             stack,
-            prev_ran_since: 0,
+            prev_ran_since: RanSince::NotTold,
         })
     }
 
