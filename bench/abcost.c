@@ -32,10 +32,15 @@
  *   tool        waking + switch (what the tool opens for an idle process)
  *   offwake     offwake-perf -f -p PID itself, from $ABCOST_TOOL, measured
  *               0.3 s after it says tracing is active
+ *   bpftrace    bpftrace $ABCOST_BT PID (bench/offwake.bt: an eBPF tool's
+ *               cost for the same question), once its probes are attached
  *
  * Build: cc -O2 -o abcost bench/abcost.c */
 #define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -121,11 +126,14 @@ static int has(const char *mode, const char *part)
 }
 
 static void start_tool(int pid);
+static void start_bpftrace(int pid);
 
 static void open_mode(const char *mode, int pid)
 {
     if (has(mode, "offwake"))
         start_tool(pid);
+    if (has(mode, "bpftrace"))
+        start_bpftrace(pid);
     static const size_t pages = 1 + 64;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     for (int cpu = 0; cpu < cpus; cpu++) {
@@ -199,65 +207,129 @@ static void open_mode(const char *mode, int pid)
     }
 }
 
-/* The `offwake` mode: offwake-perf -f -p PID, from $ABCOST_TOOL. */
+/* A tracer run as a process of its own (the offwake and bpftrace modes). */
 static pid_t tool_pid;
-static FILE *tool_err;
+static FILE *tool_out; /* the stream it says it is ready on */
+static int tool_is_bpftrace;
 
-static void start_tool(int pid)
+static void start_process(char *const argv[], int ready_fd, const char *ready)
 {
-    const char *bin = getenv("ABCOST_TOOL");
-    if (bin == NULL) {
-        fprintf(stderr, "abcost: the offwake mode needs ABCOST_TOOL=path/to/offwake-perf\n");
-        exit(2);
-    }
-    int err[2];
-    if (pipe(err))
+    int out[2];
+    if (pipe(out))
         die("abcost: pipe");
     tool_pid = fork();
     if (tool_pid < 0)
         die("abcost: fork");
     if (tool_pid == 0) {
-        char p[16];
-        snprintf(p, sizeof p, "%d", pid);
-        if (dup2(err[1], 2) < 0 || !freopen("/dev/null", "w", stdout))
+        int null = open("/dev/null", O_WRONLY);
+        if (null < 0 || dup2(null, 3 - ready_fd) < 0 || dup2(out[1], ready_fd) < 0)
             die("abcost: redirect");
-        /* Not pinned like this process: the tool goes where the kernel puts it. */
+        /* Not pinned like this process: it goes where the kernel puts it. */
         cpu_set_t all;
         CPU_ZERO(&all);
         for (int c = 0; c < CPU_SETSIZE; c++)
             CPU_SET(c, &all);
         sched_setaffinity(0, sizeof all, &all);
-        setenv("OFFWAKE_TIMING", "1", 1);
-        execl(bin, bin, "-f", "-p", p, (char *)NULL);
-        die("abcost: exec ABCOST_TOOL");
+        execvp(argv[0], argv);
+        die("abcost: exec");
     }
-    close(err[1]);
-    tool_err = fdopen(err[0], "r");
-    if (tool_err == NULL)
+    close(out[1]);
+    tool_out = fdopen(out[0], "r");
+    if (tool_out == NULL)
         die("abcost: fdopen");
     char line[512];
     for (;;) {
-        if (fgets(line, sizeof line, tool_err) == NULL) {
-            fprintf(stderr, "abcost: the tool exited before tracing\n");
+        if (fgets(line, sizeof line, tool_out) == NULL) {
+            fprintf(stderr, "abcost: %s exited before saying \"%s\"\n", argv[0], ready);
             exit(1);
         }
-        if (strstr(line, "tracing active"))
-            break;
+        if (strstr(line, ready))
+            return;
     }
-    /* Let its start-up settle, as bench/components does. */
-    usleep(300000);
+}
+
+/* How many perf events process `pid` has open. */
+static int perf_fds(pid_t pid)
+{
+    char dir[64], path[384], target[64];
+    int n = 0;
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len > 0) {
+            target[len] = '\0';
+            n += strcmp(target, "anon_inode:[perf_event]") == 0;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+static void start_tool(int pid)
+{
+    char p[16];
+    snprintf(p, sizeof p, "%d", pid);
+    const char *bin = getenv("ABCOST_TOOL");
+    if (bin == NULL) {
+        fprintf(stderr, "abcost: the offwake mode needs ABCOST_TOOL=path/to/offwake-perf\n");
+        exit(2);
+    }
+    setenv("OFFWAKE_TIMING", "1", 1);
+    char *argv[] = {(char *)bin, "-f", "-p", p, NULL};
+    start_process(argv, 2, "tracing active");
+    tool_is_bpftrace = 0;
+    /* Let its start-up settle (kallsyms is read after tracing begins):
+     * $ABCOST_SETTLE_MS, 300 by default. */
+    const char *settle = getenv("ABCOST_SETTLE_MS");
+    usleep((useconds_t)(settle ? atoi(settle) : 300) * 1000);
+}
+
+static void start_bpftrace(int pid)
+{
+    char p[16];
+    snprintf(p, sizeof p, "%d", pid);
+    const char *script = getenv("ABCOST_BT");
+    if (script == NULL) {
+        fprintf(stderr, "abcost: the bpftrace mode needs ABCOST_BT=path/to/offwake.bt\n");
+        exit(2);
+    }
+    char *argv[] = {"bpftrace", (char *)script, p, NULL};
+    start_process(argv, 1, "Attaching");
+    tool_is_bpftrace = 1;
+    /* "Attaching" comes before the probes are: attached means a perf event
+     * per tracepoint (2) and bpftrace's per-CPU output buffers. */
+    long want = sysconf(_SC_NPROCESSORS_ONLN) + 2;
+    for (int i = 0; i < 500 && perf_fds(tool_pid) < want; i++)
+        usleep(20000);
+    if (perf_fds(tool_pid) < want)
+        fprintf(stderr, "abcost: bpftrace has fewer perf events open than %ld; going on\n", want);
+    usleep(200000);
 }
 
 static void stop_tool(void)
 {
     char line[512];
-    kill(tool_pid, SIGINT);
-    while (fgets(line, sizeof line, tool_err) != NULL)
-        ;
-    fclose(tool_err);
+    int fd = fileno(tool_out);
+    /* bpftrace has been seen to miss a SIGINT: it is sent again every 2 s. */
+    for (int eof = 0; !eof;) {
+        kill(tool_pid, SIGINT);
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        while (poll(&pfd, 1, 2000) > 0) {
+            if (read(fd, line, sizeof line) <= 0) {
+                eof = 1;
+                break;
+            }
+        }
+    }
+    fclose(tool_out);
     int status;
-    if (waitpid(tool_pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "abcost: the tool failed (status %d)\n", status);
+    if (waitpid(tool_pid, &status, 0) < 0 ||
+        (!tool_is_bpftrace && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))) {
+        fprintf(stderr, "abcost: the tracer failed (status %d)\n", status);
         exit(1);
     }
     tool_pid = 0;
@@ -305,6 +377,21 @@ static long long now_ns(void)
  * reads a trip count from `ctl`, runs it and writes the elapsed ns to `res`. */
 static int ctl[2], res[2];
 static pid_t kids[2];
+
+static pid_t parent, idle;
+
+/* At exit, also after an error: the children go too (in the parent only). */
+static void kill_children(void)
+{
+    if (getpid() != parent)
+        return;
+    pid_t *all[] = {&kids[0], &kids[1], &idle, &tool_pid};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        if (*all[i] > 0)
+            kill(*all[i], SIGKILL);
+        *all[i] = 0;
+    }
+}
 
 static void start_pair(void)
 {
@@ -396,10 +483,12 @@ int main(int argc, char **argv)
     if (rounds < 1 || trips < 1)
         return fprintf(stderr, "abcost: ROUNDS and TRIPS must be positive\n"), 2;
     static const char *known[] = {"none",   "waking",    "wakingtask", "switch",
-                                  "cstask", "dummytask", "switchcpu",  "offwake"};
+                                  "cstask", "dummytask", "switchcpu",  "offwake", "bpftrace"};
     for (int m = 0; m < modes; m++) {
         if (strcmp(mode[m], "tool") == 0)
             continue;
+        if ((has(mode[m], "offwake") || has(mode[m], "bpftrace")) && strchr(mode[m], '+'))
+            return fprintf(stderr, "abcost: %s: offwake and bpftrace run alone\n", mode[m]), 2;
         char copy[256];
         snprintf(copy, sizeof copy, "%s", mode[m]);
         for (char *save, *p = strtok_r(copy, "+", &save); p; p = strtok_r(NULL, "+", &save)) {
@@ -414,7 +503,9 @@ int main(int argc, char **argv)
     double *base = calloc((size_t)rounds, sizeof *base);
     if (!ratio || !base)
         die("abcost: calloc");
-    pid_t pid = fork();
+    parent = getpid();
+    atexit(kill_children);
+    pid_t pid = idle = fork();
     if (pid < 0)
         die("abcost: fork");
     if (pid == 0) {
@@ -437,11 +528,10 @@ int main(int argc, char **argv)
         }
         fprintf(stderr, "abcost: round %d/%d done (%.0f ns a trip untraced)\n", r + 1, rounds, base[r]);
     }
-    kill(pid, SIGKILL);
-    kill(kids[0], SIGKILL);
-    kill(kids[1], SIGKILL);
-    while (wait(NULL) > 0)
-        ;
+    pid_t ours[] = {kids[0], kids[1], idle};
+    kill_children();
+    for (size_t i = 0; i < sizeof ours / sizeof *ours; i++)
+        waitpid(ours[i], NULL, 0);
     qsort(base, rounds, sizeof *base, cmp);
     printf("untraced: median %.0f ns a round trip\n", base[rounds / 2]);
     for (int m = 0; m < modes; m++) {
