@@ -9,13 +9,14 @@
  * opens that mode's events, runs TRIPS round trips, closes them and runs
  * TRIPS round trips untraced again. Every traced run is divided by the mean
  * of the untraced runs just before and after it; the median over ROUNDS of
- * that ratio, per mode, goes to stdout (time per round trip, so 1.05 means 5%
- * slower). The events are about PID, an idle child this program starts
- * (it waits in pause(2) until the end). With --cpu, a
+ * that ratio, per mode, goes to stdout with its quartiles (time per round
+ * trip, so 1.05 means 5% slower). The events are about PID, an idle child
+ * this program starts (it waits in pause(2) until the end). With --cpu, a
  * run's cost is the CPU time both players used (from /proc/PID/schedstat)
  * rather than its wall time.
  *
- * MODE is one of these, or several joined by '+' (as in waking+cstask):
+ * MODE is one of these, or several joined by '+' (as in waking+cstask;
+ * offwake and bpftrace only alone):
  *   none        nothing (how far two untraced runs differ)
  *   waking      sched_waking per CPU, callchains, filter `pid == PID`
  *   wakingtask  sched_waking per task (PID), per CPU: the tracepoint's probe
@@ -31,7 +32,8 @@
  *               `prev_pid == PID || next_pid == PID`
  *   tool        waking + switch (what the tool opens for an idle process)
  *   offwake     offwake-perf -f -p PID itself, from $ABCOST_TOOL, measured
- *               0.3 s after it says tracing is active
+ *               $ABCOST_SETTLE_MS (default 300) after it says tracing is
+ *               active
  *   bpftrace    bpftrace $ABCOST_BT PID (bench/offwake.bt: an eBPF tool's
  *               cost for the same question), once its probes are attached
  *
@@ -103,6 +105,15 @@ static void base_attr(struct perf_event_attr *a)
     a->disabled = 1;
 }
 
+/* A sampling event (every hit) on the sched tracepoint `name`. */
+static void tracepoint_attr(struct perf_event_attr *a, const char *name)
+{
+    base_attr(a);
+    a->type = PERF_TYPE_TRACEPOINT;
+    a->config = tracepoint_id(name);
+    a->sample_period = 1;
+}
+
 static void add(int fd, int owner, const char *filter)
 {
     if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, owner))
@@ -149,26 +160,17 @@ static void open_mode(const char *mode, int pid)
                  owner, 0) == MAP_FAILED)
             die("abcost: mmap");
         if (has(mode, "waking")) {
-            base_attr(&a);
-            a.type = PERF_TYPE_TRACEPOINT;
-            a.config = tracepoint_id("sched_waking");
-            a.sample_period = 1;
+            tracepoint_attr(&a, "sched_waking");
             snprintf(filter, sizeof filter, "pid == %d", pid);
             add(open_event(&a, -1, cpu), owner, filter);
         }
         if (has(mode, "wakingtask")) {
-            base_attr(&a);
-            a.type = PERF_TYPE_TRACEPOINT;
-            a.config = tracepoint_id("sched_waking");
-            a.sample_period = 1;
+            tracepoint_attr(&a, "sched_waking");
             a.inherit = 1;
             add(open_event(&a, pid, cpu), owner, NULL);
         }
         if (has(mode, "switch")) {
-            base_attr(&a);
-            a.type = PERF_TYPE_TRACEPOINT;
-            a.config = tracepoint_id("sched_switch");
-            a.sample_period = 1;
+            tracepoint_attr(&a, "sched_switch");
             a.inherit = 1;
             a.inherit_thread = 1;
             a.sample_type |= PERF_SAMPLE_READ;
@@ -195,10 +197,7 @@ static void open_mode(const char *mode, int pid)
             add(open_event(&a, pid, cpu), owner, NULL);
         }
         if (has(mode, "switchcpu")) {
-            base_attr(&a);
-            a.type = PERF_TYPE_TRACEPOINT;
-            a.config = tracepoint_id("sched_switch");
-            a.sample_period = 1;
+            tracepoint_attr(&a, "sched_switch");
             snprintf(filter, sizeof filter, "prev_pid == %d || next_pid == %d", pid, pid);
             add(open_event(&a, -1, cpu), owner, filter);
         }
