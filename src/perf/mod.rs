@@ -437,6 +437,7 @@ impl PerfBackend {
                 }
             ),
         };
+        let online = online_cpus()?;
         let switch_ins = match &config.targets {
             _ if config.state_filter.is_some() => SwitchIns::Records,
             Targets::All => SwitchIns::Tracepoint,
@@ -445,7 +446,7 @@ impl PerfBackend {
                     id: switch.id as u64,
                     ..base
                 };
-                let first_cpu = online_cpus()?.first().copied().unwrap_or(0);
+                let first_cpu = online.first().copied().unwrap_or(0);
                 if !base.inherit || sys::samples_inherited_reads(&probe, first_cpu) {
                     SwitchIns::Running
                 } else {
@@ -494,7 +495,10 @@ impl PerfBackend {
         };
         let mut forecast = None;
         let (cpus, wakees) = match &config.targets {
-            Targets::All => (Self::open_per_cpu(&events, config, &mut decoder)?, None),
+            Targets::All => (
+                Self::open_per_cpu(&online, &events, config, &mut decoder)?,
+                None,
+            ),
             Targets::Threads { tids, follow, .. } => {
                 // sched_switch is per task (attached below); sched_waking
                 // is per CPU, filtered on the wakee, and owns the rings.
@@ -507,7 +511,7 @@ impl PerfBackend {
                 }
                 let text = wakees.changed().unwrap_or_default();
                 let mut cpus = Vec::new();
-                for cpu in online_cpus()? {
+                for &cpu in &online {
                     let owner = sys::open_ring_owner(st, watermark, cpu)?;
                     let ring = Ring::map(owner.as_fd(), config.mmap_pages)
                         .with_context(|| format!("mapping the ring buffer of CPU {cpu}"))?;
@@ -630,15 +634,16 @@ impl PerfBackend {
         Ok(())
     }
 
-    /// One event per tracepoint on every online CPU, sharing the CPU's
-    /// ring; the side-band records come with `sched_switch`.
+    /// One event per tracepoint on each of the `online` CPUs, sharing the
+    /// CPU's ring; the side-band records come with `sched_switch`.
     fn open_per_cpu(
+        online: &[u32],
         events: &[TaskEvent],
         config: &PerfConfig,
         decoder: &mut Decoder,
     ) -> Result<Vec<CpuRing>> {
         let mut cpus = Vec::new();
-        for cpu in online_cpus()? {
+        for &cpu in online {
             let mut fds = Vec::with_capacity(events.len());
             for (tp, what, attr) in events {
                 let fd = sys::open_tracepoint(attr, what, cpu)?;
