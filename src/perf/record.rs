@@ -471,14 +471,10 @@ impl Decoder {
             Tracepoint::Switch => {
                 let mut sw = self.sched.switch(raw, s.pid, stack)?;
                 if let (Some(running), Some(id)) = (s.running, s.id) {
-                    sw.prev_ran_since =
-                        match self
-                            .running
-                            .switched_in(sw.prev_tid, s.cpu, id, s.time, running)
-                        {
-                            Some(since) => RanSince::At(since),
-                            None => RanSince::Unknown,
-                        };
+                    sw.prev_ran_since = self
+                        .running
+                        .switched_in(sw.prev_tid, s.cpu, id, s.time, running)
+                        .map_or(RanSince::Unknown, RanSince::At);
                     if sw.is_final() {
                         self.running.forget_thread(sw.prev_tid);
                     }
