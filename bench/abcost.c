@@ -13,7 +13,8 @@
  * trip, so 1.05 means 5% slower). The events are about PID, an idle child
  * this program starts (it waits in pause(2) until the end). With --cpu, a
  * run's cost is the CPU time both players used (from /proc/PID/schedstat)
- * rather than its wall time.
+ * rather than its wall time. With ABCOST_RAW=FILE, every round's ratios go
+ * to FILE too, a line a round and a column a mode.
  *
  * MODE is one of these, or several joined by '+' (as in waking+cstask;
  * offwake and bpftrace only alone):
@@ -30,10 +31,27 @@
  *               context-switch hooks alone
  *   switchcpu   sched_switch per CPU, callchains, filter
  *               `prev_pid == PID || next_pid == PID`
- *   tool        waking + switch (what the tool opens for an idle process)
+ *   tool        waking + switch (the two events the tool needs)
+ * and the tool's events exactly as it opens them (its attributes: every
+ * event samples READ, wakes at a watermark, per-CPU ones are inherited):
+ *   wakingfc    sched_waking per CPU, filter `pid == PID || (pid >= A &&
+ *               pid <= B)`, A..B the next 64 pids (the tool's forecast)
+ *   own         sched_switch per task, not inherited, READ (PID's own)
+ *   kids        sched_switch per task, inherited, side-band records (comm,
+ *               task, mmap), filter `prev_pid != PID`; sched_process_exit
+ *               per task, inherited, filter `pid != PID` (for the threads
+ *               PID creates)
+ *   bigring     the rings the tool maps: 1024 data pages a CPU, not 64
+ *   exact       wakingfc + own + kids + bigring
+ *   ownsw, kidssw  own and kids with the context-switches software event
+ *               in place of sched_switch (no filter: the kids' event
+ *               samples PID too)
+ *   exactsw     wakingfc + ownsw + kidssw + bigring
  *   offwake     offwake-perf -f -p PID itself, from $ABCOST_TOOL, measured
  *               $ABCOST_SETTLE_MS (default 300) after it says tracing is
  *               active
+ *   offwakestop the same, stopped (SIGSTOP) while measured: its events
+ *               without its reading them
  *   bpftrace    bpftrace $ABCOST_BT PID (bench/offwake.bt: an eBPF tool's
  *               cost for the same question), once its probes are attached
  *
@@ -59,6 +77,11 @@
 
 static int fds[MAX_FDS];
 static int nfds;
+
+/* The rings mapped for the current mode, unmapped when it closes. */
+static void *maps[MAX_FDS];
+static size_t map_len[MAX_FDS];
+static int nmaps;
 
 static void die(const char *what)
 {
@@ -114,6 +137,32 @@ static void tracepoint_attr(struct perf_event_attr *a, const char *name)
     a->sample_period = 1;
 }
 
+/* A tracepoint event as the tool opens it under -p: READ of time_running,
+ * woken at a watermark, inherited (by the threads PID creates) if `inherit`. */
+static void tool_attr(struct perf_event_attr *a, const char *name, int inherit)
+{
+    tracepoint_attr(a, name);
+    a->sample_type |= PERF_SAMPLE_READ;
+    a->read_format = PERF_FORMAT_TOTAL_TIME_RUNNING;
+    a->watermark = 1;
+    a->wakeup_watermark = 1 << 20;
+    a->inherit = inherit;
+    a->inherit_thread = inherit;
+}
+
+/* The last pid the kernel allocated. */
+static int last_pid(void)
+{
+    int last = 0;
+    FILE *f = fopen("/proc/sys/kernel/ns_last_pid", "r");
+    if (f == NULL || fscanf(f, "%d", &last) != 1) {
+        fprintf(stderr, "abcost: cannot read /proc/sys/kernel/ns_last_pid\n");
+        exit(1);
+    }
+    fclose(f);
+    return last;
+}
+
 static void add(int fd, int owner, const char *filter)
 {
     if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, owner))
@@ -129,6 +178,10 @@ static int has(const char *mode, const char *part)
 {
     if (strcmp(mode, "tool") == 0)
         mode = "waking+switch";
+    else if (strcmp(mode, "exact") == 0)
+        mode = "wakingfc+own+kids+bigring";
+    else if (strcmp(mode, "exactsw") == 0)
+        mode = "wakingfc+ownsw+kidssw+bigring";
     size_t n = strlen(part);
     for (const char *p = mode; p != NULL; p = strchr(p, '+') ? strchr(p, '+') + 1 : NULL)
         if (strncmp(p, part, n) == 0 && (p[n] == '+' || p[n] == '\0'))
@@ -138,14 +191,19 @@ static int has(const char *mode, const char *part)
 
 static void start_tool(int pid);
 static void start_bpftrace(int pid);
+static pid_t tool_pid;
 
 static void open_mode(const char *mode, int pid)
 {
-    if (has(mode, "offwake"))
+    if (has(mode, "offwake") || has(mode, "offwakestop"))
         start_tool(pid);
+    /* Stopped, the tool keeps its events open and does nothing else. */
+    if (has(mode, "offwakestop"))
+        kill(tool_pid, SIGSTOP);
     if (has(mode, "bpftrace"))
         start_bpftrace(pid);
-    static const size_t pages = 1 + 64;
+    size_t pages = 1 + (has(mode, "bigring") ? 1024 : 64);
+    int last = last_pid();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     for (int cpu = 0; cpu < cpus; cpu++) {
         struct perf_event_attr a;
@@ -156,9 +214,12 @@ static void open_mode(const char *mode, int pid)
         a.watermark = 1;
         a.wakeup_watermark = 1 << 18;
         int owner = open_event(&a, -1, cpu);
-        if (mmap(NULL, pages * sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE, MAP_SHARED,
-                 owner, 0) == MAP_FAILED)
+        size_t len = pages * sysconf(_SC_PAGESIZE);
+        void *ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, owner, 0);
+        if (ring == MAP_FAILED)
             die("abcost: mmap");
+        maps[nmaps] = ring;
+        map_len[nmaps++] = len;
         if (has(mode, "waking")) {
             tracepoint_attr(&a, "sched_waking");
             snprintf(filter, sizeof filter, "pid == %d", pid);
@@ -196,6 +257,44 @@ static void open_mode(const char *mode, int pid)
             a.inherit = 1;
             add(open_event(&a, pid, cpu), owner, NULL);
         }
+        if (has(mode, "wakingfc")) {
+            tool_attr(&a, "sched_waking", 1);
+            snprintf(filter, sizeof filter, "pid == %d || (pid >= %d && pid <= %d)", pid,
+                     last + 1, last + 64);
+            add(open_event(&a, -1, cpu), owner, filter);
+        }
+        if (has(mode, "own")) {
+            tool_attr(&a, "sched_switch", 0);
+            add(open_event(&a, pid, cpu), owner, NULL);
+        }
+        if (has(mode, "kids")) {
+            tool_attr(&a, "sched_switch", 1);
+            a.comm = a.comm_exec = a.task = a.mmap = a.mmap2 = 1;
+            snprintf(filter, sizeof filter, "prev_pid != %d", pid);
+            add(open_event(&a, pid, cpu), owner, filter);
+            tool_attr(&a, "sched_process_exit", 1);
+            snprintf(filter, sizeof filter, "pid != %d", pid);
+            add(open_event(&a, pid, cpu), owner, filter);
+        }
+        if (has(mode, "ownsw") || has(mode, "kidssw")) {
+            /* The own and kids events on the context-switches software
+             * event instead: no filter can drop the thread's own samples
+             * from the kids' event. */
+            tool_attr(&a, "sched_switch", 0);
+            a.type = PERF_TYPE_SOFTWARE;
+            a.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+            a.sample_type &= ~(unsigned long long)PERF_SAMPLE_RAW;
+            if (has(mode, "ownsw"))
+                add(open_event(&a, pid, cpu), owner, NULL);
+            if (has(mode, "kidssw")) {
+                a.inherit = a.inherit_thread = 1;
+                a.comm = a.comm_exec = a.task = a.mmap = a.mmap2 = 1;
+                add(open_event(&a, pid, cpu), owner, NULL);
+                tool_attr(&a, "sched_process_exit", 1);
+                snprintf(filter, sizeof filter, "pid != %d", pid);
+                add(open_event(&a, pid, cpu), owner, filter);
+            }
+        }
         if (has(mode, "switchcpu")) {
             tracepoint_attr(&a, "sched_switch");
             snprintf(filter, sizeof filter, "prev_pid == %d || next_pid == %d", pid, pid);
@@ -207,7 +306,6 @@ static void open_mode(const char *mode, int pid)
 }
 
 /* A tracer run as a process of its own (the offwake and bpftrace modes). */
-static pid_t tool_pid;
 static FILE *tool_out; /* the stream it says it is ready on */
 static int tool_is_bpftrace;
 
@@ -314,6 +412,7 @@ static void stop_tool(void)
     char line[512];
     int fd = fileno(tool_out);
     /* bpftrace has been seen to miss a SIGINT: it is sent again every 2 s. */
+    kill(tool_pid, SIGCONT);
     for (int eof = 0; !eof;) {
         kill(tool_pid, SIGINT);
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
@@ -338,7 +437,9 @@ static void close_mode(void)
 {
     if (tool_pid)
         stop_tool();
-    /* The rings stay mapped (leaked) until exit: a few hundred KiB a mode. */
+    for (int i = 0; i < nmaps; i++)
+        munmap(maps[i], map_len[i]);
+    nmaps = 0;
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
     nfds = 0;
@@ -481,12 +582,16 @@ int main(int argc, char **argv)
     char **mode = argv + 3;
     if (rounds < 1 || trips < 1)
         return fprintf(stderr, "abcost: ROUNDS and TRIPS must be positive\n"), 2;
-    static const char *known[] = {"none",   "waking",    "wakingtask", "switch",
-                                  "cstask", "dummytask", "switchcpu",  "offwake", "bpftrace"};
+    static const char *known[] = {"none",      "waking",    "wakingtask", "switch",
+                                  "cstask",    "dummytask", "switchcpu",  "wakingfc",
+                                  "own",       "kids",      "bigring",    "offwake",
+                                  "offwakestop", "ownsw",    "kidssw", "bpftrace"};
     for (int m = 0; m < modes; m++) {
-        if (strcmp(mode[m], "tool") == 0)
+        if (strcmp(mode[m], "tool") == 0 || strcmp(mode[m], "exact") == 0 ||
+            strcmp(mode[m], "exactsw") == 0)
             continue;
-        if ((has(mode[m], "offwake") || has(mode[m], "bpftrace")) && strchr(mode[m], '+'))
+        if ((has(mode[m], "offwake") || has(mode[m], "offwakestop") || has(mode[m], "bpftrace")) &&
+            strchr(mode[m], '+'))
             return fprintf(stderr, "abcost: %s: offwake and bpftrace run alone\n", mode[m]), 2;
         char copy[256];
         snprintf(copy, sizeof copy, "%s", mode[m]);
@@ -526,6 +631,21 @@ int main(int argc, char **argv)
             before = after;
         }
         fprintf(stderr, "abcost: round %d/%d done (%.0f ns a trip untraced)\n", r + 1, rounds, base[r]);
+    }
+    /* $ABCOST_RAW: every round's ratios, a line a round, a column a mode
+     * (for paired comparisons of modes measured in the same rounds). */
+    const char *raw = getenv("ABCOST_RAW");
+    if (raw) {
+        FILE *f = fopen(raw, "w");
+        if (f == NULL)
+            die("abcost: ABCOST_RAW");
+        for (int m = 0; m < modes; m++)
+            fprintf(f, "%s%s", m ? " " : "", mode[m]);
+        fputc('\n', f);
+        for (int r = 0; r < rounds; r++)
+            for (int m = 0; m < modes; m++)
+                fprintf(f, "%.5f%c", ratio[m * rounds + r], m + 1 < modes ? ' ' : '\n');
+        fclose(f);
     }
     pid_t ours[] = {kids[0], kids[1], idle};
     kill_children();
