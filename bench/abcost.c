@@ -6,8 +6,9 @@
  *
  * Two processes pinned to CPU 0 play pipe ping-pong (as `perf bench sched
  * pipe` does). Each round runs TRIPS round trips untraced, then for each MODE
- * opens that mode's events, runs TRIPS round trips, closes them and runs
- * TRIPS round trips untraced again. Every traced run is divided by the mean
+ * opens that mode's events (or starts its tracer), waits $ABCOST_SETTLE_MS
+ * (default 300), runs TRIPS round trips, closes them and runs TRIPS round
+ * trips untraced again. Every traced run is divided by the mean
  * of the untraced runs just before and after it; the median over ROUNDS of
  * that ratio, per mode, goes to stdout with its quartiles (time per round
  * trip, so 1.05 means 5% slower). The events are about PID, an idle child
@@ -17,8 +18,9 @@
  * to FILE too, a line a round and a column a mode.
  *
  * MODE is one of these, or several joined by '+' (as in waking+cstask;
- * offwake and bpftrace only alone):
- *   none        nothing (how far two untraced runs differ)
+ * offwake, offwakestop and bpftrace only alone):
+ *   none        nothing (how far two untraced runs differ, the pause
+ *               included)
  *   waking      sched_waking per CPU, callchains, filter `pid == PID`
  *   wakingtask  sched_waking per task (PID), per CPU: the tracepoint's probe
  *               formats every wakeup, and no per-CPU filter runs
@@ -47,9 +49,11 @@
  *               in place of sched_switch (no filter: the kids' event
  *               samples PID too)
  *   exactsw     wakingfc + ownsw + kidssw + bigring
- *   offwake     offwake-perf -f -p PID itself, from $ABCOST_TOOL, measured
- *               $ABCOST_SETTLE_MS (default 300) after it says tracing is
- *               active
+ *   records     with ownsw and kidssw: context-switch records as well (their
+ *               preempt flag would stand in for prev_state)
+ *   exactswrec  exactsw + records
+ *   offwake     offwake-perf -f -p PID itself, from $ABCOST_TOOL, once it
+ *               says tracing is active
  *   offwakestop the same, stopped (SIGSTOP) while measured: its events
  *               without its reading them
  *   bpftrace    bpftrace $ABCOST_BT PID (bench/offwake.bt: an eBPF tool's
@@ -182,6 +186,8 @@ static int has(const char *mode, const char *part)
         mode = "wakingfc+own+kids+bigring";
     else if (strcmp(mode, "exactsw") == 0)
         mode = "wakingfc+ownsw+kidssw+bigring";
+    else if (strcmp(mode, "exactswrec") == 0)
+        mode = "wakingfc+ownsw+kidssw+bigring+records";
     size_t n = strlen(part);
     for (const char *p = mode; p != NULL; p = strchr(p, '+') ? strchr(p, '+') + 1 : NULL)
         if (strncmp(p, part, n) == 0 && (p[n] == '+' || p[n] == '\0'))
@@ -191,17 +197,27 @@ static int has(const char *mode, const char *part)
 
 static void start_tool(int pid);
 static void start_bpftrace(int pid);
+
+/* Every traced run starts $ABCOST_SETTLE_MS (default 300) after its mode is
+ * open or its tracer ready: a tracer's start-up settles meanwhile, and runs
+ * under kernel modes follow the same pause as theirs (a run after a pause
+ * was seen to be slower by itself, about half a point). */
+static void settle(void)
+{
+    const char *ms = getenv("ABCOST_SETTLE_MS");
+    usleep((useconds_t)(ms ? atoi(ms) : 300) * 1000);
+}
+
 static pid_t tool_pid;
 
 static void open_mode(const char *mode, int pid)
 {
     if (has(mode, "offwake") || has(mode, "offwakestop"))
         start_tool(pid);
-    /* Stopped, the tool keeps its events open and does nothing else. */
-    if (has(mode, "offwakestop"))
-        kill(tool_pid, SIGSTOP);
+
     if (has(mode, "bpftrace"))
         start_bpftrace(pid);
+
     size_t pages = 1 + (has(mode, "bigring") ? 1024 : 64);
     int last = last_pid();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -284,6 +300,7 @@ static void open_mode(const char *mode, int pid)
             a.type = PERF_TYPE_SOFTWARE;
             a.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
             a.sample_type &= ~(unsigned long long)PERF_SAMPLE_RAW;
+            a.context_switch = has(mode, "records");
             if (has(mode, "ownsw"))
                 add(open_event(&a, pid, cpu), owner, NULL);
             if (has(mode, "kidssw")) {
@@ -303,6 +320,10 @@ static void open_mode(const char *mode, int pid)
         if (ioctl(owner, PERF_EVENT_IOC_ENABLE, 0))
             die("abcost: PERF_EVENT_IOC_ENABLE");
     }
+    settle();
+    /* Stopped, the tool keeps its events open and does nothing else. */
+    if (has(mode, "offwakestop"))
+        kill(tool_pid, SIGSTOP);
 }
 
 /* A tracer run as a process of its own (the offwake and bpftrace modes). */
@@ -379,10 +400,6 @@ static void start_tool(int pid)
     char *argv[] = {(char *)bin, "-f", "-p", p, NULL};
     start_process(argv, 2, "tracing active");
     tool_is_bpftrace = 0;
-    /* Let its start-up settle (kallsyms is read after tracing begins):
-     * $ABCOST_SETTLE_MS, 300 by default. */
-    const char *settle = getenv("ABCOST_SETTLE_MS");
-    usleep((useconds_t)(settle ? atoi(settle) : 300) * 1000);
 }
 
 static void start_bpftrace(int pid)
@@ -404,7 +421,6 @@ static void start_bpftrace(int pid)
         usleep(20000);
     if (perf_fds(tool_pid) < want)
         fprintf(stderr, "abcost: bpftrace has fewer perf events open than %ld; going on\n", want);
-    usleep(200000);
 }
 
 static void stop_tool(void)
@@ -585,10 +601,10 @@ int main(int argc, char **argv)
     static const char *known[] = {"none",      "waking",    "wakingtask", "switch",
                                   "cstask",    "dummytask", "switchcpu",  "wakingfc",
                                   "own",       "kids",      "bigring",    "offwake",
-                                  "offwakestop", "ownsw",    "kidssw", "bpftrace"};
+                                  "offwakestop", "ownsw",    "kidssw", "records", "bpftrace"};
     for (int m = 0; m < modes; m++) {
         if (strcmp(mode[m], "tool") == 0 || strcmp(mode[m], "exact") == 0 ||
-            strcmp(mode[m], "exactsw") == 0)
+            strcmp(mode[m], "exactsw") == 0 || strcmp(mode[m], "exactswrec") == 0)
             continue;
         if ((has(mode[m], "offwake") || has(mode[m], "offwakestop") || has(mode[m], "bpftrace")) &&
             strchr(mode[m], '+'))
