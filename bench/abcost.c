@@ -8,7 +8,9 @@
  * pipe` does). Each round runs TRIPS round trips untraced, then for each MODE
  * opens that mode's events (or starts its tracer), waits $ABCOST_SETTLE_MS
  * (default 300), runs TRIPS round trips, closes them and runs TRIPS round
- * trips untraced again. Every traced run is divided by the mean
+ * trips untraced again. Each of those runs follows a tenth of one, not
+ * measured, that warms CPU 0 up again after the pause, or after a tracer's
+ * start or stop. Every traced run is divided by the mean
  * of the untraced runs just before and after it; the median over ROUNDS of
  * that ratio, per mode, goes to stdout with its quartiles (time per round
  * trip, so 1.05 means 5% slower). The events are about PID, an idle child
@@ -639,9 +641,13 @@ int main(int argc, char **argv)
         double before = run(trips);
         base[r] = before;
         for (int m = 0; m < modes; m++) {
+            /* After a pause, or a tracer's start or stop (which may have
+             * run on CPU 0), a tenth of a run warms the pair up again. */
             open_mode(mode[m], pid);
+            run(trips / 10 + 1);
             double traced = run(trips);
             close_mode();
+            run(trips / 10 + 1);
             double after = run(trips);
             ratio[m * rounds + r] = traced * 2 / (before + after);
             before = after;
