@@ -20,7 +20,8 @@
  * to FILE too, a line a round and a column a mode.
  *
  * MODE is one of these, or several joined by '+' (as in waking+cstask;
- * offwake, offwakestop and bpftrace only alone):
+ * offwake, offwakestop, bpftrace and the modes that stand for several parts,
+ * tool, exact, exactsw and exactswrec, only alone):
  *   none        nothing (how far two untraced runs differ, the pause
  *               included)
  *   waking      sched_waking per CPU, callchains, filter `pid == PID`
@@ -179,17 +180,27 @@ static void add(int fd, int owner, const char *filter)
         die("abcost: PERF_EVENT_IOC_ENABLE");
 }
 
-/* Whether MODE (parts joined by '+', or "tool") has `part`. */
+/* Modes that stand for several parts. */
+static const char *const aliases[][2] = {
+    {"tool", "waking+switch"},
+    {"exact", "wakingfc+own+kids+bigring"},
+    {"exactsw", "wakingfc+ownsw+kidssw+bigring"},
+    {"exactswrec", "wakingfc+ownsw+kidssw+bigring+records"},
+};
+
+/* MODE with an alias replaced by its parts. */
+static const char *expand(const char *mode)
+{
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
+        if (strcmp(mode, aliases[i][0]) == 0)
+            return aliases[i][1];
+    return mode;
+}
+
+/* Whether MODE (parts joined by '+', or an alias) has `part`. */
 static int has(const char *mode, const char *part)
 {
-    if (strcmp(mode, "tool") == 0)
-        mode = "waking+switch";
-    else if (strcmp(mode, "exact") == 0)
-        mode = "wakingfc+own+kids+bigring";
-    else if (strcmp(mode, "exactsw") == 0)
-        mode = "wakingfc+ownsw+kidssw+bigring";
-    else if (strcmp(mode, "exactswrec") == 0)
-        mode = "wakingfc+ownsw+kidssw+bigring+records";
+    mode = expand(mode);
     size_t n = strlen(part);
     for (const char *p = mode; p != NULL; p = strchr(p, '+') ? strchr(p, '+') + 1 : NULL)
         if (strncmp(p, part, n) == 0 && (p[n] == '+' || p[n] == '\0'))
@@ -216,10 +227,8 @@ static void open_mode(const char *mode, int pid)
 {
     if (has(mode, "offwake") || has(mode, "offwakestop"))
         start_tool(pid);
-
     if (has(mode, "bpftrace"))
         start_bpftrace(pid);
-
     size_t pages = 1 + (has(mode, "bigring") ? 1024 : 64);
     int last = last_pid();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -600,19 +609,19 @@ int main(int argc, char **argv)
     char **mode = argv + 3;
     if (rounds < 1 || trips < 1)
         return fprintf(stderr, "abcost: ROUNDS and TRIPS must be positive\n"), 2;
-    static const char *known[] = {"none",      "waking",    "wakingtask", "switch",
-                                  "cstask",    "dummytask", "switchcpu",  "wakingfc",
-                                  "own",       "kids",      "bigring",    "offwake",
-                                  "offwakestop", "ownsw",    "kidssw", "records", "bpftrace"};
+    static const char *known[] = {"none",     "waking",   "wakingtask", "switch",      "cstask",
+                                  "dummytask", "switchcpu", "wakingfc",  "own",         "kids",
+                                  "bigring",  "ownsw",    "kidssw",     "records",     "offwake",
+                                  "offwakestop", "bpftrace"};
     for (int m = 0; m < modes; m++) {
-        if (strcmp(mode[m], "tool") == 0 || strcmp(mode[m], "exact") == 0 ||
-            strcmp(mode[m], "exactsw") == 0 || strcmp(mode[m], "exactswrec") == 0)
-            continue;
         if ((has(mode[m], "offwake") || has(mode[m], "offwakestop") || has(mode[m], "bpftrace")) &&
             strchr(mode[m], '+'))
-            return fprintf(stderr, "abcost: %s: offwake and bpftrace run alone\n", mode[m]), 2;
+        {
+            fprintf(stderr, "abcost: %s: offwake, offwakestop and bpftrace run alone\n", mode[m]);
+            return 2;
+        }
         char copy[256];
-        snprintf(copy, sizeof copy, "%s", mode[m]);
+        snprintf(copy, sizeof copy, "%s", expand(mode[m]));
         for (char *save, *p = strtok_r(copy, "+", &save); p; p = strtok_r(NULL, "+", &save)) {
             int ok = 0;
             for (size_t k = 0; k < sizeof known / sizeof *known; k++)
