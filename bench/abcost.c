@@ -96,18 +96,25 @@ static void die(const char *what)
     exit(1);
 }
 
-static int tracepoint_id(const char *name)
+/* The number a file begins with; exits 1, with `hint` after the message,
+ * when it cannot be read. */
+static long long read_number(const char *path, const char *hint)
 {
-    char path[256];
-    int id = -1;
-    snprintf(path, sizeof path, "/sys/kernel/tracing/events/sched/%s/id", name);
+    long long n;
     FILE *f = fopen(path, "r");
-    if (f == NULL || fscanf(f, "%d", &id) != 1) {
-        fprintf(stderr, "abcost: cannot read %s (is tracefs mounted?)\n", path);
+    if (f == NULL || fscanf(f, "%lld", &n) != 1) {
+        fprintf(stderr, "abcost: cannot read %s%s\n", path, hint);
         exit(1);
     }
     fclose(f);
-    return id;
+    return n;
+}
+
+static int tracepoint_id(const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/sys/kernel/tracing/events/sched/%s/id", name);
+    return (int)read_number(path, " (is tracefs mounted?)");
 }
 
 static int open_event(struct perf_event_attr *a, int pid, int cpu)
@@ -144,30 +151,40 @@ static void tracepoint_attr(struct perf_event_attr *a, const char *name)
     a->sample_period = 1;
 }
 
+/* Samples carry the event's time_running (PERF_SAMPLE_READ), as the tool's
+ * per-task events do; inherited (by the threads PID creates) if `inherit`. */
+static void read_running(struct perf_event_attr *a, int inherit)
+{
+    a->sample_type |= PERF_SAMPLE_READ;
+    a->read_format = PERF_FORMAT_TOTAL_TIME_RUNNING;
+    a->inherit = inherit;
+    a->inherit_thread = inherit;
+}
+
+/* The event made the context-switches software event, every hit a sample
+ * without raw data (no tracepoint record to carry). */
+static void as_context_switches(struct perf_event_attr *a)
+{
+    a->type = PERF_TYPE_SOFTWARE;
+    a->config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+    a->sample_period = 1;
+    a->sample_type &= ~(unsigned long long)PERF_SAMPLE_RAW;
+}
+
 /* A tracepoint event as the tool opens it under -p: READ of time_running,
  * woken at a watermark, inherited (by the threads PID creates) if `inherit`. */
 static void tool_attr(struct perf_event_attr *a, const char *name, int inherit)
 {
     tracepoint_attr(a, name);
-    a->sample_type |= PERF_SAMPLE_READ;
-    a->read_format = PERF_FORMAT_TOTAL_TIME_RUNNING;
+    read_running(a, inherit);
     a->watermark = 1;
     a->wakeup_watermark = 1 << 20;
-    a->inherit = inherit;
-    a->inherit_thread = inherit;
 }
 
 /* The last pid the kernel allocated. */
 static int last_pid(void)
 {
-    int last = 0;
-    FILE *f = fopen("/proc/sys/kernel/ns_last_pid", "r");
-    if (f == NULL || fscanf(f, "%d", &last) != 1) {
-        fprintf(stderr, "abcost: cannot read /proc/sys/kernel/ns_last_pid\n");
-        exit(1);
-    }
-    fclose(f);
-    return last;
+    return (int)read_number("/proc/sys/kernel/ns_last_pid", "");
 }
 
 static void add(int fd, int owner, const char *filter)
@@ -230,7 +247,7 @@ static void open_mode(const char *mode, int pid)
     if (has(mode, "bpftrace"))
         start_bpftrace(pid);
     size_t pages = 1 + (has(mode, "bigring") ? 1024 : 64);
-    int last = last_pid();
+    int last = has(mode, "wakingfc") ? last_pid() : 0;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     for (int cpu = 0; cpu < cpus; cpu++) {
         struct perf_event_attr a;
@@ -259,22 +276,13 @@ static void open_mode(const char *mode, int pid)
         }
         if (has(mode, "switch")) {
             tracepoint_attr(&a, "sched_switch");
-            a.inherit = 1;
-            a.inherit_thread = 1;
-            a.sample_type |= PERF_SAMPLE_READ;
-            a.read_format = PERF_FORMAT_TOTAL_TIME_RUNNING;
+            read_running(&a, 1);
             add(open_event(&a, pid, cpu), owner, NULL);
         }
         if (has(mode, "cstask")) {
             base_attr(&a);
-            a.type = PERF_TYPE_SOFTWARE;
-            a.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
-            a.sample_period = 1;
-            a.inherit = 1;
-            a.inherit_thread = 1;
-            a.sample_type |= PERF_SAMPLE_READ;
-            a.sample_type &= ~(unsigned long long)PERF_SAMPLE_RAW;
-            a.read_format = PERF_FORMAT_TOTAL_TIME_RUNNING;
+            as_context_switches(&a);
+            read_running(&a, 1);
             add(open_event(&a, pid, cpu), owner, NULL);
         }
         if (has(mode, "dummytask")) {
@@ -308,9 +316,7 @@ static void open_mode(const char *mode, int pid)
              * event instead: no filter can drop the thread's own samples
              * from the kids' event. */
             tool_attr(&a, "sched_switch", 0);
-            a.type = PERF_TYPE_SOFTWARE;
-            a.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
-            a.sample_type &= ~(unsigned long long)PERF_SAMPLE_RAW;
+            as_context_switches(&a);
             a.context_switch = has(mode, "records");
             if (has(mode, "ownsw"))
                 add(open_event(&a, pid, cpu), owner, NULL);
@@ -398,15 +404,22 @@ static int perf_fds(pid_t pid)
     return n;
 }
 
+/* $VAR, which MODE needs (exits 2, saying so, when it is not set). */
+static const char *need_env(const char *var, const char *mode, const char *example)
+{
+    const char *value = getenv(var);
+    if (value == NULL) {
+        fprintf(stderr, "abcost: the %s mode needs %s=%s\n", mode, var, example);
+        exit(2);
+    }
+    return value;
+}
+
 static void start_tool(int pid)
 {
     char p[16];
     snprintf(p, sizeof p, "%d", pid);
-    const char *bin = getenv("ABCOST_TOOL");
-    if (bin == NULL) {
-        fprintf(stderr, "abcost: the offwake mode needs ABCOST_TOOL=path/to/offwake-perf\n");
-        exit(2);
-    }
+    const char *bin = need_env("ABCOST_TOOL", "offwake", "path/to/offwake-perf");
     setenv("OFFWAKE_TIMING", "1", 1);
     char *argv[] = {(char *)bin, "-f", "-p", p, NULL};
     start_process(argv, 2, "tracing active");
@@ -417,11 +430,7 @@ static void start_bpftrace(int pid)
 {
     char p[16];
     snprintf(p, sizeof p, "%d", pid);
-    const char *script = getenv("ABCOST_BT");
-    if (script == NULL) {
-        fprintf(stderr, "abcost: the bpftrace mode needs ABCOST_BT=path/to/offwake.bt\n");
-        exit(2);
-    }
+    const char *script = need_env("ABCOST_BT", "bpftrace", "path/to/offwake.bt");
     char *argv[] = {"bpftrace", (char *)script, p, NULL};
     start_process(argv, 1, "Attaching");
     tool_is_bpftrace = 1;
@@ -560,15 +569,8 @@ static void start_pair(void)
 static long long runtime_ns(pid_t pid)
 {
     char path[64];
-    long long ns = -1;
     snprintf(path, sizeof path, "/proc/%d/schedstat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL || fscanf(f, "%lld", &ns) != 1) {
-        fprintf(stderr, "abcost: cannot read %s\n", path);
-        exit(1);
-    }
-    fclose(f);
-    return ns;
+    return read_number(path, "");
 }
 
 static int use_cpu;
