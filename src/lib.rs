@@ -11,6 +11,7 @@ pub mod aggregate;
 pub mod backend;
 pub mod cli;
 pub mod command;
+pub mod diag;
 pub mod event;
 pub mod kallsyms;
 pub mod perf;

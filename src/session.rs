@@ -5,7 +5,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -18,6 +20,7 @@ use crate::aggregate::{
 use crate::backend::{Source, SourceConfig};
 use crate::cli::Cli;
 use crate::command;
+use crate::diag::diag;
 use crate::event::Event;
 use crate::report::{self, Frames, ReportOptions, ResolvedEntry, StackMode};
 use crate::symbolize::{ProcessMaps, Symbolizer};
@@ -56,10 +59,24 @@ fn install_signal_handlers() -> Result<()> {
 
 /// How the run ended, for the caller's exit status.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
-    Done,
-    /// stdout was closed under us: exit quietly.
-    BrokenPipe,
+pub struct Outcome {
+    /// How the command of `-- COMMAND` ended, when it did before the run.
+    pub command: Option<ExitStatus>,
+}
+
+impl Outcome {
+    /// The exit status the tool should end with: the command's, as `time`
+    /// and `strace` give it (128+N when signal N killed it), or 0.
+    pub fn exit_code(&self) -> u8 {
+        let Some(status) = self.command else {
+            return 0;
+        };
+        match (status.code(), status.signal()) {
+            (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
+            (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
+            (None, None) => 1,
+        }
+    }
 }
 
 /// Runs the whole job described by `cli`.
@@ -122,10 +139,10 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     let attached = launch.elapsed();
     maps.set_mmap_events(backend.delivers_mmaps());
     if let Some(notice) = &notes.fallback {
-        eprintln!("{notice}");
+        diag!("{notice}");
     }
     if !notes.stale_removed.is_empty() {
-        eprintln!(
+        diag!(
             "offwake-perf: removed {} ftrace instance(s) left behind by earlier runs that \
              were killed: {}",
             notes.stale_removed.len(),
@@ -133,7 +150,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         );
     }
     if std::env::var_os("OFFWAKE_TIMING").is_some() {
-        eprintln!(
+        diag!(
             "offwake-perf: tracing active {:.3} ms after launch ({} backend)",
             attached.as_secs_f64() * 1e3,
             backend.name()
@@ -149,9 +166,16 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         stacks: stack_mode,
     };
     let mut out = io::stdout().lock();
-    let header = report::header(&options, cli.duration);
-    if !header.is_empty() && write_out(&mut out, header.as_bytes())? == Outcome::BrokenPipe {
-        return Ok(Outcome::BrokenPipe);
+    let header = report::header(&options, cli.duration, child.is_some());
+    if !header.is_empty() && !write_out(&mut out, header.as_bytes())? {
+        // Nobody reads the report: stop tracing, and end as the command
+        // ends, if there is one.
+        drop(backend);
+        let command = child
+            .map(|mut c| c.wait())
+            .transpose()
+            .context("waiting for the command")?;
+        return Ok(Outcome { command });
     }
 
     let config = aggregate::Config {
@@ -208,18 +232,24 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     backend.finish(&mut sink)?;
     let source_stats = backend.stats();
 
-    if let Some(status) = child_status {
-        if !status.success() {
-            eprintln!("offwake-perf: the command exited with {status}");
-        }
-    } else if let Some(mut c) = child {
-        // Tracing ended first: the command keeps running on its own.
-        if let Ok(None) = c.try_wait() {
-            eprintln!(
+    if child_status.is_none()
+        && let Some(c) = child.as_mut()
+    {
+        // Tracing ended first (duration or signal): a command that has
+        // exited meanwhile (Ctrl-C reaches it too) still gives its status;
+        // one still running keeps running on its own.
+        match c.try_wait() {
+            Ok(Some(status)) => child_status = Some(status),
+            _ => diag!(
                 "offwake-perf: tracing ended; the command (pid {}) is still running",
                 c.id()
-            );
+            ),
         }
+    }
+    if let Some(status) = child_status
+        && !status.success()
+    {
+        diag!("offwake-perf: the command exited with {status}");
     }
 
     let switch_ins_from_records = backend.switch_ins_from_records();
@@ -232,13 +262,17 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     drop(buffered);
     match written {
         Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(Outcome::BrokenPipe),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+            return Ok(Outcome {
+                command: child_status,
+            });
+        }
         Err(e) => return Err(e).context("writing the report"),
     }
 
     let stats = result.stats;
     if stats.missed_stacks > 0 {
-        eprintln!(
+        diag!(
             "WARNING: {} stack traces lost and could not be displayed. \
              Consider increasing --stack-storage-size.",
             stats.missed_stacks
@@ -247,14 +281,14 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     // Counted from the (backend-neutral) Lost events the aggregator saw.
     let lost = stats.lost_records;
     if lost > 0 || stats.discarded_lost > 0 {
-        eprintln!(
+        diag!(
             "WARNING: {lost} records lost; {} intervals that could span a loss were discarded. \
              Consider a larger --mmap-pages.",
             stats.discarded_lost
         );
     }
     if stats.switch_ins_from_backstop > 0 && !switch_ins_from_records {
-        eprintln!(
+        diag!(
             "NOTE: the kernel's sched_switch did not report {} switch-ins; they were taken \
              from perf context-switch records. Wakeups the kernel did not report either \
              leave those intervals without a waker.",
@@ -262,7 +296,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         );
     }
     if stats.switch_in_unseen > 0 {
-        eprintln!(
+        diag!(
             "NOTE: {} intervals were dropped: their thread ran again but the kernel never \
              reported the switch-in that ended them (some kernels skip sched_switch when a \
              CPU leaves its idle task, or while certain tasks run).",
@@ -270,7 +304,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         );
     }
     if stats.wakeup_unseen > 0 {
-        eprintln!(
+        diag!(
             "NOTE: {} intervals of sleep have an empty waker: no wakeup was read for \
              them (some kernels skip sched_waking in a CPU's idle task, or while certain \
              tasks run; with -p, see the README on threads created during tracing).",
@@ -278,32 +312,37 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         );
     }
     if stats.switch_in_unknown > 0 {
-        eprintln!(
+        diag!(
             "NOTE: {} intervals were dropped: their thread ran again, but when it had \
              switched in could not be told (it was already running when tracing began, or \
              records may have been lost).",
             stats.switch_in_unknown
         );
     }
-    eprintln!(
+    diag!(
         "offwake-perf: {} records read, {lost} lost; {} intervals counted, {} discarded \
          for a possible loss, {} outside -m/-M",
-        source_stats.records, stats.intervals, stats.discarded_lost, stats.out_of_range
+        source_stats.records,
+        stats.intervals,
+        stats.discarded_lost,
+        stats.out_of_range
     );
     if source_stats.malformed > 0 {
-        eprintln!(
+        diag!(
             "WARNING: {} malformed records skipped",
             source_stats.malformed
         );
     }
-    Ok(Outcome::Done)
+    Ok(Outcome {
+        command: child_status,
+    })
 }
 
-/// Writes to stdout, mapping EPIPE to [`Outcome::BrokenPipe`].
-fn write_out(out: &mut dyn Write, bytes: &[u8]) -> Result<Outcome> {
+/// Writes to stdout: false when it is a closed pipe (EPIPE).
+fn write_out(out: &mut dyn Write, bytes: &[u8]) -> Result<bool> {
     match out.write_all(bytes).and_then(|()| out.flush()) {
-        Ok(()) => Ok(Outcome::Done),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(Outcome::BrokenPipe),
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
         Err(e) => Err(e).context("writing to stdout"),
     }
 }
@@ -436,7 +475,7 @@ fn symbolize_entries(
     progress.done();
     // Each warning carries its own "WARNING:" prefix.
     for w in symbolizer.warnings() {
-        eprintln!("{w}");
+        diag!("{w}");
     }
 
     // Parts hidden by -U/-K were never stored (StackRef::Empty), and the
@@ -492,17 +531,17 @@ impl Progress {
         if (self.done.is_multiple_of(64) || self.done == self.total)
             && self.started.elapsed() > Duration::from_secs(1)
         {
-            eprint!(
+            crate::diag::write(format_args!(
                 "\roffwake-perf: symbolizing stacks {}/{}",
                 self.done, self.total
-            );
+            ));
             self.shown = true;
         }
     }
 
     fn done(&self) {
         if self.shown {
-            eprintln!();
+            diag!("");
         }
     }
 }

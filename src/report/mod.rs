@@ -49,8 +49,9 @@ pub struct ResolvedEntry {
 }
 
 /// The header line (with its newline) printed at start, or "" for folded
-/// output. `duration` is the traced seconds, None until Ctrl-C.
-pub fn header(options: &ReportOptions, duration: Option<u64>) -> String {
+/// output. `duration` is the traced seconds, None until Ctrl-C; `command`
+/// is true when a command was started, whose exit also ends tracing.
+pub fn header(options: &ReportOptions, duration: Option<u64>, command: bool) -> String {
     if options.folded {
         return String::new();
     }
@@ -59,9 +60,11 @@ pub fn header(options: &ReportOptions, duration: Option<u64>) -> String {
         StackMode::UserOnly => "user",
         StackMode::KernelOnly => "kernel",
     };
-    let tail = match duration {
-        Some(secs) => format!(" for {secs} secs."),
-        None => "... Hit Ctrl-C to end.".to_string(),
+    let tail = match (duration, command) {
+        (Some(secs), false) => format!(" for {secs} secs."),
+        (Some(secs), true) => format!(" for {secs} secs, or until the command exits."),
+        (None, false) => "... Hit Ctrl-C to end.".to_string(),
+        (None, true) => " until the command exits.".to_string(),
     };
     format!("Tracing blocked time (us) by {what} off-CPU and waker stack{tail}\n")
 }
@@ -242,22 +245,39 @@ mod tests {
     fn headers() {
         let both = opts(false, false, StackMode::Both);
         assert_eq!(
-            header(&both, Some(5)),
+            header(&both, Some(5), false),
             "Tracing blocked time (us) by user + kernel off-CPU and waker stack for 5 secs.\n"
         );
         assert_eq!(
-            header(&both, None),
+            header(&both, None, false),
             "Tracing blocked time (us) by user + kernel off-CPU and waker stack... Hit Ctrl-C to end.\n"
         );
         assert_eq!(
-            header(&opts(false, true, StackMode::UserOnly), None),
+            header(&opts(false, true, StackMode::UserOnly), None, false),
             "Tracing blocked time (us) by user off-CPU and waker stack... Hit Ctrl-C to end.\n"
         );
         assert_eq!(
-            header(&opts(false, false, StackMode::KernelOnly), Some(10)),
+            header(&opts(false, false, StackMode::KernelOnly), Some(10), false),
             "Tracing blocked time (us) by kernel off-CPU and waker stack for 10 secs.\n"
         );
-        assert_eq!(header(&opts(true, false, StackMode::Both), Some(5)), "");
+        assert_eq!(
+            header(&opts(true, false, StackMode::Both), Some(5), false),
+            ""
+        );
+        assert_eq!(header(&opts(true, false, StackMode::Both), None, true), "");
+    }
+
+    #[test]
+    fn headers_with_a_command_say_its_exit_ends_tracing() {
+        let both = opts(false, false, StackMode::Both);
+        assert_eq!(
+            header(&both, None, true),
+            "Tracing blocked time (us) by user + kernel off-CPU and waker stack until the command exits.\n"
+        );
+        assert_eq!(
+            header(&both, Some(3), true),
+            "Tracing blocked time (us) by user + kernel off-CPU and waker stack for 3 secs, or until the command exits.\n"
+        );
     }
 
     #[test]

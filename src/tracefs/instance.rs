@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use super::Tracefs;
+use crate::diag::diag;
 
 /// Prefix of our instances' names: `offwake-perf.<pid>.<start time>`.
 pub const NAME_PREFIX: &str = "offwake-perf.";
@@ -251,7 +252,7 @@ impl Instance {
 impl Drop for Instance {
     fn drop(&mut self) {
         if let Err(e) = self.remove_inner() {
-            eprintln!("offwake-perf: {e:#}");
+            diag!("offwake-perf: {e:#}");
         }
     }
 }
@@ -302,7 +303,7 @@ pub fn remove_stale(tracefs: &Tracefs) -> Vec<String> {
         }
         match std::fs::remove_dir(entry.path()) {
             Ok(()) => removed.push(name.to_string()),
-            Err(e) => eprintln!(
+            Err(e) => diag!(
                 "offwake-perf: cannot remove the stale ftrace instance {}: {e}",
                 entry.path().display()
             ),

@@ -1,0 +1,131 @@
+//! How a run ends: the exit status after `-- COMMAND` (the command's), the
+//! header that says what ends tracing, and a closed stderr, which must
+//! neither crash the tool nor change its status.
+
+mod common;
+
+use std::process::{Command, ExitStatus, Stdio};
+
+use common::*;
+
+/// Runs the tool with `args`, its stdout discarded and its stderr a pipe
+/// whose reading end is already closed, so every write to it fails with
+/// EPIPE.
+fn run_with_closed_stderr(args: &[&str]) -> ExitStatus {
+    let (reader, writer) = std::io::pipe().expect("creating a pipe");
+    drop(reader);
+    tool()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(writer)
+        .status()
+        .expect("running offwake-perf")
+}
+
+/// The error path (a PID that does not exist) writes its message to a
+/// closed stderr and still exits 1, not 101 (a panic).
+#[test]
+fn an_error_on_a_closed_stderr_keeps_its_status() {
+    let status = run_with_closed_stderr(&["-p", "2147483646", "1"]);
+    assert_eq!(status.code(), Some(1), "{status}");
+}
+
+/// A traced run prints its summary to a closed stderr, under both
+/// backends, and exits with the command's status.
+#[test]
+fn a_traced_run_on_a_closed_stderr_keeps_its_status() {
+    if !live() {
+        return;
+    }
+    for backend in ["perf", "tracefs"] {
+        for (script, code) in [("sleep 0.2", 0), ("sleep 0.2; exit 4", 4)] {
+            let status =
+                run_with_closed_stderr(&["--backend", backend, "-f", "--", "sh", "-c", script]);
+            assert_eq!(status.code(), Some(code), "{backend}, {script}: {status}");
+        }
+    }
+}
+
+/// `-- COMMAND` ends with the command's exit code, or 128+N when signal N
+/// killed it; the header says the command's exit ends tracing.
+#[test]
+fn the_command_status_is_the_tool_status() {
+    if !live() {
+        return;
+    }
+    for (script, code) in [
+        ("exit 0", 0),
+        ("exit 3", 3),
+        ("exit 255", 255),
+        ("kill -KILL $$", 128 + 9),
+        ("kill -TERM $$", 128 + 15),
+    ] {
+        let out = run(&["--", "sh", "-c", script]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{script}: {stderr}");
+        assert!(
+            stdout.starts_with(
+                "Tracing blocked time (us) by user + kernel off-CPU and waker stack \
+                 until the command exits.\n"
+            ),
+            "{script}: {stdout}"
+        );
+        assert!(!stdout.contains("Ctrl-C"), "{stdout}");
+    }
+}
+
+/// With a duration too, the header names both ends, and a command that
+/// outlives the duration leaves the tool's own status (0).
+#[test]
+fn a_command_outliving_the_duration_leaves_status_zero() {
+    if !live() {
+        return;
+    }
+    let out = run(&["1", "--", "sh", "-c", "sleep 3; exit 7"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout.starts_with(
+            "Tracing blocked time (us) by user + kernel off-CPU and waker stack \
+             for 1 secs, or until the command exits.\n"
+        ),
+        "{stdout}"
+    );
+    assert!(stderr.contains("is still running"), "{stderr}");
+}
+
+/// A failure of the tool itself keeps the tool's code, whatever the
+/// command would have done.
+#[test]
+fn a_command_that_cannot_start_is_the_tool_failing() {
+    if !live() {
+        return;
+    }
+    let out = run(&["--", "/nonexistent/offwake-exit-test"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("/nonexistent/offwake-exit-test"),
+        "{stderr}"
+    );
+}
+
+/// When nobody reads the report (stdout closed before the header), tracing
+/// stops but the tool still ends as the command does.
+#[test]
+fn a_closed_stdout_still_gives_the_command_status() {
+    if !live() {
+        return;
+    }
+    let (reader, writer) = std::io::pipe().expect("creating a pipe");
+    drop(reader);
+    let status = Command::new(env!("CARGO_BIN_EXE_offwake-perf"))
+        .args(["--", "sh", "-c", "sleep 0.2; exit 6"])
+        .stdout(writer)
+        .stderr(Stdio::null())
+        .status()
+        .expect("running offwake-perf");
+    assert_eq!(status.code(), Some(6), "{status}");
+}
