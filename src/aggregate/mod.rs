@@ -312,8 +312,13 @@ impl Aggregator {
             return None;
         }
         match (self.lookup)(tid) {
-            Some(info) => {
-                self.tasks.tasks.insert(tid, info);
+            Some(mut info) => {
+                // A comm an event gave is what the thread was called then;
+                // /proc says what it is called now.
+                if let Some(&comm) = self.seen_comms.get(&tid) {
+                    info.comm = comm;
+                }
+                self.insert_task(tid, info);
                 Some(info)
             }
             None => {
@@ -367,6 +372,8 @@ impl Aggregator {
         (kernel, user)
     }
 
+    /// Records the comm an event gave for `tid`: in the task table when
+    /// the thread is there, else with the comms seen for threads it lacks.
     fn learn_comm(&mut self, tid: u32, comm: Comm) {
         if tid == 0 {
             return;
@@ -379,6 +386,32 @@ impl Aggregator {
         }
     }
 
+    /// Adds `tid` to the task table; what it says of the comm is now the
+    /// latest, so an older one seen in events is forgotten.
+    fn insert_task(&mut self, tid: u32, info: TaskInfo) {
+        self.tasks.tasks.insert(tid, info);
+        self.seen_comms.remove(&tid);
+    }
+
+    /// A thread's latest comm, for a switch-in or a wakeup whose event
+    /// does not carry it: from the events that did (switches, wakeups,
+    /// comm records) or the table, then a thread that exited, then
+    /// `/proc`, and `[unknown]` when nothing knows it. Never empty for a
+    /// thread seen in an event, even one missing from the table (started
+    /// between the `/proc` scan and the start of tracing) and gone before
+    /// the report.
+    fn comm_of(&mut self, tid: u32) -> Comm {
+        if let Some(info) = self.tasks.tasks.get(&tid) {
+            return info.comm;
+        }
+        if let Some(&comm) = self.seen_comms.get(&tid) {
+            return comm;
+        }
+        self.task_info(tid)
+            .map(|info| info.comm)
+            .unwrap_or_else(|| Comm::from(UNKNOWN_COMM))
+    }
+
     fn on_switch(&mut self, time: u64, cpu: u32, s: &Switch) {
         // Switch-in of next.
         let next_key = ThreadKey::new(s.next_tid, cpu);
@@ -388,16 +421,11 @@ impl Aggregator {
         self.learn_comm(s.next_tid, s.next_comm);
 
         // Switch-out of prev.
-        if s.prev_tid != 0 {
-            match self.tasks.tasks.get_mut(&s.prev_tid) {
-                Some(info) => {
-                    info.comm = s.prev_comm;
-                    info.tgid = s.prev_tgid;
-                }
-                None => {
-                    self.seen_comms.insert(s.prev_tid, s.prev_comm);
-                }
-            }
+        self.learn_comm(s.prev_tid, s.prev_comm);
+        if s.prev_tid != 0
+            && let Some(info) = self.tasks.tasks.get_mut(&s.prev_tid)
+        {
+            info.tgid = s.prev_tgid;
         }
         // A task leaving as X or Z (its final switch) never comes back:
         // keep no state, and store no stack, for an interval that cannot end.
@@ -458,26 +486,23 @@ impl Aggregator {
         let Some(open) = self.open.remove(&ThreadKey::new(r.tid, 0)) else {
             return;
         };
-        let comm = self.task_info(r.tid).map(|t| t.comm).unwrap_or_default();
+        let comm = self.comm_of(r.tid);
         match r.since {
             Some(since) => self.close_late(time, since, r.tid, comm, open),
             None => self.stats.switch_in_unknown += 1,
         }
     }
 
-    /// A switch-in that `sched_switch` did not report: closes the interval
-    /// like a `next_pid` would, with the comm the task table knows.
+    /// A switch-in that `sched_switch` did not report (the kernel skipped
+    /// it, or a `--state` filter dropped that switch): closes the interval
+    /// like a `next_pid` would, with the latest comm known.
     fn on_switch_in(&mut self, time: u64, cpu: u32, s: &SwitchIn) {
         let key = ThreadKey::new(s.tid, cpu);
         if let Some(open) = self.open.remove(&key) {
             let comm = if s.tid == 0 {
                 Comm::from(format!("swapper/{cpu}").as_str())
             } else {
-                self.tasks
-                    .tasks
-                    .get(&s.tid)
-                    .map(|t| t.comm)
-                    .unwrap_or_default()
+                self.comm_of(s.tid)
             };
             self.stats.switch_ins_from_backstop += 1;
             self.close(time, false, s.tid, comm, open);
@@ -544,9 +569,7 @@ impl Aggregator {
         let comm = if w.waker_tid == 0 {
             Comm::from(format!("swapper/{cpu}").as_str())
         } else {
-            self.task_info(w.waker_tid)
-                .map(|info| info.comm)
-                .unwrap_or_else(|| Comm::from(UNKNOWN_COMM))
+            self.comm_of(w.waker_tid)
         };
         let (kernel, user) = self.intern(w.waker_tgid, time, &w.stack);
         if let Some(open) = self.open.get_mut(&key) {
@@ -568,14 +591,9 @@ impl Aggregator {
     }
 
     fn on_fork(&mut self, f: &Fork) {
-        let comm = self
-            .tasks
-            .tasks
-            .get(&f.parent_tid)
-            .or_else(|| self.exited.get(&f.parent_tid))
-            .map(|p| p.comm)
-            .unwrap_or_default();
-        self.tasks.tasks.insert(
+        // A new thread starts with its parent's comm.
+        let comm = self.comm_of(f.parent_tid);
+        self.insert_task(
             f.tid,
             TaskInfo {
                 tgid: f.tgid,
@@ -613,7 +631,7 @@ impl Aggregator {
         if c.exec {
             self.stacks.bump_generation(c.tgid);
             self.unknown.remove(&c.tid);
-            self.tasks.tasks.insert(
+            self.insert_task(
                 c.tid,
                 TaskInfo {
                     tgid: c.tgid,
@@ -906,6 +924,121 @@ mod tests {
         let r = a.finish();
         assert_eq!(only(&r).total_us, 10);
         assert_eq!(r.stats.switch_ins_from_backstop, 0);
+    }
+
+    /// `tid` blocks in state D as `comm`, a thread the task table lacks.
+    fn out_as(time: u64, tid: u32, comm: &str) -> Event {
+        let mut e = switch(time, 0, tid, D, chain(&[0xf1], &[0x4001]), 0, "swapper/0");
+        if let EventKind::Switch(s) = &mut e.kind {
+            s.prev_comm = Comm::from(comm);
+        }
+        e
+    }
+
+    /// `waker` wakes `wakee`, whose comm the event gives as `comm`.
+    fn waking_of(time: u64, waker: u32, wakee: u32, comm: &str) -> Event {
+        let mut e = waking(time, 0, waker, wakee, chain(&[0xe1], &[]));
+        if let EventKind::Waking(w) = &mut e.kind {
+            w.wakee_comm = Comm::from(comm);
+        }
+        e
+    }
+
+    /// A process started after the `/proc` scan but before tracing (no
+    /// fork record, not in the table) and gone before the report: when its
+    /// switch-in comes from a context-switch record (the kernel dropped
+    /// that `sched_switch`, e.g. under a `--state` filter), its comm is
+    /// the one its own switch-out carried, not empty.
+    #[test]
+    fn a_switch_in_record_takes_the_comm_events_gave() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out_as(1_000, 500, "dd"),
+                waking_of(5_000, 200, 500, "dd"),
+                switch_in_record(21_000, 0, 500),
+                out_as(30_000, 500, "dd"),
+                switch_in_record(41_000, 0, 500),
+            ],
+        );
+        let r = a.finish();
+        assert_eq!(r.entries.len(), 2, "{:#?}", r.entries);
+        for e in &r.entries {
+            assert_eq!(e.key.target_comm.as_str(), "dd", "{e:#?}");
+        }
+    }
+
+    /// The comm a thread was renamed to while it slept (a comm record)
+    /// is its comm at a switch-in told by a record.
+    #[test]
+    fn a_switch_in_record_takes_a_rename_during_the_sleep() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out_as(1_000, 500, "before"),
+                ev(
+                    2_000,
+                    EventKind::Comm(CommChange {
+                        tid: 500,
+                        tgid: 500,
+                        comm: Comm::from("after"),
+                        exec: false,
+                    }),
+                ),
+                switch_in_record(21_000, 0, 500),
+            ],
+        );
+        assert_eq!(only(&a.finish()).key.target_comm.as_str(), "after");
+    }
+
+    /// The last slice of a thread the table lacks, told as it stopped
+    /// being traced, also keeps the comm of its switch-out.
+    #[test]
+    fn a_last_slice_takes_the_comm_events_gave() {
+        let mut a = agg(config());
+        run(
+            &mut a,
+            &[
+                out_as(1_000, 500, "dd"),
+                ev(
+                    30_000,
+                    EventKind::Ran(Ran {
+                        tid: 500,
+                        since: Some(21_000),
+                    }),
+                ),
+            ],
+        );
+        let e = only(&a.finish());
+        assert_eq!(e.key.target_comm.as_str(), "dd");
+        assert_eq!(e.total_us, 20);
+    }
+
+    /// A comm an event gave wins over what `/proc` says later.
+    #[test]
+    fn an_event_comm_wins_over_a_later_proc_lookup() {
+        let mut a = Aggregator::new(config(), table()).with_task_lookup(Box::new(|tid| {
+            Some(TaskInfo {
+                tgid: tid,
+                comm: Comm::from("from-proc"),
+                kthread: false,
+            })
+        }));
+        run(
+            &mut a,
+            &[
+                out_as(1_000, 500, "dd"),
+                // The wakeup asks the lookup about its waker, 1500, and
+                // 500's own comm stays the one its switch-out gave.
+                waking_of(5_000, 1500, 500, "dd"),
+                switch_in_record(21_000, 0, 500),
+            ],
+        );
+        let e = only(&a.finish());
+        assert_eq!(e.key.target_comm.as_str(), "dd");
+        assert_eq!(e.key.waker_comm.as_str(), "from-proc");
     }
 
     #[test]
