@@ -319,6 +319,9 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             stats.switch_in_unknown
         );
     }
+    for note in aggregate::quiet::notes(&result.quiet, state.is_some()) {
+        diag!("{note}");
+    }
     diag!(
         "offwake-perf: {} records read, {lost} lost; {} intervals counted, {} discarded \
          for a possible loss, {} outside -m/-M",

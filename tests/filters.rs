@@ -88,6 +88,13 @@ fn sleeping_pid_reads_nothing(backend: &str) {
         f <= bound,
         "-p of a sleeping process read {f} records, more than {bound} (system-wide: {e}):\n{filtered}"
     );
+    // The empty report is not left without a word.
+    assert!(
+        filtered.contains(&format!(
+            "NOTE: no scheduler event was read for PID {pid} (sleep), so it has no entry"
+        )),
+        "no NOTE on the silent target:\n{filtered}"
+    );
 }
 
 #[test]
@@ -149,6 +156,15 @@ fn state_filter_drops_switch_outs_in_the_kernel() {
             .all(|b| b.target_comm != "reader"),
         "reader slept in S, not D:\n{d_out}"
     );
+    // Nothing of the workload's is in D: the run says why it shows nothing
+    // of it; the S run shows it, and says nothing of the kind.
+    assert!(
+        d_err.contains(&format!(
+            "no scheduler event was read for PID {pid} (pipewake)"
+        )) && d_err.contains("only in states --state does not select"),
+        "no NOTE on the target with nothing in D:\n{d_err}"
+    );
+    assert!(!all_err.contains("so it has no entry"), "{all_err}");
     let (a, d) = (records_read(&all_err), records_read(&d_err));
     assert!(
         a >= 400,

@@ -14,6 +14,7 @@
 //! are reused by a fork, lose their pending state.
 
 pub mod filter;
+pub mod quiet;
 pub mod stacks;
 pub mod tasks;
 
@@ -26,6 +27,7 @@ use crate::event::{
     Waking,
 };
 
+use quiet::{QuietTarget, Tally, TargetKind};
 use stacks::StackInterner;
 use tasks::KTHREADD_TID;
 
@@ -133,6 +135,9 @@ pub struct Aggregate {
     pub entries: Vec<Entry>,
     pub stacks: StackTable,
     pub stats: Stats,
+    /// The named targets (`-p`, `-t`, `-- COMMAND`) that gave no interval,
+    /// in order of id.
+    pub quiet: Vec<QuietTarget>,
 }
 
 /// Looks up a thread the task table does not know (default:
@@ -203,6 +208,8 @@ pub struct Aggregator {
     seen_comms: FxHashMap<u32, Comm>,
     /// Target processes under `ThreadFilter::Command`.
     command_tgids: FxHashSet<u32>,
+    /// Switch-outs and intervals per named target.
+    tally: Tally,
     stacks: StackInterner,
     entries: FxHashMap<EntryKey, u64>,
     stats: Stats,
@@ -228,6 +235,7 @@ impl Aggregator {
             open: FxHashMap::default(),
             seen_comms: FxHashMap::default(),
             command_tgids: FxHashSet::default(),
+            tally: Tally::default(),
             stacks,
             entries: FxHashMap::default(),
             stats: Stats::default(),
@@ -275,6 +283,7 @@ impl Aggregator {
 
     pub fn finish(mut self) -> Aggregate {
         self.stats.missed_stacks = self.stacks.missed;
+        let quiet = self.quiet_targets();
         // A waker that had not been seen when it woke (running since before
         // tracing, gone before /proc could say) may have shown its comm
         // later, in its own switches.
@@ -296,6 +305,46 @@ impl Aggregator {
                 .collect(),
             stacks: self.stacks.into_table(),
             stats: self.stats,
+            quiet,
+        }
+    }
+
+    /// The named targets that gave no interval, in order of id.
+    fn quiet_targets(&mut self) -> Vec<QuietTarget> {
+        let mut named: Vec<(TargetKind, u32)> = match &self.config.threads {
+            ThreadFilter::Tgids(set) => set.iter().map(|&p| (TargetKind::Process, p)).collect(),
+            ThreadFilter::Tids(set) => set.iter().map(|&t| (TargetKind::Thread, t)).collect(),
+            ThreadFilter::Command { root } => vec![(TargetKind::Command, *root)],
+            _ => Vec::new(),
+        };
+        named.sort_unstable_by_key(|&(_, id)| id);
+        let mut quiet = Vec::new();
+        for (kind, id) in named {
+            let counts = self.tally.get(id);
+            if counts.intervals == 0 {
+                quiet.push(QuietTarget {
+                    kind,
+                    id,
+                    comm: self.comm_of(id),
+                    switch_outs: counts.switch_outs,
+                });
+            }
+        }
+        quiet
+    }
+
+    /// The named target a thread belongs to (what [`Tally`] counts by):
+    /// its process under `-p`, itself under `-t`, the command's first
+    /// process under `-- COMMAND`; `None` when it is not one, or when no
+    /// target was named.
+    fn tally_key(&self, tid: u32, tgid: u32) -> Option<u32> {
+        match &self.config.threads {
+            ThreadFilter::Tgids(set) => set.contains(&tgid).then_some(tgid),
+            ThreadFilter::Tids(set) => set.contains(&tid).then_some(tid),
+            ThreadFilter::Command { root } => {
+                (tid != 0 && self.command_tgids.contains(&tgid)).then_some(*root)
+            }
+            _ => None,
         }
     }
 
@@ -429,6 +478,11 @@ impl Aggregator {
         }
         // A task leaving as X or Z (its final switch) never comes back:
         // keep no state, and store no stack, for an interval that cannot end.
+        if !s.is_final()
+            && let Some(target) = self.tally_key(s.prev_tid, s.prev_tgid)
+        {
+            self.tally.switch_out(target);
+        }
         let opened = if !s.is_final() && self.is_target(s) {
             let (kernel, user) = self.intern(s.prev_tgid, time, &s.stack);
             Some(OpenInterval {
@@ -555,6 +609,9 @@ impl Aggregator {
         let total = self.entries.entry(key).or_insert(0);
         *total = total.saturating_add(us);
         self.stats.intervals += 1;
+        if let Some(target) = self.tally_key(tid, open.tgid) {
+            self.tally.interval(target);
+        }
     }
 
     fn on_waking(&mut self, time: u64, cpu: u32, w: &Waking) {
@@ -1039,6 +1096,75 @@ mod tests {
         let e = only(&a.finish());
         assert_eq!(e.key.target_comm.as_str(), "dd");
         assert_eq!(e.key.waker_comm.as_str(), "from-proc");
+    }
+
+    /// Named targets that gave no interval are reported, with how many of
+    /// their switch-outs were read; the others are not.
+    #[test]
+    fn named_targets_without_an_interval_are_quiet() {
+        let mut c = config();
+        c.threads = ThreadFilter::Tgids([100, 200, 400].into_iter().collect());
+        let mut a = agg(c);
+        run(
+            &mut a,
+            &[
+                // 101 (of process 100) gives an interval.
+                out(1_000, 0, 101),
+                back_in(5_000, 0, 101, "app"),
+                // 200 switches out twice; neither interval ends.
+                out(6_000, 1, 200),
+                switch(7_000, 1, 200, S, chain(&[0xf1], &[]), 0, "swapper/1"),
+                // 400 is never seen; 500 is not named.
+                out(8_000, 0, 500),
+                back_in(9_000, 0, 500, "x"),
+            ],
+        );
+        let r = a.finish();
+        assert_eq!(target_tids(&r), [101]);
+        assert_eq!(
+            r.quiet,
+            [
+                QuietTarget {
+                    kind: TargetKind::Process,
+                    id: 200,
+                    comm: Comm::from("prev"),
+                    switch_outs: 2,
+                },
+                QuietTarget {
+                    kind: TargetKind::Process,
+                    id: 400,
+                    comm: Comm::from("other"),
+                    switch_outs: 0,
+                },
+            ]
+        );
+    }
+
+    /// Under `-- COMMAND` the command and what it started are one target;
+    /// system-wide there is none.
+    #[test]
+    fn the_command_is_one_quiet_target_and_system_wide_has_none() {
+        let mut c = config();
+        c.threads = ThreadFilter::Command { root: 1000 };
+        let mut a = agg(c);
+        let exec = ev(
+            0,
+            EventKind::Comm(CommChange {
+                tid: 1000,
+                tgid: 1000,
+                comm: Comm::from("cmd"),
+                exec: true,
+            }),
+        );
+        run(&mut a, &[exec]);
+        let r = a.finish();
+        assert_eq!(r.quiet.len(), 1);
+        assert_eq!(r.quiet[0].kind, TargetKind::Command);
+        assert_eq!(r.quiet[0].comm.as_str(), "cmd");
+
+        let mut c = config();
+        c.threads = ThreadFilter::All;
+        assert!(agg(c).finish().quiet.is_empty());
     }
 
     #[test]

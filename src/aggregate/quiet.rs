@@ -1,0 +1,236 @@
+//! Named targets that gave no interval. Each `-p` process, `-t` thread or
+//! `-- COMMAND` is tallied as its switch-outs are read and its intervals
+//! counted, so that the end of a run can say which of them has no entry
+//! and what that can mean, instead of printing an empty report with no
+//! word.
+
+use rustc_hash::FxHashMap;
+
+use crate::event::Comm;
+
+/// What the user named.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetKind {
+    /// A `-p` process (all its threads).
+    Process,
+    /// A `-t` thread.
+    Thread,
+    /// The `-- COMMAND` and every process it started.
+    Command,
+}
+
+/// A named target that gave no interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuietTarget {
+    pub kind: TargetKind,
+    /// Its PID (the command's first process) or TID.
+    pub id: u32,
+    pub comm: Comm,
+    /// Switch-outs of it that were read (its final ones, as it exits,
+    /// not counted).
+    pub switch_outs: u64,
+}
+
+/// Switch-outs read and intervals counted, per named target.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Counts {
+    pub(crate) switch_outs: u64,
+    pub(crate) intervals: u64,
+}
+
+/// [`Counts`] by target id (the key the aggregator derives from a thread).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tally {
+    counts: FxHashMap<u32, Counts>,
+}
+
+impl Tally {
+    pub(crate) fn switch_out(&mut self, target: u32) {
+        let c = self.counts.entry(target).or_default();
+        c.switch_outs = c.switch_outs.saturating_add(1);
+    }
+
+    pub(crate) fn interval(&mut self, target: u32) {
+        let c = self.counts.entry(target).or_default();
+        c.intervals = c.intervals.saturating_add(1);
+    }
+
+    pub(crate) fn get(&self, target: u32) -> Counts {
+        self.counts.get(&target).copied().unwrap_or_default()
+    }
+}
+
+/// Most targets one NOTE names; the rest are counted.
+const NAMED_PER_NOTE: usize = 8;
+
+/// The NOTE lines (without newlines) for targets that gave no interval:
+/// one for those none of whose switch-outs was read, one for those whose
+/// switch-outs gave nothing. `state_filter` says whether `--state` was
+/// given, which is one more reason for either.
+pub fn notes(quiet: &[QuietTarget], state_filter: bool) -> Vec<String> {
+    let (unseen, unpaired): (Vec<&QuietTarget>, Vec<&QuietTarget>) =
+        quiet.iter().partition(|q| q.switch_outs == 0);
+    let mut out = Vec::new();
+    if !unseen.is_empty() {
+        out.push(format!(
+            "NOTE: no scheduler event was read for {}, so {} no entry: {} switch out \
+             while traced (running, or blocked, throughout){}, or the kernel did not report \
+             {} events (some kernels hide the scheduler events of certain tasks).",
+            names(&unseen),
+            if unseen.len() == 1 {
+                "it has"
+            } else {
+                "they have"
+            },
+            if unseen.len() == 1 {
+                "it did not"
+            } else {
+                "none of them did"
+            },
+            if state_filter {
+                ", or only in states --state does not select"
+            } else {
+                ""
+            },
+            if unseen.len() == 1 { "its" } else { "their" },
+        ));
+    }
+    if !unpaired.is_empty() {
+        let switch_outs: u64 = unpaired.iter().map(|q| q.switch_outs).sum();
+        out.push(format!(
+            "NOTE: {} switched out {switch_outs} time{} but {} no entry: none of those \
+             intervals ended while traced, or each was dropped ({}-m/-M, or a reason \
+             another NOTE gives).",
+            names(&unpaired),
+            if switch_outs == 1 { "" } else { "s" },
+            if unpaired.len() == 1 { "has" } else { "have" },
+            if state_filter { "--state, " } else { "" },
+        ));
+    }
+    out
+}
+
+/// "PID 1 (systemd), TID 7 (worker) and 3 more": comms escaped, so that a
+/// traced process cannot write a line of its own into the NOTE.
+fn names(targets: &[&QuietTarget]) -> String {
+    let mut parts: Vec<String> = targets
+        .iter()
+        .take(NAMED_PER_NOTE)
+        .map(|q| {
+            let comm = q.comm.as_str().escape_debug().to_string();
+            match q.kind {
+                TargetKind::Process => format!("PID {} ({comm})", q.id),
+                TargetKind::Thread => format!("TID {} ({comm})", q.id),
+                TargetKind::Command => format!("the command (PID {}, {comm})", q.id),
+            }
+        })
+        .collect();
+    let rest = targets.len().saturating_sub(NAMED_PER_NOTE);
+    if rest > 0 {
+        parts.push(format!("{rest} more"));
+    }
+    match parts.len() {
+        0 => String::new(),
+        1 => parts.remove(0),
+        n => {
+            let last = parts.remove(n - 1);
+            format!("{} and {last}", parts.join(", "))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(kind: TargetKind, id: u32, comm: &str, switch_outs: u64) -> QuietTarget {
+        QuietTarget {
+            kind,
+            id,
+            comm: Comm::from(comm),
+            switch_outs,
+        }
+    }
+
+    #[test]
+    fn nothing_quiet_gives_no_note() {
+        assert!(notes(&[], false).is_empty());
+    }
+
+    #[test]
+    fn a_process_never_seen_is_named_with_what_it_can_mean() {
+        let n = notes(&[q(TargetKind::Process, 1, "systemd", 0)], false);
+        assert_eq!(
+            n,
+            [
+                "NOTE: no scheduler event was read for PID 1 (systemd), so it has no entry: it did \
+              not switch out while traced (running, or blocked, throughout), or the kernel did \
+              not report its events (some kernels hide the scheduler events of certain tasks)."
+            ]
+        );
+    }
+
+    #[test]
+    fn switch_outs_without_an_interval_get_their_own_note() {
+        let n = notes(
+            &[
+                q(TargetKind::Thread, 7, "worker", 0),
+                q(TargetKind::Command, 90, "make", 3),
+            ],
+            true,
+        );
+        assert_eq!(n.len(), 2);
+        assert!(
+            n[0].starts_with("NOTE: no scheduler event was read for TID 7 (worker), so it has"),
+            "{}",
+            n[0]
+        );
+        assert!(
+            n[0].contains("only in states --state does not select"),
+            "{}",
+            n[0]
+        );
+        assert_eq!(
+            n[1],
+            "NOTE: the command (PID 90, make) switched out 3 times but has no entry: none of \
+             those intervals ended while traced, or each was dropped (--state, -m/-M, or a \
+             reason another NOTE gives)."
+        );
+    }
+
+    #[test]
+    fn many_targets_are_named_up_to_a_limit() {
+        let many: Vec<QuietTarget> = (1..=11)
+            .map(|i| q(TargetKind::Process, i, "p", 0))
+            .collect();
+        let n = notes(&many, false);
+        assert_eq!(n.len(), 1);
+        assert!(
+            n[0].contains(
+                "PID 7 (p), PID 8 (p) and 3 more, so they have no entry: none of them did"
+            ),
+            "{}",
+            n[0]
+        );
+        assert!(!n[0].contains("PID 9 "), "{}", n[0]);
+    }
+
+    #[test]
+    fn a_comm_cannot_break_the_note_into_lines() {
+        let n = notes(&[q(TargetKind::Process, 5, "x\nNOTE: forged", 0)], false);
+        assert_eq!(n.len(), 1);
+        assert!(!n[0].contains('\n'), "{}", n[0]);
+        assert!(n[0].contains("PID 5 (x\\nNOTE: forged)"), "{}", n[0]);
+    }
+
+    #[test]
+    fn the_tally_counts_per_target() {
+        let mut t = Tally::default();
+        t.switch_out(5);
+        t.switch_out(5);
+        t.interval(5);
+        assert_eq!(t.get(5).switch_outs, 2);
+        assert_eq!(t.get(5).intervals, 1);
+        assert_eq!(t.get(6).switch_outs, 0);
+    }
+}
