@@ -136,7 +136,22 @@ impl ElfFile {
             .unwrap_or_default()
     }
 
+    /// The DWARF names for `vaddr`, innermost first, one per frame: a
+    /// function that DWARF shows inlined directly into itself is one
+    /// name. GCC's function splitting (`-fipa-split`, on at -O2) outlines
+    /// part of a function and inlines it back, recording it as an inlined
+    /// copy of the same function: glibc's `read`, `write` and `mmap` at
+    /// their syscall look like that. `perf script` and bcc print such an
+    /// address once, and the code has one frame there.
     fn dwarf_names(&self, vaddr: u64) -> Vec<String> {
+        let mut names = self.dwarf_frames(vaddr);
+        names.dedup();
+        names
+    }
+
+    /// Every function DWARF has at `vaddr`, innermost inline first, as
+    /// addr2line gives them.
+    pub(crate) fn dwarf_frames(&self, vaddr: u64) -> Vec<String> {
         let mut out = Vec::new();
         let Some(ctx) = &self.dwarf else {
             return out;

@@ -186,6 +186,46 @@ fn inlined_function_expands_innermost_first() {
     assert_eq!(s.user(FAKE_TGID, 0, &[runtime(&bin, addr)]), vec!["outer"]);
 }
 
+/// GCC's function splitting leaves DWARF saying that split_read() is
+/// inlined into split_read() over part of its code: such an address is
+/// one frame, printed once, as `perf script` and bcc print it.
+#[test]
+fn a_function_inlined_into_itself_is_one_frame() {
+    let dir = TempDir::new("split");
+    let bin = dir.path("split");
+    compile("cc", "split.c", &bin, &["-g", "-O2"]);
+    let (addr, size) = symbol(&bin, "split_read");
+    let elf = elf::ElfFile::open(&bin).expect("parsing the fixture");
+    let doubled = ["split_read".to_string(), "split_read".to_string()];
+    let split: Vec<u64> = (addr..addr + size)
+        .filter(|&a| elf.dwarf_frames(a) == doubled)
+        .collect();
+    assert!(
+        !split.is_empty(),
+        "the compiler did not inline split_read() into itself anywhere; the fixture \
+         no longer shows what it is for"
+    );
+    let mut s = symbolizer_for(&bin);
+    for &a in &split {
+        let names = s.user(FAKE_TGID, 0, &[runtime(&bin, a)]);
+        assert_eq!(names, ["split_read"], "at {a:#x}");
+    }
+    for a in addr..addr + size {
+        let names = s.user(FAKE_TGID, 0, &[runtime(&bin, a)]);
+        assert!(
+            names.windows(2).all(|w| w[0] != w[1]),
+            "at {a:#x}: {names:?}"
+        );
+    }
+    // As a return address too (looked up one byte back), and in a stack
+    // whose next frame really is the same function: that one stays.
+    let inside = runtime(&bin, split[0]);
+    assert_eq!(
+        s.user(FAKE_TGID, 0, &[inside, inside + 1]),
+        ["split_read", "split_read"]
+    );
+}
+
 #[test]
 fn stripped_binary_falls_back_to_dynsym() {
     let dir = TempDir::new("strip");
