@@ -118,7 +118,8 @@ pub struct Cli {
     pub mmap_pages: Option<usize>,
 
     /// Start COMMAND with tracing already active, trace it and every process
-    /// it starts, and stop when it exits.
+    /// it starts, and stop when it exits; then exit with its status (128+N
+    /// if signal N killed it).
     #[arg(last = true, value_name = "COMMAND",
           conflicts_with_all = ["pid", "tid", "user_threads_only", "kernel_threads_only"])]
     pub command: Vec<OsString>,
