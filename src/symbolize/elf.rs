@@ -29,6 +29,16 @@ struct Sym {
     name: String,
 }
 
+/// One function of an address's inline chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DwarfFrame {
+    /// Demangled.
+    pub(crate) name: String,
+    /// Its DIE (an inlined subroutine, or the subprogram holding them) in
+    /// the unit of the address.
+    pub(crate) die: Option<gimli::UnitOffset<usize>>,
+}
+
 /// A parsed ELF file, ready for lookups.
 pub struct ElfFile {
     segments: Vec<Segment>,
@@ -136,22 +146,33 @@ impl ElfFile {
             .unwrap_or_default()
     }
 
-    /// The DWARF names for `vaddr`, innermost first, one per frame: a
-    /// function that DWARF shows inlined directly into itself is one
-    /// name. GCC's function splitting (`-fipa-split`, on at -O2) outlines
-    /// part of a function and inlines it back, recording it as an inlined
-    /// copy of the same function: glibc's `read`, `write` and `mmap` at
-    /// their syscall look like that. `perf script` and bcc print such an
-    /// address once, and the code has one frame there.
+    /// The DWARF names for `vaddr`, innermost first, one per frame.
+    ///
+    /// GCC's function splitting (`-fipa-split`, on at -O2) outlines part
+    /// of a function and inlines it back, and DWARF then shows the
+    /// function inlined into itself, called from its own declaration:
+    /// glibc's `read`, `write` and `mmap` at their syscall look like that.
+    /// That copy is no frame of the code's (`perf script` and bcc show
+    /// one), so it is left out. A function that recursion inlined into
+    /// itself is called from its body, and each copy stays.
     fn dwarf_names(&self, vaddr: u64) -> Vec<String> {
-        let mut names = self.dwarf_frames(vaddr);
-        names.dedup();
-        names
+        let frames = self.dwarf_frames(vaddr);
+        let mut out = Vec::with_capacity(frames.len());
+        for (i, frame) in frames.iter().enumerate() {
+            let into_itself = frames
+                .get(i + 1)
+                .is_some_and(|outer| outer.name == frame.name);
+            if into_itself && frame.die.is_some_and(|die| self.split_back(vaddr, die)) {
+                continue;
+            }
+            out.push(frame.name.clone());
+        }
+        out
     }
 
-    /// Every function DWARF has at `vaddr`, innermost inline first, as
-    /// addr2line gives them.
-    pub(crate) fn dwarf_frames(&self, vaddr: u64) -> Vec<String> {
+    /// Every named function DWARF has at `vaddr`, innermost inline first,
+    /// as addr2line gives them.
+    pub(crate) fn dwarf_frames(&self, vaddr: u64) -> Vec<DwarfFrame> {
         let mut out = Vec::new();
         let Some(ctx) = &self.dwarf else {
             return out;
@@ -175,9 +196,57 @@ impl ElfFile {
             if raw.is_empty() {
                 continue;
             }
-            out.push(demangle_as(&raw, Lang::from_dwarf(func.language)));
+            out.push(DwarfFrame {
+                name: demangle_as(&raw, Lang::from_dwarf(func.language)),
+                die: frame.dw_die_offset,
+            });
         }
         out
+    }
+
+    /// True when `die`, in the unit that holds `vaddr`, is an inlined
+    /// copy of a function whose call site is that function's own
+    /// declaration (file, line and column): the mark of a part that
+    /// function splitting took out and inlined back. Anything unreadable
+    /// says false, which keeps the frame.
+    fn split_back(&self, vaddr: u64, die: gimli::UnitOffset<usize>) -> bool {
+        use gimli::constants::*;
+        let Some(ctx) = &self.dwarf else {
+            return false;
+        };
+        let Some(unit) = ctx.find_dwarf_and_unit(vaddr).skip_all_loads() else {
+            return false;
+        };
+        let Ok(inlined) = unit.entry(die) else {
+            return false;
+        };
+        if inlined.tag() != DW_TAG_inlined_subroutine {
+            return false;
+        }
+        let Some(gimli::AttributeValue::UnitRef(origin)) =
+            inlined.attr_value(DW_AT_abstract_origin)
+        else {
+            return false;
+        };
+        let Ok(mut function) = unit.entry(origin) else {
+            return false;
+        };
+        // A definition apart from its declaration points to it.
+        if function.attr_value(DW_AT_decl_line).is_none()
+            && let Some(gimli::AttributeValue::UnitRef(decl)) =
+                function.attr_value(DW_AT_specification)
+            && let Ok(declaration) = unit.entry(decl)
+        {
+            function = declaration;
+        }
+        let number = |e: &gimli::DebuggingInformationEntry<Reader>, at| {
+            e.attr_value(at).and_then(|v| v.udata_value())
+        };
+        let call =
+            [DW_AT_call_file, DW_AT_call_line, DW_AT_call_column].map(|at| number(&inlined, at));
+        let decl =
+            [DW_AT_decl_file, DW_AT_decl_line, DW_AT_decl_column].map(|at| number(&function, at));
+        call[1].is_some_and(|line| line != 0) && call == decl
     }
 
     /// The raw (mangled) name of the function symbol containing `vaddr`.
