@@ -167,16 +167,9 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     };
     let mut out = io::stdout().lock();
     let header = report::header(&options, cli.duration, child.is_some());
-    if !header.is_empty() && !write_out(&mut out, header.as_bytes())? {
-        // Nobody reads the report: stop tracing, and end as the command
-        // ends, if there is one.
-        drop(backend);
-        let command = child
-            .map(|mut c| c.wait())
-            .transpose()
-            .context("waiting for the command")?;
-        return Ok(Outcome { command });
-    }
+    // A closed stdout (EPIPE) ends nothing early: the run goes on and
+    // ends as it would have, with nothing more written to stdout.
+    let mut stdout_open = header.is_empty() || write_out(&mut out, header.as_bytes())?;
 
     let config = aggregate::Config {
         threads,
@@ -232,42 +225,30 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     backend.finish(&mut sink)?;
     let source_stats = backend.stats();
 
-    if child_status.is_none()
-        && let Some(c) = child.as_mut()
-    {
-        // Tracing ended first (duration or signal): a command that has
-        // exited meanwhile (Ctrl-C reaches it too) still gives its status;
-        // one still running keeps running on its own.
-        match c.try_wait() {
-            Ok(Some(status)) => child_status = Some(status),
-            _ => diag!(
-                "offwake-perf: tracing ended; the command (pid {}) is still running",
-                c.id()
-            ),
+    let switch_ins_from_records = backend.switch_ins_from_records();
+    let result = aggregator.finish();
+    if stdout_open {
+        let entries = symbolize_entries(&result, maps, source_config.kallsyms.clone())?;
+        let mut buffered = io::BufWriter::new(&mut out);
+        let written =
+            report::write_report(&mut buffered, &options, &entries).and_then(|()| buffered.flush());
+        drop(buffered);
+        match written {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => stdout_open = false,
+            Err(e) => return Err(e).context("writing the report"),
         }
     }
-    if let Some(status) = child_status
+    // Asked only now, after the report, so that a command that Ctrl-C
+    // (which reaches it too) made clean up and exit has had time to.
+    let command = child_status.or_else(|| command_status_after_tracing(child.as_mut()));
+    if let Some(status) = command
         && !status.success()
     {
         diag!("offwake-perf: the command exited with {status}");
     }
-
-    let switch_ins_from_records = backend.switch_ins_from_records();
-    let result = aggregator.finish();
-    let entries = symbolize_entries(&result, maps, source_config.kallsyms.clone())?;
-
-    let mut buffered = io::BufWriter::new(&mut out);
-    let written =
-        report::write_report(&mut buffered, &options, &entries).and_then(|()| buffered.flush());
-    drop(buffered);
-    match written {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-            return Ok(Outcome {
-                command: child_status,
-            });
-        }
-        Err(e) => return Err(e).context("writing the report"),
+    if !stdout_open {
+        return Ok(Outcome { command });
     }
 
     let stats = result.stats;
@@ -336,9 +317,23 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             source_stats.malformed
         );
     }
-    Ok(Outcome {
-        command: child_status,
-    })
+    Ok(Outcome { command })
+}
+
+/// How the command ended, when tracing stopped first (duration or signal):
+/// `None`, after saying so, when it still runs (it is left running).
+fn command_status_after_tracing(child: Option<&mut std::process::Child>) -> Option<ExitStatus> {
+    let child = child?;
+    match child.try_wait() {
+        Ok(Some(status)) => Some(status),
+        _ => {
+            diag!(
+                "offwake-perf: tracing ended; the command (pid {}) is still running",
+                child.id()
+            );
+            None
+        }
+    }
 }
 
 /// Writes to stdout: false when it is a closed pipe (EPIPE).

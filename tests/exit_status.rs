@@ -129,3 +129,28 @@ fn a_closed_stdout_still_gives_the_command_status() {
         .expect("running offwake-perf");
     assert_eq!(status.code(), Some(6), "{status}");
 }
+
+/// A closed stdout does not make the run wait for the command: the
+/// duration still ends it, as with an open stdout (status 0, the command
+/// left running).
+#[test]
+fn a_closed_stdout_keeps_the_duration() {
+    if !live() {
+        return;
+    }
+    let (reader, writer) = std::io::pipe().expect("creating a pipe");
+    drop(reader);
+    let started = std::time::Instant::now();
+    let status = Command::new(env!("CARGO_BIN_EXE_offwake-perf"))
+        .args(["1", "--", "sh", "-c", "sleep 4; exit 9"])
+        .stdout(writer)
+        .stderr(Stdio::null())
+        .status()
+        .expect("running offwake-perf");
+    let took = started.elapsed();
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert!(
+        took < std::time::Duration::from_secs(3),
+        "the run waited {took:?} for the command instead of ending after 1 s"
+    );
+}

@@ -91,7 +91,7 @@ fn sleeping_pid_reads_nothing(backend: &str) {
     // The empty report is not left without a word.
     assert!(
         filtered.contains(&format!(
-            "NOTE: no scheduler event was read for PID {pid} (sleep), so it has no entry"
+            "NOTE: no switch-out of PID {pid} \"sleep\" was read, so it has no entry"
         )),
         "no NOTE on the silent target:\n{filtered}"
     );
@@ -159,9 +159,8 @@ fn state_filter_drops_switch_outs_in_the_kernel() {
     // Nothing of the workload's is in D: the run says why it shows nothing
     // of it; the S run shows it, and says nothing of the kind.
     assert!(
-        d_err.contains(&format!(
-            "no scheduler event was read for PID {pid} (pipewake)"
-        )) && d_err.contains("only in states --state does not select"),
+        d_err.contains(&format!("no switch-out of PID {pid} \"pipewake\" was read"))
+            && d_err.contains("in a state --state selects"),
         "no NOTE on the target with nothing in D:\n{d_err}"
     );
     assert!(!all_err.contains("so it has no entry"), "{all_err}");

@@ -476,13 +476,11 @@ impl Aggregator {
         {
             info.tgid = s.prev_tgid;
         }
-        // A task leaving as X or Z (its final switch) never comes back:
-        // keep no state, and store no stack, for an interval that cannot end.
-        if !s.is_final()
-            && let Some(target) = self.tally_key(s.prev_tid, s.prev_tgid)
-        {
+        if let Some(target) = self.tally_key(s.prev_tid, s.prev_tgid) {
             self.tally.switch_out(target);
         }
+        // A task leaving as X or Z (its final switch) never comes back:
+        // keep no state, and store no stack, for an interval that cannot end.
         let opened = if !s.is_final() && self.is_target(s) {
             let (kernel, user) = self.intern(s.prev_tgid, time, &s.stack);
             Some(OpenInterval {
@@ -1138,6 +1136,28 @@ mod tests {
                 },
             ]
         );
+    }
+
+    /// A process whose sleep began before tracing, then woke and exited
+    /// while traced, switched out once (its exit): it is quiet, and that
+    /// switch-out is counted, so the NOTE does not say none was read.
+    #[test]
+    fn an_exit_is_a_switch_out_of_a_quiet_target() {
+        let mut c = config();
+        c.threads = ThreadFilter::Tgids([400].into_iter().collect());
+        let mut a = agg(c);
+        run(
+            &mut a,
+            &[
+                waking(1_000, 0, 200, 400, chain(&[0xe1], &[])),
+                back_in(2_000, 0, 400, "other"),
+                switch(3_000, 0, 400, 16, chain(&[0xf1], &[]), 0, "swapper/0"),
+            ],
+        );
+        let r = a.finish();
+        assert!(r.entries.is_empty());
+        assert_eq!(r.quiet.len(), 1);
+        assert_eq!(r.quiet[0].switch_outs, 1);
     }
 
     /// Under `-- COMMAND` the command and what it started are one target;

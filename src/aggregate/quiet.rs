@@ -26,8 +26,7 @@ pub struct QuietTarget {
     /// Its PID (the command's first process) or TID.
     pub id: u32,
     pub comm: Comm,
-    /// Switch-outs of it that were read (its final ones, as it exits,
-    /// not counted).
+    /// Switch-outs of it that were read, its exit included.
     pub switch_outs: u64,
 }
 
@@ -72,56 +71,51 @@ pub fn notes(quiet: &[QuietTarget], state_filter: bool) -> Vec<String> {
         quiet.iter().partition(|q| q.switch_outs == 0);
     let mut out = Vec::new();
     if !unseen.is_empty() {
+        let one = unseen.len() == 1;
         out.push(format!(
-            "NOTE: no scheduler event was read for {}, so {} no entry: {} switch out \
-             while traced (running, or blocked, throughout){}, or the kernel did not report \
-             {} events (some kernels hide the scheduler events of certain tasks).",
+            "NOTE: no switch-out of {} was read, so {} no entry: {} not leave a CPU while \
+             traced{}, other than to exit, or the kernel did not report {} switches (some \
+             kernels hide the scheduler events of certain tasks).",
             names(&unseen),
-            if unseen.len() == 1 {
-                "it has"
-            } else {
-                "they have"
-            },
-            if unseen.len() == 1 {
-                "it did not"
-            } else {
-                "none of them did"
-            },
+            if one { "it has" } else { "they have" },
+            if one { "it did" } else { "they did" },
             if state_filter {
-                ", or only in states --state does not select"
+                " in a state --state selects"
             } else {
                 ""
             },
-            if unseen.len() == 1 { "its" } else { "their" },
+            if one { "its" } else { "their" },
         ));
     }
     if !unpaired.is_empty() {
         let switch_outs: u64 = unpaired.iter().map(|q| q.switch_outs).sum();
         out.push(format!(
-            "NOTE: {} switched out {switch_outs} time{} but {} no entry: none of those \
-             intervals ended while traced, or each was dropped ({}-m/-M, or a reason \
-             another NOTE gives).",
+            "NOTE: {} switched out {switch_outs} time{} but {} no entry: none of {} \
+             intervals both began and ended while traced (an exit begins none), or each was \
+             dropped ({}-m/-M, or a reason a WARNING or NOTE above gives).",
             names(&unpaired),
             if switch_outs == 1 { "" } else { "s" },
             if unpaired.len() == 1 { "has" } else { "have" },
+            if unpaired.len() == 1 { "its" } else { "their" },
             if state_filter { "--state, " } else { "" },
         ));
     }
     out
 }
 
-/// "PID 1 (systemd), TID 7 (worker) and 3 more": comms escaped, so that a
-/// traced process cannot write a line of its own into the NOTE.
+/// `PID 1 "systemd", TID 7 "worker" and 3 more`: each comm quoted and
+/// escaped, so that a traced process can neither write a line of its own
+/// into the NOTE nor make its name read as another target.
 fn names(targets: &[&QuietTarget]) -> String {
     let mut parts: Vec<String> = targets
         .iter()
         .take(NAMED_PER_NOTE)
         .map(|q| {
-            let comm = q.comm.as_str().escape_debug().to_string();
+            let comm = format!("{:?}", q.comm.as_str());
             match q.kind {
-                TargetKind::Process => format!("PID {} ({comm})", q.id),
-                TargetKind::Thread => format!("TID {} ({comm})", q.id),
-                TargetKind::Command => format!("the command (PID {}, {comm})", q.id),
+                TargetKind::Process => format!("PID {} {comm}", q.id),
+                TargetKind::Thread => format!("TID {} {comm}", q.id),
+                TargetKind::Command => format!("the command (PID {} {comm})", q.id),
             }
         })
         .collect();
@@ -163,9 +157,9 @@ mod tests {
         assert_eq!(
             n,
             [
-                "NOTE: no scheduler event was read for PID 1 (systemd), so it has no entry: it did \
-              not switch out while traced (running, or blocked, throughout), or the kernel did \
-              not report its events (some kernels hide the scheduler events of certain tasks)."
+                "NOTE: no switch-out of PID 1 \"systemd\" was read, so it has no entry: it did \
+                 not leave a CPU while traced, other than to exit, or the kernel did not \
+                 report its switches (some kernels hide the scheduler events of certain tasks)."
             ]
         );
     }
@@ -180,21 +174,18 @@ mod tests {
             true,
         );
         assert_eq!(n.len(), 2);
-        assert!(
-            n[0].starts_with("NOTE: no scheduler event was read for TID 7 (worker), so it has"),
-            "{}",
-            n[0]
-        );
-        assert!(
-            n[0].contains("only in states --state does not select"),
-            "{}",
-            n[0]
+        assert_eq!(
+            n[0],
+            "NOTE: no switch-out of TID 7 \"worker\" was read, so it has no entry: it did not \
+             leave a CPU while traced in a state --state selects, other than to exit, or the \
+             kernel did not report its switches (some kernels hide the scheduler events of \
+             certain tasks)."
         );
         assert_eq!(
             n[1],
-            "NOTE: the command (PID 90, make) switched out 3 times but has no entry: none of \
-             those intervals ended while traced, or each was dropped (--state, -m/-M, or a \
-             reason another NOTE gives)."
+            "NOTE: the command (PID 90 \"make\") switched out 3 times but has no entry: none \
+             of its intervals both began and ended while traced (an exit begins none), or \
+             each was dropped (--state, -m/-M, or a reason a WARNING or NOTE above gives)."
         );
     }
 
@@ -207,7 +198,7 @@ mod tests {
         assert_eq!(n.len(), 1);
         assert!(
             n[0].contains(
-                "PID 7 (p), PID 8 (p) and 3 more, so they have no entry: none of them did"
+                "PID 7 \"p\", PID 8 \"p\" and 3 more was read, so they have no entry: they did"
             ),
             "{}",
             n[0]
@@ -216,11 +207,21 @@ mod tests {
     }
 
     #[test]
-    fn a_comm_cannot_break_the_note_into_lines() {
-        let n = notes(&[q(TargetKind::Process, 5, "x\nNOTE: forged", 0)], false);
+    fn a_comm_can_forge_neither_a_line_nor_a_target() {
+        let n = notes(
+            &[
+                q(TargetKind::Process, 5, "x\nNOTE: forged", 0),
+                q(TargetKind::Process, 6, "a\", PID 1 \"b", 0),
+            ],
+            false,
+        );
         assert_eq!(n.len(), 1);
         assert!(!n[0].contains('\n'), "{}", n[0]);
-        assert!(n[0].contains("PID 5 (x\\nNOTE: forged)"), "{}", n[0]);
+        assert!(
+            n[0].contains(r#"PID 5 "x\nNOTE: forged" and PID 6 "a\", PID 1 \"b" was read"#),
+            "{}",
+            n[0]
+        );
     }
 
     #[test]
