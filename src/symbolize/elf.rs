@@ -13,7 +13,7 @@ use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use super::demangle::{Lang, demangle, demangle_as};
 
 /// DWARF reader owning its bytes, so a parsed file outlives its mmap.
-type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
+pub(crate) type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
 
 #[derive(Debug, Clone, Copy)]
 struct Segment {
@@ -146,15 +146,10 @@ impl ElfFile {
             .unwrap_or_default()
     }
 
-    /// The DWARF names for `vaddr`, innermost first, one per frame.
-    ///
-    /// GCC's function splitting (`-fipa-split`, on at -O2) outlines part
-    /// of a function and inlines it back, and DWARF then shows the
-    /// function inlined into itself, called from its own declaration:
-    /// glibc's `read`, `write` and `mmap` at their syscall look like that.
-    /// That copy is no frame of the code's (`perf script` and bcc show
-    /// one), so it is left out. A function that recursion inlined into
-    /// itself is called from its body, and each copy stays.
+    /// The DWARF names for `vaddr`, innermost first, one per frame: the
+    /// copy of a function that function splitting inlined back into it is
+    /// no frame of the code's (`perf script` and bcc show one there), and
+    /// is left out; recursion inlined into itself keeps every level.
     fn dwarf_names(&self, vaddr: u64) -> Vec<String> {
         let frames = self.dwarf_frames(vaddr);
         let mut out = Vec::with_capacity(frames.len());
@@ -204,49 +199,16 @@ impl ElfFile {
         out
     }
 
-    /// True when `die`, in the unit that holds `vaddr`, is an inlined
-    /// copy of a function whose call site is that function's own
-    /// declaration (file, line and column): the mark of a part that
-    /// function splitting took out and inlined back. Anything unreadable
-    /// says false, which keeps the frame.
+    /// True when `die`, in the unit that holds `vaddr`, is the copy of a
+    /// function that function splitting inlined back into it (see
+    /// [`super::split`]).
     fn split_back(&self, vaddr: u64, die: gimli::UnitOffset<usize>) -> bool {
-        use gimli::constants::*;
         let Some(ctx) = &self.dwarf else {
             return false;
         };
-        let Some(unit) = ctx.find_dwarf_and_unit(vaddr).skip_all_loads() else {
-            return false;
-        };
-        let Ok(inlined) = unit.entry(die) else {
-            return false;
-        };
-        if inlined.tag() != DW_TAG_inlined_subroutine {
-            return false;
-        }
-        let Some(gimli::AttributeValue::UnitRef(origin)) =
-            inlined.attr_value(DW_AT_abstract_origin)
-        else {
-            return false;
-        };
-        let Ok(mut function) = unit.entry(origin) else {
-            return false;
-        };
-        // A definition apart from its declaration points to it.
-        if function.attr_value(DW_AT_decl_line).is_none()
-            && let Some(gimli::AttributeValue::UnitRef(decl)) =
-                function.attr_value(DW_AT_specification)
-            && let Ok(declaration) = unit.entry(decl)
-        {
-            function = declaration;
-        }
-        let number = |e: &gimli::DebuggingInformationEntry<Reader>, at| {
-            e.attr_value(at).and_then(|v| v.udata_value())
-        };
-        let call =
-            [DW_AT_call_file, DW_AT_call_line, DW_AT_call_column].map(|at| number(&inlined, at));
-        let decl =
-            [DW_AT_decl_file, DW_AT_decl_line, DW_AT_decl_column].map(|at| number(&function, at));
-        call[1].is_some_and(|line| line != 0) && call == decl
+        ctx.find_dwarf_and_unit(vaddr)
+            .skip_all_loads()
+            .is_some_and(|unit| super::split::inlined_back(unit, die))
     }
 
     /// The raw (mangled) name of the function symbol containing `vaddr`.

@@ -4,7 +4,8 @@
 //! frames), and Rust/C++ demangling.
 //!
 //! Submodules: [`kernel`] (kallsyms), [`maps`] (map history), [`elf`] (one
-//! parsed ELF file: segments, symbols, DWARF), [`demangle`], [`cache`]
+//! parsed ELF file: segments, symbols, DWARF), [`split`] (the inlined copy
+//! function splitting leaves), [`demangle`], [`cache`]
 //! (files parsed once, addresses resolved once) and [`vdso`].
 
 pub mod cache;
@@ -12,6 +13,7 @@ pub mod demangle;
 pub mod elf;
 pub mod kernel;
 pub mod maps;
+mod split;
 pub mod vdso;
 
 use std::sync::Arc;

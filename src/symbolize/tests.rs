@@ -194,35 +194,107 @@ fn raw_inline_chain(elf: &elf::ElfFile, vaddr: u64) -> Vec<String> {
         .collect()
 }
 
+/// Compiles `fixture` and checks that inside `function` (an ELF symbol:
+/// the function, or one it was inlined into) some address has `name`
+/// inlined into `name` in raw DWARF (else the fixture no longer shows what
+/// it is for), and that the symbolizer prints it there once. Two stack
+/// entries in the same function stay two frames.
+fn assert_split_back_is_one_frame(
+    compiler: &str,
+    fixture: &str,
+    flags: &[&str],
+    function: &str,
+    name: &str,
+) {
+    let dir = TempDir::new("split");
+    let bin = dir.path("split");
+    compile(compiler, fixture, &bin, flags);
+    let (addr, size) = symbol(&bin, function);
+    let elf = elf::ElfFile::open(&bin).expect("parsing the fixture");
+    let split: Vec<u64> = (addr..addr + size)
+        .filter(|&a| raw_inline_chain(&elf, a).starts_with(&[name.to_string(), name.to_string()]))
+        .collect();
+    assert!(
+        !split.is_empty(),
+        "{fixture}: the compiler did not inline {name} into itself anywhere; the fixture \
+         no longer shows what it is for"
+    );
+    let mut s = symbolizer_for(&bin);
+    for &a in &split {
+        let names = s.user(FAKE_TGID, 0, &[runtime(&bin, a)]);
+        assert_eq!(
+            names.first().map(String::as_str),
+            Some(name),
+            "at {a:#x}: {names:?}"
+        );
+        assert_ne!(
+            names.get(1).map(String::as_str),
+            Some(name),
+            "at {a:#x}: {names:?}"
+        );
+    }
+    let inside = runtime(&bin, split[0]);
+    let twice = s.user(FAKE_TGID, 0, &[inside, inside + 1]);
+    assert_eq!(twice.iter().filter(|n| *n == name).count(), 2, "{twice:?}");
+}
+
+/// Compiles `fixture` and checks that the address of `container` (an ELF
+/// symbol) with the most levels of `name` inlined into itself (at least
+/// two, else the fixture no longer shows what it is for) keeps them all.
+fn assert_inlined_recursion_is_kept(fixture: &str, container: &str, name: &str) {
+    let dir = TempDir::new("recurse");
+    let bin = dir.path("recurse");
+    compile("cc", fixture, &bin, &["-g", "-O2"]);
+    let (addr, size) = symbol(&bin, container);
+    let elf = elf::ElfFile::open(&bin).expect("parsing the fixture");
+    let deepest = (addr..addr + size)
+        .map(|a| (a, raw_inline_chain(&elf, a)))
+        .max_by_key(|(_, chain)| chain.iter().filter(|n| *n == name).count())
+        .expect("the container has addresses");
+    let levels = deepest.1.iter().filter(|n| *n == name).count();
+    assert!(
+        levels >= 2,
+        "{fixture}: the compiler did not inline {name} into itself; the fixture no longer \
+         shows what it is for: {:?}",
+        deepest.1
+    );
+    let mut s = symbolizer_for(&bin);
+    assert_eq!(s.user(FAKE_TGID, 0, &[runtime(&bin, deepest.0)]), deepest.1);
+}
+
 /// GCC's function splitting leaves DWARF saying that split_read() is
 /// inlined into split_read(), called from its own declaration, over part
 /// of its code: such an address is one frame, printed once, as `perf
 /// script` and bcc print it.
 #[test]
 fn a_function_split_and_inlined_back_is_one_frame() {
-    let dir = TempDir::new("split");
-    let bin = dir.path("split");
-    compile("cc", "split.c", &bin, &["-g", "-O2"]);
-    let (addr, size) = symbol(&bin, "split_read");
-    let elf = elf::ElfFile::open(&bin).expect("parsing the fixture");
-    let split: Vec<u64> = (addr..addr + size)
-        .filter(|&a| raw_inline_chain(&elf, a) == ["split_read", "split_read"])
-        .collect();
-    assert!(
-        !split.is_empty(),
-        "the compiler did not inline split_read() into itself anywhere; the fixture \
-         no longer shows what it is for"
+    assert_split_back_is_one_frame("cc", "split.c", &["-g", "-O2"], "split_read", "split_read");
+}
+
+/// Under LTO the copy refers to its function in another unit
+/// (`DW_FORM_ref_addr`).
+#[test]
+fn a_function_split_and_inlined_back_under_lto_is_one_frame() {
+    assert_split_back_is_one_frame(
+        "cc",
+        "split.c",
+        &["-g", "-O2", "-flto"],
+        "main",
+        "split_read",
     );
-    let mut s = symbolizer_for(&bin);
-    for &a in &split {
-        let names = s.user(FAKE_TGID, 0, &[runtime(&bin, a)]);
-        assert_eq!(names, ["split_read"], "at {a:#x}");
-    }
-    // Two stack entries in the same function are two frames: both stay.
-    let inside = runtime(&bin, split[0]);
-    assert_eq!(
-        s.user(FAKE_TGID, 0, &[inside, inside + 1]),
-        ["split_read", "split_read"]
+}
+
+/// The same for a member function defined apart from its declaration,
+/// whose DIE has only the declaration attributes that differ (the rest
+/// come from the declaration).
+#[test]
+fn a_member_function_split_and_inlined_back_is_one_frame() {
+    assert_split_back_is_one_frame(
+        "c++",
+        "member_split.cpp",
+        &["-g", "-O2"],
+        "main",
+        "Source::fetch(int, void*, unsigned long)",
     );
 }
 
@@ -230,24 +302,14 @@ fn a_function_split_and_inlined_back_is_one_frame() {
 /// from its body, a few levels deep. Every level is a frame of the code's.
 #[test]
 fn recursion_inlined_into_itself_keeps_every_level() {
-    let dir = TempDir::new("recurse");
-    let bin = dir.path("recurse");
-    compile("cc", "recurse.c", &bin, &["-g", "-O2"]);
-    let (addr, size) = symbol(&bin, "climb");
-    let elf = elf::ElfFile::open(&bin).expect("parsing the fixture");
-    let deepest = (addr..addr + size)
-        .map(|a| (a, raw_inline_chain(&elf, a)))
-        .max_by_key(|(_, chain)| chain.iter().filter(|n| *n == "descend").count())
-        .expect("climb() has addresses");
-    let levels = deepest.1.iter().filter(|n| *n == "descend").count();
-    assert!(
-        levels >= 2,
-        "the compiler did not inline descend() into itself; the fixture no longer \
-         shows what it is for: {:?}",
-        deepest.1
-    );
-    let mut s = symbolizer_for(&bin);
-    assert_eq!(s.user(FAKE_TGID, 0, &[runtime(&bin, deepest.0)]), deepest.1);
+    assert_inlined_recursion_is_kept("recurse.c", "climb", "descend");
+}
+
+/// Recursion whose call is at the line and column of the declaration,
+/// but in another file (`#line`): the file tells it from a split.
+#[test]
+fn recursion_called_at_the_declaration_line_of_another_file_is_kept() {
+    assert_inlined_recursion_is_kept("recurse_elsewhere.c", "climb", "descend");
 }
 
 #[test]
