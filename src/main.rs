@@ -1,7 +1,7 @@
 //! The `offwake-perf` binary: parses the command line and runs a session.
-//! Usage errors exit with 2 (clap), other failures with 1, and a closed
-//! stdout ends the program quietly. After `-- COMMAND`, a run that ends
-//! with the command exits with the command's status.
+//! Usage errors exit with 2 (clap), other failures with 1. After
+//! `-- COMMAND`, a run that ends with the command exits with the command's
+//! status. A closed stdout or stderr only stops the writing there.
 
 use std::process::ExitCode;
 

@@ -29,6 +29,9 @@ use crate::tracefs::instance::KernelFilter;
 
 /// Set by SIGINT/SIGTERM: stop tracing and print the report.
 static STOP: AtomicBool = AtomicBool::new(false);
+/// How long after a signal ended tracing a command still running may take
+/// to exit and give its status.
+const COMMAND_GRACE: Duration = Duration::from_millis(500);
 /// SIGINTs received; the second one aborts.
 static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
 
@@ -169,7 +172,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     let header = report::header(&options, cli.duration, child.is_some());
     // A closed stdout (EPIPE) ends nothing early: the run goes on and
     // ends as it would have, with nothing more written to stdout.
-    let mut stdout_open = header.is_empty() || write_out(&mut out, header.as_bytes())?;
+    let stdout_open = header.is_empty() || write_out(&mut out, header.as_bytes())?;
 
     let config = aggregate::Config {
         threads,
@@ -222,6 +225,11 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         }
         backend.poll(timeout, &mut sink)?;
     }
+    // A signal that ended tracing (Ctrl-C reaches the command too) gives
+    // the command a moment to clean up and exit, for its status.
+    let grace_until = STOP
+        .load(Ordering::SeqCst)
+        .then(|| Instant::now() + COMMAND_GRACE);
     backend.finish(&mut sink)?;
     let source_stats = backend.stats();
 
@@ -234,21 +242,18 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             report::write_report(&mut buffered, &options, &entries).and_then(|()| buffered.flush());
         drop(buffered);
         match written {
+            // A reader that stopped reading (`| head`): the rest goes on.
             Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => stdout_open = false,
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
             Err(e) => return Err(e).context("writing the report"),
         }
     }
-    // Asked only now, after the report, so that a command that Ctrl-C
-    // (which reaches it too) made clean up and exit has had time to.
-    let command = child_status.or_else(|| command_status_after_tracing(child.as_mut()));
+    let command =
+        child_status.or_else(|| command_status_after_tracing(child.as_mut(), grace_until));
     if let Some(status) = command
         && !status.success()
     {
         diag!("offwake-perf: the command exited with {status}");
-    }
-    if !stdout_open {
-        return Ok(Outcome { command });
     }
 
     let stats = result.stats;
@@ -320,18 +325,27 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     Ok(Outcome { command })
 }
 
-/// How the command ended, when tracing stopped first (duration or signal):
-/// `None`, after saying so, when it still runs (it is left running).
-fn command_status_after_tracing(child: Option<&mut std::process::Child>) -> Option<ExitStatus> {
+/// How the command ended, when tracing stopped first (duration or signal),
+/// waiting until `until` (if given) for it to exit: `None`, after saying
+/// so, when it still runs (it is left running).
+fn command_status_after_tracing(
+    child: Option<&mut std::process::Child>,
+    until: Option<Instant>,
+) -> Option<ExitStatus> {
     let child = child?;
-    match child.try_wait() {
-        Ok(Some(status)) => Some(status),
-        _ => {
-            diag!(
-                "offwake-perf: tracing ended; the command (pid {}) is still running",
-                child.id()
-            );
-            None
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if until.is_some_and(|u| Instant::now() < u) => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            _ => {
+                diag!(
+                    "offwake-perf: tracing ended; the command (pid {}) is still running",
+                    child.id()
+                );
+                return None;
+            }
         }
     }
 }

@@ -154,3 +154,65 @@ fn a_closed_stdout_keeps_the_duration() {
         "the run waited {took:?} for the command instead of ending after 1 s"
     );
 }
+
+/// A closed stdout leaves stderr alone: the summary is still written.
+#[test]
+fn a_closed_stdout_keeps_the_summary_on_stderr() {
+    if !live() {
+        return;
+    }
+    let (reader, writer) = std::io::pipe().expect("creating a pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_offwake-perf"))
+        .args(["--", "sh", "-c", "sleep 0.2"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("running offwake-perf");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains(" records read, "), "no summary:\n{stderr}");
+}
+
+/// Ctrl-C (SIGINT to the process group) reaches the command too: one that
+/// cleans up and exits gives its status, whether stdout is open or not.
+#[test]
+fn ctrl_c_gives_the_status_of_a_command_that_exits_on_it() {
+    use std::os::unix::process::CommandExt;
+    if !live() {
+        return;
+    }
+    for closed_stdout in [false, true] {
+        let stdout = if closed_stdout {
+            let (reader, writer) = std::io::pipe().expect("creating a pipe");
+            drop(reader);
+            Stdio::from(writer)
+        } else {
+            Stdio::null()
+        };
+        let mut tool = Command::new(env!("CARGO_BIN_EXE_offwake-perf"))
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "trap 'sleep 0.05; exit 5' INT; sleep 5 & wait",
+            ])
+            .process_group(0)
+            .stdout(stdout)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting offwake-perf");
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        let group = i32::try_from(tool.id()).expect("pid fits");
+        // SAFETY: kill with the process group of our own child and a valid
+        // signal.
+        let rc = unsafe { libc::kill(-group, libc::SIGINT) };
+        assert_eq!(rc, 0);
+        let status = tool.wait().expect("waiting for offwake-perf");
+        assert_eq!(
+            status.code(),
+            Some(5),
+            "closed stdout: {closed_stdout}: {status}"
+        );
+    }
+}

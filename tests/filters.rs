@@ -160,7 +160,7 @@ fn state_filter_drops_switch_outs_in_the_kernel() {
     // of it; the S run shows it, and says nothing of the kind.
     assert!(
         d_err.contains(&format!("no switch-out of PID {pid} \"pipewake\" was read"))
-            && d_err.contains("in a state --state selects"),
+            && d_err.contains("only in states --state does not select"),
         "no NOTE on the target with nothing in D:\n{d_err}"
     );
     assert!(!all_err.contains("so it has no entry"), "{all_err}");

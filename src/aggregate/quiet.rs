@@ -73,14 +73,14 @@ pub fn notes(quiet: &[QuietTarget], state_filter: bool) -> Vec<String> {
     if !unseen.is_empty() {
         let one = unseen.len() == 1;
         out.push(format!(
-            "NOTE: no switch-out of {} was read, so {} no entry: {} not leave a CPU while \
-             traced{}, other than to exit, or the kernel did not report {} switches (some \
-             kernels hide the scheduler events of certain tasks).",
+            "NOTE: no switch-out of {} was read, so {} no entry: {} ran, or stayed blocked, \
+             throughout the trace (exiting aside){}, or the kernel did not report {} switches \
+             (some kernels hide the scheduler events of certain tasks).",
             names(&unseen),
             if one { "it has" } else { "they have" },
-            if one { "it did" } else { "they did" },
+            if one { "it" } else { "each" },
             if state_filter {
-                " in a state --state selects"
+                ", or switched out only in states --state does not select"
             } else {
                 ""
             },
@@ -157,8 +157,8 @@ mod tests {
         assert_eq!(
             n,
             [
-                "NOTE: no switch-out of PID 1 \"systemd\" was read, so it has no entry: it did \
-                 not leave a CPU while traced, other than to exit, or the kernel did not \
+                "NOTE: no switch-out of PID 1 \"systemd\" was read, so it has no entry: it ran, \
+                 or stayed blocked, throughout the trace (exiting aside), or the kernel did not \
                  report its switches (some kernels hide the scheduler events of certain tasks)."
             ]
         );
@@ -176,10 +176,10 @@ mod tests {
         assert_eq!(n.len(), 2);
         assert_eq!(
             n[0],
-            "NOTE: no switch-out of TID 7 \"worker\" was read, so it has no entry: it did not \
-             leave a CPU while traced in a state --state selects, other than to exit, or the \
-             kernel did not report its switches (some kernels hide the scheduler events of \
-             certain tasks)."
+            "NOTE: no switch-out of TID 7 \"worker\" was read, so it has no entry: it ran, or \
+             stayed blocked, throughout the trace (exiting aside), or switched out only in \
+             states --state does not select, or the kernel did not report its switches (some \
+             kernels hide the scheduler events of certain tasks)."
         );
         assert_eq!(
             n[1],
@@ -198,7 +198,7 @@ mod tests {
         assert_eq!(n.len(), 1);
         assert!(
             n[0].contains(
-                "PID 7 \"p\", PID 8 \"p\" and 3 more was read, so they have no entry: they did"
+                "PID 7 \"p\", PID 8 \"p\" and 3 more was read, so they have no entry: each ran"
             ),
             "{}",
             n[0]
