@@ -13,18 +13,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 static BROKEN: AtomicBool = AtomicBool::new(false);
 
 /// Writes `args` to stderr as they are, unless stderr has failed before.
-pub fn write(args: fmt::Arguments<'_>) {
+pub(crate) fn write(args: fmt::Arguments<'_>) {
     write_to(&mut io::stderr().lock(), &BROKEN, args);
 }
 
 /// Writes `args` and a newline to stderr, unless stderr has failed before.
 pub fn line(args: fmt::Arguments<'_>) {
     write(format_args!("{args}\n"));
-}
-
-/// True once a write to stderr has failed.
-pub fn stderr_broken() -> bool {
-    BROKEN.load(Ordering::Relaxed)
 }
 
 fn write_to(out: &mut dyn Write, broken: &AtomicBool, args: fmt::Arguments<'_>) {

@@ -63,7 +63,8 @@ fn install_signal_handlers() -> Result<()> {
 /// How the run ended, for the caller's exit status.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Outcome {
-    /// How the command of `-- COMMAND` ended, when it did before the run.
+    /// How the command of `-- COMMAND` ended, when it had by the end of
+    /// the run.
     pub command: Option<ExitStatus>,
 }
 
