@@ -389,15 +389,14 @@ impl Aggregator {
         }
     }
 
-    fn is_target(&mut self, s: &Switch) -> bool {
+    /// `named` is what [`Aggregator::tally_key`] said of that thread.
+    fn is_target(&mut self, s: &Switch, named: Option<u32>) -> bool {
         let selected = match &self.config.threads {
             ThreadFilter::All => true,
-            ThreadFilter::Tgids(set) => set.contains(&s.prev_tgid),
-            ThreadFilter::Tids(set) => set.contains(&s.prev_tid),
             ThreadFilter::UserThreads => !self.is_kthread(s.prev_tid, s.prev_tgid, &s.stack),
             ThreadFilter::KernelThreads => self.is_kthread(s.prev_tid, s.prev_tgid, &s.stack),
-            ThreadFilter::Command { .. } => {
-                s.prev_tid != 0 && self.command_tgids.contains(&s.prev_tgid)
+            ThreadFilter::Tgids(_) | ThreadFilter::Tids(_) | ThreadFilter::Command { .. } => {
+                named.is_some()
             }
         };
         selected
@@ -476,12 +475,13 @@ impl Aggregator {
         {
             info.tgid = s.prev_tgid;
         }
-        if let Some(target) = self.tally_key(s.prev_tid, s.prev_tgid) {
+        let named = self.tally_key(s.prev_tid, s.prev_tgid);
+        if let Some(target) = named {
             self.tally.switch_out(target);
         }
         // A task leaving as X or Z (its final switch) never comes back:
         // keep no state, and store no stack, for an interval that cannot end.
-        let opened = if !s.is_final() && self.is_target(s) {
+        let opened = if !s.is_final() && self.is_target(s, named) {
             let (kernel, user) = self.intern(s.prev_tgid, time, &s.stack);
             Some(OpenInterval {
                 start: time,

@@ -23,6 +23,10 @@ use gimli::{AttributeValue, DebuggingInformationEntry, UnitOffset};
 
 use super::elf::Reader;
 
+/// The attributes of a call site, and of a declaration: file, line, column.
+const CALL: [gimli::DwAt; 3] = [DW_AT_call_file, DW_AT_call_line, DW_AT_call_column];
+const DECL: [gimli::DwAt; 3] = [DW_AT_decl_file, DW_AT_decl_line, DW_AT_decl_column];
+
 /// Where something is in the source: its file as a path, line and column.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Site {
@@ -53,11 +57,7 @@ pub(crate) fn inlined_back(unit: gimli::UnitRef<'_, Reader>, die: UnitOffset<usi
     if inlined.tag() != DW_TAG_inlined_subroutine {
         return false;
     }
-    let call = site(
-        unit,
-        &inlined,
-        [DW_AT_call_file, DW_AT_call_line, DW_AT_call_column],
-    );
+    let call = site(unit, &inlined, CALL);
     if call.line.is_none_or(|line| line == 0) {
         return false;
     }
@@ -72,20 +72,11 @@ pub(crate) fn inlined_back(unit: gimli::UnitRef<'_, Reader>, die: UnitOffset<usi
 /// only the attributes that differ from it: the rest come from there.
 fn declaration(unit: gimli::UnitRef<'_, Reader>, origin: AttributeValue<Reader>) -> Option<Site> {
     with_entry(unit, origin, |unit, function| {
-        let mut decl = site(
-            unit,
-            function,
-            [DW_AT_decl_file, DW_AT_decl_line, DW_AT_decl_column],
-        );
+        let mut decl = site(unit, function, DECL);
         if !decl.is_complete()
             && let Some(spec) = function.attr_value(DW_AT_specification)
-            && let Some(from_spec) = with_entry(unit, spec, |unit, declared| {
-                site(
-                    unit,
-                    declared,
-                    [DW_AT_decl_file, DW_AT_decl_line, DW_AT_decl_column],
-                )
-            })
+            && let Some(from_spec) =
+                with_entry(unit, spec, |unit, declared| site(unit, declared, DECL))
         {
             decl.fill_from(from_spec);
         }
