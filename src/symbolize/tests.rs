@@ -241,10 +241,10 @@ fn assert_split_back_is_one_frame(
 /// Compiles `fixture` and checks that the address of `container` (an ELF
 /// symbol) with the most levels of `name` inlined into itself (at least
 /// two, else the fixture no longer shows what it is for) keeps them all.
-fn assert_inlined_recursion_is_kept(fixture: &str, container: &str, name: &str) {
+fn assert_inlined_recursion_is_kept(fixture: &str, flags: &[&str], container: &str, name: &str) {
     let dir = TempDir::new("recurse");
     let bin = dir.path("recurse");
-    compile("cc", fixture, &bin, &["-g", "-O2"]);
+    compile("cc", fixture, &bin, flags);
     let (addr, size) = symbol(&bin, container);
     let elf = elf::ElfFile::open(&bin).expect("parsing the fixture");
     let deepest = (addr..addr + size)
@@ -302,14 +302,19 @@ fn a_member_function_split_and_inlined_back_is_one_frame() {
 /// from its body, a few levels deep. Every level is a frame of the code's.
 #[test]
 fn recursion_inlined_into_itself_keeps_every_level() {
-    assert_inlined_recursion_is_kept("recurse.c", "climb", "descend");
+    assert_inlined_recursion_is_kept("recurse.c", &["-g", "-O2"], "climb", "descend");
 }
 
 /// Recursion whose call is at the line and column of the declaration,
 /// but in another file (`#line`): the file tells it from a split.
 #[test]
 fn recursion_called_at_the_declaration_line_of_another_file_is_kept() {
-    assert_inlined_recursion_is_kept("recurse_elsewhere.c", "climb", "descend");
+    assert_inlined_recursion_is_kept(
+        "recurse.c",
+        &["-g", "-O2", "-DCALL_ELSEWHERE"],
+        "climb",
+        "descend",
+    );
 }
 
 #[test]
