@@ -23,4 +23,6 @@ pub mod symbolize;
 pub mod tracefs;
 
 #[cfg(test)]
+mod live_gate;
+#[cfg(test)]
 mod proptest_config;

@@ -5,18 +5,9 @@
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::diag::diag;
 use crate::event::{EventKind, Switch};
-
-fn live_allowed(name: &str) -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    if std::env::var("OFFWAKE_REQUIRE_LIVE").as_deref() == Ok("1") {
-        panic!("{name}: OFFWAKE_REQUIRE_LIVE=1 but not running as root");
-    }
-    eprintln!("{name}: skipped (needs root; set OFFWAKE_REQUIRE_LIVE=1 to fail instead)");
-    false
-}
+use crate::live_gate::live_allowed;
 
 #[test]
 fn live_sleep_is_seen() {
@@ -50,9 +41,11 @@ fn live_sleep_is_seen() {
     child.wait().unwrap();
     backend.finish(&mut |e| events.push(e)).unwrap();
     let stats = backend.stats();
-    eprintln!("live: {} events, stats {stats:?}", events.len());
-
-    assert!(stats.records > 0);
+    assert!(
+        stats.records > 0,
+        "no records read: {} events, stats {stats:?}",
+        events.len()
+    );
     assert!(
         events.windows(2).all(|w| w[0].time <= w[1].time),
         "event times must be non-decreasing"
@@ -87,7 +80,7 @@ fn live_sleep_is_seen() {
         EventKind::Waking(w) => w.wakee_tid == child_pid,
         _ => false,
     }) {
-        eprintln!("live: note: no sched_waking of the sleep child was seen");
+        diag!("live: note: no sched_waking of the sleep child was seen");
     }
     assert!(
         events.iter().any(|e| match &e.kind {
