@@ -4,20 +4,25 @@
 
 mod common;
 
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{ExitStatus, Stdio};
 
 use common::*;
 
-/// Runs the tool with `args`, its stdout discarded and its stderr a pipe
-/// whose reading end is already closed, so every write to it fails with
-/// EPIPE.
-fn run_with_closed_stderr(args: &[&str]) -> ExitStatus {
+/// The writing end of a pipe whose reading end is already closed: every
+/// write to it fails with EPIPE.
+fn closed_pipe() -> Stdio {
     let (reader, writer) = std::io::pipe().expect("creating a pipe");
     drop(reader);
+    Stdio::from(writer)
+}
+
+/// Runs the tool with `args`, its stdout discarded and its stderr a
+/// [`closed_pipe`].
+fn run_with_closed_stderr(args: &[&str]) -> ExitStatus {
     tool()
         .args(args)
         .stdout(Stdio::null())
-        .stderr(writer)
+        .stderr(closed_pipe())
         .status()
         .expect("running offwake-perf")
 }
@@ -119,11 +124,9 @@ fn a_closed_stdout_still_gives_the_command_status() {
     if !live() {
         return;
     }
-    let (reader, writer) = std::io::pipe().expect("creating a pipe");
-    drop(reader);
-    let status = Command::new(env!("CARGO_BIN_EXE_offwake-perf"))
+    let status = tool()
         .args(["--", "sh", "-c", "sleep 0.2; exit 6"])
-        .stdout(writer)
+        .stdout(closed_pipe())
         .stderr(Stdio::null())
         .status()
         .expect("running offwake-perf");
@@ -138,12 +141,10 @@ fn a_closed_stdout_keeps_the_duration() {
     if !live() {
         return;
     }
-    let (reader, writer) = std::io::pipe().expect("creating a pipe");
-    drop(reader);
     let started = std::time::Instant::now();
-    let status = Command::new(env!("CARGO_BIN_EXE_offwake-perf"))
+    let status = tool()
         .args(["1", "--", "sh", "-c", "sleep 4; exit 9"])
-        .stdout(writer)
+        .stdout(closed_pipe())
         .stderr(Stdio::null())
         .status()
         .expect("running offwake-perf");
@@ -161,11 +162,9 @@ fn a_closed_stdout_keeps_the_summary_on_stderr() {
     if !live() {
         return;
     }
-    let (reader, writer) = std::io::pipe().expect("creating a pipe");
-    drop(reader);
-    let out = Command::new(env!("CARGO_BIN_EXE_offwake-perf"))
+    let out = tool()
         .args(["--", "sh", "-c", "sleep 0.2"])
-        .stdout(writer)
+        .stdout(closed_pipe())
         .stderr(Stdio::piped())
         .output()
         .expect("running offwake-perf");
@@ -184,13 +183,11 @@ fn ctrl_c_gives_the_status_of_a_command_that_exits_on_it() {
     }
     for closed_stdout in [false, true] {
         let stdout = if closed_stdout {
-            let (reader, writer) = std::io::pipe().expect("creating a pipe");
-            drop(reader);
-            Stdio::from(writer)
+            closed_pipe()
         } else {
             Stdio::null()
         };
-        let mut tool = Command::new(env!("CARGO_BIN_EXE_offwake-perf"))
+        let mut tool = tool()
             .args([
                 "--",
                 "sh",
