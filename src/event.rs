@@ -384,6 +384,8 @@ pub struct Mmap {
     pub path: String,
     /// True when the mapping is executable.
     pub executable: bool,
+    /// The mapped file's device and inode, when the record gives them.
+    pub file: Option<crate::sys::open::FileKey>,
 }
 
 /// A thread came onto a CPU, from perf's context-switch record (emitted in

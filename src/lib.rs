@@ -20,6 +20,7 @@ pub mod reorder;
 pub mod report;
 pub mod session;
 pub mod symbolize;
+pub mod sys;
 pub mod tracefs;
 
 #[cfg(test)]

@@ -2013,6 +2013,7 @@ mod tests {
                         pgoff: 0,
                         path: "/bin/app2".into(),
                         executable: true,
+                        file: None,
                     }),
                 ),
                 out(7_000, 0, 100),

@@ -40,6 +40,7 @@ use crate::event::{
     RanSince, SwitchIn,
 };
 use crate::probes::ProbeRanges;
+use crate::sys::open::FileKey;
 use crate::tracefs::EventFormat;
 use crate::tracefs::sched::SchedFields;
 
@@ -562,15 +563,25 @@ impl Decoder {
                 let start = c.u64()?;
                 let len = c.u64()?;
                 let pgoff = c.u64()?;
-                let executable = if ty == RECORD_MMAP2 {
-                    c.take(24)?; // maj, min, ino, ino_generation (or build id)
+                let (executable, file) = if ty == RECORD_MMAP2 {
+                    // maj, min, ino, ino_generation (the build id instead
+                    // when the record says so; never asked for here).
+                    let maj = c.u32()?;
+                    let min = c.u32()?;
+                    let ino = c.u64()?;
+                    c.take(8)?;
                     let prot = c.u32()?;
                     let _flags = c.u32()?;
-                    prot & libc::PROT_EXEC as u32 != 0
+                    let file =
+                        (misc & RECORD_MISC_MMAP_BUILD_ID == 0 && ino != 0).then(|| FileKey {
+                            dev: libc::makedev(maj, min),
+                            ino,
+                        });
+                    (prot & libc::PROT_EXEC as u32 != 0, file)
                 } else {
                     // Without mmap_data, PERF_RECORD_MMAP is only emitted for
                     // executable mappings.
-                    true
+                    (true, None)
                 };
                 let name = c.rest();
                 let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
@@ -582,6 +593,7 @@ impl Decoder {
                     pgoff,
                     path: String::from_utf8_lossy(name).into_owned(),
                     executable,
+                    file,
                 })
             }
             RECORD_LOST => {
@@ -1102,7 +1114,10 @@ mod tests {
         for v in [0x5555_0000u64, 0x2000, 0x1000] {
             b.extend_from_slice(&v.to_ne_bytes());
         }
-        b.extend_from_slice(&[0u8; 24]);
+        b.extend_from_slice(&8u32.to_ne_bytes());
+        b.extend_from_slice(&1u32.to_ne_bytes());
+        b.extend_from_slice(&4242u64.to_ne_bytes());
+        b.extend_from_slice(&[0u8; 8]);
         b.extend_from_slice(&((libc::PROT_READ | libc::PROT_EXEC) as u32).to_ne_bytes());
         b.extend_from_slice(&(libc::MAP_PRIVATE as u32).to_ne_bytes());
         b.extend_from_slice(b"/usr/bin/sleep\0\0");
@@ -1119,6 +1134,10 @@ mod tests {
                 pgoff: 0x1000,
                 path: "/usr/bin/sleep".into(),
                 executable: true,
+                file: Some(FileKey {
+                    dev: libc::makedev(8, 1),
+                    ino: 4242,
+                }),
             })
         );
         // Non-executable MMAP2.

@@ -1,13 +1,14 @@
 //! Caches for user-space symbolization: each file parsed once (keyed by
 //! device and inode, so the same library seen through different paths or
 //! process roots is shared), and each unique `(file, address)` resolved once.
+//! Also the account of files that gave no names, for the NOTE lines.
 
-use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::elf::ElfFile;
+use super::elf::{DebugDirs, ElfFile, ParseError};
+use super::read::RunBudget;
+use crate::sys::open::{OpenError, Opened};
 
 /// Identity of a parsed image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -29,6 +30,11 @@ pub struct FileCache {
     names: HashMap<(FileId, u64), Arc<[String]>>,
     /// Diagnostics about files that failed to parse, one per file.
     pub failures: Vec<String>,
+    /// Files that gave no names, by why, with their paths.
+    skipped: BTreeMap<String, Vec<String>>,
+    run: RunBudget,
+    /// Opened on first use.
+    debug: Option<DebugDirs>,
 }
 
 impl FileCache {
@@ -36,33 +42,88 @@ impl FileCache {
         FileCache::default()
     }
 
-    /// Parses (once) the file behind the first of `candidates` that exists;
-    /// `None` when none does.
-    pub fn open(&mut self, candidates: &[PathBuf]) -> Option<FileId> {
-        for path in candidates {
-            let Ok(meta) = std::fs::metadata(path) else {
-                continue;
-            };
-            if !meta.is_file() {
-                continue;
+    /// Parses (once) the file a process mapped at `path`, opened safely;
+    /// `None` when it could not be opened.
+    pub(crate) fn open(&mut self, opened: Result<Opened, OpenError>, path: &str) -> Option<FileId> {
+        let opened = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                self.skip(&format!("not opened: {e}"), path);
+                return None;
             }
-            let id = FileId::Inode {
-                dev: meta.dev(),
-                ino: meta.ino(),
-            };
-            if !self.files.contains_key(&id) {
-                let parsed = match ElfFile::open(path) {
-                    Ok(f) => Some(f),
-                    Err(e) => {
-                        self.failures.push(format!("{e:#}"));
-                        None
+        };
+        let id = FileId::Inode {
+            dev: opened.key.dev,
+            ino: opened.key.ino,
+        };
+        if !self.files.contains_key(&id) {
+            let debug = self.debug.get_or_insert_with(DebugDirs::system);
+            let parsed = match ElfFile::from_opened(&opened, path, debug, &mut self.run) {
+                Ok(f) => {
+                    if f.dwarf_over_budget {
+                        self.skip("DWARF over its budget", path);
                     }
-                };
-                self.files.insert(id, parsed);
-            }
-            return Some(id);
+                    Some(f)
+                }
+                Err(ParseError::OverBudget(limit)) => {
+                    self.skip(&format!("over its {} MiB budget", limit >> 20), path);
+                    None
+                }
+                Err(ParseError::Bad(e)) => {
+                    self.failures.push(format!("{path:?}: {e:#}"));
+                    None
+                }
+            };
+            self.files.insert(id, parsed);
         }
-        None
+        Some(id)
+    }
+
+    fn skip(&mut self, why: &str, path: &str) {
+        let paths = self.skipped.entry(why.to_string()).or_default();
+        if !paths.iter().any(|p| p == path) {
+            paths.push(path.to_string());
+        }
+    }
+
+    /// Notes the files whose DWARF was too deeply nested to read.
+    pub(crate) fn note_deep_files(&mut self) {
+        let deep = self
+            .files
+            .values()
+            .flatten()
+            .filter(|f| f.has_deep_unit())
+            .count();
+        if deep > 0 {
+            self.skipped
+                .entry(format!(
+                    "DWARF nested deeper than {} levels",
+                    super::elf::MAX_DIE_DEPTH
+                ))
+                .or_default()
+                .push(format!("{deep} file(s)"));
+        }
+    }
+
+    /// One NOTE line per reason some files gave no names, with up to three
+    /// of their paths (quoted: they come from traced processes).
+    pub(crate) fn notes(&self) -> Vec<String> {
+        self.skipped
+            .iter()
+            .map(|(why, paths)| {
+                let shown: Vec<String> = paths.iter().take(3).map(|p| format!("{p:?}")).collect();
+                let more = paths.len().saturating_sub(3);
+                let more = if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "NOTE: frames print as [unknown] where a file was skipped ({why}): {}{more}.",
+                    shown.join(", ")
+                )
+            })
+            .collect()
     }
 
     /// The parsed vDSO of this kernel (read from this process's own vDSO).

@@ -1,19 +1,40 @@
 //! One ELF file, parsed once: its `PT_LOAD` segments (file offset → virtual
 //! address), a sorted function-symbol table (`.symtab`, else `.dynsym`) and,
 //! when present, its DWARF (or that of a separate debug file found by GNU
-//! build-id or debuglink) for names with inlined frames.
+//! build-id or debuglink in the trusted debug directory) for names with
+//! inlined frames.
+//!
+//! Files come from traced processes and may be hostile: they are read
+//! within a byte budget (see [`super::read`]), DWARF units nested deeper
+//! than [`MAX_DIE_DEPTH`] are not walked, and an address yields at most
+//! [`MAX_INLINE_FRAMES`] names.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
+use typed_arena::Arena;
 
 use super::demangle::{Lang, demangle, demangle_as};
+use super::read::{Allowance, Reader as FileReader, RunBudget, Source};
+use crate::sys::open::{Dir, Opened, Scope};
 
-/// DWARF reader owning its bytes, so a parsed file outlives its mmap.
+/// DWARF reader owning its bytes, so a parsed file outlives its reads.
 pub(crate) type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
+
+/// Deepest DIE nesting walked. addr2line recurses once per nested inlined
+/// function; real code stays far below this.
+pub(crate) const MAX_DIE_DEPTH: usize = 256;
+/// Most names one address yields (its inline chain).
+pub(crate) const MAX_INLINE_FRAMES: usize = 128;
+
+/// Where separate debug files are looked for: root's, never a traced
+/// process's.
+const DEBUG_DIR: &str = "/usr/lib/debug";
 
 #[derive(Debug, Clone, Copy)]
 struct Segment {
@@ -39,12 +60,44 @@ pub(crate) struct DwarfFrame {
     pub(crate) die: Option<gimli::UnitOffset<usize>>,
 }
 
+/// Why a file gave no names.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ParseError {
+    /// Reading it would take more than the bytes it may use.
+    #[error("over its {} MiB budget", .0 >> 20)]
+    OverBudget(u64),
+    #[error(transparent)]
+    Bad(#[from] anyhow::Error),
+}
+
+/// The trusted debug directory, opened once.
+#[derive(Debug, Default)]
+pub(crate) struct DebugDirs {
+    dir: Option<Dir>,
+}
+
+impl DebugDirs {
+    pub(crate) fn system() -> DebugDirs {
+        DebugDirs {
+            dir: Dir::open(Path::new(DEBUG_DIR), Scope::Beneath).ok(),
+        }
+    }
+
+    fn open(&self, rel: &str) -> Option<Opened> {
+        self.dir.as_ref()?.open_file(rel).ok()
+    }
+}
+
 /// A parsed ELF file, ready for lookups.
 pub struct ElfFile {
     segments: Vec<Segment>,
     /// Sorted by address, one entry per address.
     symbols: Vec<Sym>,
     dwarf: Option<addr2line::Context<Reader>>,
+    /// Per unit (by its offset): nested no deeper than [`MAX_DIE_DEPTH`].
+    shallow: RefCell<HashMap<usize, bool>>,
+    /// Set when DWARF was left out because of its size.
+    pub(crate) dwarf_over_budget: bool,
 }
 
 impl std::fmt::Debug for ElfFile {
@@ -57,67 +110,69 @@ impl std::fmt::Debug for ElfFile {
     }
 }
 
-/// Maps a file read-only.
-fn map_file(path: &Path) -> Result<memmap2::Mmap> {
-    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    // SAFETY: the mapping is private and read-only, and lives only while this
-    // file is parsed (everything kept is copied out). Another process
-    // truncating the file meanwhile could fault; every symbolizer working on
-    // mapped files shares that risk, and binaries in use are not truncated.
-    let map = unsafe { memmap2::Mmap::map(&file) }
-        .with_context(|| format!("mapping {}", path.display()))?;
-    Ok(map)
-}
-
 impl ElfFile {
-    /// Opens and parses the ELF file at `path`.
+    /// Opens and parses the ELF file at `path`, a file of our own (tests,
+    /// tools): a traced process's files go through [`ElfFile::from_opened`].
     pub fn open(path: &Path) -> Result<ElfFile> {
-        let map = map_file(path)?;
-        ElfFile::parse(&map, Some(path)).with_context(|| format!("parsing {}", path.display()))
+        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            bail!("{} is not a regular file", path.display());
+        }
+        let mut run = RunBudget::default();
+        ElfFile::parse_source(
+            Source::File(&file),
+            meta.len(),
+            path.to_str(),
+            &DebugDirs::system(),
+            &mut run,
+        )
+        .map_err(anyhow::Error::from)
+        .with_context(|| format!("parsing {}", path.display()))
     }
 
-    /// Parses an ELF image held in memory (a file, or the vDSO). `path`, when
+    /// Parses a file that a process mapped, opened safely. `path` is the
+    /// path the process mapped it at, for finding its debug file.
+    pub(crate) fn from_opened(
+        opened: &Opened,
+        path: &str,
+        debug: &DebugDirs,
+        run: &mut RunBudget,
+    ) -> Result<ElfFile, ParseError> {
+        ElfFile::parse_source(
+            Source::File(&opened.file),
+            opened.size,
+            Some(path),
+            debug,
+            run,
+        )
+    }
+
+    /// Parses an ELF image held in memory (the vDSO, tests). `path`, when
     /// known, is used to find a separate debug file by debuglink.
     pub fn parse(data: &[u8], path: Option<&Path>) -> Result<ElfFile> {
-        let obj = object::File::parse(data).context("not a readable object file")?;
-        if !matches!(obj.format(), object::BinaryFormat::Elf) {
-            bail!("not an ELF file");
-        }
-        let segments = obj
-            .segments()
-            .map(|s| {
-                let (offset, filesz) = s.file_range();
-                Segment {
-                    offset,
-                    filesz,
-                    vaddr: s.address(),
-                }
-            })
-            .collect();
-        let mut symbols = function_symbols(&obj);
+        let mut run = RunBudget::default();
+        ElfFile::parse_source(
+            Source::Bytes(data),
+            data.len() as u64,
+            path.and_then(Path::to_str),
+            &DebugDirs::system(),
+            &mut run,
+        )
+        .map_err(anyhow::Error::from)
+    }
 
-        let mut dwarf = None;
-        if has_dwarf(&obj) {
-            dwarf = load_dwarf(&obj).ok();
-        } else if let Some(debug_path) = find_debug_file(&obj, path) {
-            // A separate debug file: its DWARF and, when the binary is
-            // stripped, its symbol table.
-            if let Ok(map) = map_file(&debug_path)
-                && let Ok(dbg) = object::File::parse(&*map)
-            {
-                if has_dwarf(&dbg) {
-                    dwarf = load_dwarf(&dbg).ok();
-                }
-                if symbols.is_empty() {
-                    symbols = function_symbols(&dbg);
-                }
-            }
-        }
-        Ok(ElfFile {
-            segments,
-            symbols,
-            dwarf,
-        })
+    fn parse_source(
+        source: Source<'_>,
+        len: u64,
+        path: Option<&str>,
+        debug: &DebugDirs,
+        run: &mut RunBudget,
+    ) -> Result<ElfFile, ParseError> {
+        let allowance = run.allowance();
+        let parsed = parse_image(source, len, path, debug, run, &allowance);
+        run.spend(&allowance);
+        parsed
     }
 
     /// True when the file has usable DWARF.
@@ -174,14 +229,16 @@ impl ElfFile {
         };
         // addr2line looks up [vaddr, vaddr + 1), which overflows at the last
         // address (reachable only through a corrupt segment table).
-        if vaddr == u64::MAX {
+        if vaddr == u64::MAX || !self.shallow_unit(vaddr) {
             return out;
         }
         let Ok(mut frames) = ctx.find_frames(vaddr).skip_all_loads() else {
             return out;
         };
         // Stop at the first error: a partial chain is still innermost first.
-        while let Ok(Some(frame)) = frames.next() {
+        while out.len() < MAX_INLINE_FRAMES
+            && let Ok(Some(frame)) = frames.next()
+        {
             let Some(func) = frame.function else {
                 continue;
             };
@@ -197,6 +254,36 @@ impl ElfFile {
             });
         }
         out
+    }
+
+    /// True unless the unit holding `vaddr` nests DIEs deeper than
+    /// [`MAX_DIE_DEPTH`] (walked once per unit, without recursion).
+    fn shallow_unit(&self, vaddr: u64) -> bool {
+        let Some(ctx) = &self.dwarf else {
+            return true;
+        };
+        let Some(unit) = ctx.find_dwarf_and_unit(vaddr).skip_all_loads() else {
+            return true;
+        };
+        let key = unit.header.offset().0;
+        if let Some(&ok) = self.shallow.borrow().get(&key) {
+            return ok;
+        }
+        let mut entries = unit.entries();
+        let mut ok = true;
+        while let Ok(Some(entry)) = entries.next_dfs() {
+            if entry.depth() > MAX_DIE_DEPTH as isize {
+                ok = false;
+                break;
+            }
+        }
+        self.shallow.borrow_mut().insert(key, ok);
+        ok
+    }
+
+    /// True when some unit was not walked for being nested too deep.
+    pub(crate) fn has_deep_unit(&self) -> bool {
+        self.shallow.borrow().values().any(|ok| !ok)
     }
 
     /// True when `die`, in the unit that holds `vaddr`, is the copy of a
@@ -225,23 +312,111 @@ impl ElfFile {
     }
 }
 
+/// Parses the image behind `source` within `allowance`, and its separate
+/// debug file (with an allowance of its own) when it has no DWARF.
+fn parse_image(
+    source: Source<'_>,
+    len: u64,
+    path: Option<&str>,
+    debug: &DebugDirs,
+    run: &mut RunBudget,
+    allowance: &Allowance,
+) -> Result<ElfFile, ParseError> {
+    let arena = Arena::new();
+    let reader = FileReader::new(source, len, allowance, &arena);
+    let obj = match object::File::parse(&reader) {
+        Ok(obj) => obj,
+        Err(_) if allowance.exceeded() => return Err(ParseError::OverBudget(allowance.limit())),
+        Err(e) => {
+            return Err(anyhow::Error::new(e)
+                .context("not a readable object file")
+                .into());
+        }
+    };
+    if !matches!(obj.format(), object::BinaryFormat::Elf) {
+        return Err(anyhow::anyhow!("not an ELF file").into());
+    }
+    let segments = obj
+        .segments()
+        .map(|s| {
+            let (offset, filesz) = s.file_range();
+            Segment {
+                offset,
+                filesz,
+                vaddr: s.address(),
+            }
+        })
+        .collect();
+    let mut symbols = function_symbols(&obj, allowance);
+    let mut dwarf = None;
+    let mut dwarf_over_budget = false;
+    if has_dwarf(&obj) {
+        dwarf = load_dwarf(&obj, &reader);
+        dwarf_over_budget = allowance.exceeded();
+    } else if let Some(found) = find_debug_file(&obj, path, debug) {
+        // A separate debug file: its DWARF and, when the binary is
+        // stripped, its symbol table.
+        let dbg_allowance = run.allowance();
+        let dbg_arena = Arena::new();
+        let dbg_reader = FileReader::new(
+            Source::File(&found.file),
+            found.size,
+            &dbg_allowance,
+            &dbg_arena,
+        );
+        if let Ok(dbg) = object::File::parse(&dbg_reader)
+            && same_build(&obj, &dbg)
+        {
+            if has_dwarf(&dbg) {
+                dwarf = load_dwarf(&dbg, &dbg_reader);
+            }
+            if symbols.is_empty() {
+                symbols = function_symbols(&dbg, &dbg_allowance);
+            }
+        }
+        dwarf_over_budget = dbg_allowance.exceeded();
+        run.spend(&dbg_allowance);
+    }
+    if symbols.is_empty() && dwarf.is_none() && allowance.exceeded() {
+        return Err(ParseError::OverBudget(allowance.limit()));
+    }
+    Ok(ElfFile {
+        segments,
+        symbols,
+        dwarf,
+        shallow: RefCell::default(),
+        dwarf_over_budget,
+    })
+}
+
 /// True when `obj` carries a non-empty `.debug_info`.
-fn has_dwarf(obj: &object::File<'_>) -> bool {
+fn has_dwarf<'a, R: object::ReadRef<'a>>(obj: &object::File<'a, R>) -> bool {
     obj.section_by_name(".debug_info")
         .is_some_and(|s| s.size() > 0)
 }
 
 /// Function symbols of `.symtab`, else of `.dynsym`, sorted, one per
-/// address (preferring sized, then global, names).
-fn function_symbols(obj: &object::File<'_>) -> Vec<Sym> {
-    let mut syms = collect_symbols(obj.symbols());
+/// address (preferring sized, then global, names). Names are copied
+/// within `allowance`; the rest are left out.
+fn function_symbols<'a, R: object::ReadRef<'a>>(
+    obj: &object::File<'a, R>,
+    allowance: &Allowance,
+) -> Vec<Sym> {
+    // Read each string table whole once, so that names are found in
+    // memory rather than by one read each.
+    for name in [".strtab", ".dynstr"] {
+        if let Some(s) = obj.section_by_name(name) {
+            let _ = s.data();
+        }
+    }
+    let mut syms = collect_symbols(obj.symbols(), allowance);
     if syms.is_empty() {
-        syms = collect_symbols(obj.dynamic_symbols());
+        syms = collect_symbols(obj.dynamic_symbols(), allowance);
     }
     syms
 }
 
-fn collect_symbols<'data, 'file, S, I>(iter: I) -> Vec<Sym>
+fn collect_symbols<'data, 'file, S, I>(iter: I, allowance: &Allowance) -> Vec<Sym>
 where
     'data: 'file,
     S: ObjectSymbol<'data>,
@@ -251,7 +426,7 @@ where
         .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
         .filter_map(|s| {
             let name = s.name().ok()?;
-            if name.is_empty() {
+            if name.is_empty() || !allowance.charge(name.len() as u64) {
                 return None;
             }
             Some((
@@ -281,56 +456,90 @@ where
 /// it would first allocate, and fill, whatever size it claims.
 const MAX_EXPANSION: u64 = 1032;
 
-/// Loads the DWARF sections of `obj` (decompressed, copied out) into an
-/// addr2line context.
-fn load_dwarf(obj: &object::File<'_>) -> Result<addr2line::Context<Reader>> {
+/// Loads the DWARF sections of `obj` (read, decompressed and copied within
+/// the file's allowance) into an addr2line context. `None` when they do
+/// not fit, or do not parse.
+fn load_dwarf<'a>(
+    obj: &object::File<'a, &'a FileReader<'a>>,
+    reader: &'a FileReader<'a>,
+) -> Option<addr2line::Context<Reader>> {
     let endian = if obj.is_little_endian() {
         gimli::RunTimeEndian::Little
     } else {
         gimli::RunTimeEndian::Big
     };
+    let allowance = reader.allowance();
     let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
-        let bytes: Arc<[u8]> = obj
-            .section_by_name(id.name())
-            .and_then(|s| s.compressed_data().ok())
-            .filter(|c| c.uncompressed_size <= (c.data.len() as u64).saturating_mul(MAX_EXPANSION))
-            .and_then(|c| c.decompress().ok())
-            .map(|d| Arc::from(&*d))
-            .unwrap_or_else(|| Arc::from(&[][..]));
+        let bytes = section_bytes(obj, reader, id.name());
+        if bytes.is_none() && allowance.exceeded() {
+            return Err(gimli::Error::Io);
+        }
+        let bytes: Arc<[u8]> = bytes.map(Arc::from).unwrap_or_else(|| Arc::from(&[][..]));
         Ok(gimli::EndianArcSlice::new(bytes, endian))
     };
-    let dwarf = gimli::Dwarf::load(load).context("loading DWARF sections")?;
-    addr2line::Context::from_dwarf(dwarf).context("indexing DWARF")
+    let dwarf = gimli::Dwarf::load(load).ok()?;
+    addr2line::Context::from_dwarf(dwarf).ok()
 }
 
-/// A separate debug file: `/usr/lib/debug/.build-id/xx/rest.debug` by GNU
-/// build-id, else by `.gnu_debuglink` next to the binary or under
-/// `/usr/lib/debug`.
-fn find_debug_file(obj: &object::File<'_>, path: Option<&Path>) -> Option<PathBuf> {
+/// The bytes of section `name`, decompressed: each charged as the section
+/// header claims (compressed, then expanded), before it is allocated.
+fn section_bytes<'a>(
+    obj: &object::File<'a, &'a FileReader<'a>>,
+    reader: &'a FileReader<'a>,
+    name: &str,
+) -> Option<Vec<u8>> {
+    let section = obj.section_by_name(name)?;
+    let range = section.compressed_file_range().ok()?;
+    let raw = reader.read_owned(range.offset, range.compressed_size)?;
+    if range.format == object::CompressionFormat::None {
+        return Some(raw);
+    }
+    if range.uncompressed_size > range.compressed_size.saturating_mul(MAX_EXPANSION)
+        || !reader.allowance().charge(range.uncompressed_size)
+    {
+        return None;
+    }
+    let compressed = object::CompressedData {
+        format: range.format,
+        data: &raw,
+        uncompressed_size: range.uncompressed_size,
+    };
+    compressed.decompress().ok().map(|d| d.into_owned())
+}
+
+/// True unless both files carry a GNU build-id and they differ.
+fn same_build<'a, 'b, R: object::ReadRef<'a>, S: object::ReadRef<'b>>(
+    bin: &object::File<'a, R>,
+    dbg: &object::File<'b, S>,
+) -> bool {
+    match (bin.build_id(), dbg.build_id()) {
+        (Ok(Some(a)), Ok(Some(b))) => a == b,
+        _ => true,
+    }
+}
+
+/// A separate debug file, only in the trusted debug directory: by GNU
+/// build-id (`.build-id/xx/rest.debug`), else by `.gnu_debuglink` under
+/// the directory's copy of the binary's directory. Never next to the
+/// binary, where the process that owns it could plant a link.
+fn find_debug_file<'a, R: object::ReadRef<'a>>(
+    obj: &object::File<'a, R>,
+    path: Option<&str>,
+    debug: &DebugDirs,
+) -> Option<Opened> {
     if let Ok(Some(id)) = obj.build_id()
         && id.len() >= 2
     {
         let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-        let p = PathBuf::from(format!(
-            "/usr/lib/debug/.build-id/{}/{}.debug",
-            &hex[..2],
-            &hex[2..]
-        ));
-        if p.is_file() {
-            return Some(p);
+        if let Some(found) = debug.open(&format!(".build-id/{}/{}.debug", &hex[..2], &hex[2..])) {
+            return Some(found);
         }
     }
     let (name, _crc) = obj.gnu_debuglink().ok()??;
     let name = std::str::from_utf8(name).ok()?;
-    if name.is_empty() || name.contains('/') {
+    if name.is_empty() || name.contains('/') || name == ".." || name == "." {
         return None;
     }
-    let dir = path?.parent()?;
-    let mut candidates = vec![dir.join(".debug").join(name)];
-    if let Ok(rel) = dir.strip_prefix("/") {
-        candidates.push(Path::new("/usr/lib/debug").join(rel).join(name));
-    }
-    candidates
-        .into_iter()
-        .find(|p| p.is_file() && Some(p.as_path()) != path)
+    let dir = Path::new(path?).parent()?.to_str()?;
+    debug.open(&format!("{}/{name}", dir.trim_start_matches('/')))
 }

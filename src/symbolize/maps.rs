@@ -1,12 +1,16 @@
 //! Per-process memory maps over time: a `/proc/PID/maps` snapshot when a
 //! process is first seen, then fork, exec, mmap and exit events, so that a
 //! user address can be resolved against the map as it was when sampled, even
-//! after the process has exited.
+//! after the process has exited. Each process's root directory is held open
+//! from when it is first seen, so that its files are found inside its own
+//! root after it exits, and never through the host's paths.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 
 use crate::event::{Event, EventKind};
+use crate::sys::open::{Dir, FileKey, OpenError, Opened, Scope, open_magic};
 
 /// One executable mapping, valid during `[from, until)` (nanoseconds).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,6 +25,9 @@ pub struct Mapping {
     pub path: String,
     /// The kernel reported the file as deleted (replaced on disk).
     pub deleted: bool,
+    /// The mapped file's device and inode, when known: a file opened later
+    /// by path must be this one.
+    pub file: Option<FileKey>,
     pub from: u64,
     pub until: u64,
 }
@@ -40,6 +47,7 @@ impl Mapping {
             pgoff,
             path: strip_deleted(path).to_string(),
             deleted: path.ends_with(" (deleted)"),
+            file: None,
             from,
             until: u64::MAX,
         }
@@ -63,12 +71,47 @@ struct Process {
     stale: bool,
     /// Event time of the last re-read of /proc (rate limit).
     reread_at: Option<u64>,
+    /// Its root directory (an index into [`Roots`]), when it was seen alive.
+    root: Option<usize>,
+}
+
+/// The root directories of the processes seen, each held open once.
+#[derive(Debug, Default)]
+struct Roots {
+    dirs: Vec<Dir>,
+    /// By the directory's identity and its mount namespace.
+    index: HashMap<(FileKey, u64), usize>,
+}
+
+/// Most distinct process roots held open; processes beyond are resolved
+/// only while they live.
+const MAX_ROOTS: usize = 256;
+
+impl Roots {
+    /// Opens the root of live process `tgid`; `None` when it is gone.
+    fn capture(&mut self, tgid: u32) -> Option<usize> {
+        let dir = Dir::open(Path::new(&format!("/proc/{tgid}/root")), Scope::Root).ok()?;
+        let key = dir.key().ok()?;
+        let ns = std::fs::metadata(format!("/proc/{tgid}/ns/mnt"))
+            .map(|m| m.ino())
+            .unwrap_or(0);
+        if let Some(&i) = self.index.get(&(key, ns)) {
+            return Some(i);
+        }
+        if self.dirs.len() >= MAX_ROOTS {
+            return None;
+        }
+        self.dirs.push(dir);
+        self.index.insert((key, ns), self.dirs.len() - 1);
+        Some(self.dirs.len() - 1)
+    }
 }
 
 /// The memory-map history of every process seen.
 #[derive(Debug)]
 pub struct ProcessMaps {
     procs: HashMap<u32, Process>,
+    roots: Roots,
     /// False when the backend delivers no mmap events (tracefs): maps are
     /// then re-read from /proc after an exec, and when a stack's address is
     /// not covered by what is known.
@@ -88,6 +131,7 @@ impl ProcessMaps {
     pub fn new() -> ProcessMaps {
         ProcessMaps {
             procs: HashMap::new(),
+            roots: Roots::default(),
             mmap_events: true,
         }
     }
@@ -167,10 +211,13 @@ impl ProcessMaps {
             return;
         }
         let path = format!("/proc/{tgid}/maps");
+        // The root first: maps read after it are of a process that had it.
+        let root = self.roots.capture(tgid);
         let proc = match std::fs::read_to_string(&path) {
             Ok(text) => Process {
                 mappings: parse_maps(&text, from),
                 image_since: from,
+                root,
                 ..Process::default()
             },
             Err(_) => Process {
@@ -203,12 +250,15 @@ impl ProcessMaps {
                             .collect()
                     })
                     .unwrap_or_default();
+                // The child starts in its parent's root.
+                let root = self.procs.get(&f.parent_tgid).and_then(|p| p.root);
                 match self.procs.get_mut(&f.tgid) {
                     // A reused pid: the old process's history ends here.
                     Some(child) if child.exited => {
                         end_all(&mut child.mappings, time);
                         child.mappings.extend(inherited);
                         child.exited = false;
+                        child.root = root;
                     }
                     // Already known (snapshotted): keep what we have.
                     Some(_) => {}
@@ -217,6 +267,7 @@ impl ProcessMaps {
                             f.tgid,
                             Process {
                                 mappings: inherited,
+                                root,
                                 ..Process::default()
                             },
                         );
@@ -225,6 +276,10 @@ impl ProcessMaps {
             }
             EventKind::Comm(c) if c.exec => match self.procs.get_mut(&c.tgid) {
                 Some(p) => {
+                    // It may have changed root before the exec.
+                    if let Some(root) = self.roots.capture(c.tgid) {
+                        p.root = Some(root);
+                    }
                     end_all(&mut p.mappings, time);
                     p.image_since = time;
                     // The new image's mappings come as mmap events, or
@@ -241,8 +296,12 @@ impl ProcessMaps {
                 }
                 self.snapshot_if_unknown(m.tgid, 0);
                 let end = m.start.saturating_add(m.len);
-                let mapping = Mapping::new(m.start, end, m.pgoff, &m.path, time);
+                let mut mapping = Mapping::new(m.start, end, m.pgoff, &m.path, time);
+                mapping.file = m.file;
                 if let Some(p) = self.procs.get_mut(&m.tgid) {
+                    if p.root.is_none() {
+                        p.root = self.roots.capture(m.tgid);
+                    }
                     p.mappings.push(mapping);
                 }
             }
@@ -257,8 +316,13 @@ impl ProcessMaps {
 
     /// Adds a mapping valid from `from` on, as an mmap event would; for
     /// tests and for callers that build maps by hand.
+    /// Its files are found in this tool's own root.
     pub fn add_mapping(&mut self, tgid: u32, mapping: Mapping) {
-        self.procs.entry(tgid).or_default().mappings.push(mapping);
+        let p = self.procs.entry(tgid).or_default();
+        if p.root.is_none() {
+            p.root = self.roots.capture(std::process::id());
+        }
+        p.mappings.push(mapping);
     }
 
     /// True once `tgid`'s exit has been seen (or it could not be read).
@@ -279,24 +343,40 @@ impl ProcessMaps {
         Some((m, (addr - m.start).wrapping_add(m.pgoff)))
     }
 
-    /// Paths to try, in order, to open `mapping`'s file: while the process
-    /// lives, a deleted file through `/proc/<tgid>/map_files/` (when the
-    /// mapping is still current) and any file through the process's root
-    /// (containers); then the plain path.
-    pub fn open_candidates(&self, tgid: u32, mapping: &Mapping) -> Vec<PathBuf> {
-        let mut out = Vec::with_capacity(3);
+    /// Opens the file of `mapping` of `tgid` for reading, as safely as a
+    /// file a hostile process names must be: while the mapping is current
+    /// and the process lives, the very file mapped (through
+    /// `/proc/PID/map_files/`); else its path inside the root the process
+    /// had, checked to be the file that was mapped. Never the host's file
+    /// of that path for a process whose root is elsewhere.
+    pub(crate) fn open_file(&self, tgid: u32, mapping: &Mapping) -> Result<Opened, OpenError> {
         let alive = !self.has_exited(tgid);
-        if alive && mapping.deleted && mapping.until == u64::MAX {
-            out.push(PathBuf::from(format!(
+        if alive && mapping.until == u64::MAX {
+            let path = format!(
                 "/proc/{tgid}/map_files/{:x}-{:x}",
                 mapping.start, mapping.end
-            )));
+            );
+            if let Ok(opened) = open_magic(Path::new(&path)) {
+                match mapping.file {
+                    Some(key) if opened.check_is(key).is_err() => {}
+                    _ => return Ok(opened),
+                }
+            }
         }
-        if alive && mapping.path.starts_with('/') {
-            out.push(PathBuf::from(format!("/proc/{tgid}/root{}", mapping.path)));
+        if mapping.deleted {
+            return Err(OpenError::Replaced);
         }
-        out.push(PathBuf::from(&mapping.path));
-        out
+        let root = self
+            .procs
+            .get(&tgid)
+            .and_then(|p| p.root)
+            .and_then(|i| self.roots.dirs.get(i))
+            .ok_or(OpenError::NoRoot)?;
+        let opened = root.open_file(&mapping.path)?;
+        if let Some(key) = mapping.file {
+            opened.check_is(key)?;
+        }
+        Ok(opened)
     }
 }
 
@@ -334,7 +414,7 @@ pub fn parse_maps_line(line: &str, from: u64) -> Option<Mapping> {
         *f = &rest[..end];
         rest = &rest[end..];
     }
-    let [range, perms, offset, _dev, _inode] = fields;
+    let [range, perms, offset, dev, inode] = fields;
     // The path is the rest of the line after the padding, spaces included.
     let path = rest.trim_start_matches(' ');
     if !perms.contains('x') || !wanted_path(path) {
@@ -347,7 +427,22 @@ pub fn parse_maps_line(line: &str, from: u64) -> Option<Mapping> {
     if end <= start {
         return None;
     }
-    Some(Mapping::new(start, end, pgoff, path, from))
+    let mut mapping = Mapping::new(start, end, pgoff, path, from);
+    mapping.file = parse_file_key(dev, inode);
+    Some(mapping)
+}
+
+/// The device (`MAJOR:MINOR` in hex) and inode (decimal) of a maps line;
+/// `None` for inode 0 (no file).
+fn parse_file_key(dev: &str, inode: &str) -> Option<FileKey> {
+    let (major, minor) = dev.split_once(':')?;
+    let major = u32::from_str_radix(major, 16).ok()?;
+    let minor = u32::from_str_radix(minor, 16).ok()?;
+    let ino = inode.parse().ok().filter(|&i| i != 0)?;
+    Some(FileKey {
+        dev: libc::makedev(major, minor),
+        ino,
+    })
 }
 
 #[cfg(test)]
@@ -368,6 +463,7 @@ mod tests {
             pgoff,
             path: path.to_string(),
             executable: true,
+            file: None,
         })
     }
 
@@ -407,13 +503,14 @@ not a maps line
         assert_eq!(maps[1].path, "/opt/my app/lib x.so");
         assert!(maps[1].deleted && !maps[0].deleted);
         assert_eq!(
-            ProcessMaps::new().open_candidates(1, &maps[1]),
-            vec![
-                PathBuf::from("/proc/1/map_files/7f0000000000-7f0000010000"),
-                PathBuf::from("/proc/1/root/opt/my app/lib x.so"),
-                PathBuf::from("/opt/my app/lib x.so"),
-            ]
+            maps[0].file,
+            Some(FileKey {
+                dev: libc::makedev(8, 1),
+                ino: 1234
+            })
         );
+        assert_eq!(maps[1].file.map(|k| k.ino), Some(99));
+        assert_eq!(maps[2].file, None, "inode 0 is no file");
         assert_eq!(maps[1].pgoff, 0x1000);
         assert!(maps[2].is_vdso());
     }
@@ -518,13 +615,6 @@ not a maps line
         pm.observe(&ev(8, EventKind::Exit(Exit { tgid: 3, tid: 4 })));
         assert!(!pm.has_exited(3));
         let m = pm.lookup(3, 10, 0x1010).map(|(m, _)| m.clone()).unwrap();
-        assert_eq!(
-            pm.open_candidates(3, &m),
-            vec![
-                PathBuf::from("/proc/3/root/bin/parent"),
-                PathBuf::from("/bin/parent")
-            ]
-        );
 
         pm.observe(&ev(9, EventKind::Exit(Exit { tgid: 3, tid: 3 })));
         assert!(pm.has_exited(3));
@@ -532,10 +622,9 @@ not a maps line
             path_at(&pm, 3, 100, 0x1010),
             Some(("/bin/parent".into(), 0x10))
         );
-        assert_eq!(
-            pm.open_candidates(3, &m),
-            vec![PathBuf::from("/bin/parent")]
-        );
+        // Never seen alive, so no root: its files are not looked for on
+        // the host.
+        assert_eq!(pm.open_file(3, &m).err(), Some(OpenError::NoRoot));
     }
 
     #[test]

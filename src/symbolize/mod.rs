@@ -13,15 +13,17 @@ pub mod demangle;
 pub mod elf;
 pub mod kernel;
 pub mod maps;
+mod read;
 mod split;
 pub mod vdso;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::Result;
 
 use crate::kallsyms::Preload;
-use cache::FileCache;
+use cache::{FileCache, FileId};
 use kernel::KernelSymbols;
 pub use maps::{Mapping, ProcessMaps};
 
@@ -36,6 +38,12 @@ pub struct Symbolizer {
     /// Where kernel symbols come from when read before tracing.
     preload: Option<Preload>,
     files: FileCache,
+    /// The file each mapping opened to, by process, start and since when.
+    opened: HashMap<(u32, u64, u64), Option<FileId>>,
+    /// Polled before each file is opened: once true, no more are.
+    stop: Option<Box<dyn Fn() -> bool + Send>>,
+    /// Set when `stop` cut symbolization short.
+    stopped: bool,
     warnings: Vec<String>,
 }
 
@@ -60,8 +68,17 @@ impl Symbolizer {
             kernel: None,
             preload,
             files: FileCache::new(),
+            opened: HashMap::new(),
+            stop: None,
+            stopped: false,
             warnings: Vec::new(),
         })
+    }
+
+    /// Makes symbolization poll `stop` before each file it opens, and open
+    /// no more once it says so (their frames print as `[unknown]`).
+    pub fn stop_when(&mut self, stop: impl Fn() -> bool + Send + 'static) {
+        self.stop = Some(Box::new(stop));
     }
 
     /// The map history (for callers that keep feeding events).
@@ -148,21 +165,43 @@ impl Symbolizer {
             return Arc::from(Vec::new());
         };
         let id = if mapping.is_vdso() {
-            self.files.vdso()
+            Some(self.files.vdso())
         } else {
-            let candidates = self.maps.open_candidates(tgid, mapping);
-            match self.files.open(&candidates) {
-                Some(id) => id,
-                None => return Arc::from(Vec::new()),
+            let key = (tgid, mapping.start, mapping.from);
+            match self.opened.get(&key) {
+                Some(&id) => id,
+                None => {
+                    if self.stopped || self.stop.as_ref().is_some_and(|stop| stop()) {
+                        self.stopped = true;
+                        return Arc::from(Vec::new());
+                    }
+                    let opened = self.maps.open_file(tgid, mapping);
+                    let id = self.files.open(opened, &mapping.path);
+                    self.opened.insert(key, id);
+                    id
+                }
             }
         };
-        self.files.names(id, off)
+        match id {
+            Some(id) => self.files.names(id, off),
+            None => Arc::from(Vec::new()),
+        }
     }
 
-    /// Warnings to print once at the end (e.g. kptr_restrict hid kernel
-    /// addresses).
-    pub fn warnings(&self) -> Vec<String> {
-        self.warnings.clone()
+    /// Warnings and notes to print once at the end (e.g. kptr_restrict hid
+    /// kernel addresses, files that gave no names).
+    pub fn warnings(&mut self) -> Vec<String> {
+        let mut out = self.warnings.clone();
+        self.files.note_deep_files();
+        out.extend(self.files.notes());
+        if self.stopped {
+            out.push(
+                "NOTE: symbolization was interrupted; frames of files not yet read print as \
+                 [unknown]."
+                    .to_string(),
+            );
+        }
+        out
     }
 }
 

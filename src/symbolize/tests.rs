@@ -93,6 +93,7 @@ fn symbolizer_for(path: &Path) -> Symbolizer {
             pgoff: 0,
             path: path.to_string_lossy().into_owned(),
             deleted: false,
+            file: None,
             from: 0,
             until: u64::MAX,
         },

@@ -1,0 +1,192 @@
+//! The one way to open a file that a traced process names: its binaries,
+//! libraries and the debug files they point to. The process is untrusted,
+//! so a path is resolved inside a directory (the process's root, or a
+//! trusted debug directory) with `openat2`, first as `O_PATH` so that
+//! nothing but a regular file on a local filesystem is ever really opened,
+//! then reopened for reading with `O_NONBLOCK`. Identity (device, inode,
+//! size) comes from the opened descriptor, never from the path again.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat, openat2};
+use nix::sys::stat::{Mode, SFlag, fstat};
+use nix::sys::statfs::{BTRFS_SUPER_MAGIC, FUSE_SUPER_MAGIC, OVERLAYFS_SUPER_MAGIC, fstatfs};
+
+/// Why a file was not opened.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum OpenError {
+    #[error("no such file")]
+    Missing,
+    #[error("not a regular file")]
+    NotRegular,
+    /// A FUSE file's server is a process, which could make every read
+    /// (and the lookup itself) wait forever.
+    #[error("on a FUSE filesystem")]
+    Fuse,
+    #[error("not the file the process mapped")]
+    Replaced,
+    /// The process was never seen alive, so its root is unknown.
+    #[error("the process's root directory is unknown")]
+    NoRoot,
+    #[error("{0}")]
+    Os(Errno),
+}
+
+/// Device and inode: which file a mapping is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileKey {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// A regular file opened for reading.
+#[derive(Debug)]
+pub(crate) struct Opened {
+    pub(crate) file: File,
+    pub(crate) key: FileKey,
+    pub(crate) size: u64,
+}
+
+/// How paths are resolved inside a [`Dir`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// As if the directory were `/`: a process's root. Absolute symlinks
+    /// and `..` stay inside it.
+    Root,
+    /// Only below the directory; a link or `..` out of it fails.
+    Beneath,
+}
+
+/// A directory that paths are resolved in.
+#[derive(Debug)]
+pub(crate) struct Dir {
+    fd: OwnedFd,
+    scope: Scope,
+}
+
+impl Dir {
+    /// Opens `path` (absolute, resolved normally: it is ours, e.g.
+    /// `/proc/PID/root` or `/usr/lib/debug`) as a directory to resolve in.
+    pub(crate) fn open(path: &Path, scope: Scope) -> Result<Dir, OpenError> {
+        let fd = nix::fcntl::open(
+            path,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(os)?;
+        Ok(Dir { fd, scope })
+    }
+
+    /// The directory's own identity.
+    pub(crate) fn key(&self) -> Result<FileKey, OpenError> {
+        let st = fstat(&self.fd).map_err(os)?;
+        Ok(key_of(&st))
+    }
+
+    /// Opens `path` (absolute or relative: both are taken from this
+    /// directory) as a regular file.
+    pub(crate) fn open_file(&self, path: &str) -> Result<Opened, OpenError> {
+        let rel = path.trim_start_matches('/');
+        if rel.is_empty() || rel.as_bytes().contains(&0) {
+            return Err(OpenError::Missing);
+        }
+        let resolve = ResolveFlag::RESOLVE_NO_MAGICLINKS
+            | match self.scope {
+                Scope::Root => ResolveFlag::RESOLVE_IN_ROOT,
+                Scope::Beneath => ResolveFlag::RESOLVE_BENEATH,
+            };
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+            .resolve(resolve);
+        let fd = match openat2(&self.fd, rel, how) {
+            Ok(fd) => fd,
+            // Before Linux 5.6 there is no openat2. The path is then
+            // resolved without containment; callers that open a file a
+            // process mapped compare its identity, which is what keeps a
+            // planted link from naming another file.
+            Err(Errno::ENOSYS) => openat(
+                &self.fd,
+                rel,
+                OFlag::O_PATH | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(os)?,
+            Err(e) => return Err(os(e)),
+        };
+        reopen(fd)
+    }
+}
+
+/// Opens a magic link that names exactly one file, such as
+/// `/proc/PID/map_files/START-END`, as a regular file.
+pub(crate) fn open_magic(path: &Path) -> Result<Opened, OpenError> {
+    let fd = nix::fcntl::open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()).map_err(os)?;
+    reopen(fd)
+}
+
+/// Checks that the `O_PATH` descriptor is a regular file on a filesystem
+/// that cannot stall a read, then opens that same file for reading.
+fn reopen(path_fd: OwnedFd) -> Result<Opened, OpenError> {
+    let st = fstat(&path_fd).map_err(os)?;
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
+        return Err(OpenError::NotRegular);
+    }
+    if fstatfs(&path_fd).map_err(os)?.filesystem_type() == FUSE_SUPER_MAGIC {
+        return Err(OpenError::Fuse);
+    }
+    // Through our own descriptor: the same inode, whatever the path is now.
+    let proc_path = CString::new(format!("/proc/self/fd/{}", path_fd.as_raw_fd()))
+        .map_err(|_| OpenError::Missing)?;
+    let fd = nix::fcntl::open(
+        proc_path.as_c_str(),
+        OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(os)?;
+    let st2 = fstat(&fd).map_err(os)?;
+    let key = key_of(&st2);
+    if key != key_of(&st) {
+        return Err(OpenError::Replaced);
+    }
+    Ok(Opened {
+        file: File::from(fd),
+        key,
+        size: u64::try_from(st2.st_size).unwrap_or(0),
+    })
+}
+
+impl Opened {
+    /// Checks that this is the file a process mapped: the device and inode
+    /// it had. Overlayfs and btrfs report one device to `stat` and another
+    /// in memory maps, so there only the inode is compared.
+    pub(crate) fn check_is(&self, mapped: FileKey) -> Result<(), OpenError> {
+        if self.key == mapped {
+            return Ok(());
+        }
+        let other_dev = fstatfs(self.file.as_fd()).is_ok_and(|s| {
+            [OVERLAYFS_SUPER_MAGIC, BTRFS_SUPER_MAGIC].contains(&s.filesystem_type())
+        });
+        if other_dev && self.key.ino == mapped.ino {
+            return Ok(());
+        }
+        Err(OpenError::Replaced)
+    }
+}
+
+fn key_of(st: &nix::sys::stat::FileStat) -> FileKey {
+    FileKey {
+        dev: st.st_dev,
+        ino: st.st_ino,
+    }
+}
+
+fn os(e: Errno) -> OpenError {
+    match e {
+        Errno::ENOENT | Errno::ENOTDIR => OpenError::Missing,
+        e => OpenError::Os(e),
+    }
+}
