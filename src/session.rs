@@ -8,6 +8,7 @@ use std::io::{self, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -34,8 +35,14 @@ static STOP: AtomicBool = AtomicBool::new(false);
 const COMMAND_GRACE: Duration = Duration::from_millis(500);
 /// SIGINTs received; the second one aborts.
 static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
+/// SIGINTs and SIGTERMs received: one during symbolization cuts it short.
+static SIGNALS: AtomicU32 = AtomicU32::new(0);
+/// How long symbolization, told to stop, may take to come back before the
+/// run ends without a report (a read that never returns).
+const SYMBOLIZE_GRACE: Duration = Duration::from_secs(2);
 
 extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNALS.fetch_add(1, Ordering::SeqCst);
     if sig == libc::SIGINT && INTERRUPTS.fetch_add(1, Ordering::SeqCst) >= 1 {
         // SAFETY: _exit is async-signal-safe; a second Ctrl-C aborts at once.
         unsafe { libc::_exit(130) };
@@ -106,10 +113,16 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     // Seed what is known about threads before the first event arrives.
     let tasks = TaskTable::scan_proc();
     let mut maps = ProcessMaps::new();
-    if let ThreadFilter::Tgids(pids) = &threads {
-        for &pid in pids {
-            maps.ensure_known(pid, 0);
+    match &threads {
+        ThreadFilter::Tgids(pids) => {
+            for &pid in pids {
+                maps.ensure_known(pid, 0);
+            }
         }
+        // Held before its exec, the command is in this tool's root: its
+        // root is known even if it is gone before its first event is read.
+        ThreadFilter::Command { root } => maps.ensure_known(*root, 0),
+        _ => {}
     }
 
     let stack_mode = if cli.user_stacks_only {
@@ -235,9 +248,9 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     let source_stats = backend.stats();
 
     let switch_ins_from_records = backend.switch_ins_from_records();
-    let result = aggregator.finish();
+    let result = Arc::new(aggregator.finish());
     if stdout_open {
-        let entries = symbolize_entries(&result, maps, source_config.kallsyms.clone())?;
+        let entries = symbolize_apart(&result, maps, source_config.kallsyms.clone())?;
         let mut buffered = io::BufWriter::new(&mut out);
         let written =
             report::write_report(&mut buffered, &options, &entries).and_then(|()| buffered.flush());
@@ -425,14 +438,58 @@ fn kernel_filter(threads: &ThreadFilter) -> KernelFilter {
     }
 }
 
+/// Symbolizes on a thread of its own, so that SIGINT or SIGTERM ends the
+/// run promptly whatever a traced process's files do: a signal makes
+/// symbolization open no more files, and if it still has not come back
+/// after [`SYMBOLIZE_GRACE`], the run ends without a report.
+fn symbolize_apart(
+    result: &Arc<aggregate::Aggregate>,
+    maps: ProcessMaps,
+    kallsyms: Option<crate::kallsyms::Preload>,
+) -> Result<Vec<ResolvedEntry>> {
+    let before = SIGNALS.load(Ordering::SeqCst);
+    let signalled = move || SIGNALS.load(Ordering::SeqCst) > before;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let result = Arc::clone(result);
+    std::thread::Builder::new()
+        .name("symbolize".into())
+        // As much stack as the main thread: DWARF is walked recursively
+        // (to a bounded depth).
+        .stack_size(8 << 20)
+        .spawn(move || {
+            let _ = tx.send(symbolize_entries(&result, maps, kallsyms, signalled));
+        })
+        .context("starting the symbolization thread")?;
+    let mut stop_seen: Option<Instant> = None;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(entries) => return entries,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                bail!("symbolization failed")
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if signalled() && stop_seen.get_or_insert_with(Instant::now).elapsed() > SYMBOLIZE_GRACE {
+            bail!(
+                "interrupted: symbolization did not stop within {} s (a read of a traced \
+                 process's file did not return); no report",
+                SYMBOLIZE_GRACE.as_secs()
+            );
+        }
+    }
+}
+
 /// Symbolizes every stack that some entry uses, once, then builds the
 /// printable entries. Shows progress on stderr when it takes a while.
+/// Once `stop` says so, no more files are opened.
 fn symbolize_entries(
     result: &aggregate::Aggregate,
     maps: ProcessMaps,
     kallsyms: Option<crate::kallsyms::Preload>,
+    stop: impl Fn() -> bool + Send + 'static,
 ) -> Result<Vec<ResolvedEntry>> {
     let mut symbolizer = Symbolizer::new(maps, kallsyms)?;
+    symbolizer.stop_when(stop);
     let table: &StackTable = &result.stacks;
 
     // Target kernel stacks start at an exact IP; waker kernel stacks start at

@@ -112,6 +112,8 @@ impl Roots {
 pub struct ProcessMaps {
     procs: HashMap<u32, Process>,
     roots: Roots,
+    /// This tool's own root.
+    own_root: Option<Dir>,
     /// False when the backend delivers no mmap events (tracefs): maps are
     /// then re-read from /proc after an exec, and when a stack's address is
     /// not covered by what is known.
@@ -132,6 +134,7 @@ impl ProcessMaps {
         ProcessMaps {
             procs: HashMap::new(),
             roots: Roots::default(),
+            own_root: Dir::open(Path::new("/"), Scope::Root).ok(),
             mmap_events: true,
         }
     }
@@ -349,6 +352,11 @@ impl ProcessMaps {
     /// `/proc/PID/map_files/`); else its path inside the root the process
     /// had, checked to be the file that was mapped. Never the host's file
     /// of that path for a process whose root is elsewhere.
+    ///
+    /// A process never seen alive (gone before its first event was read)
+    /// has no known root: its files are looked for in this tool's root,
+    /// and only a file proven to be the mapped one (same device and inode)
+    /// is taken.
     pub(crate) fn open_file(&self, tgid: u32, mapping: &Mapping) -> Result<Opened, OpenError> {
         let alive = !self.has_exited(tgid);
         if alive && mapping.until == u64::MAX {
@@ -366,12 +374,16 @@ impl ProcessMaps {
         if mapping.deleted {
             return Err(OpenError::Replaced);
         }
-        let root = self
+        let known = self
             .procs
             .get(&tgid)
             .and_then(|p| p.root)
-            .and_then(|i| self.roots.dirs.get(i))
-            .ok_or(OpenError::NoRoot)?;
+            .and_then(|i| self.roots.dirs.get(i));
+        let root = match (known, mapping.file) {
+            (Some(root), _) => root,
+            (None, Some(_)) => self.own_root.as_ref().ok_or(OpenError::NoRoot)?,
+            (None, None) => return Err(OpenError::NoRoot),
+        };
         let opened = root.open_file(&mapping.path)?;
         if let Some(key) = mapping.file {
             opened.check_is(key)?;
@@ -622,8 +634,8 @@ not a maps line
             path_at(&pm, 3, 100, 0x1010),
             Some(("/bin/parent".into(), 0x10))
         );
-        // Never seen alive, so no root: its files are not looked for on
-        // the host.
+        // Never seen alive, so no root, and nothing proves which file was
+        // mapped: it is not looked for on the host.
         assert_eq!(pm.open_file(3, &m).err(), Some(OpenError::NoRoot));
     }
 
