@@ -114,6 +114,9 @@ pub struct ProcessMaps {
     roots: Roots,
     /// This tool's own root.
     own_root: Option<Dir>,
+    /// Roots taken before the process's first event (see
+    /// [`ProcessMaps::expect`]).
+    early_roots: HashMap<u32, usize>,
     /// False when the backend delivers no mmap events (tracefs): maps are
     /// then re-read from /proc after an exec, and when a stack's address is
     /// not covered by what is known.
@@ -135,6 +138,7 @@ impl ProcessMaps {
             procs: HashMap::new(),
             roots: Roots::default(),
             own_root: Dir::open(Path::new("/"), Scope::Root).ok(),
+            early_roots: HashMap::new(),
             mmap_events: true,
         }
     }
@@ -197,6 +201,14 @@ impl ProcessMaps {
         }
     }
 
+    /// Takes the root of `tgid` now, for when it is first seen: a process
+    /// about to start (held before its exec) that may be gone by then.
+    pub fn expect(&mut self, tgid: u32) {
+        if let Some(root) = self.roots.capture(tgid) {
+            self.early_roots.insert(tgid, root);
+        }
+    }
+
     /// Makes sure `tgid` has a map: if it has none yet, snapshots
     /// `/proc/<tgid>/maps` as of `time`. Cheap when already known.
     ///
@@ -215,7 +227,8 @@ impl ProcessMaps {
         }
         let path = format!("/proc/{tgid}/maps");
         // The root first: maps read after it are of a process that had it.
-        let root = self.roots.capture(tgid);
+        let early = self.early_roots.remove(&tgid);
+        let root = self.roots.capture(tgid).or(early);
         let proc = match std::fs::read_to_string(&path) {
             Ok(text) => Process {
                 mappings: parse_maps(&text, from),

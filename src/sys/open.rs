@@ -190,3 +190,115 @@ fn os(e: Errno) -> OpenError {
         e => OpenError::Os(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::{MetadataExt, symlink};
+    use std::path::PathBuf;
+
+    use super::*;
+
+    struct Temp(PathBuf);
+
+    impl Temp {
+        fn new(tag: &str) -> Temp {
+            let dir =
+                std::env::temp_dir().join(format!("offwake-open-{}-{tag}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(dir.join("root/lib")).unwrap();
+            std::fs::create_dir_all(dir.join("outside")).unwrap();
+            std::fs::write(dir.join("root/lib/a.so"), b"inside").unwrap();
+            std::fs::write(dir.join("outside/secret"), b"outside").unwrap();
+            Temp(dir)
+        }
+    }
+
+    impl Drop for Temp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn read(o: Opened) -> String {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut &o.file, &mut s).unwrap();
+        s
+    }
+
+    #[test]
+    fn links_and_dotdot_stay_inside_a_root() {
+        let t = Temp::new("root");
+        let outside = t.0.join("outside/secret");
+        symlink(&outside, t.0.join("root/abs")).unwrap();
+        symlink("../../outside/secret", t.0.join("root/lib/rel")).unwrap();
+        symlink("/lib/a.so", t.0.join("root/inner")).unwrap();
+        let root = Dir::open(&t.0.join("root"), Scope::Root).unwrap();
+        assert_eq!(read(root.open_file("/lib/a.so").unwrap()), "inside");
+        // An absolute link is taken from the root, as the process sees it.
+        assert_eq!(read(root.open_file("/inner").unwrap()), "inside");
+        for escape in [
+            "/abs",
+            "/lib/rel",
+            "/../outside/secret",
+            "lib/../../outside/secret",
+        ] {
+            assert_eq!(
+                root.open_file(escape).err(),
+                Some(OpenError::Missing),
+                "{escape}"
+            );
+        }
+    }
+
+    #[test]
+    fn nothing_leaves_a_beneath_directory() {
+        let t = Temp::new("beneath");
+        symlink("../outside/secret", t.0.join("root/up")).unwrap();
+        symlink("lib/a.so", t.0.join("root/down")).unwrap();
+        let dir = Dir::open(&t.0.join("root"), Scope::Beneath).unwrap();
+        assert_eq!(read(dir.open_file("down").unwrap()), "inside");
+        assert!(dir.open_file("up").is_err());
+        assert!(dir.open_file("../outside/secret").is_err());
+    }
+
+    #[test]
+    fn only_regular_files_are_opened_and_fifos_do_not_block() {
+        let t = Temp::new("kinds");
+        let fifo = t.0.join("root/fifo");
+        nix::unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o644)).unwrap();
+        symlink("/dev/null", t.0.join("root/dev")).unwrap();
+        let root = Dir::open(&t.0.join("root"), Scope::Root).unwrap();
+        assert_eq!(root.open_file("fifo").err(), Some(OpenError::NotRegular));
+        assert_eq!(root.open_file("lib").err(), Some(OpenError::NotRegular));
+        // Resolved inside the root: no /dev there.
+        assert_eq!(root.open_file("dev").err(), Some(OpenError::Missing));
+        let own = Dir::open(Path::new("/"), Scope::Root).unwrap();
+        assert_eq!(
+            own.open_file("/dev/null").err(),
+            Some(OpenError::NotRegular)
+        );
+        assert_eq!(own.open_file("").err(), Some(OpenError::Missing));
+    }
+
+    #[test]
+    fn magic_links_are_refused_in_paths_but_open_when_named() {
+        let own = Dir::open(Path::new("/"), Scope::Root).unwrap();
+        assert!(own.open_file("/proc/self/exe").is_err());
+        let exe = open_magic(Path::new("/proc/self/exe")).unwrap();
+        let meta = std::fs::metadata(std::env::current_exe().unwrap()).unwrap();
+        assert_eq!(
+            exe.key,
+            FileKey {
+                dev: meta.dev(),
+                ino: meta.ino()
+            }
+        );
+        assert_eq!(exe.size, meta.len());
+        assert_eq!(exe.check_is(exe.key), Ok(()));
+        let other = FileKey {
+            dev: exe.key.dev,
+            ino: exe.key.ino + 1,
+        };
+        assert_eq!(exe.check_is(other), Err(OpenError::Replaced));
+    }
+}
