@@ -17,6 +17,11 @@ use rustc_hash::FxHashSet;
 pub struct Comm(pub [u8; 16]);
 
 impl Comm {
+    /// The comm of a thread nothing named: it reads `[unknown]`, but a
+    /// byte after its NUL sets it apart from any comm a task can have
+    /// ([`Comm::from_bytes`] zero-fills), `[unknown]` included.
+    pub const UNKNOWN: Comm = Comm(*b"[unknown]\0\0\0\0\0\0\x01");
+
     /// Builds a comm from raw bytes, stopping at the first NUL and keeping at
     /// most 16 bytes.
     pub fn from_bytes(raw: &[u8]) -> Comm {
@@ -475,6 +480,13 @@ mod tests {
         );
         assert!(Comm::default().is_empty());
         assert_eq!(Comm::from("swapper/1").to_string(), "swapper/1");
+    }
+
+    #[test]
+    fn the_unknown_comm_is_no_comm_a_task_can_have() {
+        assert_eq!(Comm::UNKNOWN.as_str(), "[unknown]");
+        assert_ne!(Comm::UNKNOWN, Comm::from("[unknown]"));
+        assert_ne!(Comm::UNKNOWN, Comm::from_bytes(&Comm::UNKNOWN.0));
     }
 
     fn shared(a: &Callchain, b: &Callchain) -> bool {

@@ -23,7 +23,7 @@ use crate::cli::Cli;
 use crate::command;
 use crate::diag::diag;
 use crate::event::Event;
-use crate::report::{self, Frames, ReportOptions, ResolvedEntry, StackMode};
+use crate::report::{self, Frame, Frames, ReportOptions, ResolvedEntry, StackMode};
 use crate::symbolize::{ProcessMaps, Symbolizer};
 use crate::tracefs::Tracefs;
 use crate::tracefs::instance::KernelFilter;
@@ -521,24 +521,27 @@ fn symbolize_entries(
         v.sort_unstable();
         v
     };
-    let mut target_kernel_names: HashMap<u32, Vec<String>> = HashMap::new();
+    let frames_of =
+        |names: Vec<Option<String>>| -> Vec<Frame> { names.into_iter().map(Frame::from).collect() };
+    let mut target_kernel_names: HashMap<u32, Vec<Frame>> = HashMap::new();
     for id in sorted(target_kernel) {
         if let Some(addrs) = table.kernel.get(id as usize) {
-            target_kernel_names.insert(id, symbolizer.kernel(addrs));
+            target_kernel_names.insert(id, frames_of(symbolizer.kernel_frames(addrs)));
         }
         progress.step();
     }
-    let mut waker_kernel_names: HashMap<u32, Vec<String>> = HashMap::new();
+    let mut waker_kernel_names: HashMap<u32, Vec<Frame>> = HashMap::new();
     for id in sorted(waker_kernel) {
         if let Some(addrs) = table.kernel.get(id as usize) {
-            waker_kernel_names.insert(id, symbolizer.kernel_returns(addrs));
+            waker_kernel_names.insert(id, frames_of(symbolizer.kernel_return_frames(addrs)));
         }
         progress.step();
     }
-    let mut user_names: HashMap<u32, Vec<String>> = HashMap::new();
+    let mut user_names: HashMap<u32, Vec<Frame>> = HashMap::new();
     for id in sorted(user) {
         if let Some(stack) = table.user.get(id as usize) {
-            user_names.insert(id, symbolizer.user(stack.tgid, stack.time, &stack.addrs));
+            let names = symbolizer.user_frames(stack.tgid, stack.time, &stack.addrs);
+            user_names.insert(id, frames_of(names));
         }
         progress.step();
     }
@@ -550,7 +553,7 @@ fn symbolize_entries(
 
     // Parts hidden by -U/-K were never stored (StackRef::Empty), and the
     // report omits them anyway.
-    let frames = |r: StackRef, kernel_names: &HashMap<u32, Vec<String>>| -> Frames {
+    let frames = |r: StackRef, kernel_names: &HashMap<u32, Vec<Frame>>| -> Frames {
         match r {
             StackRef::Empty => Frames::Names(Vec::new()),
             StackRef::Missed => Frames::Missed,
@@ -564,9 +567,9 @@ fn symbolize_entries(
         .entries
         .iter()
         .map(|e| ResolvedEntry {
-            target_comm: e.key.target_comm.as_str().into_owned(),
+            target_comm: e.key.target_comm,
             target_tid: e.key.target_tid,
-            waker_comm: e.key.waker_comm.as_str().into_owned(),
+            waker_comm: e.key.waker_comm,
             waker_tid: e.key.waker_tid,
             target_kernel: frames(e.key.target_kernel, &target_kernel_names),
             target_user: frames(e.key.target_user, &target_kernel_names),

@@ -220,9 +220,6 @@ pub struct Aggregator {
     lost_until: u64,
 }
 
-/// The comm of a waker nothing is known about.
-const UNKNOWN_COMM: &str = "[unknown]";
-
 impl Aggregator {
     pub fn new(config: Config, tasks: TaskTable) -> Aggregator {
         let stacks = StackInterner::new(config.stack_storage_size);
@@ -287,10 +284,9 @@ impl Aggregator {
         // A waker that had not been seen when it woke (running since before
         // tracing, gone before /proc could say) may have shown its comm
         // later, in its own switches.
-        let unknown = Comm::from(UNKNOWN_COMM);
         let mut entries: FxHashMap<EntryKey, u64> = FxHashMap::default();
         for (mut key, total) in self.entries {
-            if key.waker_comm == unknown
+            if key.waker_comm == Comm::UNKNOWN
                 && let Some(&comm) = self.seen_comms.get(&key.waker_tid)
             {
                 key.waker_comm = comm;
@@ -444,8 +440,8 @@ impl Aggregator {
     /// A thread's latest comm, for a switch-in or a wakeup whose event
     /// does not carry it: from the events that did (switches, wakeups,
     /// comm records) or the table, then a thread that exited, then
-    /// `/proc`, and `[unknown]` when nothing knows it. Never empty for a
-    /// thread seen in an event, even one missing from the table (started
+    /// `/proc`, and [`Comm::UNKNOWN`] when nothing knows it. Never empty
+    /// for a thread seen in an event, even one missing from the table (started
     /// between the `/proc` scan and the start of tracing) and gone before
     /// the report.
     fn comm_of(&mut self, tid: u32) -> Comm {
@@ -457,7 +453,7 @@ impl Aggregator {
         }
         self.task_info(tid)
             .map(|info| info.comm)
-            .unwrap_or_else(|| Comm::from(UNKNOWN_COMM))
+            .unwrap_or(Comm::UNKNOWN)
     }
 
     fn on_switch(&mut self, time: u64, cpu: u32, s: &Switch) {

@@ -7,6 +7,7 @@
 use rustc_hash::FxHashMap;
 
 use crate::event::Comm;
+use crate::report::{self, Place};
 
 /// What the user named.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,14 +105,15 @@ pub fn notes(quiet: &[QuietTarget], state_filter: bool) -> Vec<String> {
 }
 
 /// `PID 1 "systemd", TID 7 "worker" and 3 more`: each comm quoted and
-/// escaped, so that a traced process can neither write a line of its own
-/// into the NOTE nor make its name read as another target.
+/// escaped ([`report::escape`]), so that a traced process can neither
+/// write a line of its own into the NOTE nor make its name read as
+/// another target.
 fn names(targets: &[&QuietTarget]) -> String {
     let mut parts: Vec<String> = targets
         .iter()
         .take(NAMED_PER_NOTE)
         .map(|q| {
-            let comm = format!("{:?}", q.comm.as_str());
+            let comm = report::comm(&q.comm, Place::Quoted);
             match q.kind {
                 TargetKind::Process => format!("PID {} {comm}", q.id),
                 TargetKind::Thread => format!("TID {} {comm}", q.id),
@@ -212,13 +214,28 @@ mod tests {
             &[
                 q(TargetKind::Process, 5, "x\nNOTE: forged", 0),
                 q(TargetKind::Process, 6, "a\", PID 1 \"b", 0),
+                q(TargetKind::Thread, 7, "\x1b[2K\u{85}\u{202e}", 0),
+                QuietTarget {
+                    kind: TargetKind::Thread,
+                    id: 8,
+                    comm: Comm::from_bytes(b"\xff\\"),
+                    switch_outs: 0,
+                },
+                QuietTarget {
+                    kind: TargetKind::Thread,
+                    id: 9,
+                    comm: Comm::UNKNOWN,
+                    switch_outs: 0,
+                },
             ],
             false,
         );
         assert_eq!(n.len(), 1);
-        assert!(!n[0].contains('\n'), "{}", n[0]);
+        assert!(!n[0].chars().any(char::is_control), "{}", n[0]);
         assert!(
-            n[0].contains(r#"PID 5 "x\nNOTE: forged" and PID 6 "a\", PID 1 \"b" was read"#),
+            n[0].contains(
+                r#"PID 5 "x\nNOTE: forged", PID 6 "a\x22, PID 1 \x22b", TID 7 "\x1b[2K\xc2\x85\xe2\x80\xae", TID 8 "\xff\\" and TID 9 [unknown] was read"#
+            ),
             "{}",
             n[0]
         );

@@ -1,49 +1,55 @@
 //! The default multi-line report: one block per entry (waker stacks, the
-//! `--` separator, target stacks, total), ascending by total.
+//! `--` separator, target stacks, total), ascending by total. Names are
+//! escaped so that each frame stays one line (see [`super::escape`]).
 
 use std::io::{self, Write};
 
-use super::{Part, ReportOptions, ResolvedEntry, frame_names};
+use super::{Part, Place, ReportOptions, ResolvedEntry, comm, frame_names};
 
 /// Renders one entry's block, its trailing blank line included.
 pub(super) fn block(options: &ReportOptions, e: &ResolvedEntry) -> String {
     let mut lines: Vec<String> = Vec::new();
+    let place = Place::Text;
     let frame = |lines: &mut Vec<String>, name: &str| lines.push(format!("    {name}"));
 
     lines.push(format!(
         "    {:<16} {} {}",
-        "waker:", e.waker_comm, e.waker_tid
+        "waker:",
+        e.waker_comm(place),
+        e.waker_tid
     ));
     if options.shows_user() {
-        for name in frame_names(&e.waker_user, Part::User, true) {
-            frame(&mut lines, name);
+        for name in frame_names(&e.waker_user, Part::User, true, place) {
+            frame(&mut lines, &name);
         }
     }
     if options.delimits(&e.waker_kernel, &e.waker_user) {
         frame(&mut lines, "-");
     }
     if options.shows_kernel() {
-        for name in frame_names(&e.waker_kernel, Part::Kernel, true) {
-            frame(&mut lines, name);
+        for name in frame_names(&e.waker_kernel, Part::Kernel, true, place) {
+            frame(&mut lines, &name);
         }
     }
     lines.push(format!("    {:<16} {}", "--", "--"));
     if options.shows_kernel() {
-        for name in frame_names(&e.target_kernel, Part::Kernel, false) {
-            frame(&mut lines, name);
+        for name in frame_names(&e.target_kernel, Part::Kernel, false, place) {
+            frame(&mut lines, &name);
         }
     }
     if options.delimits(&e.target_kernel, &e.target_user) {
         frame(&mut lines, "-");
     }
     if options.shows_user() {
-        for name in frame_names(&e.target_user, Part::User, false) {
-            frame(&mut lines, name);
+        for name in frame_names(&e.target_user, Part::User, false, place) {
+            frame(&mut lines, &name);
         }
     }
     lines.push(format!(
         "    {:<16} {} {}",
-        "target:", e.target_comm, e.target_tid
+        "target:",
+        comm(&e.target_comm, place),
+        e.target_tid
     ));
     lines.push(format!("        {}", e.total_us));
     lines.push(String::new());

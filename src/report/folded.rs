@@ -1,36 +1,39 @@
 //! The folded report (`-f`): one `;`-joined line per entry followed by its
 //! total, identical lines merged, ascending by total. This is what
-//! `flamegraph.pl --color=chain` reads.
+//! `flamegraph.pl --color=chain` reads. Names are escaped so that each
+//! stays one field (see [`super::escape`]).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use super::{Part, ReportOptions, ResolvedEntry, frame_names};
+use super::{Part, Place, ReportOptions, ResolvedEntry, comm, frame_names};
 
 /// The `;`-joined frames of one entry, without its total.
 pub(super) fn line(options: &ReportOptions, e: &ResolvedEntry) -> String {
-    let mut fields: Vec<&str> = vec![&e.target_comm];
+    let place = Place::Folded;
+    let mut fields: Vec<Cow<'_, str>> = vec![comm(&e.target_comm, place)];
     if options.shows_user() {
-        fields.extend(frame_names(&e.target_user, Part::User, true));
+        fields.extend(frame_names(&e.target_user, Part::User, true, place));
     }
     if options.delimits(&e.target_kernel, &e.target_user) {
-        fields.push("-");
+        fields.push("-".into());
     }
     if options.shows_kernel() {
-        fields.extend(frame_names(&e.target_kernel, Part::Kernel, true));
+        fields.extend(frame_names(&e.target_kernel, Part::Kernel, true, place));
     }
-    fields.push("--");
+    fields.push("--".into());
     if options.shows_kernel() {
-        fields.extend(frame_names(&e.waker_kernel, Part::Kernel, false));
+        fields.extend(frame_names(&e.waker_kernel, Part::Kernel, false, place));
     }
     if options.delimits(&e.waker_kernel, &e.waker_user) {
-        fields.push("-");
+        fields.push("-".into());
     }
     if options.shows_user() {
-        fields.extend(frame_names(&e.waker_user, Part::User, false));
+        fields.extend(frame_names(&e.waker_user, Part::User, false, place));
     }
     // Always the last field, even when empty (no waker).
-    fields.push(&e.waker_comm);
+    fields.push(e.waker_comm(place));
     fields.join(";")
 }
 

@@ -1,10 +1,16 @@
 //! bcc-compatible output: the header, the default multi-line blocks (with
-//! `-d` delimiters) and the folded format, byte for byte.
+//! `-d` delimiters) and the folded format, byte for byte. Every name from
+//! outside the tool goes through [`escape`].
 
 mod default;
+mod escape;
 mod folded;
 
+use std::borrow::Cow;
 use std::io::{self, Write};
+
+use crate::event::Comm;
+pub(crate) use escape::{Place, escape};
 
 /// Which stacks are shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,19 +33,35 @@ pub struct ReportOptions {
 /// A symbolized stack.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Frames {
-    /// Function names, innermost first (may be empty).
-    Names(Vec<String>),
+    /// Frames, innermost first (may be empty).
+    Names(Vec<Frame>),
     /// The stack did not fit in the stack storage.
     Missed,
+}
+
+/// One frame of a stack.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Frame {
+    /// A function name, as a file or the kernel gave it (printed escaped).
+    Name(String),
+    /// Nothing resolved the address: printed `[unknown]`.
+    Unknown,
+}
+
+impl From<Option<String>> for Frame {
+    fn from(name: Option<String>) -> Frame {
+        name.map_or(Frame::Unknown, Frame::Name)
+    }
 }
 
 /// One entry, ready to print.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolvedEntry {
-    pub target_comm: String,
+    /// [`Comm::UNKNOWN`] prints as `[unknown]`.
+    pub target_comm: Comm,
     pub target_tid: u32,
     /// Empty with tid 0 when there was no wakeup.
-    pub waker_comm: String,
+    pub waker_comm: Comm,
     pub waker_tid: u32,
     pub target_kernel: Frames,
     pub target_user: Frames,
@@ -103,6 +125,36 @@ impl ReportOptions {
     }
 }
 
+impl ResolvedEntry {
+    /// False for an interval no wakeup was read for.
+    fn has_waker(&self) -> bool {
+        self.waker_tid != 0 || !self.waker_comm.is_empty()
+    }
+
+    /// The waker's comm as printed at `place`; nothing without a waker.
+    fn waker_comm(&self, place: Place) -> Cow<'_, str> {
+        if self.has_waker() {
+            comm(&self.waker_comm, place)
+        } else {
+            Cow::Borrowed("")
+        }
+    }
+}
+
+/// The name printed for a thread nothing named, or a frame nothing
+/// resolved.
+const UNKNOWN: &str = "[unknown]";
+
+/// A comm as printed at `place`: escaped, or `[unknown]` for
+/// [`Comm::UNKNOWN`].
+pub(crate) fn comm(comm: &Comm, place: Place) -> Cow<'_, str> {
+    if *comm == Comm::UNKNOWN {
+        Cow::Borrowed(UNKNOWN)
+    } else {
+        escape(comm.as_bytes(), place)
+    }
+}
+
 impl Frames {
     /// A stack "exists" when it has frames or was missed.
     pub fn exists(&self) -> bool {
@@ -129,19 +181,28 @@ impl Part {
     }
 }
 
-/// The names of a stack in the requested order (`outermost_first` reverses
-/// the stored innermost-first order); a missed stack is its placeholder.
-fn frame_names(frames: &Frames, part: Part, outermost_first: bool) -> Vec<&str> {
+/// The names of a stack as printed at `place`, in the requested order
+/// (`outermost_first` reverses the stored innermost-first order); a missed
+/// stack is its placeholder.
+fn frame_names(
+    frames: &Frames,
+    part: Part,
+    outermost_first: bool,
+    place: Place,
+) -> Vec<Cow<'_, str>> {
     match frames {
         Frames::Names(names) => {
-            let it = names.iter().map(String::as_str);
+            let it = names.iter().map(|frame| match frame {
+                Frame::Name(name) => escape(name.as_bytes(), place),
+                Frame::Unknown => Cow::Borrowed(UNKNOWN),
+            });
             if outermost_first {
                 it.rev().collect()
             } else {
                 it.collect()
             }
         }
-        Frames::Missed => vec![part.missed()],
+        Frames::Missed => vec![Cow::Borrowed(part.missed())],
     }
 }
 
@@ -152,7 +213,7 @@ mod tests {
     use super::*;
 
     fn names(frames: &[&str]) -> Frames {
-        Frames::Names(frames.iter().map(|s| s.to_string()).collect())
+        Frames::Names(frames.iter().map(|s| Frame::Name(s.to_string())).collect())
     }
 
     /// A thread sleeping in nanosleep, woken by a timer in another process.
@@ -179,7 +240,7 @@ mod tests {
         ResolvedEntry {
             target_comm: "kworker/0:1".into(),
             target_tid: 300,
-            waker_comm: String::new(),
+            waker_comm: Comm::default(),
             waker_tid: 0,
             target_kernel: names(&["schedule", "worker_thread", "kthread", "ret_from_fork"]),
             target_user: names(&[]),
@@ -437,6 +498,113 @@ mod tests {
             .map(str::trim)
             .collect();
         assert_eq!(totals, vec!["7", "42", "500", "500"]);
+    }
+
+    /// Names a traced process chose: comms (the target's as the issue
+    /// gave it, the waker's a real 15-byte one) and symbols with the folded
+    /// separator, spaces, a newline, a terminal escape and the tool's words.
+    fn hostile() -> ResolvedEntry {
+        let name = |n: &str| Frame::Name(n.to_string());
+        ResolvedEntry {
+            target_comm: "ev;il c\nFAKE;9".into(),
+            target_tid: 66,
+            waker_comm: "wk;r\nFAKE;-- 99".into(),
+            waker_tid: 67,
+            target_kernel: names(&["schedule", "do_nanosleep"]),
+            target_user: Frames::Names(vec![
+                name("a;b"),
+                name("c d"),
+                name("e\nFAKE;1 2"),
+                name("\x1b[31mred"),
+                name("--"),
+                name("[unknown]"),
+                Frame::Unknown,
+                name("-"),
+                name(""),
+            ]),
+            waker_kernel: names(&["hrtimer_wakeup"]),
+            waker_user: Frames::Names(vec![name("x 5"), name("w;")]),
+            total_us: 5,
+        }
+    }
+
+    #[test]
+    fn hostile_names_stay_one_folded_line_of_their_fields() {
+        assert_eq!(hostile().waker_comm.as_bytes().len(), 15);
+        let got = render(opts(true, true, StackMode::Both), &[hostile()]);
+        assert_eq!(
+            got,
+            "ev\\x3bil c\\nFAKE\\x3b9;[empty];\\x2d;[unknown];\\x5bunknown];\\x2d-;\\x1b[31mred;\
+             e\\nFAKE\\x3b1\\x202;c d;a\\x3bb;-;do_nanosleep;schedule;--;hrtimer_wakeup;-;\
+             x\\x205;w\\x3b;wk\\x3br\\nFAKE\\x3b--\\x2099 5\n"
+        );
+        assert_eq!(got.matches('\n').count(), 1);
+        let (stack, total) = got.trim_end().rsplit_once(' ').unwrap();
+        assert_eq!(total, "5");
+        let fields: Vec<&str> = stack.split(';').collect();
+        // The comms, 9 + 2 + 1 + 2 frames, two `-` and one `--`.
+        assert_eq!(fields.len(), 19);
+        assert_eq!(fields.iter().filter(|f| **f == "--").count(), 1);
+        assert_eq!(fields.iter().filter(|f| **f == "-").count(), 2);
+        assert_eq!(fields.iter().filter(|f| **f == "[unknown]").count(), 1);
+    }
+
+    #[test]
+    fn hostile_names_stay_one_frame_per_default_line() {
+        let got = render(opts(false, true, StackMode::Both), &[hostile()]);
+        let want = [
+            "",
+            "    waker:           wk;r\\nFAKE;-- 99 67",
+            "    w;",
+            "    x 5",
+            "    -",
+            "    hrtimer_wakeup",
+            "    --               --",
+            "    schedule",
+            "    do_nanosleep",
+            "    -",
+            "    a;b",
+            "    c d",
+            "    e\\nFAKE;1 2",
+            "    \\x1b[31mred",
+            "    \\x2d-",
+            "    \\x5bunknown]",
+            "    [unknown]",
+            "    \\x2d",
+            "    [empty]",
+            "    target:          ev;il c\\nFAKE;9 66",
+            "        5",
+            "",
+        ];
+        assert_eq!(got, want.join("\n") + "\n");
+    }
+
+    #[test]
+    fn the_tools_own_words_differ_from_names_that_look_alike() {
+        let mut e = unwoken();
+        e.target_comm = Comm::UNKNOWN;
+        e.waker_comm = Comm::from("[unknown]");
+        e.waker_tid = 9;
+        e.target_kernel = Frames::Names(vec![Frame::Unknown, Frame::Name("[unknown]".into())]);
+        let got = render(opts(true, false, StackMode::Both), std::slice::from_ref(&e));
+        assert_eq!(
+            got,
+            "[unknown];\\x5bunknown];[unknown];--;\\x5bunknown] 42\n"
+        );
+        // A waker whose comm is empty is not "no waker".
+        e.waker_comm = Comm::default();
+        let got = render(opts(true, false, StackMode::Both), std::slice::from_ref(&e));
+        assert_eq!(got, "[unknown];\\x5bunknown];[unknown];--;[empty] 42\n");
+        e.waker_tid = 0;
+        let got = render(opts(true, false, StackMode::Both), std::slice::from_ref(&e));
+        assert_eq!(got, "[unknown];\\x5bunknown];[unknown];--; 42\n");
+        // Bytes that are not UTF-8 stay told apart.
+        e.target_comm = Comm::from_bytes(b"\xff\xfeab");
+        let got = render(opts(false, false, StackMode::Both), &[e]);
+        assert!(
+            got.contains("    target:          \\xff\\xfeab 300\n"),
+            "{got}"
+        );
     }
 
     #[test]

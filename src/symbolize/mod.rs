@@ -30,6 +30,14 @@ pub use maps::{Mapping, ProcessMaps};
 /// The name printed for a frame that cannot be resolved.
 pub const UNKNOWN: &str = "[unknown]";
 
+/// `frames` with [`UNKNOWN`] for each `None`.
+fn or_unknown(frames: Vec<Option<String>>) -> Vec<String> {
+    frames
+        .into_iter()
+        .map(|f| f.unwrap_or_else(|| UNKNOWN.to_string()))
+        .collect()
+}
+
 /// Resolves addresses to bare function names.
 pub struct Symbolizer {
     maps: ProcessMaps,
@@ -116,7 +124,7 @@ impl Symbolizer {
     /// `[unknown]` when unresolvable). `addrs[0]` is an exact instruction
     /// pointer, later entries return addresses.
     pub fn kernel(&mut self, addrs: &[u64]) -> Vec<String> {
-        self.kernel_names(addrs, 0)
+        or_unknown(self.kernel_frames(addrs))
     }
 
     /// Like [`Symbolizer::kernel`], for a stack whose every entry is a
@@ -124,21 +132,28 @@ impl Symbolizer {
     /// tracepoint site was dropped, begins at the return address into the
     /// caller of `try_to_wake_up`).
     pub fn kernel_returns(&mut self, addrs: &[u64]) -> Vec<String> {
+        or_unknown(self.kernel_return_frames(addrs))
+    }
+
+    /// [`Symbolizer::kernel`] with `None` for an unresolvable address.
+    pub fn kernel_frames(&mut self, addrs: &[u64]) -> Vec<Option<String>> {
+        self.kernel_names(addrs, 0)
+    }
+
+    /// [`Symbolizer::kernel_returns`] with `None` for an unresolvable
+    /// address.
+    pub fn kernel_return_frames(&mut self, addrs: &[u64]) -> Vec<Option<String>> {
         self.kernel_names(addrs, 1)
     }
 
     /// Kernel names for `addrs`, whose entry `i` is probed as frame
     /// `i + first_index` (see [`probe`]).
-    fn kernel_names(&mut self, addrs: &[u64], first_index: usize) -> Vec<String> {
+    fn kernel_names(&mut self, addrs: &[u64], first_index: usize) -> Vec<Option<String>> {
         let k = self.kernel_symbols();
         addrs
             .iter()
             .enumerate()
-            .map(|(i, &a)| {
-                k.lookup(probe(i + first_index, a))
-                    .unwrap_or(UNKNOWN)
-                    .to_string()
-            })
+            .map(|(i, &a)| k.lookup(probe(i + first_index, a)).map(str::to_string))
             .collect()
     }
 
@@ -146,14 +161,20 @@ impl Symbolizer {
     /// first. An address inside inlined code yields several names (innermost
     /// inline first); an unresolvable one yields `[unknown]`.
     pub fn user(&mut self, tgid: u32, time: u64, addrs: &[u64]) -> Vec<String> {
+        or_unknown(self.user_frames(tgid, time, addrs))
+    }
+
+    /// [`Symbolizer::user`] with `None` for an unresolvable address, so
+    /// that it cannot be taken for a function a file names `[unknown]`.
+    pub fn user_frames(&mut self, tgid: u32, time: u64, addrs: &[u64]) -> Vec<Option<String>> {
         self.maps.ensure_known(tgid, time);
         let mut out = Vec::with_capacity(addrs.len());
         for (i, &addr) in addrs.iter().enumerate() {
             let names = self.user_frame(tgid, time, probe(i, addr));
             if names.is_empty() {
-                out.push(UNKNOWN.to_string());
+                out.push(None);
             } else {
-                out.extend(names.iter().cloned());
+                out.extend(names.iter().cloned().map(Some));
             }
         }
         out

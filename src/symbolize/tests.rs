@@ -132,6 +132,11 @@ fn c_function_from_dwarf_and_return_address_convention() {
     // Outside any mapping, or before the mapping is valid: unknown.
     assert_eq!(s.user(FAKE_TGID, 10, &[0x1000]), vec![UNKNOWN]);
     assert_eq!(s.user(FAKE_TGID + 1, 10, &[start]), vec![UNKNOWN]);
+    // user_frames tells those apart from any name.
+    assert_eq!(
+        s.user_frames(FAKE_TGID, 10, &[0x1000, start + 1]),
+        vec![None, Some("work".to_string())]
+    );
 }
 
 #[test]
