@@ -266,12 +266,12 @@ mod tests {
         let t = Temp::new("kinds");
         let fifo = t.0.join("root/fifo");
         nix::unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o644)).unwrap();
-        symlink("/dev/null", t.0.join("root/dev")).unwrap();
+        symlink("/dev/null", t.0.join("root/null")).unwrap();
         let root = Dir::open(&t.0.join("root"), Scope::Root).unwrap();
         assert_eq!(root.open_file("fifo").err(), Some(OpenError::NotRegular));
         assert_eq!(root.open_file("lib").err(), Some(OpenError::NotRegular));
         // Resolved inside the root: no /dev there.
-        assert_eq!(root.open_file("dev").err(), Some(OpenError::Missing));
+        assert_eq!(root.open_file("null").err(), Some(OpenError::Missing));
         let own = Dir::open(Path::new("/"), Scope::Root).unwrap();
         assert_eq!(
             own.open_file("/dev/null").err(),
