@@ -83,6 +83,14 @@ impl DebugDirs {
         }
     }
 
+    /// Another directory standing in for the system's (tests).
+    #[cfg(test)]
+    pub(crate) fn at(dir: &Path) -> DebugDirs {
+        DebugDirs {
+            dir: Dir::open(dir, Scope::Beneath).ok(),
+        }
+    }
+
     fn open(&self, rel: &str) -> Option<Opened> {
         self.dir.as_ref()?.open_file(rel).ok()
     }
@@ -353,7 +361,7 @@ fn parse_image(
     if has_dwarf(&obj) {
         dwarf = load_dwarf(&obj, &reader);
         dwarf_over_budget = allowance.exceeded();
-    } else if let Some(found) = find_debug_file(&obj, path, debug) {
+    } else if let Some((found, how)) = find_debug_file(&obj, path, debug) {
         // A separate debug file: its DWARF and, when the binary is
         // stripped, its symbol table.
         let dbg_allowance = run.allowance();
@@ -365,7 +373,7 @@ fn parse_image(
             &dbg_arena,
         );
         if let Ok(dbg) = object::File::parse(&dbg_reader)
-            && same_build(&obj, &dbg)
+            && is_debug_file_of(&obj, &dbg, &how, &found.file, found.size)
         {
             if has_dwarf(&dbg) {
                 dwarf = load_dwarf(&dbg, &dbg_reader);
@@ -507,15 +515,46 @@ fn section_bytes<'a>(
     compressed.decompress().ok().map(|d| d.into_owned())
 }
 
-/// True unless both files carry a GNU build-id and they differ.
-fn same_build<'a, 'b, R: object::ReadRef<'a>, S: object::ReadRef<'b>>(
+/// How a separate debug file was found, which says how it must match.
+enum Found {
+    /// By the binary's build-id: it must carry the same.
+    BuildId,
+    /// By `.gnu_debuglink`: it must carry the binary's build-id, or, when
+    /// the binary has none, have the CRC the link gives.
+    Link { crc: u32 },
+}
+
+/// True when `dbg` is the debug file of `bin`, by the rule of `found`.
+fn is_debug_file_of<'a, 'b, R: object::ReadRef<'a>, S: object::ReadRef<'b>>(
     bin: &object::File<'a, R>,
     dbg: &object::File<'b, S>,
+    found: &Found,
+    file: &File,
+    size: u64,
 ) -> bool {
-    match (bin.build_id(), dbg.build_id()) {
-        (Ok(Some(a)), Ok(Some(b))) => a == b,
-        _ => true,
+    match (bin.build_id(), dbg.build_id(), found) {
+        (Ok(Some(a)), Ok(Some(b)), _) => a == b,
+        (Ok(None), _, Found::Link { crc }) => crc_of(file, size) == Some(*crc),
+        _ => false,
     }
+}
+
+/// The CRC-32 of a whole file no bigger than a file's budget.
+fn crc_of(file: &File, size: u64) -> Option<u32> {
+    use std::os::unix::fs::FileExt;
+    if size > super::read::FILE_BUDGET {
+        return None;
+    }
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    while at < size {
+        let n = usize::try_from((size - at).min(buf.len() as u64)).ok()?;
+        file.read_exact_at(&mut buf[..n], at).ok()?;
+        hasher.update(&buf[..n]);
+        at += n as u64;
+    }
+    Some(hasher.finalize())
 }
 
 /// A separate debug file, only in the trusted debug directory: by GNU
@@ -526,20 +565,21 @@ fn find_debug_file<'a, R: object::ReadRef<'a>>(
     obj: &object::File<'a, R>,
     path: Option<&str>,
     debug: &DebugDirs,
-) -> Option<Opened> {
+) -> Option<(Opened, Found)> {
     if let Ok(Some(id)) = obj.build_id()
         && id.len() >= 2
     {
         let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-        if let Some(found) = debug.open(&format!(".build-id/{}/{}.debug", &hex[..2], &hex[2..])) {
-            return Some(found);
+        if let Some(file) = debug.open(&format!(".build-id/{}/{}.debug", &hex[..2], &hex[2..])) {
+            return Some((file, Found::BuildId));
         }
     }
-    let (name, _crc) = obj.gnu_debuglink().ok()??;
+    let (name, crc) = obj.gnu_debuglink().ok()??;
     let name = std::str::from_utf8(name).ok()?;
     if name.is_empty() || name.contains('/') || name == ".." || name == "." {
         return None;
     }
     let dir = Path::new(path?).parent()?.to_str()?;
-    debug.open(&format!("{}/{name}", dir.trim_start_matches('/')))
+    let file = debug.open(&format!("{}/{name}", dir.trim_start_matches('/')))?;
+    Some((file, Found::Link { crc }))
 }

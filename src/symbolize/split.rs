@@ -14,8 +14,8 @@
 //!
 //! Every read here is bounded: one DIE for the call, one for the function
 //! and one for its declaration, each found by offset; a reference to
-//! another unit scans the unit headers once. Anything unreadable answers
-//! "not split", which keeps the frame.
+//! another unit scans at most [`MAX_UNITS_SCANNED`] unit headers. Anything
+//! unreadable answers "not split", which keeps the frame.
 
 use gimli::Reader as _;
 use gimli::constants::*;
@@ -26,6 +26,10 @@ use super::elf::Reader;
 /// The attributes of a call site, and of a declaration: file, line, column.
 const CALL: [gimli::DwAt; 3] = [DW_AT_call_file, DW_AT_call_line, DW_AT_call_column];
 const DECL: [gimli::DwAt; 3] = [DW_AT_decl_file, DW_AT_decl_line, DW_AT_decl_column];
+
+/// Most unit headers scanned to find the unit of a cross-unit reference:
+/// a crafted `.debug_info` of tiny units cannot make each lookup long.
+const MAX_UNITS_SCANNED: usize = 1 << 16;
 
 /// Where something is in the source: its file as a path, line and column.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -99,7 +103,11 @@ fn with_entry<T>(
         AttributeValue::DebugInfoRef(target) => {
             let dwarf = unit.dwarf;
             let mut headers = dwarf.units();
-            while let Ok(Some(header)) = headers.next() {
+            let mut scanned = 0;
+            while scanned < MAX_UNITS_SCANNED
+                && let Ok(Some(header)) = headers.next()
+            {
+                scanned += 1;
                 let start = header.offset().0;
                 let end = start.saturating_add(header.length_including_self());
                 if target.0 < start || target.0 >= end {

@@ -564,3 +564,118 @@ fn own_process_resolves_shared_library_function() {
 }
 
 mod corrupt;
+
+/// Runs a binutils tool, asserting success.
+fn binutil(tool: &str, args: &[&std::ffi::OsStr]) {
+    let status = Command::new(tool).args(args).status().expect(tool);
+    assert!(status.success(), "{tool} {args:?} failed");
+}
+
+/// Whether `bin`, parsed as if mapped at `/bin/work`, finds DWARF in the
+/// debug directory `debug`.
+fn finds_dwarf(bin: &Path, debug: &Path) -> bool {
+    let dir = crate::sys::open::Dir::open(bin.parent().unwrap(), crate::sys::open::Scope::Root)
+        .expect("opening the binary's directory");
+    let opened = dir
+        .open_file(bin.file_name().unwrap().to_str().unwrap())
+        .expect("opening the binary");
+    let elf = elf::ElfFile::from_opened(
+        &opened,
+        "/bin/work",
+        &elf::DebugDirs::at(debug),
+        &mut read::RunBudget::default(),
+    )
+    .expect("parsing the binary");
+    elf.has_dwarf()
+}
+
+#[test]
+fn debug_files_come_only_from_the_debug_directory_and_must_match() {
+    let dir = TempDir::new("debuglink");
+    let debug = dir.path("debug");
+    std::fs::create_dir_all(debug.join("bin")).unwrap();
+    std::fs::create_dir_all(dir.path("bin/.debug")).unwrap();
+    // With a build-id and without one (then the debuglink's CRC decides).
+    for (name, flags) in [
+        ("work", &["-g", "-O0"][..]),
+        ("work-noid", &["-g", "-O0", "-Wl,--build-id=none"][..]),
+    ] {
+        let full = dir.path(&format!("{name}.full"));
+        compile("cc", "work.c", &full, flags);
+        let dbg = debug.join("bin").join(format!("{name}.debug"));
+        binutil(
+            "objcopy",
+            &[
+                "--only-keep-debug".as_ref(),
+                full.as_os_str(),
+                dbg.as_os_str(),
+            ],
+        );
+        let bin = dir.path(&format!("bin/{name}"));
+        binutil(
+            "objcopy",
+            &[
+                "--strip-debug".as_ref(),
+                format!("--add-gnu-debuglink={}", dbg.display()).as_ref(),
+                full.as_os_str(),
+                bin.as_os_str(),
+            ],
+        );
+        assert!(
+            finds_dwarf(&bin, &debug),
+            "{name}: the debuglink under the debug directory"
+        );
+        // The same name next to the binary, planted by whoever owns its
+        // directory, is not looked at.
+        let empty = dir.path("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        std::os::unix::fs::symlink(&dbg, dir.path(&format!("bin/.debug/{name}.debug"))).unwrap();
+        assert!(
+            !finds_dwarf(&bin, &empty),
+            "{name}: .debug next to the binary"
+        );
+    }
+    // A debug file of another build under the right name is refused: by
+    // build-id, and by CRC where there is no build-id.
+    let other = dir.path("other.full");
+    compile("cc", "work.c", &other, &["-g", "-O1"]);
+    binutil(
+        "objcopy",
+        &[
+            "--only-keep-debug".as_ref(),
+            other.as_os_str(),
+            debug.join("bin/work.debug").as_os_str(),
+        ],
+    );
+    assert!(
+        !finds_dwarf(&dir.path("bin/work"), &debug),
+        "another build's debug file"
+    );
+    let other = dir.path("other-noid.full");
+    compile(
+        "cc",
+        "work.c",
+        &other,
+        &["-g", "-O1", "-Wl,--build-id=none"],
+    );
+    binutil(
+        "objcopy",
+        &[
+            "--only-keep-debug".as_ref(),
+            other.as_os_str(),
+            debug.join("bin/work-noid.debug").as_os_str(),
+        ],
+    );
+    assert!(
+        !finds_dwarf(&dir.path("bin/work-noid"), &debug),
+        "a debug file with another CRC"
+    );
+    // A link inside the debug directory that leads out of it is not followed.
+    std::fs::remove_file(debug.join("bin/work.debug")).unwrap();
+    std::fs::rename(dir.path("work.full"), dir.path("outside.debug")).unwrap();
+    std::os::unix::fs::symlink("../../outside.debug", debug.join("bin/work.debug")).unwrap();
+    assert!(
+        !finds_dwarf(&dir.path("bin/work"), &debug),
+        "a link out of the debug directory"
+    );
+}
