@@ -679,3 +679,78 @@ fn debug_files_come_only_from_the_debug_directory_and_must_match() {
         "a link out of the debug directory"
     );
 }
+
+#[test]
+fn a_stop_request_opens_no_more_files_and_says_so() {
+    let dir = TempDir::new("stop");
+    let bin = dir.path("work");
+    compile("cc", "work.c", &bin, &["-g", "-O0"]);
+    let (addr, _) = symbol(&bin, "work");
+    let at = runtime(&bin, addr);
+
+    let mut s = symbolizer_for(&bin);
+    assert_eq!(s.user(FAKE_TGID, 10, &[at]), vec!["work"]);
+    assert!(!s.warnings().iter().any(|w| w.contains("interrupted")));
+
+    let mut s = symbolizer_for(&bin);
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = asked.clone();
+    s.stop_when(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+        true
+    });
+    assert_eq!(s.user(FAKE_TGID, 10, &[at, at + 1]), vec![UNKNOWN, UNKNOWN]);
+    assert_eq!(asked.load(Ordering::Relaxed), 1, "asked once, then stopped");
+    let warnings = s.warnings();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("symbolization was interrupted")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_file_that_is_not_the_mapped_one_is_not_read() {
+    let dir = TempDir::new("replaced");
+    let bin = dir.path("work");
+    compile("cc", "work.c", &bin, &["-g", "-O0"]);
+    let (addr, _) = symbol(&bin, "work");
+    let at = runtime(&bin, addr);
+    let len = std::fs::metadata(&bin).unwrap().len();
+    let mapping = |file| Mapping {
+        start: BASE,
+        end: BASE + len.next_multiple_of(4096),
+        pgoff: 0,
+        path: bin.to_string_lossy().into_owned(),
+        deleted: false,
+        file,
+        from: 0,
+        until: u64::MAX,
+    };
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&bin).unwrap();
+    let right = crate::sys::open::FileKey {
+        dev: meta.dev(),
+        ino: meta.ino(),
+    };
+    let wrong = crate::sys::open::FileKey {
+        ino: right.ino + 1,
+        ..right
+    };
+    for (key, want) in [(right, "work"), (wrong, UNKNOWN)] {
+        let mut maps = ProcessMaps::new();
+        maps.add_mapping(FAKE_TGID, mapping(Some(key)));
+        let mut s = Symbolizer::new(maps, None).unwrap();
+        assert_eq!(s.user(FAKE_TGID, 10, &[at]), vec![want]);
+        if want == UNKNOWN {
+            let warnings = s.warnings();
+            assert!(
+                warnings
+                    .iter()
+                    .any(|w| w.contains("not the file the process mapped")),
+                "{warnings:?}"
+            );
+        }
+    }
+}
