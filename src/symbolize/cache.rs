@@ -71,6 +71,7 @@ impl FileCache {
                 }
                 Err(ParseError::Bad(e)) => {
                     self.failures.push(format!("{path:?}: {e:#}"));
+                    self.skip("not a readable ELF file", path);
                     None
                 }
             };
