@@ -2,13 +2,15 @@
 //! when `perf_event_open` is denied by a seccomp filter, `--backend perf`
 //! refusing to fall back, and the ftrace instance's cleanup (normal end,
 //! SIGINT, SIGTERM, and a SIGKILLed run cleaned up by the next one), with
-//! the top-level tracing settings left as they were.
+//! the top-level tracing settings left as they were, and the cap on the
+//! buffer's size.
 
 mod common;
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -269,6 +271,55 @@ fn sigkilled_run_is_cleaned_up_by_the_next() {
     assert!(err.contains("records read"), "{err}");
     // …and removes it itself.
     assert_eq!(instances_of(bystander_pid), Vec::<String>::new());
+}
+
+/// The tracefs buffer is capped as a perf ring buffer is (1 GiB per CPU):
+/// `--mmap-pages 1048576` (8 GiB on two CPUs) is refused at once, before
+/// any instance is made.
+#[test]
+fn oversized_tracefs_buffer_is_refused() {
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    let started = Instant::now();
+    let mut child = tool()
+        .args(["--backend", "tracefs", "--mmap-pages", "1048576", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting offwake-perf");
+    let pid = child.id();
+    let mut seen = Vec::new();
+    let status = loop {
+        seen.extend(instances_of(pid));
+        if let Some(status) = child.try_wait().expect("waiting") {
+            break Some(status);
+        }
+        if !seen.is_empty() || started.elapsed() > Duration::from_secs(10) {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let elapsed = started.elapsed();
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    assert!(seen.is_empty(), "an instance was made: {seen:?}\n{err}");
+    let status = status.expect("still running after 10 s");
+    assert_eq!(status.code(), Some(2), "{status}\n{err}");
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    let max = (1usize << 30) / page;
+    assert!(
+        err.contains("--mmap-pages (1048576)") && err.contains(&max.to_string()),
+        "{err}"
+    );
+    assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
 }
 
 /// Parity: one pipe-wakeup workload traced by both backends at once gives
