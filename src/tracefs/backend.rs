@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 
 use super::Tracefs;
 use super::decode::{Assembler, ProcessFormats, StackFormats, TgidSource};
-use super::instance::{Instance, InstanceConfig, KernelFilter, Owner, remove_stale};
+use super::instance::{Instance, InstanceConfig, KernelFilter, Owner};
 use super::page::{self, HeaderLayout, Missed, PageLayout};
 use super::sched::SchedFields;
 use crate::aggregate::tasks::parse_status_tgid;
@@ -63,13 +63,8 @@ pub struct TracefsBackend {
 }
 
 impl TracefsBackend {
-    /// Removes instances left by killed runs, creates ours and starts
-    /// recording. Returns the names of the stale instances removed too.
-    pub fn open(
-        tracefs: &Tracefs,
-        config: &TracefsConfig,
-    ) -> Result<(TracefsBackend, Vec<String>)> {
-        let stale = remove_stale(tracefs);
+    /// Creates our instance and starts recording.
+    pub fn open(tracefs: &Tracefs, config: &TracefsConfig) -> Result<TracefsBackend> {
         let buffer_kb = buffer_kb(config.buffer_pages, crate::perf::ring::page_size())?;
         let events = tracefs.root().join("events");
         let read = |name: &str| -> Result<String> {
@@ -138,21 +133,18 @@ impl TracefsBackend {
             });
         }
         let page = vec![0u8; layout.page_size()];
-        Ok((
-            TracefsBackend {
-                readers,
-                instance: Some(instance),
-                layout,
-                header,
-                assembler,
-                tgids: ProcTgids::new(tracefs.root().join("saved_tgids")),
-                reorder: Reorder::new(),
-                stats: SourceStats::default(),
-                rounds: Rounds::default(),
-                page,
-            },
-            stale,
-        ))
+        Ok(TracefsBackend {
+            readers,
+            instance: Some(instance),
+            layout,
+            header,
+            assembler,
+            tgids: ProcTgids::new(tracefs.root().join("saved_tgids")),
+            reorder: Reorder::new(),
+            stats: SourceStats::default(),
+            rounds: Rounds::default(),
+            page,
+        })
     }
 
     /// The instance's directory (for messages and tests).

@@ -284,8 +284,9 @@ pub fn tid_filters(tids: &[u32]) -> (String, String) {
 
 /// Removes the instances that earlier runs left behind (killed before they
 /// could clean up): those named as ours whose owner is no longer running.
-/// Returns the names removed; an instance that cannot be removed is
-/// reported on stderr and left.
+/// Returns the names removed. One that is busy (a process of another PID
+/// namespace reads it) or already gone (another run removed it) is left
+/// quietly; any other failure is reported on stderr.
 pub fn remove_stale(tracefs: &Tracefs) -> Vec<String> {
     let dir = tracefs.root().join("instances");
     let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -303,6 +304,7 @@ pub fn remove_stale(tracefs: &Tracefs) -> Vec<String> {
         }
         match std::fs::remove_dir(entry.path()) {
             Ok(()) => removed.push(name.to_string()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ENOENT)) => {}
             Err(e) => diag!(
                 "offwake-perf: cannot remove the stale ftrace instance {}: {e}",
                 entry.path().display()
