@@ -1,16 +1,17 @@
 //! End-to-end tests of the tracefs backend (root): the automatic fallback
 //! when `perf_event_open` is denied by a seccomp filter, `--backend perf`
-//! refusing to fall back, the ftrace instance's cleanup (normal end,
-//! SIGINT, SIGTERM, and instances left behind removed by the next run of
-//! either backend), with the top-level tracing settings left as they were,
-//! and the cap on the buffer's size.
+//! refusing to fall back, the ftrace instance's cleanup (normal end, SIGINT,
+//! SIGTERM, SIGKILL, an abort on a failed allocation, and instances left
+//! behind removed by the next run of either backend), with the top-level
+//! tracing settings left as they were, and the cap on the buffer's size.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -18,8 +19,8 @@ use common::*;
 const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// Every run of the tool removes stale instances, so the tests here run one
-/// at a time: otherwise one test's run could clean up another's SIGKILLed
-/// instance before that test looks.
+/// at a time: otherwise one test's run could remove another's stale
+/// instance before that test's own run does.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -228,6 +229,30 @@ fn instance_removed_on_sigterm() {
     run_and_end_with(Some(libc::SIGTERM));
 }
 
+/// How long the instance of a run that died may outlive it: its guardian
+/// removes it as soon as the run's files are closed.
+const CLEANUP_WAIT: Duration = Duration::from_secs(2);
+
+/// Waits up to [`CLEANUP_WAIT`] for `pid`'s instances to go. Fails, after
+/// removing them (they may record system-wide), when some remain.
+fn assert_no_instance_left(pid: u32, what: &str) {
+    let until = Instant::now() + CLEANUP_WAIT;
+    let left = loop {
+        let left = instances_of(pid);
+        if left.is_empty() || Instant::now() >= until {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    for name in &left {
+        let _ = std::fs::remove_dir(tracefs().join("instances").join(name));
+    }
+    assert!(
+        left.is_empty(),
+        "{what}: instance(s) {left:?} still there {CLEANUP_WAIT:?} after the run died"
+    );
+}
+
 /// Sends `signal` to `pid`, unless disarmed, when dropped: a test that fails
 /// midway must not leave a tracer or a workload running.
 struct SignalOnDrop {
@@ -242,6 +267,95 @@ impl Drop for SignalOnDrop {
             unsafe { libc::kill(pid as libc::pid_t, self.signal) };
         }
     }
+}
+
+/// Waits up to `limit` for `child` to exit; SIGKILLs it after that.
+fn wait_at_most(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let until = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("waiting") {
+            return Some(status);
+        }
+        if Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A run killed with SIGKILL cannot clean up: its guardian removes the
+/// instance.
+#[test]
+fn sigkilled_run_leaves_no_instance() {
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    let before = top_level_sched_enables();
+    let mut tracer = start_traced(&["--backend", "tracefs"]);
+    let pid = tracer.child.id();
+    assert_eq!(instances_of(pid).len(), 1, "no instance while tracing");
+    tracer.child.kill().expect("SIGKILL");
+    tracer.child.wait().expect("reaping");
+    assert_no_instance_left(pid, "SIGKILL");
+    assert_eq!(top_level_sched_enables(), before);
+}
+
+/// A run that aborts on a failed allocation (no destructor runs) leaves no
+/// instance either. Its address space is limited while it traces, below
+/// what it already uses, then a storm of wakeups makes it allocate: the
+/// first allocation the heap cannot serve from memory it has aborts.
+#[test]
+fn run_aborted_on_allocation_failure_leaves_no_instance() {
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    let before = top_level_sched_enables();
+    let mut storm = start_pipewake_pinned(10_000_000, 0);
+    let mut stop_storm = SignalOnDrop {
+        pid: Some(storm.pid()),
+        signal: libc::SIGKILL,
+    };
+    let storm_pid = storm.pid().to_string();
+    // -U: no kallsyms thread, whose memory use depends on timing.
+    let mut tracer = start_traced(&["-U", "--backend", "tracefs", "-p", &storm_pid]);
+    let pid = tracer.child.id();
+    assert_eq!(instances_of(pid).len(), 1, "no instance while tracing");
+    let limit = libc::rlimit {
+        rlim_cur: 1 << 20,
+        rlim_max: 1 << 20,
+    };
+    // SAFETY: prlimit reads `limit` and, with a null old-limit pointer,
+    // writes nothing.
+    let rc = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_AS,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+    storm.go();
+    let status = wait_at_most(&mut tracer.child, Duration::from_secs(20));
+    stop_storm.pid = None;
+    let _ = storm.child.kill();
+    let _ = storm.child.wait();
+    let mut err = String::new();
+    if let Some(mut e) = tracer.child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let status = status.unwrap_or_else(|| {
+        assert_no_instance_left(pid, "killed after 20 s");
+        panic!("offwake-perf did not abort within 20 s; stderr:\n{err}")
+    });
+    assert_no_instance_left(pid, "abort on a failed allocation");
+    assert_eq!(status.signal(), Some(libc::SIGABRT), "{status}\n{err}");
+    assert!(err.contains("memory allocation of"), "{err}");
+    assert_eq!(top_level_sched_enables(), before);
 }
 
 /// Removes a directory when dropped (a test's instance, should it fail).
