@@ -46,8 +46,6 @@ pub enum Source {
 pub struct OpenNotes {
     /// The one-line notice of an automatic fallback to tracefs.
     pub fallback: Option<String>,
-    /// Instances of killed earlier runs that were removed.
-    pub stale_removed: Vec<String>,
 }
 
 impl Source {
@@ -116,7 +114,7 @@ impl Source {
         config: &SourceConfig,
         fallback: Option<String>,
     ) -> Result<(Source, OpenNotes)> {
-        let (backend, stale_removed) = TracefsBackend::open(
+        let backend = TracefsBackend::open(
             tracefs,
             &TracefsConfig {
                 buffer_pages: config.buffer_pages,
@@ -127,13 +125,7 @@ impl Source {
                 kallsyms: config.kallsyms.clone(),
             },
         )?;
-        Ok((
-            Source::Tracefs(Box::new(backend)),
-            OpenNotes {
-                fallback,
-                stale_removed,
-            },
-        ))
+        Ok((Source::Tracefs(Box::new(backend)), OpenNotes { fallback }))
     }
 
     /// `perf` or `tracefs`.

@@ -152,6 +152,17 @@ impl Cli {
         T: Into<OsString> + Clone,
     {
         let cli = Cli::try_parse_from(args)?;
+        if cli.backend == Backend::Tracefs
+            && let Some(pages) = cli.mmap_pages
+        {
+            use crate::tracefs::backend::{max_buffer_pages, too_many_pages};
+            let max = max_buffer_pages(crate::perf::ring::page_size());
+            if pages > max {
+                return Err(
+                    Cli::command().error(ErrorKind::ArgumentConflict, too_many_pages(pages, max))
+                );
+            }
+        }
         if cli.min_block_time > cli.max_block_time {
             return Err(Cli::command().error(
                 ErrorKind::ArgumentConflict,
@@ -301,6 +312,24 @@ mod tests {
         assert_eq!(default_mmap_pages(24, 4096), 256);
         assert!(default_mmap_pages(0, 0).is_power_of_two());
         assert_eq!(err_kind(&["x"]), ErrorKind::ValueValidation);
+    }
+
+    #[test]
+    fn tracefs_buffer_capped() {
+        let max = crate::tracefs::backend::max_buffer_pages(crate::perf::ring::page_size());
+        let max = max.to_string();
+        assert!(parse(&["--backend", "tracefs", "--mmap-pages", &max]).is_ok());
+        let over = (2 * max.parse::<usize>().unwrap()).to_string();
+        let err = parse(&["--backend", "tracefs", "--mmap-pages", &over]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ArgumentConflict);
+        assert!(
+            err.to_string().contains(&format!("--mmap-pages ({over})")),
+            "{err}"
+        );
+        // The perf backend's bound is the kernel's; auto tries perf first
+        // (and checks again before falling back).
+        assert!(parse(&["--backend", "perf", "--mmap-pages", &over]).is_ok());
+        assert!(parse(&["--mmap-pages", &over]).is_ok());
     }
 
     #[test]

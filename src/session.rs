@@ -99,6 +99,16 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         None => None,
     };
     let tracefs = Tracefs::open()?;
+    // Whatever the backend: one listing of `instances/`.
+    let stale = crate::tracefs::instance::remove_stale(&tracefs);
+    if !stale.is_empty() {
+        diag!(
+            "offwake-perf: removed {} ftrace instance(s) left behind by earlier runs that \
+             were killed: {}",
+            stale.len(),
+            stale.join(", ")
+        );
+    }
     // The command is forked now but held before exec until tracing is
     // attached to it, so that it is seen from its first instruction.
     let held = if cli.command.is_empty() {
@@ -157,14 +167,6 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     maps.set_mmap_events(backend.delivers_mmaps());
     if let Some(notice) = &notes.fallback {
         diag!("{notice}");
-    }
-    if !notes.stale_removed.is_empty() {
-        diag!(
-            "offwake-perf: removed {} ftrace instance(s) left behind by earlier runs that \
-             were killed: {}",
-            notes.stale_removed.len(),
-            notes.stale_removed.join(", ")
-        );
     }
     if std::env::var_os("OFFWAKE_TIMING").is_some() {
         diag!(

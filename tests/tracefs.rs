@@ -1,14 +1,17 @@
 //! End-to-end tests of the tracefs backend (root): the automatic fallback
 //! when `perf_event_open` is denied by a seccomp filter, `--backend perf`
-//! refusing to fall back, and the ftrace instance's cleanup (normal end,
-//! SIGINT, SIGTERM, and a SIGKILLed run cleaned up by the next one), with
-//! the top-level tracing settings left as they were.
+//! refusing to fall back, the ftrace instance's cleanup (normal end, SIGINT,
+//! SIGTERM, SIGKILL, an abort on a failed allocation, and instances left
+//! behind removed by the next run of either backend), with the top-level
+//! tracing settings left as they were, and the cap on the buffer's size.
 
 mod common;
 
 use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -16,8 +19,8 @@ use common::*;
 const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// Every run of the tool removes stale instances, so the tests here run one
-/// at a time: otherwise one test's run could clean up another's SIGKILLed
-/// instance before that test looks.
+/// at a time: otherwise one test's run could remove another's stale
+/// instance before that test's own run does.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -226,49 +229,241 @@ fn instance_removed_on_sigterm() {
     run_and_end_with(Some(libc::SIGTERM));
 }
 
-/// A run killed with SIGKILL cannot clean up; the next run removes its
-/// instance (and only instances whose owner is gone).
+/// How long the instance of a run that died may outlive it: its guardian
+/// removes it as soon as the run's files are closed.
+const CLEANUP_WAIT: Duration = Duration::from_secs(2);
+
+/// Waits up to [`CLEANUP_WAIT`] for `pid`'s instances to go. Fails, after
+/// removing them (they may record system-wide), when some remain.
+fn assert_no_instance_left(pid: u32, what: &str) {
+    let until = Instant::now() + CLEANUP_WAIT;
+    let left = loop {
+        let left = instances_of(pid);
+        if left.is_empty() || Instant::now() >= until {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    for name in &left {
+        let _ = std::fs::remove_dir(tracefs().join("instances").join(name));
+    }
+    assert!(
+        left.is_empty(),
+        "{what}: instance(s) {left:?} still there {CLEANUP_WAIT:?} after the run died"
+    );
+}
+
+/// Sends `signal` to `pid`, unless disarmed, when dropped: a test that fails
+/// midway must not leave a tracer or a workload running.
+struct SignalOnDrop {
+    pid: Option<u32>,
+    signal: libc::c_int,
+}
+
+impl Drop for SignalOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(pid as libc::pid_t, self.signal) };
+        }
+    }
+}
+
+/// Waits up to `limit` for `child` to exit; SIGKILLs it after that.
+fn wait_at_most(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let until = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("waiting") {
+            return Some(status);
+        }
+        if Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A run killed with SIGKILL cannot clean up: its guardian removes the
+/// instance.
 #[test]
-fn sigkilled_run_is_cleaned_up_by_the_next() {
+fn sigkilled_run_leaves_no_instance() {
     if !live() {
         return;
     }
     let _serial = serial();
-    // A live run's instance must survive the cleanup. (Started first:
-    // every run cleans up, so it would remove the killed run's instance.)
-    let bystander = start_traced(&["--backend", "tracefs"]);
-    let bystander_pid = bystander.child.id();
-    assert_eq!(instances_of(bystander_pid).len(), 1);
-
+    let before = top_level_sched_enables();
     let mut tracer = start_traced(&["--backend", "tracefs"]);
     let pid = tracer.child.id();
-    let left = instances_of(pid);
-    assert_eq!(left.len(), 1);
+    assert_eq!(instances_of(pid).len(), 1, "no instance while tracing");
     tracer.child.kill().expect("SIGKILL");
     tracer.child.wait().expect("reaping");
-    // Still there: nobody removed it.
-    assert_eq!(instances_of(pid), left);
+    assert_no_instance_left(pid, "SIGKILL");
+    assert_eq!(top_level_sched_enables(), before);
+}
 
-    let out = run(&["--backend", "tracefs", "-f", "1"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("left behind by earlier runs") && stderr.contains(&left[0]),
-        "no cleanup notice for {}: {stderr}",
-        left[0]
-    );
-    assert_eq!(instances_of(pid), Vec::<String>::new());
+/// A run that aborts on a failed allocation (no destructor runs) leaves no
+/// instance either. Its address space is limited while it traces, below
+/// what it already uses, then a storm of wakeups makes it allocate: the
+/// first allocation the heap cannot serve from memory it has aborts.
+#[test]
+fn run_aborted_on_allocation_failure_leaves_no_instance() {
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    let before = top_level_sched_enables();
+    let mut storm = start_pipewake_pinned(10_000_000, 0);
+    let mut stop_storm = SignalOnDrop {
+        pid: Some(storm.pid()),
+        signal: libc::SIGKILL,
+    };
+    let storm_pid = storm.pid().to_string();
+    // -U: no kallsyms thread, whose memory use depends on timing.
+    let mut tracer = start_traced(&["-U", "--backend", "tracefs", "-p", &storm_pid]);
+    let pid = tracer.child.id();
+    assert_eq!(instances_of(pid).len(), 1, "no instance while tracing");
+    let limit = libc::rlimit {
+        rlim_cur: 1 << 20,
+        rlim_max: 1 << 20,
+    };
+    // SAFETY: prlimit reads `limit` and, with a null old-limit pointer,
+    // writes nothing.
+    let rc = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_AS,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+    storm.go();
+    let status = wait_at_most(&mut tracer.child, Duration::from_secs(20));
+    stop_storm.pid = None;
+    let _ = storm.child.kill();
+    let _ = storm.child.wait();
+    let mut err = String::new();
+    if let Some(mut e) = tracer.child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let status = status.unwrap_or_else(|| {
+        assert_no_instance_left(pid, "killed after 20 s");
+        panic!("offwake-perf did not abort within 20 s; stderr:\n{err}")
+    });
+    assert_no_instance_left(pid, "abort on a failed allocation");
+    assert_eq!(status.signal(), Some(libc::SIGABRT), "{status}\n{err}");
+    assert!(err.contains("memory allocation of"), "{err}");
+    assert_eq!(top_level_sched_enables(), before);
+}
+
+/// Removes a directory when dropped (a test's instance, should it fail).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Instances whose owner is gone (here made by hand, as a run killed
+/// together with its guardian leaves them) are removed by the next run of
+/// either backend, which says so; a live run's instance is left alone.
+#[test]
+fn every_run_removes_stale_instances_only() {
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    let bystander = start_traced(&["--backend", "tracefs"]);
+    let bystander_pid = bystander.child.id();
+    let mut interrupt = SignalOnDrop {
+        pid: Some(bystander_pid),
+        signal: libc::SIGINT,
+    };
+    assert_eq!(instances_of(bystander_pid).len(), 1);
+
+    // The default backend (perf here), then tracefs.
+    let backends: [&[&str]; 2] = [&[], &["--backend", "tracefs"]];
+    for (i, backend) in backends.into_iter().enumerate() {
+        // Above the kernel's PID_MAX_LIMIT (2^22): no process has this pid.
+        let name = format!("offwake-perf.{}.{i}", 1u32 << 23);
+        let stale = RemoveOnDrop(tracefs().join("instances").join(&name));
+        std::fs::create_dir(&stale.0).expect("making a stale instance");
+        let mut args = backend.to_vec();
+        args.extend(["-f", "--", "true"]);
+        let out = run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{backend:?}: {stderr}");
+        if backend.is_empty() {
+            assert!(!stderr.contains("falling back"), "{stderr}");
+        }
+        assert!(
+            stderr.contains("left behind by earlier runs") && stderr.contains(&name),
+            "{backend:?}: no cleanup notice for {name}: {stderr}"
+        );
+        assert!(!stale.0.exists(), "{backend:?}: {name} is still there");
+    }
 
     // The bystander still has its instance while it runs…
     assert_eq!(instances_of(bystander_pid).len(), 1);
+    interrupt.pid = None;
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(bystander_pid as libc::pid_t, libc::SIGINT) };
-    let deadline = Instant::now() + Duration::from_secs(20);
     let (_, err) = bystander.finish();
-    assert!(Instant::now() < deadline);
     assert!(err.contains("records read"), "{err}");
     // …and removes it itself.
     assert_eq!(instances_of(bystander_pid), Vec::<String>::new());
+}
+
+/// The tracefs buffer is capped as a perf ring buffer is (1 GiB per CPU):
+/// `--mmap-pages 1048576` (8 GiB on two CPUs) is refused at once, before
+/// any instance is made.
+#[test]
+fn oversized_tracefs_buffer_is_refused() {
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    let started = Instant::now();
+    let mut child = tool()
+        .args(["--backend", "tracefs", "--mmap-pages", "1048576", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting offwake-perf");
+    let pid = child.id();
+    let mut seen = Vec::new();
+    let status = loop {
+        seen.extend(instances_of(pid));
+        if let Some(status) = child.try_wait().expect("waiting") {
+            break Some(status);
+        }
+        if !seen.is_empty() || started.elapsed() > Duration::from_secs(10) {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let elapsed = started.elapsed();
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    assert!(seen.is_empty(), "an instance was made: {seen:?}\n{err}");
+    let status = status.expect("still running after 10 s");
+    assert_eq!(status.code(), Some(2), "{status}\n{err}");
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    let max = (1usize << 30) / page;
+    assert!(
+        err.contains("--mmap-pages (1048576)") && err.contains(&max.to_string()),
+        "{err}"
+    );
+    assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
 }
 
 /// Parity: one pipe-wakeup workload traced by both backends at once gives

@@ -11,11 +11,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, bail};
 
 use super::Tracefs;
 use super::decode::{Assembler, ProcessFormats, StackFormats, TgidSource};
-use super::instance::{Instance, InstanceConfig, KernelFilter, Owner, remove_stale};
+use super::instance::{Instance, InstanceConfig, KernelFilter, Owner};
 use super::page::{self, HeaderLayout, Missed, PageLayout};
 use super::sched::SchedFields;
 use crate::aggregate::tasks::parse_status_tgid;
@@ -63,13 +63,9 @@ pub struct TracefsBackend {
 }
 
 impl TracefsBackend {
-    /// Removes instances left by killed runs, creates ours and starts
-    /// recording. Returns the names of the stale instances removed too.
-    pub fn open(
-        tracefs: &Tracefs,
-        config: &TracefsConfig,
-    ) -> Result<(TracefsBackend, Vec<String>)> {
-        let stale = remove_stale(tracefs);
+    /// Creates our instance and starts recording.
+    pub fn open(tracefs: &Tracefs, config: &TracefsConfig) -> Result<TracefsBackend> {
+        let buffer_kb = buffer_kb(config.buffer_pages, crate::perf::ring::page_size())?;
         let events = tracefs.root().join("events");
         let read = |name: &str| -> Result<String> {
             let path = events.join(name);
@@ -107,11 +103,6 @@ impl TracefsBackend {
         )
         .with_kallsyms(config.kallsyms.clone());
 
-        let buffer_kb = config
-            .buffer_pages
-            .checked_mul(crate::perf::ring::page_size())
-            .map(|b| (b / 1024).max(1))
-            .ok_or_else(|| anyhow!("{} pages is too large a buffer", config.buffer_pages))?;
         let owner = Owner::current()?;
         let instance = Instance::create(
             tracefs,
@@ -142,21 +133,18 @@ impl TracefsBackend {
             });
         }
         let page = vec![0u8; layout.page_size()];
-        Ok((
-            TracefsBackend {
-                readers,
-                instance: Some(instance),
-                layout,
-                header,
-                assembler,
-                tgids: ProcTgids::new(tracefs.root().join("saved_tgids")),
-                reorder: Reorder::new(),
-                stats: SourceStats::default(),
-                rounds: Rounds::default(),
-                page,
-            },
-            stale,
-        ))
+        Ok(TracefsBackend {
+            readers,
+            instance: Some(instance),
+            layout,
+            header,
+            assembler,
+            tgids: ProcTgids::new(tracefs.root().join("saved_tgids")),
+            reorder: Reorder::new(),
+            stats: SourceStats::default(),
+            rounds: Rounds::default(),
+            page,
+        })
     }
 
     /// The instance's directory (for messages and tests).
@@ -318,6 +306,36 @@ impl TracefsBackend {
     }
 }
 
+/// The largest per-CPU buffer we ask for, in bytes: as large as a perf ring
+/// buffer gets (the kernel keeps a perf ring's page pointers in one
+/// max-order allocation, 4 MiB: 2^18 pages of 4 KiB). The kernel would
+/// give tracefs as much as the machine has.
+pub(crate) const MAX_BUFFER_BYTES: usize = 1 << 30;
+
+/// The most pages `--mmap-pages` may ask of the tracefs buffer.
+pub(crate) fn max_buffer_pages(page_size: usize) -> usize {
+    (MAX_BUFFER_BYTES / page_size.max(1)).max(1)
+}
+
+/// The per-CPU `buffer_size_kb` for `pages` pages of `page_size` bytes, or
+/// the error that says the buffer would be too large.
+pub(crate) fn buffer_kb(pages: usize, page_size: usize) -> Result<usize> {
+    let max = max_buffer_pages(page_size);
+    if pages > max {
+        bail!("{}", too_many_pages(pages, max));
+    }
+    Ok((pages * page_size / 1024).max(1))
+}
+
+/// Says that `pages` is above `max` (shared by the command line's check).
+pub(crate) fn too_many_pages(pages: usize, max: usize) -> String {
+    format!(
+        "--mmap-pages ({pages}) must not be greater than {max} with the tracefs backend \
+         ({} GiB per CPU, the largest perf ring buffer)",
+        MAX_BUFFER_BYTES >> 30
+    )
+}
+
 /// Entries a CPU lost, from its `per_cpu/cpuN/stats`: `overrun` (pages
 /// overwritten before they were read) plus `dropped events`.
 pub fn cpu_losses(stats: &str) -> u64 {
@@ -390,6 +408,23 @@ pub fn parse_saved_tgids(text: &str) -> impl Iterator<Item = (u32, u32)> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buffer_capped_as_a_perf_ring() {
+        assert_eq!(max_buffer_pages(4096), 262_144);
+        assert_eq!(max_buffer_pages(65536), 16_384);
+        assert_eq!(buffer_kb(1024, 4096).unwrap(), 4096);
+        assert_eq!(buffer_kb(262_144, 4096).unwrap(), 1 << 20);
+        assert_eq!(buffer_kb(1, 512).unwrap(), 1);
+        let err = buffer_kb(1 << 20, 4096).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "--mmap-pages (1048576) must not be greater than 262144 with the tracefs \
+             backend (1 GiB per CPU, the largest perf ring buffer)"
+        );
+        // No overflow on absurd sizes.
+        assert!(buffer_kb(usize::MAX, 4096).is_err());
+    }
 
     #[test]
     fn cpu_stats_losses() {

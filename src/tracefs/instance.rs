@@ -1,7 +1,9 @@
 //! Our private ftrace instance: its name (which says whose it is), its
 //! creation and configuration (clock, buffer size, stack options, pid and
-//! event filters, events), its removal, and the removal of instances left
-//! behind by earlier runs that were killed.
+//! event filters, events), its removal (by us, or by its [`guardian`] if we
+//! die first), and the removal of instances left behind by earlier runs.
+//!
+//! [`guardian`]: super::guardian
 //!
 //! Nothing here touches the top-level trace buffer or its settings: every
 //! write goes below `instances/<ours>/`.
@@ -12,6 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use super::Tracefs;
+use super::guardian::{self, Guardian};
 use crate::diag::diag;
 
 /// Prefix of our instances' names: `offwake-perf.<pid>.<start time>`.
@@ -125,14 +128,19 @@ pub struct Instance {
     dir: PathBuf,
     enabled_events: Vec<PathBuf>,
     removed: bool,
+    /// Removes the instance should this process die first; dropped (told
+    /// we are done) after the instance is removed.
+    _guardian: Guardian,
 }
 
 impl Instance {
-    /// Creates `instances/<name>` and sets it up; the events are enabled
-    /// last. On failure the half-made instance is removed.
+    /// Creates `instances/<name>`, starts its guardian and sets it up; the
+    /// events are enabled last. On failure the half-made instance is
+    /// removed.
     pub fn create(tracefs: &Tracefs, name: &str, config: &InstanceConfig) -> Result<Instance> {
         let instances = tracefs.root().join("instances");
         let dir = instances.join(name);
+        let guardian = guardian::Prepared::new(&dir)?;
         match std::fs::create_dir(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::NotFound => bail!(
@@ -145,10 +153,19 @@ impl Instance {
                     .with_context(|| format!("creating the ftrace instance {}", dir.display()));
             }
         }
+        // Before any of its files is opened: the guardian must hold none.
+        let guardian = match guardian.spawn() {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                return Err(e);
+            }
+        };
         let mut instance = Instance {
             dir,
             enabled_events: Vec::new(),
             removed: false,
+            _guardian: guardian,
         };
         instance.configure(config)?;
         Ok(instance)
@@ -282,10 +299,12 @@ pub fn tid_filters(tids: &[u32]) -> (String, String) {
     (switch, waking)
 }
 
-/// Removes the instances that earlier runs left behind (killed before they
-/// could clean up): those named as ours whose owner is no longer running.
-/// Returns the names removed; an instance that cannot be removed is
-/// reported on stderr and left.
+/// Removes the instances that earlier runs left behind (killed, with their
+/// guardian, before they could clean up): those named as ours whose owner
+/// is no longer running. Returns the names removed. One that is busy (its
+/// guardian is at it, or a process of another PID namespace reads it) or
+/// already gone (its guardian or another run removed it) is left quietly;
+/// any other failure is reported on stderr.
 pub fn remove_stale(tracefs: &Tracefs) -> Vec<String> {
     let dir = tracefs.root().join("instances");
     let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -303,6 +322,7 @@ pub fn remove_stale(tracefs: &Tracefs) -> Vec<String> {
         }
         match std::fs::remove_dir(entry.path()) {
             Ok(()) => removed.push(name.to_string()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ENOENT)) => {}
             Err(e) => diag!(
                 "offwake-perf: cannot remove the stale ftrace instance {}: {e}",
                 entry.path().display()

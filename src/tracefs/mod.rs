@@ -1,11 +1,13 @@
 //! tracefs: finding (or mounting) it, reading event ids and `format`
 //! files, and the fallback backend that records into a private ftrace
-//! instance ([`backend`]: [`instance`] sets it up, [`page`] decodes its
-//! buffer pages, [`decode`] turns entries into events).
+//! instance ([`backend`]: [`instance`] sets it up, [`guardian`] removes it
+//! if we die, [`page`] decodes its buffer pages, [`decode`] turns entries
+//! into events).
 
 pub mod backend;
 pub mod decode;
 pub mod format;
+pub(crate) mod guardian;
 pub mod instance;
 pub mod page;
 pub mod sched;
