@@ -109,7 +109,7 @@ static void swap_forever(long swap_ms)
     }
 }
 
-static long period_ms = 10;
+static long period_ms = 10, swap_after_ms = -1;
 
 static long long now_ms(void)
 {
@@ -119,14 +119,16 @@ static long long now_ms(void)
 }
 
 /* Spins (never sleeps: a sleep would be woken by whatever a timer
- * interrupt hits), signalling the main thread every period_ms. Runs as
- * SCHED_IDLE, so that it leaves CPU 0 to anything else (the -S swapper). */
+ * interrupt hits), signalling the main thread every period_ms. With -S it
+ * runs as SCHED_IDLE, so that it leaves CPU 0 to the swapper. */
 static void *clock_thread(void *arg)
 {
     (void)arg;
     prctl(PR_SET_NAME, "hv-clock", 0, 0, 0);
-    struct sched_param idle = { 0 };
-    pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
+    if (swap_after_ms >= 0) {
+        struct sched_param idle = { 0 };
+        pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
+    }
     long long next = now_ms() + period_ms;
     pid_t pid = getpid();
     for (;;) {
@@ -149,7 +151,7 @@ int main(int argc, char **argv)
 {
     const char *comm = NULL, *jail = NULL, *dirs[MAX_LIST], *links[MAX_LIST];
     int ndirs = 0, nlinks = 0, stubs = 1, quiet = 0;
-    long uid = -1, gid = -1, off = 0x800, count = -1, swap_after_ms = -1;
+    long uid = -1, gid = -1, off = 0x800, count = -1;
     int opt;
     while ((opt = getopt(argc, argv, "n:r:u:g:D:L:o:k:s:c:qT:S:")) != -1) {
         switch (opt) {
