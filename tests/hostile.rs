@@ -165,7 +165,7 @@ const DEBUG_SECTIONS: [&str; 11] = [
     ".debug_str_offsets",
 ];
 
-/// Attack 4: Eleven `SHF_COMPRESSED` (zlib) debug sections alias one 270 KB
+/// Attack 4: Eleven `SHF_COMPRESSED` (zlib) debug sections alias one 276 KB
 /// stream that really inflates to 256 MiB: decompression must be bounded.
 #[test]
 fn compressed_dwarf_bomb() {
