@@ -1,0 +1,630 @@
+//! Attacks on the root tool by an unprivileged process, through the files
+//! it gets the tool to symbolize. Each victim runs as `nobody` (or drops to
+//! it inside a chroot), maps a file it crafted (built here, see
+//! `hostile/elf.rs`) and blocks in pause(2) through a stub in it, so its
+//! off-CPU stacks point into that file (`workloads/hostile_victim.c`; a
+//! thread of its own wakes it, so the tool symbolizes no other process's
+//! files as wakers). The tool then traces it, and must: exit 0 with a
+//! report holding the victim's block, keep its peak RSS (VmHWM) under
+//! 256 MiB, finish within the timeout, and never print (or open) what only
+//! root may read. Each case prints one `HOSTILE case=…` measurement line;
+//! `tests/hostile/measure.sh` collects them into a table.
+//!
+//! The cases run one at a time: some need GBs of memory when the tool is
+//! not bounded, and all victims share CPU 0.
+
+#[path = "common/mod.rs"]
+mod common;
+#[path = "hostile/elf.rs"]
+mod elf;
+#[path = "hostile/run.rs"]
+mod run;
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use elf::{Body, Elf, GIB, KIB, MIB, Section, Sym};
+use run::{Run, Scratch, chmod, chown_nobody, nobody, run_tool, start_victim};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A name that only root's files hold: it must never be printed.
+const HOST_SECRET: &str = "host_secret_fn";
+
+/// Writes `elf` at `path`, owned by `nobody`.
+fn victim_file(elf: &Elf, path: &Path) {
+    elf.write(path).expect("writing the crafted file");
+    chown_nobody(path);
+}
+
+/// Writes `elf` at `path`, readable by root only.
+fn root_only_file(elf: &Elf, path: &Path) {
+    elf.write(path).expect("writing the root-only file");
+    chmod(path, 0o600);
+}
+
+/// An ELF whose stub `i` is function `names[i]`.
+fn named_stubs(names: &[&[u8]]) -> Elf {
+    let mut e = Elf::new(names.len());
+    let syms: Vec<Sym> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Sym::stub(i, n))
+        .collect();
+    e.symbols(&syms);
+    e
+}
+
+fn s(v: impl ToString) -> String {
+    v.to_string()
+}
+
+/// The common shape: a `nobody` victim named `comm` maps `file` (with
+/// `extra` victim options), the tool traces it with `-p PID 2`, and the
+/// run must be sound with the victim's block in the report. Returns the
+/// run and the victim's target frames.
+fn trace_nobody_victim(
+    case: &str,
+    scratch: &Scratch,
+    comm: &str,
+    extra: &[String],
+    file: &Path,
+) -> (Run, Vec<String>) {
+    let mut args = vec![s("-n"), s(comm)];
+    args.extend_from_slice(extra);
+    args.push(file.display().to_string());
+    let victim = start_victim(scratch, true, &args);
+    let pid = victim.pid().to_string();
+    let run = run_tool(case, &["-p", &pid, "2"]);
+    drop(victim);
+    run.assert_sound();
+    let frames = run.target_frames(comm);
+    (run, frames)
+}
+
+/// Attack 1: A `DW_TAG_subprogram` over the victim's stub nests 30,000
+/// `DW_TAG_inlined_subroutine` DIEs: reading its inline chain must not recurse
+/// without bound (a stack overflow aborts the tool).
+#[test]
+fn deep_inline_chain() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("deep_inline_chain");
+    let mut e = named_stubs(&[b"deep_fn"]);
+    let (abbrev, info) =
+        elf::deep_inline_dwarf("deep_fn", elf::STUB_OFFSET, elf::STUB_STRIDE, 30_000);
+    e.section(Section::data(".debug_abbrev", Body::Bytes(abbrev)));
+    e.section(Section::data(".debug_info", Body::Bytes(info)));
+    let file = scratch.v().join("deep.so");
+    victim_file(&e, &file);
+    trace_nobody_victim("deep_inline_chain", &scratch, "hv-deep", &[], &file);
+}
+
+/// Attack 2: A 512 MiB ELF (sparse symbol table, section headers at its end)
+/// that the victim cuts to one page 50 ms after the tool opens it (inotify):
+/// reading a file that shrinks must not crash the tool (SIGBUS through a
+/// mapping).
+#[test]
+fn truncated_on_open() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("truncated_on_open");
+    let mut e = Elf::new(1);
+    e.sparse_symtab(512 * MIB);
+    let file = scratch.v().join("shrinking.so");
+    victim_file(&e, &file);
+    trace_nobody_victim(
+        "truncated_on_open",
+        &scratch,
+        "hv-truncate",
+        &[s("-T"), s(50)],
+        &file,
+    );
+}
+
+/// Attack 3: `.debug_info`, `.debug_abbrev`, `.debug_line` and `.debug_str` all
+/// alias one 1 GiB hole of a file of about 12 KiB on disk: the tool must not
+/// copy (or map in) what a section claims without a bound.
+#[test]
+fn sparse_dwarf_sections() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("sparse_dwarf_sections");
+    let mut e = named_stubs(&[b"sparse_fn"]);
+    let info = e.section(Section::data(".debug_info", Body::Hole(GIB)));
+    for name in [".debug_abbrev", ".debug_line", ".debug_str"] {
+        e.section(Section::data(name, Body::Alias(info)));
+    }
+    let file = scratch.v().join("sparse.so");
+    victim_file(&e, &file);
+    trace_nobody_victim("sparse_dwarf_sections", &scratch, "hv-sparse", &[], &file);
+}
+
+/// The debug sections gimli loads, eleven of them.
+const DEBUG_SECTIONS: [&str; 11] = [
+    ".debug_info",
+    ".debug_abbrev",
+    ".debug_line",
+    ".debug_str",
+    ".debug_ranges",
+    ".debug_aranges",
+    ".debug_loc",
+    ".debug_rnglists",
+    ".debug_loclists",
+    ".debug_line_str",
+    ".debug_str_offsets",
+];
+
+/// Attack 4: Eleven `SHF_COMPRESSED` (zlib) debug sections alias one 276 KB
+/// stream that really inflates to 256 MiB: decompression must be bounded.
+#[test]
+fn compressed_dwarf_bomb() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("compressed_dwarf_bomb");
+    let mut e = named_stubs(&[b"bomb_fn"]);
+    let size = 256 * MIB;
+    let body = elf::compressed(size, &elf::zlib_zeros(size));
+    let first = e.section(Section {
+        flags: elf::SHF_COMPRESSED,
+        ..Section::data(DEBUG_SECTIONS[0], Body::Bytes(body))
+    });
+    for name in &DEBUG_SECTIONS[1..] {
+        e.section(Section {
+            flags: elf::SHF_COMPRESSED,
+            ..Section::data(name, Body::Alias(first))
+        });
+    }
+    let file = scratch.v().join("bomb.so");
+    victim_file(&e, &file);
+    trace_nobody_victim("compressed_dwarf_bomb", &scratch, "hv-zbomb", &[], &file);
+}
+
+/// Attack 5: 4,000 function symbols all named by one 256 KiB string: names must
+/// not be copied without a bound.
+#[test]
+fn huge_symbol_names() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("huge_symbol_names");
+    let name = vec![b'N'; 256 * KIB as usize];
+    let syms: Vec<Sym> = (0..4000u64)
+        .map(|i| Sym {
+            name: &name,
+            addr: elf::STUB_OFFSET + i,
+            size: 1,
+        })
+        .collect();
+    let mut e = Elf::new(1);
+    e.symbols(&syms);
+    let file = scratch.v().join("names.so");
+    victim_file(&e, &file);
+    trace_nobody_victim("huge_symbol_names", &scratch, "hv-names", &[], &file);
+}
+
+/// Attack 6: A sparse 6 GiB `.symtab` (268 million empty symbols): the tool
+/// must finish within the timeout and the memory limit.
+#[test]
+fn sparse_huge_symtab() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("sparse_huge_symtab");
+    let mut e = Elf::new(1);
+    e.sparse_symtab(6 * GIB);
+    let file = scratch.v().join("symtab.so");
+    victim_file(&e, &file);
+    trace_nobody_victim("sparse_huge_symtab", &scratch, "hv-symtab", &[], &file);
+}
+
+/// Attack 7: A second after it is ready (the tool has read its map by then), a
+/// child of the victim starts swapping the mapped file's path between a FIFO
+/// and empty regular files, each a new inode, by rename in a tight loop (on
+/// tmpfs, so that a swap takes microseconds); the victim's sleeps rotate
+/// through 128 stubs, so many addresses are looked up. Opening the path must
+/// never block: the tool finishes within the timeout.
+#[test]
+fn fifo_swapped_in() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new_on_tmpfs("fifo_swapped_in");
+    let names: Vec<Vec<u8>> = (0..128)
+        .map(|i| format!("swap_fn_{i}").into_bytes())
+        .collect();
+    let names: Vec<&[u8]> = names.iter().map(|n| &n[..]).collect();
+    let file = scratch.v().join("swap.so");
+    victim_file(&named_stubs(&names), &file);
+    let extra = [s("-k"), s(128), s("-S"), s(1000)];
+    trace_nobody_victim("fifo_swapped_in", &scratch, "hv-fifo", &extra, &file);
+}
+
+/// inotify on one file, for IN_OPEN.
+struct OpenWatch {
+    fd: i32,
+}
+
+impl OpenWatch {
+    fn new(path: &Path) -> OpenWatch {
+        // SAFETY: plain syscalls on a fd we own; the path is a valid C string.
+        unsafe {
+            let fd = libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC);
+            assert!(fd >= 0, "inotify_init1");
+            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+            let wd = libc::inotify_add_watch(fd, c.as_ptr(), libc::IN_OPEN);
+            assert!(wd >= 0, "inotify_add_watch {}", path.display());
+            OpenWatch { fd }
+        }
+    }
+
+    /// How many opens were seen so far.
+    fn opens(&self) -> usize {
+        let mut buf = [0u8; 4096];
+        let mut n = 0;
+        loop {
+            // SAFETY: reads into a buffer we own.
+            let r = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if r <= 0 {
+                return n;
+            }
+            // Each event is 16 bytes plus its name (none for a file watch).
+            n += r as usize / std::mem::size_of::<libc::inotify_event>();
+        }
+    }
+}
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        // SAFETY: our own fd, closed once.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+/// Attack 8: The victim's file names `x.debug` in `.gnu_debuglink` and has no
+/// symbols; next to it, the victim's own `.debug/x.debug` is a symlink to a
+/// root-only ELF (0600 in a 0700 directory) whose symbol is `host_secret_fn`.
+/// That name must never be printed, and the tool must not open that file.
+#[test]
+fn debuglink_symlink_to_root_file() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("debuglink_symlink_to_root_file");
+    let secret = scratch.secret_dir().join("secret.debug");
+    root_only_file(&named_stubs(&[HOST_SECRET.as_bytes()]), &secret);
+    let mut e = Elf::new(1);
+    e.section(Section::data(
+        ".gnu_debuglink",
+        Body::Bytes(elf::debuglink("x.debug")),
+    ));
+    let file = scratch.v().join("x.so");
+    victim_file(&e, &file);
+    let dot_debug = scratch.v().join(".debug");
+    let link = format!(
+        "{}:{}",
+        secret.display(),
+        dot_debug.join("x.debug").display()
+    );
+    let watch = OpenWatch::new(&secret);
+    let args = [s("-D"), dot_debug.display().to_string(), s("-L"), link];
+    let (run, _) = trace_nobody_victim(
+        "debuglink_symlink_to_root_file",
+        &scratch,
+        "hv-debuglink",
+        &args,
+        &file,
+    );
+    run.assert_absent(HOST_SECRET);
+    assert_eq!(watch.opens(), 0, "the tool opened the root-only debug file");
+}
+
+/// Attack 9: A victim chrooted into `<jail>` maps `/x.so` (`jail_fn`). Inside
+/// the jail, at the host path of the jail itself (`<jail><jail>`), it plants an
+/// absolute symlink to a root-only host directory holding another `x.so`
+/// (`host_secret_fn`). The host's name must never be printed; the jail file's
+/// must, as the victim still lives.
+#[test]
+fn chroot_symlink_to_host_dir() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("chroot_symlink_to_host_dir");
+    let secret = scratch.secret_dir();
+    root_only_file(
+        &named_stubs(&[HOST_SECRET.as_bytes()]),
+        &secret.join("x.so"),
+    );
+    let jail = scratch.dir.join("jail");
+    std::fs::create_dir(&jail).expect("creating the jail");
+    chmod(&jail, 0o755);
+    chown_nobody(&jail);
+    victim_file(&named_stubs(&[b"jail_fn"]), &jail.join("x.so"));
+    // Inside the jail: mkdir each ancestor of <jail>, then the symlink.
+    let (uid, gid) = nobody();
+    let mut args = vec![
+        s("-n"),
+        s("hv-jail"),
+        s("-r"),
+        jail.display().to_string(),
+        s("-u"),
+        s(uid),
+        s("-g"),
+        s(gid),
+    ];
+    let mut ancestors: Vec<&Path> = jail.ancestors().skip(1).collect();
+    ancestors.reverse();
+    for dir in &ancestors[1..] {
+        args.extend([s("-D"), dir.display().to_string()]);
+    }
+    args.extend([s("-L"), format!("{}:{}", secret.display(), jail.display())]);
+    args.push(s("/x.so"));
+    let victim = start_victim(&scratch, false, &args);
+    let pid = victim.pid().to_string();
+    let run = run_tool("chroot_symlink_to_host_dir", &["-p", &pid, "2"]);
+    drop(victim);
+    run.assert_sound();
+    let frames = run.target_frames("hv-jail");
+    run.assert_absent(HOST_SECRET);
+    assert!(
+        common::has(&frames, "jail_fn"),
+        "the jail file's jail_fn is missing: {frames:?}"
+    );
+}
+
+/// Attack 10: A victim, started by the tool (`-f -- COMMAND`), chroots into
+/// `<jail>`, maps `<secret>/x.so` there (`jail_fn`) and exits before the
+/// tool symbolizes. The host has a root-only file at that same absolute path
+/// (`host_secret_fn`): its name must never be printed (the jail's names or
+/// `[unknown]` are both right).
+#[test]
+fn chroot_exited_host_path() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("chroot_exited_host_path");
+    let host_file = scratch.secret_dir().join("x.so");
+    root_only_file(&named_stubs(&[HOST_SECRET.as_bytes()]), &host_file);
+    let jail = scratch.dir.join("jail");
+    let jail_file = jail.join(host_file.strip_prefix("/").unwrap());
+    std::fs::create_dir_all(jail_file.parent().unwrap()).expect("creating the jail");
+    victim_file(&named_stubs(&[b"jail_fn"]), &jail_file);
+    let exe = scratch.victim_exe();
+    let (uid, gid) = nobody();
+    let (uid, gid) = (s(uid), s(gid));
+    let run = run_tool(
+        "chroot_exited_host_path",
+        &[
+            "-f",
+            "--",
+            exe.to_str().unwrap(),
+            "-q",
+            "-n",
+            "hv-jail-exit",
+            "-r",
+            jail.to_str().unwrap(),
+            "-u",
+            &uid,
+            "-g",
+            &gid,
+            "-c",
+            "100",
+            host_file.to_str().unwrap(),
+        ],
+    );
+    run.assert_sound();
+    run.assert_absent(HOST_SECRET);
+    let lines = common::parse_folded(&run.stdout);
+    assert!(
+        lines.iter().any(|l| l.target_comm == "hv-jail-exit"),
+        "no line of hv-jail-exit:\n{}",
+        run.stdout
+    );
+}
+
+/// Attack 11: Symbols named with `;`, `--`, spaces and a newline: in `-f`
+/// output every line must stay exactly one entry (`comm;frames;--;frames;comm
+/// N`), no forged field or line; the default output must keep its layout.
+#[test]
+fn symbol_names_forge_output() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("symbol_names_forge_output");
+    let file = scratch.v().join("names.so");
+    victim_file(
+        &named_stubs(&[
+            b"semi;FORGED_FIELD;--;x",
+            b"nl\nFORGED_LINE;x 1",
+            b"with space 42",
+        ]),
+        &file,
+    );
+    let args = [
+        s("-n"),
+        s("hv-odd-names"),
+        s("-k"),
+        s(3),
+        file.display().to_string(),
+    ];
+    let victim = start_victim(&scratch, true, &args);
+    let pid = victim.pid().to_string();
+    let folded = run_tool("symbol_names_forge_output", &["-f", "-p", &pid, "2"]);
+    let default = run_tool("symbol_names_forge_output_default", &["-p", &pid, "2"]);
+    drop(victim);
+    folded.assert_sound();
+    let mut seen = false;
+    for line in folded.stdout.lines() {
+        assert!(
+            !line.starts_with("FORGED"),
+            "a forged line in -f output: {line:?}"
+        );
+        let (stack, total) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("a line of -f output without a total: {line:?}"));
+        assert!(total.parse::<u64>().is_ok(), "bad total in {line:?}");
+        let fields: Vec<&str> = stack.split(';').collect();
+        assert_eq!(
+            fields.iter().filter(|f| **f == "--").count(),
+            1,
+            "not exactly one -- in {line:?}"
+        );
+        assert!(
+            !fields.contains(&"FORGED_FIELD"),
+            "a forged field in {line:?}"
+        );
+        seen |= fields[0] == "hv-odd-names";
+    }
+    assert!(seen, "no line of hv-odd-names:\n{}", folded.stdout);
+    default.assert_sound();
+    default.target_frames("hv-odd-names");
+    assert!(
+        !default.stdout.lines().any(|l| l.starts_with("FORGED")),
+        "a forged line in the default output:\n{}",
+        default.stdout
+    );
+}
+
+/// Reads a crafted file back with `object`.
+fn parse_back(path: &Path, check: impl FnOnce(&object::File<'_>)) {
+    let data = std::fs::read(path).expect("reading back");
+    let obj = object::File::parse(&*data).expect("a readable ELF");
+    check(&obj);
+}
+
+/// The generator writes what the cases claim: stubs, symbols, holes,
+/// aliases and a zlib stream that inflates to zeros at under 1032:1.
+#[test]
+fn generator_writes_what_cases_claim() {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    use std::os::unix::fs::MetadataExt;
+    let dir = std::env::temp_dir().join(format!("offwake-hostile-gen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+
+    // Stubs and symbols.
+    let path = dir.join("stubs.so");
+    named_stubs(&[b"a;b", b"c"]).write(&path).unwrap();
+    let data = std::fs::read(&path).unwrap();
+    let at = elf::stub_addr(1) as usize;
+    assert_eq!(&data[at..at + elf::STUB.len()], &elf::STUB);
+    parse_back(&path, |obj| {
+        let names: Vec<(String, u64)> = obj
+            .symbols()
+            .map(|s| (s.name().unwrap().to_string(), s.address()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("a;b".to_string(), elf::stub_addr(0)),
+                ("c".to_string(), elf::stub_addr(1))
+            ]
+        );
+    });
+
+    // A 1 GiB hole aliased: little on disk.
+    let path = dir.join("sparse.so");
+    let mut e = Elf::new(1);
+    let info = e.section(Section::data(".debug_info", Body::Hole(GIB)));
+    e.section(Section::data(".debug_str", Body::Alias(info)));
+    e.write(&path).unwrap();
+    let meta = std::fs::metadata(&path).unwrap();
+    assert!(
+        meta.len() > GIB && meta.blocks() * 512 <= 64 * KIB,
+        "{meta:?}"
+    );
+    parse_back(&path, |obj| {
+        let a = obj.section_by_name(".debug_info").unwrap().file_range();
+        let b = obj.section_by_name(".debug_str").unwrap().file_range();
+        assert_eq!(a, b);
+        assert_eq!(a.unwrap().1, GIB);
+    });
+
+    // zlib: inflates to exactly `size` zeros; the full-size stream keeps
+    // the ratio under deflate's maximum.
+    let size = 3 * MIB + 7;
+    let path = dir.join("z.so");
+    let mut e = Elf::new(1);
+    e.section(Section {
+        flags: elf::SHF_COMPRESSED,
+        ..Section::data(
+            ".debug_info",
+            Body::Bytes(elf::compressed(size, &elf::zlib_zeros(size))),
+        )
+    });
+    e.write(&path).unwrap();
+    parse_back(&path, |obj| {
+        let c = obj
+            .section_by_name(".debug_info")
+            .unwrap()
+            .compressed_data()
+            .unwrap();
+        let d = c.decompress().expect("inflates");
+        assert_eq!(d.len() as u64, size);
+        assert!(d.iter().all(|&b| b == 0));
+    });
+    let big = elf::zlib_zeros(256 * MIB).len() as u64;
+    assert!(
+        big * 1032 > 256 * MIB && big < 300 * KIB,
+        "256 MiB stream is {big} bytes"
+    );
+
+    // The deep inline chain: addr2line finds the subprogram over the stub.
+    let (abbrev, info) = elf::deep_inline_dwarf("deep_fn", elf::STUB_OFFSET, 16, 50);
+    let path = dir.join("deep.so");
+    let mut e = Elf::new(1);
+    e.section(Section::data(".debug_abbrev", Body::Bytes(abbrev)));
+    e.section(Section::data(".debug_info", Body::Bytes(info)));
+    e.write(&path).unwrap();
+    parse_back(&path, |obj| {
+        let dwarf = gimli::Dwarf::load(|id| {
+            let data = obj
+                .section_by_name(id.name())
+                .map(|s| s.data().unwrap())
+                .unwrap_or(&[]);
+            Ok::<_, gimli::Error>(gimli::EndianSlice::new(data, gimli::LittleEndian))
+        })
+        .unwrap();
+        let ctx = addr2line::Context::from_dwarf(dwarf).unwrap();
+        let mut frames = ctx
+            .find_frames(elf::STUB_OFFSET + 3)
+            .skip_all_loads()
+            .unwrap();
+        let f = frames.next().unwrap().expect("a frame");
+        let name = f.function.unwrap().raw_name().unwrap().into_owned();
+        assert_eq!(name, "deep_fn");
+    });
+
+    // Debuglink.
+    let path = dir.join("link.so");
+    let mut e = Elf::new(1);
+    e.section(Section::data(
+        ".gnu_debuglink",
+        Body::Bytes(elf::debuglink("x.debug")),
+    ));
+    e.write(&path).unwrap();
+    parse_back(&path, |obj| {
+        let (name, _) = obj.gnu_debuglink().unwrap().unwrap();
+        assert_eq!(name, b"x.debug");
+    });
+
+    std::fs::remove_dir_all(&dir).unwrap();
+}
