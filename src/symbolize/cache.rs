@@ -93,7 +93,7 @@ impl FileCache {
             .files
             .values()
             .flatten()
-            .filter(|f| f.has_deep_unit())
+            .filter(|f| f.has_deep_dwarf())
             .count();
         if deep > 0 {
             self.skipped

@@ -9,8 +9,6 @@
 //! than [`MAX_DIE_DEPTH`] are not walked, and an address yields at most
 //! [`MAX_INLINE_FRAMES`] names.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
@@ -102,8 +100,8 @@ pub struct ElfFile {
     /// Sorted by address, one entry per address.
     symbols: Vec<Sym>,
     dwarf: Option<addr2line::Context<Reader>>,
-    /// Per unit (by its offset): nested no deeper than [`MAX_DIE_DEPTH`].
-    shallow: RefCell<HashMap<usize, bool>>,
+    /// DWARF was left out: it nests DIEs deeper than [`MAX_DIE_DEPTH`].
+    dwarf_too_deep: bool,
     /// Set when DWARF was left out because of its size.
     pub(crate) dwarf_over_budget: bool,
 }
@@ -237,7 +235,7 @@ impl ElfFile {
         };
         // addr2line looks up [vaddr, vaddr + 1), which overflows at the last
         // address (reachable only through a corrupt segment table).
-        if vaddr == u64::MAX || !self.shallow_unit(vaddr) {
+        if vaddr == u64::MAX {
             return out;
         }
         let Ok(mut frames) = ctx.find_frames(vaddr).skip_all_loads() else {
@@ -264,34 +262,10 @@ impl ElfFile {
         out
     }
 
-    /// True unless the unit holding `vaddr` nests DIEs deeper than
-    /// [`MAX_DIE_DEPTH`] (walked once per unit, without recursion).
-    fn shallow_unit(&self, vaddr: u64) -> bool {
-        let Some(ctx) = &self.dwarf else {
-            return true;
-        };
-        let Some(unit) = ctx.find_dwarf_and_unit(vaddr).skip_all_loads() else {
-            return true;
-        };
-        let key = unit.header.offset().0;
-        if let Some(&ok) = self.shallow.borrow().get(&key) {
-            return ok;
-        }
-        let mut entries = unit.entries();
-        let mut ok = true;
-        while let Ok(Some(entry)) = entries.next_dfs() {
-            if entry.depth() > MAX_DIE_DEPTH as isize {
-                ok = false;
-                break;
-            }
-        }
-        self.shallow.borrow_mut().insert(key, ok);
-        ok
-    }
-
-    /// True when some unit was not walked for being nested too deep.
-    pub(crate) fn has_deep_unit(&self) -> bool {
-        self.shallow.borrow().values().any(|ok| !ok)
+    /// True when DWARF was left out for nesting DIEs deeper than
+    /// [`MAX_DIE_DEPTH`].
+    pub(crate) fn has_deep_dwarf(&self) -> bool {
+        self.dwarf_too_deep
     }
 
     /// True when `die`, in the unit that holds `vaddr`, is the copy of a
@@ -358,6 +332,7 @@ fn parse_image(
     let mut symbols = function_symbols(&obj, allowance);
     let mut dwarf = None;
     let mut dwarf_over_budget = false;
+    let mut dwarf_too_deep = false;
     if has_dwarf(&obj) {
         dwarf = load_dwarf(&obj, &reader);
         dwarf_over_budget = allowance.exceeded();
@@ -385,6 +360,10 @@ fn parse_image(
         dwarf_over_budget = dbg_allowance.exceeded();
         run.spend(&dbg_allowance);
     }
+    if let Some(Err(Deep)) = dwarf {
+        dwarf_too_deep = true;
+    }
+    let dwarf = dwarf.and_then(Result::ok);
     if symbols.is_empty() && dwarf.is_none() && allowance.exceeded() {
         return Err(ParseError::OverBudget(allowance.limit()));
     }
@@ -392,7 +371,7 @@ fn parse_image(
         segments,
         symbols,
         dwarf,
-        shallow: RefCell::default(),
+        dwarf_too_deep,
         dwarf_over_budget,
     })
 }
@@ -464,13 +443,17 @@ where
 /// it would first allocate, and fill, whatever size it claims.
 const MAX_EXPANSION: u64 = 1032;
 
+/// DWARF nested deeper than [`MAX_DIE_DEPTH`], left out.
+struct Deep;
+
 /// Loads the DWARF sections of `obj` (read, decompressed and copied within
 /// the file's allowance) into an addr2line context. `None` when they do
-/// not fit, or do not parse.
+/// not fit, or do not parse; `Deep` when some unit nests DIEs deeper than
+/// [`MAX_DIE_DEPTH`], which addr2line would recurse through.
 fn load_dwarf<'a>(
     obj: &object::File<'a, &'a FileReader<'a>>,
     reader: &'a FileReader<'a>,
-) -> Option<addr2line::Context<Reader>> {
+) -> Option<Result<addr2line::Context<Reader>, Deep>> {
     let endian = if obj.is_little_endian() {
         gimli::RunTimeEndian::Little
     } else {
@@ -486,7 +469,42 @@ fn load_dwarf<'a>(
         Ok(gimli::EndianArcSlice::new(bytes, endian))
     };
     let dwarf = gimli::Dwarf::load(load).ok()?;
-    addr2line::Context::from_dwarf(dwarf).ok()
+    if !shallow(&dwarf) {
+        return Some(Err(Deep));
+    }
+    addr2line::Context::from_dwarf(dwarf).ok().map(Ok)
+}
+
+/// True when no unit nests DIEs deeper than [`MAX_DIE_DEPTH`]: one walk
+/// over every DIE, without recursion. A unit that does not parse stops the
+/// walk of that unit only (addr2line then finds it unreadable too).
+fn shallow(dwarf: &gimli::Dwarf<Reader>) -> bool {
+    let mut headers = dwarf.units();
+    while let Ok(Some(header)) = headers.next() {
+        let Ok(abbrevs) = dwarf.abbreviations(&header) else {
+            continue;
+        };
+        let mut entries = header.entries_raw(&abbrevs, None).ok();
+        let Some(entries) = entries.as_mut() else {
+            continue;
+        };
+        while !entries.is_empty() {
+            if entries.next_depth() > MAX_DIE_DEPTH as isize {
+                return false;
+            }
+            match entries.read_abbreviation() {
+                // The end of a list of children.
+                Ok(None) => {}
+                Ok(Some(abbrev)) => {
+                    if entries.skip_attributes(abbrev.attributes()).is_err() {
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+    }
+    true
 }
 
 /// The bytes of section `name`, decompressed: each charged as the section
