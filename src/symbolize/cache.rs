@@ -63,6 +63,13 @@ impl FileCache {
                     if f.dwarf_over_budget {
                         self.skip("DWARF over its budget", path);
                     }
+                    if f.has_deep_dwarf() {
+                        let why = format!(
+                            "DWARF nested deeper than {} levels",
+                            super::elf::MAX_DIE_DEPTH
+                        );
+                        self.skip(&why, path);
+                    }
                     Some(f)
                 }
                 Err(ParseError::OverBudget(limit)) => {
@@ -84,25 +91,6 @@ impl FileCache {
         let paths = self.skipped.entry(why.to_string()).or_default();
         if !paths.iter().any(|p| p == path) {
             paths.push(path.to_string());
-        }
-    }
-
-    /// Notes the files whose DWARF was too deeply nested to read.
-    pub(crate) fn note_deep_files(&mut self) {
-        let deep = self
-            .files
-            .values()
-            .flatten()
-            .filter(|f| f.has_deep_dwarf())
-            .count();
-        if deep > 0 {
-            self.skipped
-                .entry(format!(
-                    "DWARF nested deeper than {} levels",
-                    super::elf::MAX_DIE_DEPTH
-                ))
-                .or_default()
-                .push(format!("{deep} file(s)"));
         }
     }
 

@@ -366,10 +366,10 @@ impl ProcessMaps {
     /// had, checked to be the file that was mapped. Never the host's file
     /// of that path for a process whose root is elsewhere.
     ///
-    /// A process never seen alive (gone before its first event was read)
-    /// has no known root: its files are looked for in this tool's root,
-    /// and only a file proven to be the mapped one (same device and inode)
-    /// is taken.
+    /// A file not found in the process's root (mapped before it changed
+    /// root), or of a process never seen alive (gone before its first
+    /// event was read), is looked for in this tool's root, and taken only
+    /// when proven the mapped one (same device and inode).
     pub(crate) fn open_file(&self, tgid: u32, mapping: &Mapping) -> Result<Opened, OpenError> {
         let alive = !self.has_exited(tgid);
         if alive && mapping.until == u64::MAX {
@@ -392,16 +392,25 @@ impl ProcessMaps {
             .get(&tgid)
             .and_then(|p| p.root)
             .and_then(|i| self.roots.dirs.get(i));
-        let root = match (known, mapping.file) {
-            (Some(root), _) => root,
-            (None, Some(_)) => self.own_root.as_ref().ok_or(OpenError::NoRoot)?,
-            (None, None) => return Err(OpenError::NoRoot),
+        let in_root = |root: &Dir| -> Result<Opened, OpenError> {
+            let opened = root.open_file(&mapping.path)?;
+            if let Some(key) = mapping.file {
+                opened.check_is(key)?;
+            }
+            Ok(opened)
         };
-        let opened = root.open_file(&mapping.path)?;
-        if let Some(key) = mapping.file {
-            opened.check_is(key)?;
+        let found = match known {
+            Some(root) => in_root(root),
+            None => Err(OpenError::NoRoot),
+        };
+        match (found, mapping.file, &self.own_root) {
+            (Ok(opened), _, _) => Ok(opened),
+            // Mapped before a chroot, or never seen alive: the file may be
+            // the tool's own of that path, and is taken only when its
+            // device and inode prove it the mapped one.
+            (Err(_), Some(_), Some(own)) => in_root(own),
+            (Err(e), _, _) => Err(e),
         }
-        Ok(opened)
     }
 }
 

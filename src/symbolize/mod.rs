@@ -211,9 +211,8 @@ impl Symbolizer {
 
     /// Warnings and notes to print once at the end (e.g. kptr_restrict hid
     /// kernel addresses, files that gave no names).
-    pub fn warnings(&mut self) -> Vec<String> {
+    pub fn warnings(&self) -> Vec<String> {
         let mut out = self.warnings.clone();
-        self.files.note_deep_files();
         out.extend(self.files.notes());
         if self.stopped {
             out.push(
