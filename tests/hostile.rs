@@ -628,3 +628,238 @@ fn generator_writes_what_cases_claim() {
 
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `n` DWARF 4 unit headers, each followed by `die`.
+fn units(n: u64, die: &[u8]) -> Vec<u8> {
+    let mut info = Vec::new();
+    for _ in 0..n {
+        let len = 2 + 4 + 1 + die.len();
+        info.extend_from_slice(&(len as u32).to_le_bytes());
+        info.extend_from_slice(&4u16.to_le_bytes());
+        info.extend_from_slice(&0u32.to_le_bytes());
+        info.push(8);
+        info.extend_from_slice(die);
+    }
+    info
+}
+
+/// An abbreviation table of `m` codes, each a childless compile unit.
+fn many_abbrevs(m: u64) -> Vec<u8> {
+    let mut abbrev = Vec::new();
+    for code in 1..=m {
+        elf::uleb(&mut abbrev, code);
+        abbrev.extend_from_slice(&[0x11, 0, 0, 0]);
+    }
+    abbrev.push(0);
+    abbrev
+}
+
+/// Attack 12: 4,000 units whose `DW_AT_ranges` all name one list of 4,000
+/// ranges (68 KB of DWARF): addr2line builds the list once per unit.
+#[test]
+fn units_share_one_range_list() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("units_share_one_range_list");
+    let mut e = named_stubs(&[b"ranges_fn"]);
+    // Code 1: a childless compile unit with DW_AT_ranges (sec_offset).
+    let abbrev = vec![1, 0x11, 0, 0x55, 0x17, 0, 0, 0];
+    let info = units(4000, &[1, 0, 0, 0, 0]);
+    let mut ranges = Vec::new();
+    for i in 0..4000u64 {
+        ranges.extend_from_slice(&(0x10000 + i * 2).to_le_bytes());
+        ranges.extend_from_slice(&(0x10000 + i * 2 + 1).to_le_bytes());
+    }
+    ranges.extend_from_slice(&[0u8; 16]);
+    e.section(Section::data(".debug_abbrev", Body::Bytes(abbrev)));
+    e.section(Section::data(".debug_info", Body::Bytes(info)));
+    e.section(Section::data(".debug_ranges", Body::Bytes(ranges)));
+    let file = scratch.v().join("ranges.so");
+    victim_file(&e, &file);
+    trace_nobody_victim(
+        "units_share_one_range_list",
+        &scratch,
+        "hv-ranges",
+        &[],
+        &file,
+    );
+}
+
+/// Attack 13: 4,000 units sharing one abbreviation table of 4,000 codes
+/// (36 KB of DWARF): parsed once per unit, the tables multiply.
+#[test]
+fn units_share_one_abbreviation_table() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("units_share_one_abbreviation_table");
+    let mut e = named_stubs(&[b"abbrev_fn"]);
+    e.section(Section::data(
+        ".debug_abbrev",
+        Body::Bytes(many_abbrevs(4000)),
+    ));
+    e.section(Section::data(".debug_info", Body::Bytes(units(4000, &[1]))));
+    let file = scratch.v().join("abbrev.so");
+    victim_file(&e, &file);
+    trace_nobody_victim(
+        "units_share_one_abbreviation_table",
+        &scratch,
+        "hv-abbrev",
+        &[],
+        &file,
+    );
+}
+
+/// Attack 14: 1,000 units without ranges whose `DW_AT_stmt_list` all name
+/// one line program of 100,000 one-byte rows (116 KB of DWARF): addr2line
+/// runs it once per unit to find the unit's addresses.
+#[test]
+fn units_share_one_line_program() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("units_share_one_line_program");
+    let mut e = named_stubs(&[b"lines_fn"]);
+    // A childless compile unit with DW_AT_stmt_list (sec_offset).
+    let abbrev = vec![1, 0x11, 0, 0x10, 0x17, 0, 0, 0];
+    let info = units(1000, &[1, 0, 0, 0, 0]);
+    let mut hdr = vec![1, 1, 1, 0xfb, 14, 13];
+    hdr.extend_from_slice(&[0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1]);
+    hdr.push(0); // no include directories
+    hdr.extend_from_slice(b"a.c\0\0\0\0");
+    hdr.push(0); // end of the file names
+    let mut prog = vec![0, 9, 2]; // DW_LNE_set_address
+    prog.extend_from_slice(&0x10000u64.to_le_bytes());
+    // Special opcode 32: address + 1, a row each.
+    prog.extend(std::iter::repeat_n(32u8, 100_000));
+    prog.extend_from_slice(&[0, 1, 1]); // DW_LNE_end_sequence
+    let mut line = Vec::new();
+    line.extend_from_slice(&((2 + 4 + hdr.len() + prog.len()) as u32).to_le_bytes());
+    line.extend_from_slice(&4u16.to_le_bytes());
+    line.extend_from_slice(&(hdr.len() as u32).to_le_bytes());
+    line.extend_from_slice(&hdr);
+    line.extend_from_slice(&prog);
+    e.section(Section::data(".debug_abbrev", Body::Bytes(abbrev)));
+    e.section(Section::data(".debug_info", Body::Bytes(info)));
+    e.section(Section::data(".debug_line", Body::Bytes(line)));
+    let file = scratch.v().join("lines.so");
+    victim_file(&e, &file);
+    trace_nobody_victim(
+        "units_share_one_line_program",
+        &scratch,
+        "hv-lines",
+        &[],
+        &file,
+    );
+}
+
+/// Attack 15: 10,000 DWARF 5 type units (which addr2line skips) sharing an
+/// abbreviation table of 100,000 codes (933 KB of DWARF): any walk that
+/// parses the table once per unit takes minutes.
+#[test]
+fn type_units_share_a_huge_abbreviation_table() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("type_units_share_a_huge_abbreviation_table");
+    let mut e = named_stubs(&[b"tu_fn"]);
+    let mut info = Vec::new();
+    for _ in 0..10_000 {
+        info.extend_from_slice(&21u32.to_le_bytes());
+        info.extend_from_slice(&5u16.to_le_bytes());
+        info.push(2); // DW_UT_type
+        info.push(8);
+        info.extend_from_slice(&0u32.to_le_bytes());
+        info.extend_from_slice(&0x1234u64.to_le_bytes());
+        info.extend_from_slice(&24u32.to_le_bytes());
+        info.push(1);
+    }
+    e.section(Section::data(
+        ".debug_abbrev",
+        Body::Bytes(many_abbrevs(100_000)),
+    ));
+    e.section(Section::data(".debug_info", Body::Bytes(info)));
+    let file = scratch.v().join("tu.so");
+    victim_file(&e, &file);
+    trace_nobody_victim(
+        "type_units_share_a_huge_abbreviation_table",
+        &scratch,
+        "hv-tu",
+        &[],
+        &file,
+    );
+}
+
+/// A file with one valid unit and a zlib `.debug_str` that really inflates
+/// to `mib` MiB, from a stream of about `mib` KiB.
+fn compressed_str_file(path: &Path, mib: u64) {
+    let mut e = named_stubs(&[b"zstr_fn"]);
+    let (abbrev, info) = elf::deep_inline_dwarf("zstr_fn", elf::STUB_OFFSET, elf::STUB_STRIDE, 1);
+    e.section(Section::data(".debug_abbrev", Body::Bytes(abbrev)));
+    e.section(Section::data(".debug_info", Body::Bytes(info)));
+    let size = mib * MIB;
+    e.section(Section {
+        flags: elf::SHF_COMPRESSED,
+        ..Section::data(
+            ".debug_str",
+            Body::Bytes(elf::compressed(size, &elf::zlib_zeros(size))),
+        )
+    });
+    victim_file(&e, path);
+}
+
+/// Attack 16: one file whose `.debug_str` inflates to 63 MiB, which the
+/// per-file budget (128 MiB, a decompressed section charged twice: the
+/// decompressor's buffer and the one kept) just admits.
+#[test]
+fn compressed_section_just_under_the_budget() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("compressed_section_just_under_the_budget");
+    let file = scratch.v().join("z.so");
+    compressed_str_file(&file, 63);
+    trace_nobody_victim(
+        "compressed_section_just_under_the_budget",
+        &scratch,
+        "hv-z1",
+        &[],
+        &file,
+    );
+}
+
+/// Attack 17: four victims, each with its own file like attack 16's: the
+/// files of one run together stay within the run's budget.
+#[test]
+fn many_files_each_under_the_budget() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("many_files_each_under_the_budget");
+    let mut victims = Vec::new();
+    let mut pids = Vec::new();
+    for i in 0..4 {
+        let file = scratch.v().join(format!("z{i}.so"));
+        compressed_str_file(&file, 60);
+        let args = vec![s("-n"), format!("hv-many{i}"), file.display().to_string()];
+        let v = start_victim(&scratch, true, &args);
+        pids.push(v.pid().to_string());
+        victims.push(v);
+    }
+    let run = run_tool(
+        "many_files_each_under_the_budget",
+        &["-p", &pids.join(","), "2"],
+    );
+    drop(victims);
+    run.assert_sound();
+    for i in 0..4 {
+        run.target_frames(&format!("hv-many{i}"));
+    }
+}

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::elf::{DebugDirs, ElfFile, ParseError};
+use super::elf::{DebugDirs, ElfFile, ParseError, Refused};
 use super::read::RunBudget;
 use crate::sys::open::{OpenError, Opened};
 
@@ -63,12 +63,18 @@ impl FileCache {
                     if f.dwarf_over_budget {
                         self.skip("DWARF over its budget", path);
                     }
-                    if f.has_deep_dwarf() {
-                        let why = format!(
-                            "DWARF nested deeper than {} levels",
-                            super::elf::MAX_DIE_DEPTH
-                        );
-                        self.skip(&why, path);
+                    match f.dwarf_refused() {
+                        Some(Refused::Deep) => {
+                            let why = format!(
+                                "DWARF nested deeper than {} levels",
+                                super::elf::MAX_DIE_DEPTH
+                            );
+                            self.skip(&why, path);
+                        }
+                        Some(Refused::Shared) => {
+                            self.skip("DWARF units too many or sharing tables", path);
+                        }
+                        None => {}
                     }
                     Some(f)
                 }

@@ -9,6 +9,7 @@
 //! than [`MAX_DIE_DEPTH`] are not walked, and an address yields at most
 //! [`MAX_INLINE_FRAMES`] names.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
@@ -100,8 +101,8 @@ pub struct ElfFile {
     /// Sorted by address, one entry per address.
     symbols: Vec<Sym>,
     dwarf: Option<addr2line::Context<Reader>>,
-    /// DWARF was left out: it nests DIEs deeper than [`MAX_DIE_DEPTH`].
-    dwarf_too_deep: bool,
+    /// Why DWARF that was read was left out.
+    dwarf_refused: Option<Refused>,
     /// Set when DWARF was left out because of its size.
     pub(crate) dwarf_over_budget: bool,
 }
@@ -262,10 +263,9 @@ impl ElfFile {
         out
     }
 
-    /// True when DWARF was left out for nesting DIEs deeper than
-    /// [`MAX_DIE_DEPTH`].
-    pub(crate) fn has_deep_dwarf(&self) -> bool {
-        self.dwarf_too_deep
+    /// Why DWARF that was read was left out, if it was.
+    pub(crate) fn dwarf_refused(&self) -> Option<Refused> {
+        self.dwarf_refused
     }
 
     /// True when `die`, in the unit that holds `vaddr`, is the copy of a
@@ -332,7 +332,7 @@ fn parse_image(
     let mut symbols = function_symbols(&obj, allowance);
     let mut dwarf = None;
     let mut dwarf_over_budget = false;
-    let mut dwarf_too_deep = false;
+    let mut dwarf_refused = None;
     if has_dwarf(&obj) {
         dwarf = load_dwarf(&obj, &reader);
         dwarf_over_budget = allowance.exceeded();
@@ -360,8 +360,8 @@ fn parse_image(
         dwarf_over_budget = dbg_allowance.exceeded();
         run.spend(&dbg_allowance);
     }
-    if let Some(Err(Deep)) = dwarf {
-        dwarf_too_deep = true;
+    if let Some(Err(refused)) = dwarf {
+        dwarf_refused = Some(refused);
     }
     let dwarf = dwarf.and_then(Result::ok);
     if symbols.is_empty() && dwarf.is_none() && allowance.exceeded() {
@@ -371,7 +371,7 @@ fn parse_image(
         segments,
         symbols,
         dwarf,
-        dwarf_too_deep,
+        dwarf_refused,
         dwarf_over_budget,
     })
 }
@@ -443,17 +443,32 @@ where
 /// it would first allocate, and fill, whatever size it claims.
 const MAX_EXPANSION: u64 = 1032;
 
-/// DWARF nested deeper than [`MAX_DIE_DEPTH`], left out.
-struct Deep;
+/// Why DWARF that was read is left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// DIEs nested deeper than [`MAX_DIE_DEPTH`]: addr2line recurses
+    /// once per level.
+    Deep,
+    /// More than [`MAX_UNITS`] units, or a line program or range list
+    /// shared by more than [`MAX_SHARING`] units: addr2line builds its
+    /// tables once per unit, so sharing multiplies them.
+    Shared,
+}
+
+/// Most units a file's DWARF may have.
+const MAX_UNITS: usize = 100_000;
+/// Most units that may share one line program or range list (compilers
+/// give each unit its own; dwz shares a few with partial units).
+const MAX_SHARING: u32 = 16;
 
 /// Loads the DWARF sections of `obj` (read, decompressed and copied within
 /// the file's allowance) into an addr2line context. `None` when they do
-/// not fit, or do not parse; `Deep` when some unit nests DIEs deeper than
-/// [`MAX_DIE_DEPTH`], which addr2line would recurse through.
+/// not fit, or do not parse; [`Refused`] when their shape would make
+/// addr2line recurse too deep or build too much.
 fn load_dwarf<'a>(
     obj: &object::File<'a, &'a FileReader<'a>>,
     reader: &'a FileReader<'a>,
-) -> Option<Result<addr2line::Context<Reader>, Deep>> {
+) -> Option<Result<addr2line::Context<Reader>, Refused>> {
     let endian = if obj.is_little_endian() {
         gimli::RunTimeEndian::Little
     } else {
@@ -465,55 +480,87 @@ fn load_dwarf<'a>(
         if bytes.is_none() && allowance.exceeded() {
             return Err(gimli::Error::Io);
         }
-        let bytes: Arc<[u8]> = bytes.map(Arc::from).unwrap_or_else(|| Arc::from(&[][..]));
+        let bytes: Arc<[u8]> = bytes.unwrap_or_else(|| Arc::from(&[][..]));
         Ok(gimli::EndianArcSlice::new(bytes, endian))
     };
-    let dwarf = gimli::Dwarf::load(load).ok()?;
-    if !shallow(&dwarf) {
-        return Some(Err(Deep));
+    let mut dwarf = gimli::Dwarf::load(load).ok()?;
+    // Units that share an abbreviation table share its parse.
+    dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
+    if let Err(refused) = vet(&dwarf) {
+        return Some(Err(refused));
     }
     addr2line::Context::from_dwarf(dwarf).ok().map(Ok)
 }
 
-/// True when no unit nests DIEs deeper than [`MAX_DIE_DEPTH`]: one walk
-/// over every DIE, without recursion. A unit that does not parse stops the
-/// walk of that unit only (addr2line then finds it unreadable too).
-fn shallow(dwarf: &gimli::Dwarf<Reader>) -> bool {
+/// Checks the shape of `dwarf` before addr2line sees it, in one walk over
+/// every DIE without recursion: nesting depth, number of units, and how
+/// many units share each line program and range list. A unit that does
+/// not parse stops the walk of that unit only (addr2line then finds it
+/// unreadable too).
+fn vet(dwarf: &gimli::Dwarf<Reader>) -> Result<(), Refused> {
+    let mut sharing: HashMap<(bool, usize), u32> = HashMap::new();
+    let mut units = 0usize;
     let mut headers = dwarf.units();
     while let Ok(Some(header)) = headers.next() {
+        units += 1;
+        if units > MAX_UNITS {
+            return Err(Refused::Shared);
+        }
         let Ok(abbrevs) = dwarf.abbreviations(&header) else {
             continue;
         };
-        let mut entries = header.entries_raw(&abbrevs, None).ok();
-        let Some(entries) = entries.as_mut() else {
+        let Ok(mut entries) = header.entries_raw(&abbrevs, None) else {
             continue;
         };
+        let mut root = true;
         while !entries.is_empty() {
             if entries.next_depth() > MAX_DIE_DEPTH as isize {
-                return false;
+                return Err(Refused::Deep);
             }
-            match entries.read_abbreviation() {
+            let abbrev = match entries.read_abbreviation() {
                 // The end of a list of children.
-                Ok(None) => {}
-                Ok(Some(abbrev)) => {
-                    if entries.skip_attributes(abbrev.attributes()).is_err() {
-                        break;
-                    }
-                }
+                Ok(None) => continue,
+                Ok(Some(abbrev)) => abbrev,
                 Err(_) => break,
+            };
+            if !root {
+                if entries.skip_attributes(abbrev.attributes()).is_err() {
+                    break;
+                }
+                continue;
+            }
+            root = false;
+            for spec in abbrev.attributes() {
+                let Ok(attr) = entries.read_attribute(*spec) else {
+                    break;
+                };
+                let table = match (attr.name(), attr.value()) {
+                    (gimli::DW_AT_stmt_list, gimli::AttributeValue::DebugLineRef(o)) => {
+                        (false, o.0)
+                    }
+                    (gimli::DW_AT_ranges, gimli::AttributeValue::RangeListsRef(o)) => (true, o.0),
+                    (gimli::DW_AT_ranges, gimli::AttributeValue::SecOffset(o)) => (true, o),
+                    _ => continue,
+                };
+                let n = sharing.entry(table).or_default();
+                *n += 1;
+                if *n > MAX_SHARING {
+                    return Err(Refused::Shared);
+                }
             }
         }
     }
-    true
+    Ok(())
 }
 
 /// The bytes of section `name`, decompressed: each charged as the section
-/// header claims (compressed, then expanded), before it is allocated.
+/// header claims before it is allocated (compressed, then expanded twice:
+/// once by the decompressor, once in the buffer kept).
 fn section_bytes<'a>(
     obj: &object::File<'a, &'a FileReader<'a>>,
     reader: &'a FileReader<'a>,
     name: &str,
-) -> Option<Vec<u8>> {
+) -> Option<Arc<[u8]>> {
     let section = obj.section_by_name(name)?;
     let range = section.compressed_file_range().ok()?;
     let raw = reader.read_owned(range.offset, range.compressed_size)?;
@@ -521,7 +568,9 @@ fn section_bytes<'a>(
         return Some(raw);
     }
     if range.uncompressed_size > range.compressed_size.saturating_mul(MAX_EXPANSION)
-        || !reader.allowance().charge(range.uncompressed_size)
+        || !reader
+            .allowance()
+            .charge(range.uncompressed_size.saturating_mul(2))
     {
         return None;
     }
@@ -530,7 +579,7 @@ fn section_bytes<'a>(
         data: &raw,
         uncompressed_size: range.uncompressed_size,
     };
-    compressed.decompress().ok().map(|d| d.into_owned())
+    compressed.decompress().ok().map(|d| Arc::from(&*d))
 }
 
 /// How a separate debug file was found, which says how it must match.

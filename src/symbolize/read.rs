@@ -11,6 +11,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 
 use object::ReadRef;
 use typed_arena::Arena;
@@ -20,9 +21,10 @@ pub(crate) const MAX_NAME: usize = 4096;
 
 /// Most bytes one file (a binary, or its debug file) may have read,
 /// decompressed or copied.
-pub(crate) const FILE_BUDGET: u64 = 256 << 20;
-/// Most bytes all files of one run may have read, decompressed or copied.
-pub(crate) const RUN_BUDGET: u64 = 1 << 30;
+pub(crate) const FILE_BUDGET: u64 = 128 << 20;
+/// Most bytes all files of one run may have read, decompressed or copied:
+/// what they keep lives until the report is written.
+pub(crate) const RUN_BUDGET: u64 = 192 << 20;
 
 /// What a run may still spend on files.
 #[derive(Debug)]
@@ -149,14 +151,14 @@ impl<'a> Reader<'a> {
 
     /// Reads `size` bytes at `offset` into a new buffer, charged, not kept
     /// by the reader: for data that outlives the parse.
-    pub(crate) fn read_owned(&self, offset: u64, size: u64) -> Option<Vec<u8>> {
+    pub(crate) fn read_owned(&self, offset: u64, size: u64) -> Option<Arc<[u8]>> {
         if offset.checked_add(size)? > self.len || !self.allowance.charge(size) {
             return None;
         }
-        let mut buf = Vec::new();
-        buf.try_reserve_exact(usize::try_from(size).ok()?).ok()?;
-        buf.resize(buf.capacity(), 0);
-        self.source.read_at(&mut buf, offset).then_some(buf)
+        // Allocated once, where it stays.
+        let mut buf: Arc<[u8]> = std::iter::repeat_n(0u8, usize::try_from(size).ok()?).collect();
+        let dst = Arc::get_mut(&mut buf)?;
+        self.source.read_at(dst, offset).then_some(buf)
     }
 
     pub(crate) fn allowance(&self) -> &'a Allowance {

@@ -8,13 +8,13 @@
 
 use std::ffi::CString;
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat, openat2};
 use nix::sys::stat::{Mode, SFlag, fstat};
-use nix::sys::statfs::{BTRFS_SUPER_MAGIC, FUSE_SUPER_MAGIC, OVERLAYFS_SUPER_MAGIC, fstatfs};
+use nix::sys::statfs::{FUSE_SUPER_MAGIC, fstatfs};
 
 /// Why a file was not opened.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -161,19 +161,17 @@ fn reopen(path_fd: OwnedFd) -> Result<Opened, OpenError> {
 
 impl Opened {
     /// Checks that this is the file a process mapped: the device and inode
-    /// it had. Overlayfs and btrfs report one device to `stat` and another
-    /// in memory maps, so there only the inode is compared.
+    /// it had. Both must match: an inode number alone is easy to meet
+    /// again on another filesystem. (Overlayfs, and btrfs subvolumes,
+    /// report another device to `stat` than in memory maps; their files
+    /// are then found only through `/proc/PID/map_files/`, while the
+    /// process lives.)
     pub(crate) fn check_is(&self, mapped: FileKey) -> Result<(), OpenError> {
         if self.key == mapped {
-            return Ok(());
+            Ok(())
+        } else {
+            Err(OpenError::Replaced)
         }
-        let other_dev = fstatfs(self.file.as_fd()).is_ok_and(|s| {
-            [OVERLAYFS_SUPER_MAGIC, BTRFS_SUPER_MAGIC].contains(&s.filesystem_type())
-        });
-        if other_dev && self.key.ino == mapped.ino {
-            return Ok(());
-        }
-        Err(OpenError::Replaced)
     }
 }
 
@@ -300,5 +298,11 @@ mod tests {
             ino: exe.key.ino + 1,
         };
         assert_eq!(exe.check_is(other), Err(OpenError::Replaced));
+        // The same inode number on another device is another file.
+        let elsewhere = FileKey {
+            dev: exe.key.dev + 1,
+            ino: exe.key.ino,
+        };
+        assert_eq!(exe.check_is(elsewhere), Err(OpenError::Replaced));
     }
 }

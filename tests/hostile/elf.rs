@@ -341,7 +341,7 @@ pub fn debuglink(name: &str) -> Vec<u8> {
     b
 }
 
-fn uleb(out: &mut Vec<u8>, mut v: u64) {
+pub fn uleb(out: &mut Vec<u8>, mut v: u64) {
     loop {
         let byte = (v & 0x7f) as u8;
         v >>= 7;
