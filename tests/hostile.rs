@@ -863,3 +863,25 @@ fn many_files_each_under_the_budget() {
         run.target_frames(&format!("hv-many{i}"));
     }
 }
+
+/// Attack 18: 4,000,000 function symbols (a 92 MiB `.symtab`) all named by
+/// one one-byte string: what is kept per symbol outweighs what is read.
+#[test]
+fn many_symbols_sharing_one_name() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("many_symbols_sharing_one_name");
+    let mut e = Elf::new(1);
+    e.symbols(&vec![Sym::stub(0, b"x"); 4_000_000]);
+    let file = scratch.v().join("syms.so");
+    victim_file(&e, &file);
+    trace_nobody_victim(
+        "many_symbols_sharing_one_name",
+        &scratch,
+        "hv-syms",
+        &[],
+        &file,
+    );
+}

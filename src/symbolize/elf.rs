@@ -383,8 +383,8 @@ fn has_dwarf<'a, R: object::ReadRef<'a>>(obj: &object::File<'a, R>) -> bool {
 }
 
 /// Function symbols of `.symtab`, else of `.dynsym`, sorted, one per
-/// address (preferring sized, then global, names). Names are copied
-/// within `allowance`; the rest are left out.
+/// address (preferring sized, then global, names). Symbols are kept
+/// within `allowance` (each its entry and name); the rest are left out.
 fn function_symbols<'a, R: object::ReadRef<'a>>(
     obj: &object::File<'a, R>,
     allowance: &Allowance,
@@ -413,7 +413,9 @@ where
         .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
         .filter_map(|s| {
             let name = s.name().ok()?;
-            if name.is_empty() || !allowance.charge(name.len() as u64) {
+            // What keeping it costs: the entry, and the name's bytes.
+            let cost = std::mem::size_of::<(Sym, bool)>() + name.len();
+            if name.is_empty() || !allowance.charge(cost as u64) {
                 return None;
             }
             Some((
