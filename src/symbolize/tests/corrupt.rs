@@ -455,3 +455,56 @@ proptest! {
         }
     }
 }
+
+/// One rewrite of a section header: (section, what its offset becomes,
+/// what its size becomes, whether it claims to be compressed).
+fn claim() -> impl Strategy<Value = (usize, usize, u64, bool)> {
+    let size = prop_oneof![
+        Just(0u64),
+        Just(24),
+        Just(1 << 20),
+        Just(1 << 30),
+        Just(u64::MAX / 2),
+        Just(u64::MAX),
+        any::<u64>(),
+    ];
+    (any::<usize>(), any::<usize>(), size, any::<bool>())
+}
+
+proptest! {
+    #![proptest_config(crate::proptest_config::config(128))]
+
+    /// Section headers that alias each other's bytes, claim sizes up to
+    /// the whole address space, or claim compression over plain bytes:
+    /// parsing and lookups end, without a panic, and an address never
+    /// yields more names than the inline limit.
+    #[test]
+    fn lying_section_headers_never_panic(
+        compressed in any::<bool>(),
+        claims in proptest::collection::vec(claim(), 1..8),
+    ) {
+        let original = work_binary(compressed);
+        let h = elf_header(original);
+        let mut data = original.to_vec();
+        let offsets: Vec<usize> = (0..h.shnum)
+            .map(|i| u64_at(original, h.shoff + i * h.shentsize + 0x18))
+            .collect();
+        for (section, alias, size, compress) in &claims {
+            let at = h.shoff + (section % h.shnum) * h.shentsize;
+            let offset = offsets[alias % offsets.len()] as u64;
+            data[at + 0x18..at + 0x20].copy_from_slice(&offset.to_ne_bytes());
+            data[at + 0x20..at + 0x28].copy_from_slice(&size.to_ne_bytes());
+            let mut flags = u64_at(&data, at + 0x08) as u64;
+            if *compress {
+                flags |= 0x800; // SHF_COMPRESSED
+            }
+            data[at + 0x08..at + 0x10].copy_from_slice(&flags.to_ne_bytes());
+        }
+        let Ok(elf) = elf::ElfFile::parse(&data, None) else {
+            return Ok(());
+        };
+        for vaddr in [0, 0x1000, 0x1139, 0x1150, u64::MAX] {
+            prop_assert!(elf.names(vaddr).len() <= elf::MAX_INLINE_FRAMES);
+        }
+    }
+}
