@@ -246,6 +246,14 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     let grace_until = STOP
         .load(Ordering::SeqCst)
         .then(|| Instant::now() + COMMAND_GRACE);
+    // Without a signal, a command still running when tracing stops is left
+    // running, however long the report then takes: its state is taken now.
+    // After a signal its status is waited for while the report is made.
+    let mut command_known = child_status.is_some();
+    if grace_until.is_none() && !command_known {
+        child_status = command_status_after_tracing(child.as_mut(), None);
+        command_known = true;
+    }
     backend.finish(&mut sink)?;
     let source_stats = backend.stats();
 
@@ -264,8 +272,11 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             Err(e) => return Err(e).context("writing the report"),
         }
     }
-    let command =
-        child_status.or_else(|| command_status_after_tracing(child.as_mut(), grace_until));
+    let command = if command_known {
+        child_status
+    } else {
+        command_status_after_tracing(child.as_mut(), grace_until)
+    };
     if let Some(status) = command
         && !status.success()
     {

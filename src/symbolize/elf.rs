@@ -486,8 +486,10 @@ fn load_dwarf<'a>(
         Ok(gimli::EndianArcSlice::new(bytes, endian))
     };
     let mut dwarf = gimli::Dwarf::load(load).ok()?;
-    // Units that share an abbreviation table share its parse.
-    dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
+    // Each abbreviation table parsed once, for the walk below and for
+    // addr2line (which parses every unit's), and shared by the units that
+    // use it.
+    dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::All);
     if let Err(refused) = vet(&dwarf) {
         return Some(Err(refused));
     }
