@@ -131,7 +131,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         }
         // Held before its exec, the command is in this tool's root: its
         // root is known even if it is gone before its first event is read.
-        ThreadFilter::Command { root } => maps.expect(*root),
+        ThreadFilter::Command { root } => maps.hold_root(*root),
         _ => {}
     }
 

@@ -500,8 +500,8 @@ mod tests {
         assert_eq!(totals, vec!["7", "42", "500", "500"]);
     }
 
-    /// Names a traced process chose: comms (the target's as the issue
-    /// gave it, the waker's a real 15-byte one) and symbols with the folded
+    /// Names a traced process chose: comms (the target's with separators and
+    /// a newline, the waker's a real 15-byte one) and symbols with the folded
     /// separator, spaces, a newline, a terminal escape and the tool's words.
     fn hostile() -> ResolvedEntry {
         let name = |n: &str| Frame::Name(n.to_string());

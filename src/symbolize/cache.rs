@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::elf::{DebugDirs, ElfFile, ParseError, Refused};
 use super::read::RunBudget;
+use crate::report::{Place, escape};
 use crate::sys::open::{OpenError, Opened};
 
 /// Identity of a parsed image.
@@ -74,6 +75,7 @@ impl FileCache {
                         Some(Refused::Shared) => {
                             self.skip("DWARF units too many or sharing tables", path);
                         }
+                        Some(Refused::Budget) => self.skip("DWARF over its budget", path),
                         None => {}
                     }
                     Some(f)
@@ -106,7 +108,11 @@ impl FileCache {
         self.skipped
             .iter()
             .map(|(why, paths)| {
-                let shown: Vec<String> = paths.iter().take(3).map(|p| format!("{p:?}")).collect();
+                let shown: Vec<String> = paths
+                    .iter()
+                    .take(3)
+                    .map(|p| escape(p.as_bytes(), Place::Quoted).into_owned())
+                    .collect();
                 let more = paths.len().saturating_sub(3);
                 let more = if more > 0 {
                     format!(" and {more} more")

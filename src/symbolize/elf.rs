@@ -339,7 +339,7 @@ fn parse_image(
     } else if let Some((found, how)) = find_debug_file(&obj, path, debug) {
         // A separate debug file: its DWARF and, when the binary is
         // stripped, its symbol table.
-        let dbg_allowance = run.allowance();
+        let dbg_allowance = run.allowance_besides(allowance);
         let dbg_arena = Arena::new();
         let dbg_reader = FileReader::new(
             Source::File(&found.file),
@@ -452,9 +452,11 @@ pub(crate) enum Refused {
     /// once per level.
     Deep,
     /// More than [`MAX_UNITS`] units, or a line program or range list
-    /// shared by more than [`MAX_SHARING`] units: addr2line builds its
-    /// tables once per unit, so sharing multiplies them.
+    /// named by more than [`MAX_SHARING`] units or DIEs: addr2line builds
+    /// those once per naming, so sharing multiplies them.
     Shared,
+    /// What addr2line would build is over the file's budget.
+    Budget,
 }
 
 /// Most units a file's DWARF may have.
@@ -490,19 +492,29 @@ fn load_dwarf<'a>(
     // addr2line (which parses every unit's), and shared by the units that
     // use it.
     dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::All);
-    if let Err(refused) = vet(&dwarf) {
+    if let Err(refused) = vet(&dwarf, allowance) {
         return Some(Err(refused));
     }
     addr2line::Context::from_dwarf(dwarf).ok().map(Ok)
 }
 
+/// What addr2line keeps per range of a range list, and per byte of a
+/// line program (a row is at most a few bytes), charged before it runs.
+const RANGE_COST: u64 = 32;
+const LINE_BYTE_COST: u64 = 8;
+
 /// Checks the shape of `dwarf` before addr2line sees it, in one walk over
-/// every DIE without recursion: nesting depth, number of units, and how
-/// many units share each line program and range list. A unit that does
+/// every DIE without recursion: nesting depth, number of units, and the
+/// range lists and line programs that addr2line would build once per DIE
+/// or unit naming them. Each naming is charged to `allowance`, and no
+/// table may be named more than [`MAX_SHARING`] times. A unit that does
 /// not parse stops the walk of that unit only (addr2line then finds it
 /// unreadable too).
-fn vet(dwarf: &gimli::Dwarf<Reader>) -> Result<(), Refused> {
-    let mut sharing: HashMap<(bool, usize), u32> = HashMap::new();
+fn vet(dwarf: &gimli::Dwarf<Reader>, allowance: &Allowance) -> Result<(), Refused> {
+    use gimli::{Reader as _, Section as _};
+    // Per table (range list: true, line program: false, by offset): times
+    // named, and what one naming costs.
+    let mut named: HashMap<(bool, usize), (u32, u64)> = HashMap::new();
     let mut units = 0usize;
     let mut headers = dwarf.units();
     while let Ok(Some(header)) = headers.next() {
@@ -510,6 +522,7 @@ fn vet(dwarf: &gimli::Dwarf<Reader>) -> Result<(), Refused> {
         if units > MAX_UNITS {
             return Err(Refused::Shared);
         }
+        let encoding = header.encoding();
         let Ok(abbrevs) = dwarf.abbreviations(&header) else {
             continue;
         };
@@ -517,6 +530,7 @@ fn vet(dwarf: &gimli::Dwarf<Reader>) -> Result<(), Refused> {
             continue;
         };
         let mut root = true;
+        let mut base = None;
         while !entries.is_empty() {
             if entries.next_depth() > MAX_DIE_DEPTH as isize {
                 return Err(Refused::Deep);
@@ -527,34 +541,98 @@ fn vet(dwarf: &gimli::Dwarf<Reader>) -> Result<(), Refused> {
                 Ok(Some(abbrev)) => abbrev,
                 Err(_) => break,
             };
-            if !root {
+            let wanted = root
+                || abbrev
+                    .attributes()
+                    .iter()
+                    .any(|a| a.name() == gimli::DW_AT_ranges);
+            if !wanted {
                 if entries.skip_attributes(abbrev.attributes()).is_err() {
                     break;
                 }
                 continue;
             }
-            root = false;
+            let mut tables = Vec::new();
+            let mut ranges = None;
             for spec in abbrev.attributes() {
                 let Ok(attr) = entries.read_attribute(*spec) else {
                     break;
                 };
-                let table = match (attr.name(), attr.value()) {
-                    (gimli::DW_AT_stmt_list, gimli::AttributeValue::DebugLineRef(o)) => {
-                        (false, o.0)
+                match (attr.name(), attr.value()) {
+                    (gimli::DW_AT_stmt_list, gimli::AttributeValue::DebugLineRef(o)) if root => {
+                        tables.push((false, o.0));
                     }
-                    (gimli::DW_AT_ranges, gimli::AttributeValue::RangeListsRef(o)) => (true, o.0),
-                    (gimli::DW_AT_ranges, gimli::AttributeValue::SecOffset(o)) => (true, o),
-                    _ => continue,
-                };
-                let n = sharing.entry(table).or_default();
-                *n += 1;
-                if *n > MAX_SHARING {
+                    (gimli::DW_AT_rnglists_base, gimli::AttributeValue::DebugRngListsBase(b)) => {
+                        base = Some(b);
+                    }
+                    (gimli::DW_AT_ranges, value) => ranges = Some(value),
+                    _ => {}
+                }
+            }
+            root = false;
+            let offset = match ranges {
+                Some(gimli::AttributeValue::RangeListsRef(o)) => Some(o.0),
+                Some(gimli::AttributeValue::SecOffset(o)) => Some(o),
+                Some(gimli::AttributeValue::DebugRngListsIndex(i)) => base
+                    .and_then(|b| dwarf.ranges.get_offset(encoding, b, i).ok())
+                    .map(|o| o.0),
+                _ => None,
+            };
+            tables.extend(offset.map(|o| (true, o)));
+            for table in tables {
+                let entry = named.entry(table).or_insert((0, u64::MAX));
+                entry.0 += 1;
+                if entry.0 > MAX_SHARING {
                     return Err(Refused::Shared);
+                }
+                if entry.1 == u64::MAX {
+                    entry.1 = match table {
+                        (true, o) => range_list_cost(dwarf, encoding, o, allowance)?,
+                        (false, o) => {
+                            let mut input = dwarf.debug_line.reader().clone();
+                            let length = input
+                                .skip(o)
+                                .and_then(|()| input.read_initial_length())
+                                .map_or(0, |(len, _)| len as u64);
+                            let cost = length.saturating_mul(LINE_BYTE_COST);
+                            if !allowance.charge(cost) {
+                                return Err(Refused::Budget);
+                            }
+                            cost
+                        }
+                    };
+                } else if !allowance.charge(entry.1) {
+                    return Err(Refused::Budget);
                 }
             }
         }
     }
     Ok(())
+}
+
+/// Charges the ranges of the list at `offset` one by one (so a long list
+/// costs no more walking than the budget allows); returns what the list
+/// costs each time it is named again.
+fn range_list_cost(
+    dwarf: &gimli::Dwarf<Reader>,
+    encoding: gimli::Encoding,
+    offset: usize,
+    allowance: &Allowance,
+) -> Result<u64, Refused> {
+    let Ok(mut list) = dwarf
+        .ranges
+        .raw_ranges(gimli::RangeListsOffset(offset), encoding)
+    else {
+        return Ok(0);
+    };
+    let mut cost = 0u64;
+    while let Ok(Some(_)) = list.next() {
+        if !allowance.charge(RANGE_COST) {
+            return Err(Refused::Budget);
+        }
+        cost += RANGE_COST;
+    }
+    Ok(cost)
 }
 
 /// The bytes of section `name`, decompressed: each charged as the section

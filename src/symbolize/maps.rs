@@ -73,6 +73,9 @@ struct Process {
     reread_at: Option<u64>,
     /// Its root directory (an index into [`Roots`]), when it was seen alive.
     root: Option<usize>,
+    /// When /proc was last read for it (CLOCK_MONOTONIC, as event times):
+    /// an exec older than that is already in what was read.
+    read_at: u64,
 }
 
 /// The root directories of the processes seen, each held open once.
@@ -115,7 +118,7 @@ pub struct ProcessMaps {
     /// This tool's own root.
     own_root: Option<Dir>,
     /// Roots taken before the process's first event (see
-    /// [`ProcessMaps::expect`]).
+    /// [`ProcessMaps::hold_root`]).
     early_roots: HashMap<u32, usize>,
     /// False when the backend delivers no mmap events (tracefs): maps are
     /// then re-read from /proc after an exec, and when a stack's address is
@@ -186,6 +189,7 @@ impl ProcessMaps {
         };
         p.stale = false;
         p.reread_at = Some(time);
+        p.read_at = crate::perf::sys::monotonic_ns();
         let Ok(text) = text else {
             p.exited = true;
             return;
@@ -203,7 +207,7 @@ impl ProcessMaps {
 
     /// Takes the root of `tgid` now, for when it is first seen: a process
     /// about to start (held before its exec) that may be gone by then.
-    pub fn expect(&mut self, tgid: u32) {
+    pub fn hold_root(&mut self, tgid: u32) {
         if let Some(root) = self.roots.capture(tgid) {
             self.early_roots.insert(tgid, root);
         }
@@ -234,10 +238,12 @@ impl ProcessMaps {
                 mappings: parse_maps(&text, from),
                 image_since: from,
                 root,
+                read_at: crate::perf::sys::monotonic_ns(),
                 ..Process::default()
             },
             Err(_) => Process {
                 exited: true,
+                root,
                 ..Process::default()
             },
         };
@@ -291,6 +297,9 @@ impl ProcessMaps {
                 }
             }
             EventKind::Comm(c) if c.exec => match self.procs.get_mut(&c.tgid) {
+                // /proc was read after this exec (events are read late):
+                // what it showed is the new image already.
+                Some(p) if p.read_at > time => p.image_since = time,
                 Some(p) => {
                     // It may have changed root before the exec.
                     if let Some(root) = self.roots.capture(c.tgid) {
@@ -377,9 +386,12 @@ impl ProcessMaps {
                 "/proc/{tgid}/map_files/{:x}-{:x}",
                 mapping.start, mapping.end
             );
+            // The link names the file mapped at that range now: the inode
+            // only tells a mapping since replaced there (btrfs and overlayfs
+            // report another device to `stat` than in memory maps).
             if let Ok(opened) = open_magic(Path::new(&path)) {
                 match mapping.file {
-                    Some(key) if opened.check_is(key).is_err() => {}
+                    Some(key) if opened.key.ino != key.ino => {}
                     _ => return Ok(opened),
                 }
             }
@@ -679,6 +691,36 @@ not a maps line
         assert_eq!(path_at(&pm, 9, 3, 0x1000), Some(("/bin/old9".into(), 0)));
         assert_eq!(path_at(&pm, 9, 6, 0x1000), Some(("/bin/one".into(), 0)));
         assert!(!pm.has_exited(9));
+    }
+
+    #[test]
+    fn an_exec_older_than_the_snapshot_keeps_what_it_shows() {
+        let me = std::process::id();
+        let f = an_exec_older_than_the_snapshot_keeps_what_it_shows as fn() as usize as u64;
+        let exec = |time| {
+            ev(
+                time,
+                EventKind::Comm(CommChange {
+                    tgid: me,
+                    tid: me,
+                    comm: Comm::from("x"),
+                    exec: true,
+                }),
+            )
+        };
+        // Read late: the exec happened before /proc was read.
+        let before = crate::perf::sys::monotonic_ns();
+        let mut pm = ProcessMaps::new();
+        pm.ensure_known(me, 0);
+        pm.observe(&exec(before));
+        assert!(pm.lookup(me, before + 10, f).is_some());
+        // An exec after the read replaces the image.
+        let mut pm = ProcessMaps::new();
+        pm.ensure_known(me, 0);
+        let after = crate::perf::sys::monotonic_ns() + 1_000_000_000;
+        pm.observe(&exec(after));
+        assert!(pm.lookup(me, after + 10, f).is_none());
+        assert!(pm.lookup(me, after - 10, f).is_some());
     }
 
     #[test]

@@ -3,10 +3,11 @@
 //! was at the time of the sample, ELF symbols and DWARF (with inlined
 //! frames), and Rust/C++ demangling.
 //!
-//! Submodules: [`kernel`] (kallsyms), [`maps`] (map history), [`elf`] (one
-//! parsed ELF file: segments, symbols, DWARF), [`split`] (the inlined copy
-//! function splitting leaves), [`demangle`], [`cache`]
-//! (files parsed once, addresses resolved once) and [`vdso`].
+//! Submodules: [`kernel`] (kallsyms), [`maps`] (map history, and opening a
+//! mapped file safely), [`read`] (reading a file within a byte budget),
+//! [`elf`] (one parsed ELF file: segments, symbols, DWARF), [`split`] (the
+//! inlined copy function splitting leaves), [`demangle`], [`cache`] (files
+//! parsed once, addresses resolved once) and [`vdso`].
 
 pub mod cache;
 pub mod demangle;

@@ -3,9 +3,10 @@
 //! Files are read with `pread` into memory, never mapped: a file truncated
 //! while it is parsed gives a read error, not SIGBUS. Every byte read or
 //! expanded for a file is charged to its [`Allowance`] before it is
-//! allocated, counting each section header's claim even when several alias
-//! the same bytes, so no file can make the tool allocate more than its
-//! share. Names are read at most [`MAX_NAME`] bytes long.
+//! allocated: each range read once, and each section loaded at what its
+//! header claims, even when several alias the same bytes, so no file can
+//! make the tool allocate more than its share. Names are read at most
+//! [`MAX_NAME`] bytes long.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
@@ -42,6 +43,12 @@ impl RunBudget {
     /// The allowance of the next file: its share, or what is left.
     pub(crate) fn allowance(&self) -> Allowance {
         Allowance::new(FILE_BUDGET.min(self.left))
+    }
+
+    /// The allowance of a file read while `other` is still in use (a debug
+    /// file, while its binary is parsed).
+    pub(crate) fn allowance_besides(&self, other: &Allowance) -> Allowance {
+        Allowance::new(FILE_BUDGET.min(self.left.saturating_sub(other.used.get())))
     }
 
     /// Takes what a file spent.

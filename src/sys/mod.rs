@@ -1,4 +1,4 @@
-//! OS calls that more than one stage needs: for now, the one way to open a
-//! file that a traced process names ([`open`]).
+//! OS calls that more than one stage needs: the one way to open a file
+//! that a traced process names ([`open`]).
 
 pub mod open;
