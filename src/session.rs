@@ -249,10 +249,8 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     // Without a signal, a command still running when tracing stops is left
     // running, however long the report then takes: its state is taken now.
     // After a signal its status is waited for while the report is made.
-    let mut command_known = child_status.is_some();
-    if grace_until.is_none() && !command_known {
+    if grace_until.is_none() && child_status.is_none() {
         child_status = command_status_after_tracing(child.as_mut(), None);
-        command_known = true;
     }
     backend.finish(&mut sink)?;
     let source_stats = backend.stats();
@@ -272,10 +270,10 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             Err(e) => return Err(e).context("writing the report"),
         }
     }
-    let command = if command_known {
-        child_status
-    } else {
-        command_status_after_tracing(child.as_mut(), grace_until)
+    let command = match (child_status, grace_until) {
+        (None, Some(until)) => command_status_after_tracing(child.as_mut(), Some(until)),
+        // Known, or taken when tracing stopped.
+        (status, _) => status,
     };
     if let Some(status) = command
         && !status.success()

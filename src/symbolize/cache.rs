@@ -61,9 +61,6 @@ impl FileCache {
             let debug = self.debug.get_or_insert_with(DebugDirs::system);
             let parsed = match ElfFile::from_opened(&opened, path, debug, &mut self.run) {
                 Ok(f) => {
-                    if f.dwarf_over_budget {
-                        self.skip("DWARF over its budget", path);
-                    }
                     match f.dwarf_refused() {
                         Some(Refused::Deep) => {
                             let why = format!(

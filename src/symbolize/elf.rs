@@ -101,10 +101,8 @@ pub struct ElfFile {
     /// Sorted by address, one entry per address.
     symbols: Vec<Sym>,
     dwarf: Option<addr2line::Context<Reader>>,
-    /// Why DWARF that was read was left out.
+    /// Why DWARF (or part of the file) was left out.
     dwarf_refused: Option<Refused>,
-    /// Set when DWARF was left out because of its size.
-    pub(crate) dwarf_over_budget: bool,
 }
 
 impl std::fmt::Debug for ElfFile {
@@ -331,11 +329,10 @@ fn parse_image(
         .collect();
     let mut symbols = function_symbols(&obj, allowance);
     let mut dwarf = None;
-    let mut dwarf_over_budget = false;
-    let mut dwarf_refused = None;
+    let mut over_budget = false;
     if has_dwarf(&obj) {
         dwarf = load_dwarf(&obj, &reader);
-        dwarf_over_budget = allowance.exceeded();
+        over_budget = allowance.exceeded();
     } else if let Some((found, how)) = find_debug_file(&obj, path, debug) {
         // A separate debug file: its DWARF and, when the binary is
         // stripped, its symbol table.
@@ -348,7 +345,7 @@ fn parse_image(
             &dbg_arena,
         );
         if let Ok(dbg) = object::File::parse(&dbg_reader)
-            && is_debug_file_of(&obj, &dbg, &how, &found.file, found.size)
+            && is_debug_file_of(&obj, &dbg, &how, &found)
         {
             if has_dwarf(&dbg) {
                 dwarf = load_dwarf(&dbg, &dbg_reader);
@@ -357,12 +354,13 @@ fn parse_image(
                 symbols = function_symbols(&dbg, &dbg_allowance);
             }
         }
-        dwarf_over_budget = dbg_allowance.exceeded();
+        over_budget = dbg_allowance.exceeded();
         run.spend(&dbg_allowance);
     }
-    if let Some(Err(refused)) = dwarf {
-        dwarf_refused = Some(refused);
-    }
+    let dwarf_refused = match dwarf {
+        Some(Err(refused)) => Some(refused),
+        _ => over_budget.then_some(Refused::Budget),
+    };
     let dwarf = dwarf.and_then(Result::ok);
     if symbols.is_empty() && dwarf.is_none() && allowance.exceeded() {
         return Err(ParseError::OverBudget(allowance.limit()));
@@ -372,7 +370,6 @@ fn parse_image(
         symbols,
         dwarf,
         dwarf_refused,
-        dwarf_over_budget,
     })
 }
 
@@ -455,7 +452,8 @@ pub(crate) enum Refused {
     /// named by more than [`MAX_SHARING`] units or DIEs: addr2line builds
     /// those once per naming, so sharing multiplies them.
     Shared,
-    /// What addr2line would build is over the file's budget.
+    /// The DWARF, or what addr2line would build from it, is over the
+    /// file's budget (or other parts of the file were left out for it).
     Budget,
 }
 
@@ -678,12 +676,11 @@ fn is_debug_file_of<'a, 'b, R: object::ReadRef<'a>, S: object::ReadRef<'b>>(
     bin: &object::File<'a, R>,
     dbg: &object::File<'b, S>,
     found: &Found,
-    file: &File,
-    size: u64,
+    file: &Opened,
 ) -> bool {
     match (bin.build_id(), dbg.build_id(), found) {
         (Ok(Some(a)), Ok(Some(b)), _) => a == b,
-        (Ok(None), _, Found::Link { crc }) => crc_of(file, size) == Some(*crc),
+        (Ok(None), _, Found::Link { crc }) => crc_of(&file.file, file.size) == Some(*crc),
         _ => false,
     }
 }

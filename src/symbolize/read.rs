@@ -132,9 +132,9 @@ pub(crate) struct Reader<'a> {
     len: u64,
     allowance: &'a Allowance,
     arena: &'a Arena<u8>,
-    ranges: RefCell<HashMap<(u64, u64), &'a [u8]>>,
-    /// Every range read, by offset, for string lookups inside them.
-    blocks: RefCell<BTreeMap<u64, &'a [u8]>>,
+    /// Every range read, by offset and size: found again whole, and
+    /// searched for strings inside.
+    blocks: RefCell<BTreeMap<(u64, u64), &'a [u8]>>,
     strings: RefCell<HashMap<(u64, u8), &'a [u8]>>,
 }
 
@@ -150,7 +150,6 @@ impl<'a> Reader<'a> {
             len,
             allowance,
             arena,
-            ranges: RefCell::default(),
             blocks: RefCell::default(),
             strings: RefCell::default(),
         }
@@ -175,7 +174,7 @@ impl<'a> Reader<'a> {
     /// A string starting at `start` inside a range already read.
     fn in_block(&self, start: u64, end: u64, delimiter: u8) -> Option<&'a [u8]> {
         let blocks = self.blocks.borrow();
-        let (&at, &block) = blocks.range(..=start).next_back()?;
+        let (&(at, _), &block) = blocks.range(..=(start, u64::MAX)).next_back()?;
         let from = usize::try_from(start - at).ok()?;
         let within = block.get(from..)?;
         let room = usize::try_from(end - start).unwrap_or(usize::MAX);
@@ -194,7 +193,7 @@ impl<'a> ReadRef<'a> for &'a Reader<'a> {
         if size == 0 {
             return Ok(&[]);
         }
-        if let Some(&bytes) = self.ranges.borrow().get(&(offset, size)) {
+        if let Some(&bytes) = self.blocks.borrow().get(&(offset, size)) {
             return Ok(bytes);
         }
         let end = offset.checked_add(size).ok_or(())?;
@@ -207,8 +206,7 @@ impl<'a> ReadRef<'a> for &'a Reader<'a> {
             return Err(());
         }
         let buf: &'a [u8] = buf;
-        self.ranges.borrow_mut().insert((offset, size), buf);
-        self.blocks.borrow_mut().insert(offset, buf);
+        self.blocks.borrow_mut().insert((offset, size), buf);
         Ok(buf)
     }
 
