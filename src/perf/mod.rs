@@ -447,7 +447,14 @@ impl PerfBackend {
                     ..base
                 };
                 let first_cpu = online.first().copied().unwrap_or(0);
-                if !base.inherit || sys::samples_inherited_reads(&probe, first_cpu) {
+                // Inherited events also need the exits of the threads
+                // that inherit them, to tell those threads' last slices.
+                let exits = || {
+                    tracefs
+                        .event_format("sched", "sched_process_exit")
+                        .is_ok_and(|exit| sys::counts_inherited_exits(exit.id as u64))
+                };
+                if !base.inherit || (sys::samples_inherited_reads(&probe, first_cpu) && exits()) {
                     SwitchIns::Running
                 } else {
                     SwitchIns::Records
