@@ -29,9 +29,24 @@ pub fn tool() -> Command {
 
 static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
 
+/// The compiler flags of every workload, shared with `tests/vm/run`, which
+/// builds them on the host for guests that have no compiler.
+const WORKLOAD_FLAGS: &str = include_str!("../workloads/FLAGS");
+
 /// Compiles `tests/workloads/<name>.c` (or `.cpp`) once per test binary,
 /// with frame pointers and debug info, and returns the executable's path.
+/// With `OFFWAKE_WORKLOADS=DIR` (set inside the test VMs) it returns the
+/// prebuilt `DIR/<name>` instead, and fails when that is missing.
 pub fn workload(name: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os("OFFWAKE_WORKLOADS") {
+        let path = Path::new(&dir).join(name);
+        assert!(
+            path.is_file(),
+            "OFFWAKE_WORKLOADS has no prebuilt {}",
+            path.display()
+        );
+        return path;
+    }
     let mut guard = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     let map = guard.get_or_insert_with(HashMap::new);
     if let Some(p) = map.get(name) {
@@ -48,7 +63,8 @@ pub fn workload(name: &str) -> PathBuf {
         ("c++", src_dir.join(format!("{name}.cpp")))
     };
     let status = Command::new(compiler)
-        .args(["-O0", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+        .args(WORKLOAD_FLAGS.split_whitespace())
+        .arg("-o")
         .arg(&out)
         .arg(&src)
         .status()
