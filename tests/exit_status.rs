@@ -174,7 +174,7 @@ fn a_closed_stdout_keeps_the_summary_on_stderr() {
 }
 
 /// Ctrl-C (SIGINT to the process group) reaches the command too: one that
-/// cleans up and exits gives its status, whether stdout is open or not.
+/// traps it and exits gives its status, whether stdout is open or not.
 #[test]
 fn ctrl_c_gives_the_status_of_a_command_that_exits_on_it() {
     use std::os::unix::process::CommandExt;
@@ -188,19 +188,23 @@ fn ctrl_c_gives_the_status_of_a_command_that_exits_on_it() {
             Stdio::null()
         };
         let mut tool = tool()
-            .args([
-                "--",
-                "sh",
-                "-c",
-                "trap 'sleep 0.05; exit 5' INT; sleep 5 & wait",
-            ])
+            .args(["--", "sh", "-c", "trap 'exit 5' INT; sleep 5 & wait"])
             .process_group(0)
             .stdout(stdout)
             .stderr(Stdio::null())
             .spawn()
             .expect("starting offwake-perf");
-        std::thread::sleep(std::time::Duration::from_millis(700));
-        let group = i32::try_from(tool.id()).expect("pid fits");
+        // Signal the shell once it waits for its sleep (in sigsuspend for
+        // dash and busybox, wait4 for others): its trap is set by then.
+        let tool_pid = tool.id();
+        wait_for("the command to wait for its sleep", || {
+            children_of(tool_pid).into_iter().any(|sh| {
+                !children_of(sh).is_empty()
+                    && std::fs::read_to_string(format!("/proc/{sh}/wchan"))
+                        .is_ok_and(|w| w.starts_with("sigsuspend") || w.starts_with("do_wait"))
+            })
+        });
+        let group = i32::try_from(tool_pid).expect("pid fits");
         // SAFETY: kill with the process group of our own child and a valid
         // signal.
         let rc = unsafe { libc::kill(-group, libc::SIGINT) };

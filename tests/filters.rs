@@ -136,7 +136,8 @@ fn state_filter_drops_switch_outs_in_the_kernel() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("starting the workload");
-    std::thread::sleep(std::time::Duration::from_millis(100));
+    // The main thread, the reader and the writer.
+    wait_for("the workload's threads", || thread_count(w.id()) >= 3);
     let pid = w.id().to_string();
     let all = start_traced(&["--backend", "perf", "--state", "1", "-p", &pid, "1"]);
     let d_only = start_traced(&["--backend", "perf", "--state", "2", "-p", &pid, "1"]);

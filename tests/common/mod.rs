@@ -74,6 +74,47 @@ pub fn workload(name: &str) -> PathBuf {
     out
 }
 
+/// Polls `ready` every 10 ms until it holds, failing with `what` after
+/// 30 s. For tests that must not race a process's start-up, however slow the
+/// machine (the kernel-matrix VMs emulate their CPUs).
+pub fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The pids whose parent is `pid`, from `/proc/*/stat`.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("listing /proc").flatten() {
+        let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // The parent is the second field after the parenthesised comm.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// How many threads process `pid` has now (0 once it is gone).
+pub fn thread_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
+}
+
 /// Asserts `got` is within [lo, hi] × `expected`.
 pub fn assert_ratio(what: &str, got: u64, expected: u64, lo: f64, hi: f64) {
     let ratio = got as f64 / expected as f64;
