@@ -185,6 +185,13 @@ fn pipe_wakeup_with(backend: &str) {
         "{unwoken_total} us of reader_wait have no waker (at most 1% may):\n{out}\n{err}"
     );
     for b in &pipe {
+        // A timer interrupt can also preempt the reader in reader_wait's
+        // own code, before its read: that wait has no read path and no
+        // waker (more likely on a slow machine, such as an emulated VM).
+        if has(&b.target, "irqentry_exit_to_user_mode") && !has(&b.target, "vfs_read") {
+            assert!(b.waker_comm.is_empty(), "a preemption with a waker: {b:?}");
+            continue;
+        }
         assert!(
             has(&b.target, "pipe_read") || has(&b.target, "anon_pipe_read"),
             "target kernel stack lacks pipe_read: {b:?}"
