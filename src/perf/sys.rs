@@ -167,12 +167,11 @@ pub fn samples_inherited_reads(attr: &TracepointAttr, cpu: u32) -> bool {
 }
 
 /// Whether a per-task `sched_process_exit` event (tracepoint `exit_id`)
-/// sees the exits of the threads that inherit it. Debian's 6.1 and 6.12
-/// kernels fire that tracepoint after an exiting thread's per-task events
-/// stopped counting, so such events see no exit at all (a system-wide one
-/// does); 6.18 counts them. Tried with a counting event on the calling
-/// thread, inherited by one thread that exits at once. An open that fails
-/// says yes, and leaves the real open to report the failure.
+/// sees the exits of the threads that inherit it. On Debian's 6.1 and 6.12
+/// kernels such an event sees no exit at all (a system-wide one does); 6.18
+/// counts them. Tried with a counting event on the calling thread,
+/// inherited by one thread that exits at once. An open that fails says
+/// yes, and leaves the real open to report the failure.
 pub fn counts_inherited_exits(exit_id: u64) -> bool {
     use std::os::fd::AsFd;
     let mut a = perf_event_attr {
