@@ -438,6 +438,8 @@ impl PerfBackend {
             ),
         };
         let online = online_cpus()?;
+        // Dropped when this function returns, after the real events.
+        let mut probes = sys::Probes::default();
         let switch_ins = match &config.targets {
             _ if config.state_filter.is_some() => SwitchIns::Records,
             Targets::All => SwitchIns::Tracepoint,
@@ -449,12 +451,15 @@ impl PerfBackend {
                 let first_cpu = online.first().copied().unwrap_or(0);
                 // Inherited events also need the exits of the threads
                 // that inherit them, to tell those threads' last slices.
-                let exits = || {
+                let exits = |probes: &mut sys::Probes| {
                     tracefs
                         .event_format("sched", "sched_process_exit")
-                        .is_ok_and(|exit| sys::counts_inherited_exits(exit.id as u64))
+                        .is_ok_and(|exit| sys::counts_inherited_exits(exit.id as u64, probes))
                 };
-                if !base.inherit || (sys::samples_inherited_reads(&probe, first_cpu) && exits()) {
+                if !base.inherit
+                    || (sys::samples_inherited_reads(&probe, first_cpu, &mut probes)
+                        && exits(&mut probes))
+                {
                     SwitchIns::Running
                 } else {
                     SwitchIns::Records

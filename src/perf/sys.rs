@@ -153,18 +153,29 @@ pub fn open_task_tracepoint(
 /// `PERF_SAMPLE_READ` (Linux 6.12; older kernels refuse the pair with
 /// EINVAL). Tried on the calling thread, with `attr` made inherited and
 /// given `PERF_SAMPLE_READ`; an error other than EINVAL says yes, and
-/// leaves the real open to report it.
-pub fn samples_inherited_reads(attr: &TracepointAttr, cpu: u32) -> bool {
+/// leaves the real open to report it. The probe event goes to `keep` (see
+/// [`Probes`]).
+pub fn samples_inherited_reads(attr: &TracepointAttr, cpu: u32, keep: &mut Probes) -> bool {
     let attr = TracepointAttr {
         sample_type: attr.sample_type | SAMPLE_READ,
         inherit: true,
         ..*attr
     };
     match open_attr(&mut attr.to_attr(), 0, Some(cpu)) {
-        Ok(_) => true,
+        Ok(fd) => {
+            keep.0.push(fd);
+            true
+        }
         Err(err) => err.raw_os_error() != Some(libc::EINVAL),
     }
 }
+
+/// Probe events, kept open until the real events are: closing the last
+/// perf event of a tracepoint unregisters perf's probe there, which waits
+/// for RCU (40–70 ms on the development VM); with the real events open,
+/// closing a probe costs nothing.
+#[derive(Default)]
+pub struct Probes(Vec<OwnedFd>);
 
 /// Whether a per-task `sched_process_exit` event (tracepoint `exit_id`)
 /// sees the exits of the threads that inherit it. On Debian's 6.1 and 6.12
@@ -172,7 +183,7 @@ pub fn samples_inherited_reads(attr: &TracepointAttr, cpu: u32) -> bool {
 /// counts them. Tried with a counting event on the calling thread,
 /// inherited by one thread that exits at once. An open that fails says
 /// yes, and leaves the real open to report the failure.
-pub fn counts_inherited_exits(exit_id: u64) -> bool {
+pub fn counts_inherited_exits(exit_id: u64, keep: &mut Probes) -> bool {
     use std::os::fd::AsFd;
     let mut a = perf_event_attr {
         type_: b::PERF_TYPE_TRACEPOINT,
@@ -202,10 +213,14 @@ pub fn counts_inherited_exits(exit_id: u64) -> bool {
     }
     // The join can return before the thread's count is added to its
     // parent's, which happens late in its exit: look once more.
-    count() > 0 || {
+    let seen = count() > 0 || {
         std::thread::sleep(std::time::Duration::from_millis(2));
         count() > 0
-    }
+    };
+    // Threads the caller creates from now on need not count anything.
+    let _ = disable(fd.as_fd());
+    keep.0.push(fd);
+    seen
 }
 
 /// Opens a software dummy event on `cpu`: it never samples, and only owns
