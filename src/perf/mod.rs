@@ -400,6 +400,9 @@ pub struct PerfBackend {
     /// kallsyms is read off the attach path; the decoder gets its probe
     /// ranges before the first events are released.
     kallsyms: Option<Preload>,
+    /// The capability probes' events (see [`sys::Probes`]), closed on the
+    /// first poll: after the real events exist and the command started.
+    probes: sys::Probes,
 }
 
 impl PerfBackend {
@@ -438,7 +441,7 @@ impl PerfBackend {
             ),
         };
         let online = online_cpus()?;
-        // Dropped when this function returns, after the real events.
+        // Kept until the first poll, after the real events.
         let mut probes = sys::Probes::default();
         let switch_ins = match &config.targets {
             _ if config.state_filter.is_some() => SwitchIns::Records,
@@ -539,6 +542,7 @@ impl PerfBackend {
             }
         };
         let mut backend = PerfBackend {
+            probes,
             cpus,
             switch_ins,
             tasks: HashMap::new(),
@@ -803,6 +807,7 @@ impl PerfBackend {
     /// ring, and passes to `sink`, in global time order, every event that
     /// can no longer be preceded by one not yet read (see [`Rounds`]).
     pub fn poll(&mut self, timeout: Duration, sink: &mut dyn FnMut(Event)) -> Result<()> {
+        self.probes = sys::Probes::default();
         let fds = self.cpus.iter().map(|c| c.fds[0].as_fd());
         let Some(start) = self.rounds.wait(fds, timeout, "the perf ring buffers")? else {
             return Ok(());

@@ -173,7 +173,8 @@ pub fn samples_inherited_reads(attr: &TracepointAttr, cpu: u32, keep: &mut Probe
 /// Probe events, kept open until the real events are: closing the last
 /// perf event of a tracepoint unregisters perf's probe there, which waits
 /// for RCU (40–70 ms on the development VM); with the real events open,
-/// closing a probe costs nothing.
+/// closing a probe costs nothing. (A probe on a tracepoint that the run
+/// does not use still costs that wait, once tracing runs.)
 #[derive(Default)]
 pub struct Probes(Vec<OwnedFd>);
 
