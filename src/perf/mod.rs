@@ -443,6 +443,8 @@ impl PerfBackend {
         let online = online_cpus()?;
         // Kept until the first poll, after the real events.
         let mut probes = sys::Probes::default();
+        // sched_process_exit's id, read when inherited events are probed.
+        let mut exit_id = None;
         let switch_ins = match &config.targets {
             _ if config.state_filter.is_some() => SwitchIns::Records,
             Targets::All => SwitchIns::Tracepoint,
@@ -454,15 +456,13 @@ impl PerfBackend {
                 let first_cpu = online.first().copied().unwrap_or(0);
                 // Inherited events also need the exits of the threads
                 // that inherit them, to tell those threads' last slices.
-                let exits = |probes: &mut sys::Probes| {
-                    tracefs
-                        .event_format("sched", "sched_process_exit")
-                        .is_ok_and(|exit| sys::counts_inherited_exits(exit.id as u64, probes))
-                };
-                if !base.inherit
-                    || (sys::samples_inherited_reads(&probe, first_cpu, &mut probes)
-                        && exits(&mut probes))
-                {
+                let running = !base.inherit
+                    || (sys::samples_inherited_reads(&probe, first_cpu, &mut probes) && {
+                        let id = tracefs.event_format("sched", "sched_process_exit")?.id as u64;
+                        exit_id = Some(id);
+                        sys::counts_inherited_exits(id, &mut probes)
+                    });
+                if running {
                     SwitchIns::Running
                 } else {
                     SwitchIns::Records
@@ -496,18 +496,14 @@ impl PerfBackend {
         let [switch_event, waking_event] = events;
         // Threads created by traced ones tell their last slice with
         // sched_process_exit (see `running`).
-        let exit_event = if switch_ins == SwitchIns::Running && base.inherit {
-            let exit = tracefs.event_format("sched", "sched_process_exit")?;
-            Some((
-                "sched:sched_process_exit",
-                sys::TracepointAttr {
-                    id: exit.id as u64,
-                    ..base
-                },
-            ))
-        } else {
-            None
-        };
+        let exit_event = exit_id
+            .filter(|_| switch_ins == SwitchIns::Running)
+            .map(|id| {
+                (
+                    "sched:sched_process_exit",
+                    sys::TracepointAttr { id, ..base },
+                )
+            });
         let mut forecast = None;
         let (cpus, wakees) = match &config.targets {
             Targets::All => (
