@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 
-use crate::cli::Backend;
+use crate::cli::{Backend, CallGraph};
 use crate::event::{Event, SourceStats};
 use crate::kallsyms::Preload;
 use crate::perf::sys::open_error_of;
@@ -18,10 +18,16 @@ use crate::tracefs::instance::KernelFilter;
 /// What either backend needs to know.
 #[derive(Clone, Debug)]
 pub struct SourceConfig {
-    /// Per-CPU buffer size in pages.
-    pub buffer_pages: usize,
+    /// Per-CPU buffer size in pages (`None`: the default for the call
+    /// graph the backend uses).
+    pub buffer_pages: Option<usize>,
     pub kernel_stacks: bool,
     pub user_stacks: bool,
+    /// How user stacks are walked.
+    pub call_graph: CallGraph,
+    /// The user asked for `call_graph` (else it is the default for the
+    /// targets, which the tracefs backend may lower to `fp`).
+    pub call_graph_asked: bool,
     /// Threads the kernel should keep.
     pub filter: KernelFilter,
     /// The processes of `-p` (their threads are in `filter`).
@@ -46,6 +52,21 @@ pub enum Source {
 pub struct OpenNotes {
     /// The one-line notice of an automatic fallback to tracefs.
     pub fallback: Option<String>,
+    /// The one-line notice of a default `dwarf` call graph lowered to
+    /// `fp` (the tracefs backend copies no user stacks).
+    pub call_graph: Option<String>,
+}
+
+/// The ring size per CPU, in pages, that `config` asks for or defaults to
+/// under `call_graph`.
+fn buffer_pages(config: &SourceConfig, call_graph: CallGraph) -> usize {
+    config.buffer_pages.unwrap_or_else(|| {
+        crate::cli::default_mmap_pages(
+            crate::perf::online_cpus().map_or(1, |c| c.len()),
+            crate::perf::ring::page_size(),
+            matches!(call_graph, CallGraph::Dwarf { .. }),
+        )
+    })
 }
 
 impl Source {
@@ -58,10 +79,14 @@ impl Source {
         config: &SourceConfig,
     ) -> Result<(Source, OpenNotes)> {
         let perf_config = PerfConfig {
-            mmap_pages: config.buffer_pages,
+            mmap_pages: buffer_pages(config, config.call_graph),
             kernel_callchain: config.kernel_stacks,
             kallsyms: config.kallsyms.clone(),
             user_callchain: config.user_stacks,
+            user_stack_copy: match config.call_graph {
+                CallGraph::Dwarf { size } if config.user_stacks => Some(size),
+                _ => None,
+            },
             targets: match &config.filter {
                 KernelFilter::None => Targets::All,
                 KernelFilter::Tids(tids) => Targets::Threads {
@@ -114,10 +139,24 @@ impl Source {
         config: &SourceConfig,
         fallback: Option<String>,
     ) -> Result<(Source, OpenNotes)> {
+        let mut call_graph = None;
+        if config.user_stacks && config.call_graph != CallGraph::Fp {
+            if config.call_graph_asked {
+                bail!(
+                    "the tracefs backend cannot copy user stacks, which --call-graph dwarf \
+                     needs: use the perf backend, or --call-graph fp"
+                );
+            }
+            call_graph = Some(
+                "offwake-perf: the tracefs backend walks user stacks by frame pointers only \
+                 (--call-graph fp)"
+                    .to_string(),
+            );
+        }
         let backend = TracefsBackend::open(
             tracefs,
             &TracefsConfig {
-                buffer_pages: config.buffer_pages,
+                buffer_pages: buffer_pages(config, CallGraph::Fp),
                 kernel_stacks: config.kernel_stacks,
                 user_stacks: config.user_stacks,
                 filter: config.filter.clone(),
@@ -125,7 +164,13 @@ impl Source {
                 kallsyms: config.kallsyms.clone(),
             },
         )?;
-        Ok((Source::Tracefs(Box::new(backend)), OpenNotes { fallback }))
+        Ok((
+            Source::Tracefs(Box::new(backend)),
+            OpenNotes {
+                fallback,
+                call_graph,
+            },
+        ))
     }
 
     /// `perf` or `tracefs`.
@@ -133,6 +178,15 @@ impl Source {
         match self {
             Source::Perf(_) => "perf",
             Source::Tracefs(_) => "tracefs",
+        }
+    }
+
+    /// True when samples carry user stack copies to unwind
+    /// ([`crate::event::UserCopy`]).
+    pub fn copies_user_stacks(&self) -> bool {
+        match self {
+            Source::Perf(p) => p.copies_user_stacks(),
+            Source::Tracefs(_) => false,
         }
     }
 

@@ -36,6 +36,23 @@ pub enum Backend {
     Tracefs,
 }
 
+/// How user stacks are walked (`--call-graph`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallGraph {
+    /// The kernel follows frame pointers.
+    Fp,
+    /// The kernel copies this many bytes of user stack per sample, which
+    /// are unwound with DWARF call frame information.
+    Dwarf { size: u32 },
+}
+
+/// Bytes of user stack copied per sample by default under `dwarf`.
+pub const DEFAULT_DWARF_SIZE: u32 = 8192;
+
+/// Largest copy the kernel takes (`sample_stack_user` must stay under
+/// 65535 and be a multiple of 8).
+pub const MAX_DWARF_SIZE: u32 = 65528;
+
 /// Summarize blocked time by off-CPU stack and waker stack, without eBPF.
 #[derive(Debug, Parser)]
 #[command(
@@ -117,6 +134,16 @@ pub struct Cli {
     #[arg(long, value_name = "N", value_parser = power_of_two)]
     pub mmap_pages: Option<usize>,
 
+    /// How user stacks are walked: `fp` (frame pointers, as bcc), or
+    /// `dwarf[,SIZE]`: SIZE bytes of user stack (a multiple of 8, at most
+    /// 65528; default 8192) copied with each sample and unwound with the
+    /// binaries' DWARF unwind tables while tracing. Default: dwarf for
+    /// -p, -t and -- COMMAND (the rings are then 4 times larger), fp when
+    /// tracing the whole system. The tracefs backend has fp only.
+    #[arg(long, value_name = "fp|dwarf[,SIZE]", value_parser = call_graph,
+          conflicts_with = "kernel_stacks_only")]
+    pub call_graph: Option<CallGraph>,
+
     /// Start COMMAND with tracing already active, trace it and every process
     /// it starts, and stop when it exits; then exit with its status (128+N
     /// if signal N killed it).
@@ -129,9 +156,13 @@ pub struct Cli {
 /// CPUs, clamped to 512 KiB ..= 4 MiB per CPU, rounded down to a power of
 /// two pages. (On 2 CPUs with 4 KiB pages: 1024 pages, 4 MiB, which
 /// holds a 10 s system-wide `perf bench sched pipe` storm without loss.)
-pub fn default_mmap_pages(cpus: usize, page_size: usize) -> usize {
+///
+/// With `dwarf` call graphs, whose samples carry a copy of the user stack,
+/// all of it is 4 times larger: 128 MiB shared, 2 ..= 16 MiB each.
+pub fn default_mmap_pages(cpus: usize, page_size: usize, dwarf: bool) -> usize {
     const MIB: usize = 1024 * 1024;
-    let per_cpu = (32 * MIB / cpus.max(1)).clamp(MIB / 2, 4 * MIB);
+    let scale = if dwarf { 4 } else { 1 };
+    let per_cpu = (scale * 32 * MIB / cpus.max(1)).clamp(scale * MIB / 2, scale * 4 * MIB);
     let pages = (per_cpu / page_size.max(1)).max(1);
     1 << pages.ilog2()
 }
@@ -206,6 +237,32 @@ fn power_of_two(s: &str) -> Result<usize, String> {
         ));
     }
     Ok(v)
+}
+
+/// `--call-graph fp|dwarf[,SIZE]`, spelt as perf spells it.
+fn call_graph(s: &str) -> Result<CallGraph, String> {
+    let (mode, size) = match s.split_once(',') {
+        Some((mode, size)) => (mode, Some(size)),
+        None => (s, None),
+    };
+    match (mode, size) {
+        ("fp", None) => Ok(CallGraph::Fp),
+        ("fp", Some(_)) => Err("fp takes no size".to_string()),
+        ("dwarf", None) => Ok(CallGraph::Dwarf {
+            size: DEFAULT_DWARF_SIZE,
+        }),
+        ("dwarf", Some(size)) => {
+            let n = nonzero(size)?;
+            if n % 8 != 0 || n > MAX_DWARF_SIZE as u64 {
+                return Err(format!(
+                    "the stack size must be a multiple of 8 and at most {MAX_DWARF_SIZE} \
+                     (got {n})"
+                ));
+            }
+            Ok(CallGraph::Dwarf { size: n as u32 })
+        }
+        _ => Err(format!("'{s}' is not fp or dwarf[,SIZE]")),
+    }
 }
 
 /// `--state N`: refused here, as a usage error, when N can never match.
@@ -303,15 +360,44 @@ mod tests {
 
     #[test]
     fn default_ring_size_follows_cpus_and_page_size() {
-        assert_eq!(default_mmap_pages(2, 4096), 1024);
-        assert_eq!(default_mmap_pages(1, 4096), 1024);
-        assert_eq!(default_mmap_pages(16, 4096), 512);
-        assert_eq!(default_mmap_pages(64, 4096), 128);
-        assert_eq!(default_mmap_pages(1024, 4096), 128);
-        assert_eq!(default_mmap_pages(2, 65536), 64);
-        assert_eq!(default_mmap_pages(24, 4096), 256);
-        assert!(default_mmap_pages(0, 0).is_power_of_two());
+        assert_eq!(default_mmap_pages(2, 4096, false), 1024);
+        assert_eq!(default_mmap_pages(1, 4096, false), 1024);
+        assert_eq!(default_mmap_pages(16, 4096, false), 512);
+        assert_eq!(default_mmap_pages(64, 4096, false), 128);
+        assert_eq!(default_mmap_pages(1024, 4096, false), 128);
+        assert_eq!(default_mmap_pages(2, 65536, false), 64);
+        assert_eq!(default_mmap_pages(24, 4096, false), 256);
+        assert!(default_mmap_pages(0, 0, false).is_power_of_two());
+        assert_eq!(default_mmap_pages(2, 4096, true), 4096);
+        assert_eq!(default_mmap_pages(64, 4096, true), 512);
+        assert_eq!(default_mmap_pages(1024, 4096, true), 512);
         assert_eq!(err_kind(&["x"]), ErrorKind::ValueValidation);
+    }
+
+    #[test]
+    fn call_graph_is_spelt_as_in_perf() {
+        assert_eq!(parse(&[]).unwrap().call_graph, None);
+        let cg = |a: &str| parse(&["--call-graph", a]).map(|c| c.call_graph.unwrap());
+        assert_eq!(cg("fp").unwrap(), CallGraph::Fp);
+        assert_eq!(cg("dwarf").unwrap(), CallGraph::Dwarf { size: 8192 });
+        assert_eq!(cg("dwarf,16384").unwrap(), CallGraph::Dwarf { size: 16384 });
+        assert_eq!(cg("dwarf,65528").unwrap(), CallGraph::Dwarf { size: 65528 });
+        for bad in [
+            "dwarf,65536",
+            "dwarf,100",
+            "dwarf,0",
+            "dwarf,",
+            "fp,8",
+            "lbr",
+            "",
+        ] {
+            let e = cg(bad).expect_err(bad);
+            assert_eq!(e.kind(), ErrorKind::ValueValidation, "{bad}");
+        }
+        assert_eq!(
+            err_kind(&["-K", "--call-graph", "dwarf"]),
+            ErrorKind::ArgumentConflict
+        );
     }
 
     #[test]

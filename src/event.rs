@@ -308,6 +308,9 @@ pub struct Switch {
     pub next_comm: Comm,
     /// Callchain of the switch-out (the blocked stack of `prev_tid`).
     pub stack: Callchain,
+    /// `prev_tid`'s user registers and stack, copied for DWARF unwinding
+    /// (`--call-graph dwarf`); unwound into `stack` before aggregation.
+    pub user_copy: Option<Box<UserCopy>>,
     /// When `prev_tid` had switched in, for the slice this switch-out
     /// ends, as far as the backend tells it with the switch-out.
     pub prev_ran_since: RanSince,
@@ -348,6 +351,33 @@ pub struct Waking {
     /// The waker's callchain. Its kernel part begins at the *caller* of
     /// `try_to_wake_up`: backends drop the tracepoint's own site.
     pub stack: Callchain,
+    /// The waker's user registers and stack, as for [`Switch::user_copy`].
+    pub user_copy: Option<Box<UserCopy>>,
+}
+
+/// A thread's user registers and the top of its user stack, copied by the
+/// kernel with a sample (`PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER`):
+/// what a DWARF unwinder needs, and nothing kept past unwinding.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UserCopy {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// The bytes from `sp` up, as many as the kernel could copy.
+    pub stack: Box<[u8]>,
+}
+
+impl fmt::Debug for UserCopy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "UserCopy {{ ip: {:#x}, sp: {:#x}, bp: {:#x}, {} stack bytes }}",
+            self.ip,
+            self.sp,
+            self.bp,
+            self.stack.len()
+        )
+    }
 }
 
 /// A new task (process or thread). `tgid == parent_tgid` for a new thread.

@@ -15,6 +15,10 @@ use crate::kallsyms;
 #[derive(Clone, Debug, Default)]
 pub struct ProbeRanges {
     ranges: Vec<(u64, u64)>,
+    /// `__irqentry_text_start..__irqentry_text_end`: the interrupt entry
+    /// code, in every stack of an interrupt's work (softirqs run on its
+    /// exit included).
+    irq_entry: Option<(u64, u64)>,
 }
 
 /// Name prefixes of the tracing machinery that can head a stack entry.
@@ -41,8 +45,14 @@ impl ProbeRanges {
     pub fn from_kallsyms(text: &str) -> ProbeRanges {
         let mut ranges = Vec::new();
         let mut open: Option<u64> = None;
+        let (mut irq_start, mut irq_end) = (None, None);
         for sym in kallsyms::symbols(text) {
             let addr = sym.addr;
+            match sym.name {
+                "__irqentry_text_start" if sym.module.is_none() => irq_start = Some(addr),
+                "__irqentry_text_end" if sym.module.is_none() => irq_end = Some(addr),
+                _ => {}
+            }
             match open {
                 Some(start) if addr > start => {
                     ranges.push((start, addr));
@@ -63,7 +73,17 @@ impl ProbeRanges {
             }
         }
         ranges.sort_unstable();
-        ProbeRanges { ranges }
+        ProbeRanges {
+            ranges,
+            irq_entry: irq_start.zip(irq_end).filter(|(s, e)| s < e),
+        }
+    }
+
+    /// True when `kernel` (a kernel stack, innermost first) runs on behalf
+    /// of an interrupt: it passes through the interrupt entry code.
+    pub fn interrupted(&self, kernel: &[u64]) -> bool {
+        self.irq_entry
+            .is_some_and(|(start, end)| kernel.iter().any(|&a| start <= a && a < end))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -213,6 +233,19 @@ ffffffff81000100 T trace_event_raw_event_last
         assert!(ProbeRanges::from_kallsyms(text).is_empty());
         assert!(ProbeRanges::from_kallsyms("").is_empty());
         assert!(ProbeRanges::default().is_empty());
+    }
+
+    #[test]
+    fn interrupt_entry_code_marks_an_interrupts_stack() {
+        let p = ProbeRanges::from_kallsyms(
+            "ffffffff81000300 T __irqentry_text_start\n\
+             ffffffff81000d40 T asm_common_interrupt\n\
+             ffffffff81000f70 T __irqentry_text_end\n\
+             ffffffff81001000 T do_syscall_64\n",
+        );
+        assert!(p.interrupted(&[0xffffffff81001010, 0xffffffff81000d50]));
+        assert!(!p.interrupted(&[0xffffffff81001010, 0xffffffff81000f70]));
+        assert!(!ProbeRanges::default().interrupted(&[0xffffffff81000d50]));
     }
 
     #[test]

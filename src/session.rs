@@ -19,7 +19,7 @@ use crate::aggregate::{
     self, Aggregator, StackRef, StackTable, StateFilter, TaskTable, ThreadFilter,
 };
 use crate::backend::{Source, SourceConfig};
-use crate::cli::Cli;
+use crate::cli::{CallGraph, Cli};
 use crate::command;
 use crate::diag::diag;
 use crate::event::Event;
@@ -27,6 +27,7 @@ use crate::report::{self, Frame, Frames, ReportOptions, ResolvedEntry, StackMode
 use crate::symbolize::{ProcessMaps, Symbolizer};
 use crate::tracefs::Tracefs;
 use crate::tracefs::instance::KernelFilter;
+use crate::unwind::Unwinder;
 
 /// Set by SIGINT/SIGTERM: stop tracing and print the report.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -142,14 +143,20 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     } else {
         StackMode::Both
     };
-    let source_config = SourceConfig {
-        buffer_pages: match cli.mmap_pages {
-            Some(pages) => pages,
-            None => crate::cli::default_mmap_pages(
-                crate::perf::online_cpus().map_or(1, |c| c.len()),
-                crate::perf::ring::page_size(),
-            ),
+    // Tracing chosen threads, complete user stacks cost little (see the
+    // README's measurements); the whole system keeps to frame pointers.
+    let call_graph = cli.call_graph.unwrap_or(match &threads {
+        ThreadFilter::All | ThreadFilter::UserThreads | ThreadFilter::KernelThreads => {
+            CallGraph::Fp
+        }
+        _ => CallGraph::Dwarf {
+            size: crate::cli::DEFAULT_DWARF_SIZE,
         },
+    });
+    let source_config = SourceConfig {
+        buffer_pages: cli.mmap_pages,
+        call_graph,
+        call_graph_asked: cli.call_graph.is_some(),
         kernel_stacks: stack_mode != StackMode::UserOnly,
         user_stacks: stack_mode != StackMode::KernelOnly,
         filter: kernel_filter(&threads),
@@ -165,7 +172,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     let (mut backend, notes) = Source::open(cli.backend, &tracefs, &source_config)?;
     let attached = launch.elapsed();
     maps.set_mmap_events(backend.delivers_mmaps());
-    if let Some(notice) = &notes.fallback {
+    for notice in [&notes.fallback, &notes.call_graph].into_iter().flatten() {
         diag!("{notice}");
     }
     if std::env::var_os("OFFWAKE_TIMING").is_some() {
@@ -201,13 +208,19 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     };
     let mut aggregator = Aggregator::new(config, tasks);
     let keep_user = stack_mode != StackMode::KernelOnly;
-    let mut sink = |event: Event| {
+    // User stack copies are unwound as their events are released, in time
+    // order, against the maps as they were then.
+    let mut unwinder = backend.copies_user_stacks().then(Unwinder::new);
+    let mut sink = |mut event: Event| {
         if !keep_user {
             aggregator.process(&event);
             return;
         }
         // Fork, exec, mmap and exit; other events are ignored.
         maps.observe(&event);
+        if let Some(u) = unwinder.as_mut() {
+            u.unwind(&mut event, &mut maps);
+        }
         // Only processes whose user stacks were stored need their memory
         // map, snapshotted from /proc the first time, while they live.
         let stored = aggregator.user_stacks_stored();
@@ -254,6 +267,21 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     }
     backend.finish(&mut sink)?;
     let source_stats = backend.stats();
+    if let Some(u) = &unwinder
+        && std::env::var_os("OFFWAKE_TIMING").is_some()
+    {
+        let st = u.stats();
+        diag!(
+            "offwake-perf: unwound {} user stacks in {:.3} ms ({:.2} us each): {} frames \
+             by DWARF, {} more by frame pointers; {} files without unwind tables",
+            st.stacks,
+            st.time.as_secs_f64() * 1e3,
+            st.time.as_secs_f64() * 1e6 / st.stacks.max(1) as f64,
+            st.frames,
+            st.fp_frames,
+            st.unreadable_files
+        );
+    }
 
     let switch_ins_from_records = backend.switch_ins_from_records();
     let result = Arc::new(aggregator.finish());

@@ -789,6 +789,7 @@ mod tests {
                 next_tid: next,
                 next_comm: Comm::from(next_comm),
                 stack,
+                user_copy: None,
                 prev_ran_since: RanSince::NotTold,
             }),
         }
@@ -832,6 +833,7 @@ mod tests {
                 wakee_tid: wakee,
                 wakee_comm: Comm::from("wakee"),
                 stack,
+                user_copy: None,
             }),
         }
     }

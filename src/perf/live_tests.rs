@@ -19,6 +19,7 @@ fn live_sleep_is_seen() {
         mmap_pages: 64,
         kernel_callchain: true,
         user_callchain: true,
+        user_stack_copy: None,
         targets: Targets::All,
         state_filter: None,
         kallsyms: None,

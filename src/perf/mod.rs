@@ -42,6 +42,9 @@ pub struct PerfConfig {
     pub kernel_callchain: bool,
     /// Take user callchains (false under `-K`).
     pub user_callchain: bool,
+    /// Also copy this many bytes of user stack, with the user registers,
+    /// per sample (`--call-graph dwarf`).
+    pub user_stack_copy: Option<u32>,
     /// Which threads the kernel records.
     pub targets: Targets,
     /// A tracepoint filter on `sched_switch`'s `prev_state` (from
@@ -115,17 +118,22 @@ fn sample_type(config: &PerfConfig, switch_ins: SwitchIns) -> u64 {
     if switch_ins == SwitchIns::Running {
         st |= sys::SAMPLE_READ;
     }
+    if config.user_stack_copy.is_some() {
+        st |= sys::SAMPLE_REGS_USER | sys::SAMPLE_STACK_USER;
+    }
     st
 }
 
 /// The most bytes one sample of `sample_type` can take (header included),
 /// with callchains of at most `max_stack` frames and `max_contexts` context
-/// markers, and tracepoint payloads laid out as `formats` say.
+/// markers, tracepoint payloads laid out as `formats` say, and copies of
+/// `stack_user` bytes of user stack.
 pub fn max_sample_size(
     sample_type: u64,
     formats: &[&EventFormat],
     max_stack: u64,
     max_contexts: u64,
+    stack_user: u32,
 ) -> u64 {
     let mut size = (ring::HEADER_SIZE + record::fixed_sample_len(sample_type)) as u64;
     if sample_type & sys::SAMPLE_CALLCHAIN != 0 {
@@ -149,6 +157,15 @@ pub fn max_sample_size(
             .max()
             .unwrap_or(0);
         size += (4 + payload).div_ceil(8) * 8;
+    }
+    if sample_type & sys::SAMPLE_REGS_USER != 0 {
+        // The ABI word, then the registers.
+        size += 8 + 8 * sys::USER_REGS.len() as u64;
+    }
+    if sample_type & sys::SAMPLE_STACK_USER != 0 {
+        // The size, the copy, its dynamic size; a record is at most
+        // u16::MAX bytes long, and the kernel shortens the copy to fit.
+        size = (size + 16 + u64::from(stack_user)).min(u64::from(u16::MAX));
     }
     size
 }
@@ -439,6 +456,7 @@ impl PerfBackend {
                     ..
                 }
             ),
+            stack_user: config.user_stack_copy.unwrap_or(0),
         };
         let online = online_cpus()?;
         // Kept until the first poll, after the real events.
@@ -523,7 +541,7 @@ impl PerfBackend {
                 let text = wakees.changed().unwrap_or_default();
                 let mut cpus = Vec::new();
                 for &cpu in &online {
-                    let owner = sys::open_ring_owner(st, watermark, cpu)?;
+                    let owner = sys::open_ring_owner(st, base.stack_user, watermark, cpu)?;
                     let ring = Ring::map(owner.as_fd(), config.mmap_pages)
                         .with_context(|| format!("mapping the ring buffer of CPU {cpu}"))?;
                     let waking = open_waking(&waking_event, cpu, &owner, &text)?;
@@ -563,6 +581,7 @@ impl PerfBackend {
                 &[&switch, &waking],
                 sys::kernel_sysctl("perf_event_max_stack").unwrap_or(127),
                 sys::kernel_sysctl("perf_event_max_contexts_per_stack").unwrap_or(8),
+                base.stack_user,
             ),
             enabled: false,
             kallsyms: if config.kernel_callchain {
@@ -885,6 +904,11 @@ impl PerfBackend {
         }
     }
 
+    /// See [`crate::backend::Source::copies_user_stacks`].
+    pub fn copies_user_stacks(&self) -> bool {
+        self.decoder.sample_type() & sys::SAMPLE_STACK_USER != 0
+    }
+
     /// See [`crate::backend::Source::switch_ins_from_records`].
     pub fn switch_ins_from_records(&self) -> bool {
         self.switch_ins == SwitchIns::Records
@@ -1044,16 +1068,16 @@ mod tests {
     fn max_sample_size_without_callchain_or_payload() {
         let st = sys::SAMPLE_IDENTIFIER | sys::SAMPLE_TID | sys::SAMPLE_TIME | sys::SAMPLE_CPU;
         // Header and four words; no callchain, no payload whatever the limits.
-        assert_eq!(max_sample_size(st, &[], 127, 8), 8 + 32);
+        assert_eq!(max_sample_size(st, &[], 127, 8, 0), 8 + 32);
         let t = Tracefs::fixtures();
         let switch = t.event_format("sched", "sched_switch").unwrap();
         // The fixture's payload is 64 bytes: with its u32 size, padded, 72.
         assert_eq!(
-            max_sample_size(st | sys::SAMPLE_RAW, &[&switch], 127, 8),
+            max_sample_size(st | sys::SAMPLE_RAW, &[&switch], 127, 8, 0),
             8 + 32 + 72
         );
         assert_eq!(
-            max_sample_size(st | sys::SAMPLE_CALLCHAIN, &[], 127, 8),
+            max_sample_size(st | sys::SAMPLE_CALLCHAIN, &[], 127, 8, 0),
             8 + 32 + 8 + 8 * 135
         );
     }
@@ -1064,6 +1088,7 @@ mod tests {
             mmap_pages: 8,
             kernel_callchain: false,
             user_callchain: false,
+            user_stack_copy: None,
             targets: Targets::All,
             state_filter: None,
             kallsyms: None,
@@ -1092,6 +1117,7 @@ mod tests {
                 mmap_pages: pages,
                 kernel_callchain: true,
                 user_callchain: true,
+                user_stack_copy: None,
                 targets: Targets::All,
                 state_filter: None,
                 kallsyms: None,

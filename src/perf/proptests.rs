@@ -40,8 +40,26 @@ fn formats() -> &'static (EventFormat, EventFormat) {
 
 /// The sample types the backend can ask for, plus one with every bit the
 /// decoder walks.
-const SAMPLE_TYPES: [u64; 4] = [
+const SAMPLE_TYPES: [u64; 6] = [
     SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_CALLCHAIN | SAMPLE_RAW,
+    // With --call-graph dwarf, system-wide and per task.
+    SAMPLE_IDENTIFIER
+        | SAMPLE_TID
+        | SAMPLE_TIME
+        | SAMPLE_CPU
+        | SAMPLE_CALLCHAIN
+        | SAMPLE_RAW
+        | SAMPLE_REGS_USER
+        | SAMPLE_STACK_USER,
+    SAMPLE_IDENTIFIER
+        | SAMPLE_TID
+        | SAMPLE_TIME
+        | SAMPLE_CPU
+        | SAMPLE_READ
+        | SAMPLE_CALLCHAIN
+        | SAMPLE_RAW
+        | SAMPLE_REGS_USER
+        | SAMPLE_STACK_USER,
     // What per-task tracing asks for.
     SAMPLE_IDENTIFIER
         | SAMPLE_TID
@@ -103,6 +121,11 @@ fn payload(fmt: &EventFormat, fill: u8) -> Vec<u8> {
     raw
 }
 
+/// Bytes of user stack a sample of these tests copies (`STACK_USER`), of
+/// which the first [`STACK_DYN`] hold the copy.
+const STACK_COPY: usize = 64;
+const STACK_DYN: usize = 40;
+
 /// A sample body walked in `st` order.
 fn sample_body(st: u64, id: u64, ips: &[u64], raw: &[u8]) -> Vec<u8> {
     let mut b = Vec::new();
@@ -151,6 +174,17 @@ fn sample_body(st: u64, id: u64, ips: &[u64], raw: &[u8]) -> Vec<u8> {
     }
     b.extend_from_slice(&(data.len() as u32).to_ne_bytes());
     b.extend_from_slice(&data);
+    if st & SAMPLE_REGS_USER != 0 {
+        // PERF_SAMPLE_REGS_ABI_64, then BP, SP, IP.
+        for v in [2, 0x7ffc_0000_0100, 0x7ffc_0000_0000, 0x401234] {
+            u64s(&mut b, v);
+        }
+    }
+    if st & SAMPLE_STACK_USER != 0 {
+        u64s(&mut b, STACK_COPY as u64);
+        b.extend((0..STACK_COPY).map(|i| i as u8));
+        u64s(&mut b, STACK_DYN as u64);
+    }
     b
 }
 
@@ -329,6 +363,17 @@ fn check_decode(d: &mut Decoder, rec: &[u8]) {
         "{frames} frames from {} bytes",
         rec.len()
     );
+    let copy = match &ev.kind {
+        EventKind::Switch(s) => s.user_copy.as_ref(),
+        EventKind::Waking(w) => w.user_copy.as_ref(),
+        _ => None,
+    };
+    if let Some(c) = copy {
+        assert!(
+            c.stack.len() + 32 <= rec.len(),
+            "stack copy bigger than its record"
+        );
+    }
     if let EventKind::Mmap(m) = &ev.kind {
         assert!(m.path.len() <= rec.len() * 3, "path longer than its record");
     }
@@ -613,7 +658,7 @@ fn max_sample_size_is_the_largest_sample() {
     let (max_stack, contexts) = (127u64, 8u64);
     let ips: Vec<u64> = (0..max_stack + contexts).collect();
     for st in SAMPLE_TYPES {
-        let bound = max_sample_size(st, &[sw, wk], max_stack, contexts);
+        let bound = max_sample_size(st, &[sw, wk], max_stack, contexts, STACK_COPY as u32);
         let chain: &[u64] = if st & SAMPLE_CALLCHAIN != 0 {
             &ips
         } else {

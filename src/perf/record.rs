@@ -17,6 +17,9 @@
 //! u64 value, running  READ        -- read_format TOTAL_TIME_RUNNING only
 //! u64 nr; u64 ips[nr]   CALLCHAIN
 //! u32 size; u8 data[size]  RAW    -- the tracepoint payload
+//! u64 abi; u64 regs[3]     REGS_USER  -- BP, SP, IP; none when abi is 0
+//! u64 size; u8 data[size]; u64 dyn_size   STACK_USER  -- the copy is the
+//!                          first dyn_size bytes; size 0 has no dyn_size
 //! ```
 //!
 //! Other records carry, with `sample_id_all`, a trailer at their very end:
@@ -37,7 +40,7 @@ use super::running::RunningClock;
 use super::sys::*;
 use crate::event::{
     Callchain, ChainCache, Comm, CommChange, Event, EventKind, Exit, Fork, Lost, Mmap, Ran,
-    RanSince, SwitchIn,
+    RanSince, SwitchIn, UserCopy,
 };
 use crate::probes::ProbeRanges;
 use crate::sys::open::FileKey;
@@ -92,7 +95,9 @@ pub const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
     | SAMPLE_PERIOD
     | SAMPLE_READ
     | SAMPLE_CALLCHAIN
-    | SAMPLE_RAW;
+    | SAMPLE_RAW
+    | SAMPLE_REGS_USER
+    | SAMPLE_STACK_USER;
 
 /// Bytes of a sample body of `sample_type` before its callchain (or its
 /// raw data): the one-word fields it has.
@@ -210,6 +215,12 @@ pub struct Sample<'a> {
     /// (native-endian u64s), split by `split_entries`.
     pub callchain_bytes: &'a [u8],
     pub raw: &'a [u8],
+    /// BP, SP and IP in user space (`REGS_USER`, asked for with
+    /// [`USER_REGS_MASK`]); `None` when the task has no user context.
+    pub user_regs: Option<[u64; 3]>,
+    /// The user stack copied from SP up (`STACK_USER`): the part the
+    /// kernel could copy (`dyn_size`).
+    pub user_stack: &'a [u8],
 }
 
 /// Splits raw callchain entries into kernel and user parts, dropping every
@@ -350,10 +361,18 @@ impl Decoder {
     /// wakeup's first frame left is the tracepoint's site inside
     /// `try_to_wake_up`, whose caller is where its stack starts. Apply once
     /// per event, after the probe ranges are set.
+    ///
+    /// With user stacks copied, an interrupt's wakeup (its kernel stack
+    /// passes the interrupt entry) loses its user stack, which is of
+    /// whatever task the interrupt happened to land on.
     pub fn finish_stacks(&self, ev: &mut Event) {
         match &mut ev.kind {
             EventKind::Switch(s) => s.stack.skip_kernel(self.probes.leading(s.stack.kernel())),
             EventKind::Waking(w) => {
+                if w.user_copy.is_some() && self.probes.interrupted(w.stack.kernel()) {
+                    w.user_copy = None;
+                    w.stack = Callchain::new(w.stack.kernel(), &[]);
+                }
                 let machinery = self.probes.leading(w.stack.kernel());
                 w.stack.skip_kernel(machinery + 1);
             }
@@ -430,6 +449,24 @@ impl Decoder {
             let n = c.u32()? as usize;
             s.raw = c.take(n)?;
         }
+        if self.sample_type & SAMPLE_REGS_USER != 0 && c.u64()? != 0 {
+            let [bp, sp, ip] = [c.u64()?, c.u64()?, c.u64()?];
+            s.user_regs = Some([bp, sp, ip]);
+        }
+        if self.sample_type & SAMPLE_STACK_USER != 0 {
+            let size = c.u64()?;
+            if size != 0 {
+                let size = usize::try_from(size)
+                    .map_err(|_| anyhow!("user stack size {size} is absurd"))?;
+                let copy = c.take(size)?;
+                let dyn_size = c.u64()?;
+                ensure!(
+                    dyn_size <= size as u64,
+                    "user stack copy of {dyn_size} bytes in {size}"
+                );
+                s.user_stack = &copy[..dyn_size as usize];
+            }
+        }
         Ok(s)
     }
 
@@ -467,10 +504,28 @@ impl Decoder {
         }
         let tp = self.tracepoint_of(&s)?;
         let raw = s.raw;
-        let stack = split_entries(s.callchain_bytes, &mut self.chains);
+        let mut stack = split_entries(s.callchain_bytes, &mut self.chains);
+        let mut user_copy = s.user_regs.map(|[bp, sp, ip]| {
+            Box::new(UserCopy {
+                ip,
+                sp,
+                bp,
+                stack: s.user_stack.into(),
+            })
+        });
+        if tp == Tracepoint::Waking
+            && self.sample_type & SAMPLE_STACK_USER != 0
+            && self.sched.in_hardirq(raw)
+        {
+            // An interrupt's wakeup: the user stack is of whatever task it
+            // interrupted, not of the code that woke.
+            user_copy = None;
+            stack = Callchain::new(stack.kernel(), &[]);
+        }
         let kind = match tp {
             Tracepoint::Switch => {
                 let mut sw = self.sched.switch(raw, s.pid, stack)?;
+                sw.user_copy = user_copy;
                 if let (Some(running), Some(id)) = (s.running, s.id) {
                     sw.prev_ran_since = self
                         .running
@@ -482,7 +537,11 @@ impl Decoder {
                 }
                 EventKind::Switch(sw)
             }
-            Tracepoint::Waking => EventKind::Waking(self.sched.waking(raw, s.tid, s.pid, stack)?),
+            Tracepoint::Waking => {
+                let mut w = self.sched.waking(raw, s.tid, s.pid, stack)?;
+                w.user_copy = user_copy;
+                EventKind::Waking(w)
+            }
         };
         Ok(Event {
             time: s.time,
@@ -851,6 +910,136 @@ mod tests {
             &sample_body(1001, 4242, 4242, 123_456, 1, &[], &switch_raw(&sw)),
         );
         assert_eq!(ran_since(&mut plain, &rec), RanSince::NotTold);
+    }
+
+    /// A switch-out sample (sample_type ST | REGS_USER | STACK_USER)
+    /// whose user parts are `regs` (the ABI word, then BP, SP, IP when it
+    /// is not 0) and `stack` (size, copy and dyn_size when size is not 0).
+    fn dwarf_switch(regs: &[u64], stack: Option<(&[u8], u64)>) -> Vec<u8> {
+        let (sw, _) = formats();
+        let mut body = sample_body(1001, 4242, 4242, 9, 0, &[U, 0x401000], &switch_raw(&sw));
+        for r in regs {
+            body.extend_from_slice(&r.to_ne_bytes());
+        }
+        match stack {
+            Some((copy, dyn_size)) => {
+                body.extend_from_slice(&(copy.len() as u64).to_ne_bytes());
+                body.extend_from_slice(copy);
+                body.extend_from_slice(&dyn_size.to_ne_bytes());
+            }
+            None => body.extend_from_slice(&0u64.to_ne_bytes()),
+        }
+        header(RECORD_SAMPLE, 1, &body)
+    }
+
+    fn user_copy_of(d: &mut Decoder, rec: &[u8]) -> Result<Option<Box<UserCopy>>> {
+        match d.decode(rec)?.map(|e| e.kind) {
+            Some(EventKind::Switch(s)) => Ok(s.user_copy),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn decodes_user_registers_and_the_stack_copied() {
+        let mut d = decoder(ST | SAMPLE_REGS_USER | SAMPLE_STACK_USER);
+        let stack: Vec<u8> = (0..64).collect();
+        // The kernel copied 40 of the 64 bytes it made room for.
+        let rec = dwarf_switch(&[2, 0xb0, 0x5000, 0x401234], Some((&stack, 40)));
+        let copy = user_copy_of(&mut d, &rec).unwrap().expect("a copy");
+        assert_eq!((copy.bp, copy.sp, copy.ip), (0xb0, 0x5000, 0x401234));
+        assert_eq!(&copy.stack[..], &stack[..40]);
+        // All of it.
+        let rec = dwarf_switch(&[2, 0xb0, 0x5000, 0x401234], Some((&stack, 64)));
+        assert_eq!(user_copy_of(&mut d, &rec).unwrap().unwrap().stack.len(), 64);
+        // Registers but nothing copied (size 0, and no dyn_size after it).
+        let rec = dwarf_switch(&[2, 0xb0, 0x5000, 0x401234], None);
+        assert!(
+            user_copy_of(&mut d, &rec)
+                .unwrap()
+                .unwrap()
+                .stack
+                .is_empty()
+        );
+        // No user context (a kernel thread): ABI 0, no registers, no copy.
+        let rec = dwarf_switch(&[0], None);
+        assert_eq!(user_copy_of(&mut d, &rec).unwrap(), None);
+        // The fp chain is still there for what the copy cannot reach.
+        let Some(EventKind::Switch(s)) = d.decode(&rec).unwrap().map(|e| e.kind) else {
+            panic!()
+        };
+        assert_eq!(s.stack.user(), [0x401000]);
+    }
+
+    #[test]
+    fn a_stack_copy_that_lies_about_its_size_is_an_error() {
+        let mut d = decoder(ST | SAMPLE_REGS_USER | SAMPLE_STACK_USER);
+        let stack = [7u8; 16];
+        // More copied than room was made for.
+        let rec = dwarf_switch(&[2, 1, 2, 3], Some((&stack, 17)));
+        assert!(user_copy_of(&mut d, &rec).is_err());
+        // Cut inside the registers, the copy, or before dyn_size.
+        let whole = dwarf_switch(&[2, 1, 2, 3], Some((&stack, 16)));
+        for cut in [8, 16, 40, 48] {
+            let mut rec = whole[..whole.len() - cut].to_vec();
+            let n = rec.len() as u16;
+            rec[6..8].copy_from_slice(&n.to_ne_bytes());
+            assert!(user_copy_of(&mut d, &rec).is_err(), "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn an_interrupts_wakeup_has_no_user_stack_under_dwarf() {
+        let (_, wk) = formats();
+        let st = ST | SAMPLE_REGS_USER | SAMPLE_STACK_USER;
+        let waking = |flags: u8| {
+            let mut raw = waking_raw(&wk);
+            put_field(&mut raw, wk.field("common_flags").unwrap(), &[flags]);
+            let ips = [K, 0xffffffff813a89c4, 0xffffffff81000130, U, 0x401000];
+            let mut body = sample_body(1002, 50, 51, 9, 0, &ips, &raw);
+            for r in [2u64, 1, 0x5000, 0x401000] {
+                body.extend_from_slice(&r.to_ne_bytes());
+            }
+            body.extend_from_slice(&8u64.to_ne_bytes());
+            body.extend_from_slice(&[0; 8]);
+            body.extend_from_slice(&8u64.to_ne_bytes());
+            header(RECORD_SAMPLE, 1, &body)
+        };
+        let mut d = decoder(st);
+        let decode = |d: &mut Decoder, rec: &[u8]| match d.decode(rec).unwrap().unwrap().kind {
+            EventKind::Waking(w) => w,
+            other => panic!("{other:?}"),
+        };
+        // Process context (softirq served there included): kept.
+        for flags in [0, 0x01, 0x10] {
+            let w = decode(&mut d, &waking(flags));
+            assert!(w.user_copy.is_some(), "flags {flags:#x}");
+            assert_eq!(w.stack.user(), [0x401000]);
+        }
+        // Hard interrupt or NMI: the user stack is the interrupted task's.
+        for flags in [0x08, 0x09, 0x40] {
+            let w = decode(&mut d, &waking(flags));
+            assert!(w.user_copy.is_none(), "flags {flags:#x}");
+            assert!(w.stack.user().is_empty());
+            assert_eq!(w.stack.kernel(), [0xffffffff81000130], "kernel part kept");
+        }
+        // A softirq run on an interrupt's exit: its stack passes the
+        // interrupt entry code.
+        d.set_probes(crate::probes::ProbeRanges::from_kallsyms(
+            "ffffffff81000100 T __irqentry_text_start\n\
+             ffffffff81000120 T asm_common_interrupt\n\
+             ffffffff81000140 T __irqentry_text_end\n",
+        ));
+        let w = decode(&mut d, &waking(0x10));
+        assert!(w.user_copy.is_none());
+        assert!(w.stack.user().is_empty());
+        // Without copies (fp), the stack is left as bcc leaves it.
+        let mut fp = decoder(ST);
+        let mut rec = waking(0x08);
+        // Drop the user regs and stack words (4 + 1 + 1 + 1 words).
+        rec.truncate(rec.len() - 7 * 8);
+        let n = rec.len() as u16;
+        rec[6..8].copy_from_slice(&n.to_ne_bytes());
+        assert_eq!(decode(&mut fp, &rec).stack.user(), [0x401000]);
     }
 
     #[test]

@@ -21,6 +21,26 @@ pub const SAMPLE_PERIOD: u64 = b::PERF_SAMPLE_PERIOD as u64;
 pub const SAMPLE_READ: u64 = b::PERF_SAMPLE_READ as u64;
 pub const SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
 pub const SAMPLE_RAW: u64 = b::PERF_SAMPLE_RAW as u64;
+pub const SAMPLE_REGS_USER: u64 = b::PERF_SAMPLE_REGS_USER as u64;
+pub const SAMPLE_STACK_USER: u64 = b::PERF_SAMPLE_STACK_USER as u64;
+
+/// The user registers a sample carries with `SAMPLE_REGS_USER`, in this
+/// order (bit order): what unwinding needs on x86_64 (`PERF_REG_X86_BP`,
+/// `_SP`, `_IP`).
+pub const USER_REGS: [u32; 3] = [6, 7, 8];
+/// [`USER_REGS`] as `sample_regs_user`.
+pub const USER_REGS_MASK: u64 = (1 << USER_REGS[0]) | (1 << USER_REGS[1]) | (1 << USER_REGS[2]);
+
+/// Asks samples of `a` for the user registers and `stack_user` bytes of
+/// user stack when its `sample_type` has those bits.
+fn ask_user_stack(a: &mut perf_event_attr, stack_user: u32) {
+    if a.sample_type & SAMPLE_REGS_USER != 0 {
+        a.sample_regs_user = USER_REGS_MASK;
+    }
+    if a.sample_type & SAMPLE_STACK_USER != 0 {
+        a.sample_stack_user = stack_user;
+    }
+}
 
 /// The only `read_format` used: a sample's `READ` part is then two words,
 /// the event's count and its `time_running` (see [`crate::perf::record`]).
@@ -75,6 +95,8 @@ pub struct TracepointAttr {
     /// With `inherit`: only threads of the task's own process, not the
     /// processes it forks (`inherit_thread`, Linux 5.13).
     pub inherit_thread: bool,
+    /// Bytes of user stack copied per sample (`SAMPLE_STACK_USER`).
+    pub stack_user: u32,
 }
 
 impl TracepointAttr {
@@ -109,6 +131,7 @@ impl TracepointAttr {
             a.set_mmap_data(0); // executable mappings only
         }
         a.set_context_switch(self.context_switch as u64);
+        ask_user_stack(&mut a, self.stack_user);
         a
     }
 }
@@ -226,7 +249,12 @@ pub fn counts_inherited_exits(exit_id: u64, keep: &mut Probes) -> bool {
 
 /// Opens a software dummy event on `cpu`: it never samples, and only owns
 /// the CPU's ring buffer that per-task events write into.
-pub fn open_ring_owner(sample_type: u64, wakeup_watermark: u32, cpu: u32) -> Result<OwnedFd> {
+pub fn open_ring_owner(
+    sample_type: u64,
+    stack_user: u32,
+    wakeup_watermark: u32,
+    cpu: u32,
+) -> Result<OwnedFd> {
     let mut a = perf_event_attr {
         type_: b::PERF_TYPE_SOFTWARE,
         size: std::mem::size_of::<perf_event_attr>() as u32,
@@ -240,6 +268,7 @@ pub fn open_ring_owner(sample_type: u64, wakeup_watermark: u32, cpu: u32) -> Res
     a.clockid = libc::CLOCK_MONOTONIC;
     a.set_watermark(1);
     a.__bindgen_anon_2.wakeup_watermark = wakeup_watermark.max(1);
+    ask_user_stack(&mut a, stack_user);
     open_attr(&mut a, -1, Some(cpu)).map_err(|err| {
         let errno = err.raw_os_error().unwrap_or(0);
         anyhow::Error::new(OpenError {
@@ -429,8 +458,18 @@ mod tests {
             wakeup_watermark: 4096,
             inherit: false,
             inherit_thread: true,
+            stack_user: 0,
         };
         let a = t.to_attr();
+        assert_eq!((a.sample_regs_user, a.sample_stack_user), (0, 0));
+        let dwarf = TracepointAttr {
+            sample_type: t.sample_type | SAMPLE_REGS_USER | SAMPLE_STACK_USER,
+            stack_user: 8192,
+            ..t
+        }
+        .to_attr();
+        assert_eq!(dwarf.sample_regs_user, 0b1_1100_0000);
+        assert_eq!(dwarf.sample_stack_user, 8192);
         assert_eq!(a.type_, b::PERF_TYPE_TRACEPOINT);
         assert_eq!(a.config, 372);
         // SAFETY: both union members are plain u64/u32 values; reading one

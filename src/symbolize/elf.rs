@@ -636,7 +636,7 @@ fn range_list_cost(
 /// The bytes of section `name`, decompressed: each charged as the section
 /// header claims before it is allocated (compressed, then expanded twice:
 /// once by the decompressor, once in the buffer kept).
-fn section_bytes<'a>(
+pub(crate) fn section_bytes<'a>(
     obj: &object::File<'a, &'a FileReader<'a>>,
     reader: &'a FileReader<'a>,
     name: &str,

@@ -76,6 +76,9 @@ struct Process {
     /// When /proc was last read for it (CLOCK_MONOTONIC, as event times):
     /// an exec older than that is already in what was read.
     read_at: u64,
+    /// Bumped whenever `mappings` changes, so that a user of the current
+    /// map (the unwinder) knows when to look again.
+    version: u64,
 }
 
 /// The root directories of the processes seen, each held open once.
@@ -201,6 +204,7 @@ impl ProcessMaps {
             });
             if !known {
                 p.mappings.push(m);
+                p.version += 1;
             }
         }
     }
@@ -281,6 +285,7 @@ impl ProcessMaps {
                         child.mappings.extend(inherited);
                         child.exited = false;
                         child.root = root;
+                        child.version += 1;
                     }
                     // Already known (snapshotted): keep what we have.
                     Some(_) => {}
@@ -307,6 +312,7 @@ impl ProcessMaps {
                     }
                     end_all(&mut p.mappings, time);
                     p.image_since = time;
+                    p.version += 1;
                     // The new image's mappings come as mmap events, or
                     // else from /proc once the loader is done.
                     p.stale = !self.mmap_events;
@@ -328,6 +334,7 @@ impl ProcessMaps {
                         p.root = self.roots.capture(m.tgid);
                     }
                     p.mappings.push(mapping);
+                    p.version += 1;
                 }
             }
             EventKind::Exit(e) if e.tid == e.tgid => {
@@ -348,6 +355,33 @@ impl ProcessMaps {
             p.root = self.roots.capture(std::process::id());
         }
         p.mappings.push(mapping);
+        p.version += 1;
+    }
+
+    /// A number that changes whenever `tgid`'s map does; `None` for a
+    /// process without a history.
+    pub fn version(&self, tgid: u32) -> Option<u64> {
+        self.procs.get(&tgid).map(|p| p.version)
+    }
+
+    /// The mappings of `tgid` in use at `time`: of those valid then, the
+    /// newest wherever several overlap. In address order.
+    pub fn mapped_at(&self, tgid: u32, time: u64) -> Vec<&Mapping> {
+        let Some(p) = self.procs.get(&tgid) else {
+            return Vec::new();
+        };
+        // By start address; none of them overlap.
+        let mut chosen: std::collections::BTreeMap<u64, &Mapping> = Default::default();
+        for m in p.mappings.iter().rev() {
+            if !(m.from <= time && time < m.until && m.start < m.end) {
+                continue;
+            }
+            let below = chosen.range(..m.end).next_back();
+            if below.is_none_or(|(_, c)| c.end <= m.start) {
+                chosen.insert(m.start, m);
+            }
+        }
+        chosen.into_values().collect()
     }
 
     /// True once `tgid`'s exit has been seen (or it could not be read).

@@ -14,7 +14,7 @@ pub mod demangle;
 pub mod elf;
 pub mod kernel;
 pub mod maps;
-mod read;
+pub(crate) mod read;
 mod split;
 pub mod vdso;
 

@@ -700,6 +700,7 @@ ffffffff82000000 d some_data
                     &[SCHEDULE_INNER + 0x122, SCHEDULE + 0x50, NANOSLEEP + 0x30],
                     &[0x401000, 0x402000],
                 ),
+                user_copy: None,
                 prev_ran_since: RanSince::NotTold,
             }
         );
@@ -790,6 +791,7 @@ ffffffff82000000 d some_data
                     &[WAKE_UP_PROCESS + 0x10, NANOSLEEP + 0x99],
                     &[0x7f0000001000],
                 ),
+                user_copy: None,
             }
         );
 

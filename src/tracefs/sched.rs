@@ -22,6 +22,8 @@ pub struct SchedFields {
     waking_id: u64,
     common_type: Field,
     common_pid: Field,
+    /// Absent from some formats; then no entry is taken as an interrupt's.
+    common_flags: Option<Field>,
     prev_comm: Field,
     prev_pid: Field,
     prev_state: Field,
@@ -45,6 +47,7 @@ impl SchedFields {
             waking_id: waking.id as u64,
             common_type: switch.field("common_type")?.clone(),
             common_pid: switch.field("common_pid")?.clone(),
+            common_flags: waking.field("common_flags").ok().cloned(),
             prev_comm: switch.field("prev_comm")?.clone(),
             prev_pid: switch.field("prev_pid")?.clone(),
             prev_state: switch.field("prev_state")?.clone(),
@@ -64,6 +67,17 @@ impl SchedFields {
     /// written in. Every trace entry starts with the same common fields.
     pub fn common_pid(&self, raw: &[u8]) -> Result<u32> {
         Ok(self.common_pid.read_u64(raw)? as u32)
+    }
+
+    /// True when the entry was written in hard interrupt or NMI context
+    /// (`common_flags` has `TRACE_FLAG_HARDIRQ` 0x08 or `TRACE_FLAG_NMI`
+    /// 0x40): not on behalf of the task it interrupted.
+    pub fn in_hardirq(&self, raw: &[u8]) -> bool {
+        const HARDIRQ_OR_NMI: u64 = 0x08 | 0x40;
+        self.common_flags
+            .as_ref()
+            .and_then(|f| f.read_u64(raw).ok())
+            .is_some_and(|flags| flags & HARDIRQ_OR_NMI != 0)
     }
 
     /// Which tracepoint an event id is, if either.
@@ -88,6 +102,7 @@ impl SchedFields {
             next_tid: self.next_pid.read_u64(raw)? as u32,
             next_comm: Comm::from_bytes(self.next_comm.bytes(raw)?),
             stack,
+            user_copy: None,
             prev_ran_since: RanSince::NotTold,
         })
     }
@@ -112,6 +127,7 @@ impl SchedFields {
             wakee_tid: self.waking_pid.read_u64(raw)? as u32,
             wakee_comm: Comm::from_bytes(self.waking_comm.bytes(raw)?),
             stack,
+            user_copy: None,
         })
     }
 }

@@ -1,0 +1,279 @@
+//! DWARF unwinding of the user stacks that samples copy
+//! (`--call-graph dwarf`), done while tracing, as events are released in
+//! time order: each copy is unwound into return addresses and dropped.
+//!
+//! Each process gets one framehop unwinder, whose modules follow the
+//! process's map as [`ProcessMaps`] tells it at the sample's time (mmap,
+//! exec and fork events, else `/proc`). Each file's unwind tables are read
+//! once ([`tables`]), through the safe opener and within a budget.
+
+mod tables;
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{Module, Unwinder as _};
+use rustc_hash::FxHashMap;
+
+use crate::event::{Callchain, ChainCache, Event, EventKind, UserCopy};
+use crate::symbolize::read::RunBudget;
+use crate::symbolize::{Mapping, ProcessMaps};
+use crate::sys::open::FileKey;
+pub(crate) use tables::UnwindTables;
+
+/// Most frames one stack unwinds to (a deeper one is cut there).
+pub(crate) const MAX_FRAMES: usize = 512;
+
+/// One process's unwinder and the mappings it holds as modules.
+struct Space {
+    /// The map version the modules were last brought up to date with.
+    version: Option<u64>,
+    unwinder: UnwinderX86_64<Arc<[u8]>>,
+    /// By start address: the mapping each module was made of.
+    modules: HashMap<u64, ModuleKey>,
+}
+
+/// What makes a module: where a file is mapped, and which file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ModuleKey {
+    end: u64,
+    pgoff: u64,
+    file: Option<FileKey>,
+}
+
+/// Counters for the run's notes and for measuring.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct UnwindStats {
+    /// Stacks unwound.
+    pub(crate) stacks: u64,
+    /// Frames they gave, and frames taken from the frame-pointer chain
+    /// past where DWARF unwinding stopped.
+    pub(crate) frames: u64,
+    pub(crate) fp_frames: u64,
+    /// Time spent unwinding (modules included).
+    pub(crate) time: Duration,
+    /// Files whose unwind tables could not be read.
+    pub(crate) unreadable_files: u64,
+}
+
+/// Unwinds the user stack copies of released events.
+pub(crate) struct Unwinder {
+    spaces: FxHashMap<u32, Space>,
+    /// Unwind tables by file; `None` for a file that gave none.
+    tables: HashMap<FileKey, Option<Arc<UnwindTables>>>,
+    cache: CacheX86_64,
+    run: RunBudget,
+    chains: ChainCache,
+    /// Entries of the chain being built, as [`ChainCache`] keys them.
+    entries: Vec<u8>,
+    stats: UnwindStats,
+}
+
+impl Default for Unwinder {
+    fn default() -> Unwinder {
+        Unwinder::new()
+    }
+}
+
+impl Unwinder {
+    pub(crate) fn new() -> Unwinder {
+        Unwinder {
+            spaces: FxHashMap::default(),
+            tables: HashMap::new(),
+            cache: CacheX86_64::new(),
+            run: RunBudget::default(),
+            chains: ChainCache::new(),
+            entries: Vec::new(),
+            stats: UnwindStats::default(),
+        }
+    }
+
+    pub(crate) fn stats(&self) -> UnwindStats {
+        self.stats
+    }
+
+    /// Replaces the user part of `event`'s stack by the unwinding of its
+    /// user stack copy, and drops the copy. Events without one pass
+    /// unchanged. `maps` must have seen every event before this one.
+    pub(crate) fn unwind(&mut self, event: &mut Event, maps: &mut ProcessMaps) {
+        let (tgid, stack, copy) = match &mut event.kind {
+            EventKind::Switch(s) => (s.prev_tgid, &mut s.stack, &mut s.user_copy),
+            EventKind::Waking(w) => (w.waker_tgid, &mut w.stack, &mut w.user_copy),
+            _ => return,
+        };
+        let Some(copy) = copy.take() else {
+            return;
+        };
+        let started = Instant::now();
+        maps.ensure_known(tgid, event.time);
+        self.update_space(tgid, event.time, maps);
+        let Some(space) = self.spaces.get(&tgid) else {
+            return;
+        };
+        let cache = &mut self.cache;
+        // framehop parses tables a traced process controls: a panic in
+        // it costs this one stack, not the run.
+        let unwound = catch_unwind(AssertUnwindSafe(|| walk(&space.unwinder, cache, &copy)));
+        let (mut frames, complete) = unwound.unwrap_or_default();
+        let dwarf_frames = frames.len();
+        if !complete {
+            extend_from_fp(&mut frames, stack.user());
+        }
+        self.stats.stacks += 1;
+        self.stats.frames += dwarf_frames as u64;
+        self.stats.fp_frames += (frames.len() - dwarf_frames) as u64;
+        *stack = self.chain(stack.kernel(), &frames);
+        self.stats.time += started.elapsed();
+    }
+
+    /// The chain of these parts, shared with earlier equal ones.
+    fn chain(&mut self, kernel: &[u64], user: &[u64]) -> Callchain {
+        self.entries.clear();
+        for ip in kernel {
+            self.entries.extend_from_slice(&ip.to_ne_bytes());
+        }
+        // A separator no address can be: kernel and user parts stay apart.
+        self.entries.extend_from_slice(&u64::MAX.to_ne_bytes());
+        for ip in user {
+            self.entries.extend_from_slice(&ip.to_ne_bytes());
+        }
+        self.chains.get(&self.entries, |k, u| {
+            k.extend_from_slice(kernel);
+            u.extend_from_slice(user);
+        })
+    }
+
+    /// Brings `tgid`'s modules up to what its map holds at `time`.
+    fn update_space(&mut self, tgid: u32, time: u64, maps: &ProcessMaps) {
+        let version = maps.version(tgid);
+        let space = self.spaces.entry(tgid).or_insert_with(|| Space {
+            version: None,
+            unwinder: UnwinderX86_64::new(),
+            modules: HashMap::new(),
+        });
+        if space.version == version && version.is_some() {
+            return;
+        }
+        space.version = version;
+        let wanted: Vec<&Mapping> = maps
+            .mapped_at(tgid, time)
+            .into_iter()
+            .filter(|m| !m.is_vdso())
+            .collect();
+        let key = |m: &Mapping| ModuleKey {
+            end: m.end,
+            pgoff: m.pgoff,
+            file: m.file,
+        };
+        // Modules whose mapping is gone or changed go.
+        space.modules.retain(|&start, k| {
+            let kept = wanted.iter().any(|m| m.start == start && key(m) == *k);
+            if !kept {
+                space.unwinder.remove_module(start);
+            }
+            kept
+        });
+        for m in wanted {
+            if space.modules.contains_key(&m.start) {
+                continue;
+            }
+            // Recorded even when it gives no module: not tried again
+            // until the map changes.
+            space.modules.insert(m.start, key(m));
+            let Some(tables) = tables_of(
+                &mut self.tables,
+                &mut self.run,
+                &mut self.stats,
+                maps,
+                tgid,
+                m,
+            ) else {
+                continue;
+            };
+            let Some(base) = tables.base_avma(m.start, m.end, m.pgoff) else {
+                continue;
+            };
+            space.unwinder.add_module(Module::new(
+                m.path.clone(),
+                m.start..m.end,
+                base,
+                tables.section_info(),
+            ));
+        }
+    }
+}
+
+/// The unwind tables of the file `m` of `tgid` maps, read once per file.
+fn tables_of(
+    tables: &mut HashMap<FileKey, Option<Arc<UnwindTables>>>,
+    run: &mut RunBudget,
+    stats: &mut UnwindStats,
+    maps: &ProcessMaps,
+    tgid: u32,
+    m: &Mapping,
+) -> Option<Arc<UnwindTables>> {
+    if let Some(known) = m.file.and_then(|key| tables.get(&key)) {
+        return known.clone();
+    }
+    let opened = maps.open_file(tgid, m).ok()?;
+    tables
+        .entry(opened.key)
+        .or_insert_with(|| {
+            let read = UnwindTables::read(&opened, run).map(Arc::new);
+            if read.is_none() {
+                stats.unreadable_files += 1;
+            }
+            read
+        })
+        .clone()
+}
+
+/// Unwinds `copy`: the frames (the IP, then return addresses) and whether
+/// the unwinder reached the stack's end, rather than stopping where it
+/// could not go on.
+fn walk(
+    unwinder: &UnwinderX86_64<Arc<[u8]>>,
+    cache: &mut CacheX86_64,
+    copy: &UserCopy,
+) -> (Vec<u64>, bool) {
+    let mut read_stack = |addr: u64| read_word(copy, addr);
+    let regs = UnwindRegsX86_64::new(copy.ip, copy.sp, copy.bp);
+    let mut iter = unwinder.iter_frames(copy.ip, regs, cache, &mut read_stack);
+    let mut frames = Vec::new();
+    loop {
+        match iter.next() {
+            Ok(Some(frame)) if frames.len() < MAX_FRAMES => frames.push(frame.address()),
+            Ok(Some(_)) => return (frames, true),
+            Ok(None) => return (frames, true),
+            Err(_) => return (frames, false),
+        }
+    }
+}
+
+/// The word at `addr` in the copied stack.
+fn read_word(copy: &UserCopy, addr: u64) -> Result<u64, ()> {
+    let at = usize::try_from(addr.checked_sub(copy.sp).ok_or(())?).map_err(|_| ())?;
+    let end = at.checked_add(8).ok_or(())?;
+    let bytes = copy.stack.get(at..end).ok_or(())?;
+    Ok(u64::from_ne_bytes(bytes.try_into().map_err(|_| ())?))
+}
+
+/// Where DWARF unwinding stopped early (the copy ended, or a frame had no
+/// rule), the frame-pointer chain's frames past the last unwound frame,
+/// when that chain holds it: it often goes on further.
+fn extend_from_fp(frames: &mut Vec<u64>, fp: &[u64]) {
+    let Some(&last) = frames.last() else {
+        frames.extend(fp.iter().take(MAX_FRAMES));
+        return;
+    };
+    if let Some(at) = fp.iter().position(|&a| a == last) {
+        let room = MAX_FRAMES.saturating_sub(frames.len());
+        frames.extend(fp[at + 1..].iter().take(room));
+    }
+}
+
+#[cfg(test)]
+mod tests;
