@@ -143,16 +143,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     } else {
         StackMode::Both
     };
-    // Tracing chosen threads, complete user stacks cost little (see the
-    // README's measurements); the whole system keeps to frame pointers.
-    let call_graph = cli.call_graph.unwrap_or(match &threads {
-        ThreadFilter::All | ThreadFilter::UserThreads | ThreadFilter::KernelThreads => {
-            CallGraph::Fp
-        }
-        _ => CallGraph::Dwarf {
-            size: crate::cli::DEFAULT_DWARF_SIZE,
-        },
-    });
+    let call_graph = cli.call_graph.unwrap_or(default_call_graph(&threads));
     let source_config = SourceConfig {
         buffer_pages: cli.mmap_pages,
         call_graph,
@@ -455,6 +446,22 @@ fn thread_filter(cli: &Cli) -> Result<ThreadFilter> {
 /// of the named processes and the threads they start (`-p`), or the
 /// command and everything it starts (`-- COMMAND`). Both backends apply
 /// it; the aggregator filters either way.
+/// How user stacks are walked when `--call-graph` does not say: tracing
+/// chosen threads, complete stacks cost little (see the README's
+/// measurements); the whole system keeps to frame pointers.
+fn default_call_graph(threads: &ThreadFilter) -> CallGraph {
+    match threads {
+        ThreadFilter::All | ThreadFilter::UserThreads | ThreadFilter::KernelThreads => {
+            CallGraph::Fp
+        }
+        ThreadFilter::Tgids(_) | ThreadFilter::Tids(_) | ThreadFilter::Command { .. } => {
+            CallGraph::Dwarf {
+                size: crate::cli::DEFAULT_DWARF_SIZE,
+            }
+        }
+    }
+}
+
 fn kernel_filter(threads: &ThreadFilter) -> KernelFilter {
     match threads {
         ThreadFilter::Tids(tids) => {
@@ -654,6 +661,30 @@ impl Progress {
     fn done(&self) {
         if self.shown {
             diag!("");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chosen_threads_default_to_dwarf_and_the_whole_system_to_fp() {
+        let dwarf = CallGraph::Dwarf { size: 8192 };
+        let set = HashSet::from([1]);
+        assert_eq!(default_call_graph(&ThreadFilter::Tgids(set.clone())), dwarf);
+        assert_eq!(default_call_graph(&ThreadFilter::Tids(set)), dwarf);
+        assert_eq!(
+            default_call_graph(&ThreadFilter::Command { root: 1 }),
+            dwarf
+        );
+        for all in [
+            ThreadFilter::All,
+            ThreadFilter::UserThreads,
+            ThreadFilter::KernelThreads,
+        ] {
+            assert_eq!(default_call_graph(&all), CallGraph::Fp);
         }
     }
 }

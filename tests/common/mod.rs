@@ -33,10 +33,13 @@ static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
 /// builds them on the host for guests that have no compiler.
 const WORKLOAD_FLAGS: &str = include_str!("../workloads/FLAGS");
 
-/// Compiles `tests/workloads/<name>.c` (or `.cpp`) once per test binary,
-/// with frame pointers and debug info, and returns the executable's path.
-/// With `OFFWAKE_WORKLOADS=DIR` (set inside the test VMs) it returns the
-/// prebuilt `DIR/<name>` instead, and fails when that is missing.
+/// Compiles `tests/workloads/<name>.c` (or `.cpp`, or `.rs`) once per test
+/// binary and returns the executable's path. C and C++ get the flags in
+/// `tests/workloads/FLAGS` (frame pointers and debug info); a source's own
+/// `// FLAGS: ...` line adds to them (and is all a Rust source gets, with
+/// `rustc`). With `OFFWAKE_WORKLOADS=DIR` (set inside the test VMs) it
+/// returns the prebuilt `DIR/<name>` instead, and fails when that is
+/// missing. `tests/vm/run` builds them by the same rules.
 pub fn workload(name: &str) -> PathBuf {
     if let Some(dir) = std::env::var_os("OFFWAKE_WORKLOADS") {
         let path = Path::new(&dir).join(name);
@@ -56,14 +59,24 @@ pub fn workload(name: &str) -> PathBuf {
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("workloads");
     std::fs::create_dir_all(&out_dir).expect("creating the workload directory");
     let out = out_dir.join(name);
-    let c = src_dir.join(format!("{name}.c"));
-    let (compiler, src) = if c.exists() {
-        ("cc", c)
-    } else {
-        ("c++", src_dir.join(format!("{name}.cpp")))
-    };
+    let (compiler, src, common) = ["c", "cpp", "rs"]
+        .iter()
+        .map(|ext| src_dir.join(format!("{name}.{ext}")))
+        .find(|p| p.exists())
+        .map(|src| match src.extension().and_then(|e| e.to_str()) {
+            Some("c") => ("cc", src, WORKLOAD_FLAGS),
+            Some("cpp") => ("c++", src, WORKLOAD_FLAGS),
+            _ => ("rustc", src, "--edition 2021"),
+        })
+        .unwrap_or_else(|| panic!("no workload source for {name}"));
+    let text = std::fs::read_to_string(&src).expect("reading the workload source");
+    let own = text
+        .lines()
+        .find_map(|l| l.strip_prefix("// FLAGS: "))
+        .unwrap_or("");
     let status = Command::new(compiler)
-        .args(WORKLOAD_FLAGS.split_whitespace())
+        .args(common.split_whitespace())
+        .args(own.split_whitespace())
         .arg("-o")
         .arg(&out)
         .arg(&src)

@@ -1,0 +1,242 @@
+//! `--call-graph dwarf` against the real kernel (root): programs built
+//! without frame pointers, whose blocked and waking functions only DWARF
+//! unwinding finds, checked against what they are known to do.
+
+mod common;
+
+use common::*;
+
+/// The three functions `dwarfchain` blocks under, outermost first.
+const TARGET_CHAIN: [&str; 3] = ["chain_outer", "chain_middle", "chain_inner"];
+/// The two functions it wakes under, innermost first.
+const WAKER_CHAIN: [&str; 2] = ["wake_inner", "wake_outer"];
+
+/// Positions of `names` in `frames`, which must all be there in this order.
+fn in_order(frames: &[String], names: &[&str]) -> bool {
+    let pos: Vec<Option<usize>> = names
+        .iter()
+        .map(|n| frames.iter().position(|f| f == n))
+        .collect();
+    pos.iter().all(Option::is_some) && pos.windows(2).all(|w| w[0] < w[1])
+}
+
+/// Runs `dwarfchain K MS` pinned to CPU 0 under `-f CALL_GRAPH -- ...`,
+/// retried while the kernel hides an event; returns its folded lines, the
+/// workload's own measurement and the tool's stderr.
+fn traced_chain(call_graph: &[&str], k: u64, ms: u64) -> (Vec<Folded>, u64, String) {
+    let exe = workload("dwarfchain");
+    let (k, ms) = (k.to_string(), ms.to_string());
+    let out = with_every_event_reported(
+        || {
+            let mut args = vec!["-f"];
+            args.extend_from_slice(call_graph);
+            args.extend(["--", exe.to_str().unwrap(), &k, &ms]);
+            run_env(&[("OFFWAKE_PIN_CPU", "0")], &args)
+        },
+        |o| String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    (parse_folded(&stdout), ground_truth(&err), err)
+}
+
+/// The reader's blocks in `read`: its target stack holds `vfs_read`.
+fn reads(lines: &[Folded]) -> Vec<&Folded> {
+    lines
+        .iter()
+        .filter(|l| l.target_comm == "blocked" && has(&l.target, "vfs_read"))
+        .collect()
+}
+
+#[test]
+fn dwarf_finds_the_functions_a_frame_pointer_walk_loses() {
+    if !live() {
+        return;
+    }
+    let (k, ms) = (10, 20);
+    let (lines, truth, err) = traced_chain(&["--call-graph", "dwarf"], k, ms);
+    let reads = reads(&lines);
+    assert!(!reads.is_empty(), "no read blocks:\n{err}");
+    let mut woken = 0;
+    for l in &reads {
+        // Folded target: outermost first, so the chain reads in call order,
+        // and glibc's read and the kernel follow it.
+        assert!(in_order(&l.target, &TARGET_CHAIN), "{l:?}");
+        assert!(
+            in_order(&l.target, &["blocked_main", "chain_inner", "vfs_read"]),
+            "{l:?}"
+        );
+        if l.waker_comm == "waker" {
+            woken += l.total;
+            // Folded waker: innermost first.
+            assert!(
+                in_order(
+                    &l.waker,
+                    &["vfs_write", "wake_inner", "wake_outer", "waker_main"]
+                ),
+                "{l:?}"
+            );
+        }
+    }
+    let total: u64 = reads.iter().map(|l| l.total).sum();
+    assert_ratio("read total vs the workload's own", total, truth, 0.97, 1.03);
+    // Nearly all of it was ended by the waker's write.
+    assert!(
+        woken * 100 >= total * 97,
+        "{woken} of {total} us woken by the writer:\n{err}"
+    );
+}
+
+#[test]
+fn frame_pointers_lose_them() {
+    if !live() {
+        return;
+    }
+    let (lines, _, err) = traced_chain(&["--call-graph", "fp"], 5, 20);
+    let reads = reads(&lines);
+    assert!(!reads.is_empty(), "no read blocks:\n{err}");
+    for l in &reads {
+        for f in TARGET_CHAIN.iter().chain(&WAKER_CHAIN) {
+            assert!(
+                !has(&l.target, f) && !has(&l.waker, f),
+                "{f} found by fp: {l:?}"
+            );
+        }
+    }
+}
+
+/// `-p` of a process that exits while tracing goes on: its stacks were
+/// unwound as they came, and its files are named after it is gone.
+#[test]
+fn a_process_gone_before_tracing_ends_is_unwound_and_named() {
+    if !live() {
+        return;
+    }
+    let (blocks, truth, err) = with_every_event_reported(
+        || {
+            let mut w = start_gated_env(
+                &workload("dwarfchain"),
+                &["5", "20"],
+                &[("OFFWAKE_PIN_CPU", "0")],
+            );
+            let pid = w.pid().to_string();
+            // No --call-graph: dwarf is the default for -p.
+            let tracer = start_traced(&["-p", &pid, "2"]);
+            w.go();
+            let truth = ground_truth(&w.finish());
+            let (out, err) = tracer.finish();
+            (parse_default(&out), truth, err)
+        },
+        |(_, _, err)| err.clone(),
+    );
+    let reads: Vec<&Block> = blocks
+        .iter()
+        .filter(|b| b.target_comm == "blocked" && has(&b.target, "vfs_read"))
+        .collect();
+    assert!(!reads.is_empty(), "no read blocks:\n{err}");
+    for b in &reads {
+        // Default output: target innermost first.
+        let mut outermost_first = b.target.clone();
+        outermost_first.reverse();
+        assert!(in_order(&outermost_first, &TARGET_CHAIN), "{b:?}");
+        if b.waker_comm == "waker" {
+            // Waker outermost first.
+            assert!(in_order(&b.waker, &["wake_outer", "wake_inner"]), "{b:?}");
+        }
+    }
+    let total: u64 = reads.iter().map(|b| b.total).sum();
+    assert_ratio("read total vs the workload's own", total, truth, 0.97, 1.03);
+}
+
+/// Rust built as release builds are (no frame pointers), unwound through
+/// std's frames to the thread's start.
+#[test]
+fn rust_without_frame_pointers_unwinds_through_std() {
+    if !live() {
+        return;
+    }
+    let exe = workload("rustchain");
+    let out = with_every_event_reported(
+        || {
+            run_env(
+                &[("OFFWAKE_PIN_CPU", "0")],
+                &["-f", "--", exe.to_str().unwrap(), "5", "20"],
+            )
+        },
+        |o| String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let lines = parse_folded(&String::from_utf8_lossy(&out.stdout));
+    let reads: Vec<&Folded> = lines
+        .iter()
+        .filter(|l| l.target_comm == "rblocked" && has(&l.target, "unix_stream_recvmsg"))
+        .collect();
+    assert!(!reads.is_empty(), "no socket reads:\n{err}");
+    for l in &reads {
+        assert!(
+            in_order(
+                &l.target,
+                &[
+                    "start_thread",
+                    "std::sys::backtrace::__rust_begin_short_backtrace",
+                    "rustchain::rust_outer",
+                    "rustchain::rust_inner",
+                    "<std::os::unix::net::stream::UnixStream as std::io::Read>::read",
+                    "unix_stream_recvmsg",
+                ]
+            ),
+            "{l:?}"
+        );
+        if l.waker_comm == "rwaker" {
+            assert!(
+                in_order(
+                    &l.waker,
+                    &[
+                        "unix_stream_sendmsg",
+                        "rustchain::rust_poke",
+                        "start_thread"
+                    ]
+                ),
+                "{l:?}"
+            );
+        }
+    }
+    let total: u64 = reads.iter().map(|l| l.total).sum();
+    assert_ratio(
+        "read total vs the workload's own",
+        total,
+        ground_truth(&err),
+        0.97,
+        1.03,
+    );
+}
+
+/// The tracefs backend copies no user stacks: an explicit dwarf is an
+/// error; the default dwarf of `-- COMMAND` becomes fp, and says so.
+#[test]
+fn tracefs_refuses_dwarf_and_lowers_the_default() {
+    if !live() {
+        return;
+    }
+    let out = run(&[
+        "--backend",
+        "tracefs",
+        "--call-graph",
+        "dwarf",
+        "-f",
+        "--",
+        "true",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("cannot copy user stacks"), "{err}");
+    let out = run(&["--backend", "tracefs", "-f", "--", "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("walks user stacks by frame pointers only (--call-graph fp)"),
+        "{err}"
+    );
+}
