@@ -56,7 +56,8 @@
  *               preempt flag would stand in for prev_state)
  *   exactswrec  exactsw + records
  *   offwake     offwake-perf -f -p PID itself, from $ABCOST_TOOL, once it
- *               says tracing is active
+ *               says tracing is active (its default call graph: dwarf)
+ *   offwakefp   the same with --call-graph fp
  *   offwakestop the same, stopped (SIGSTOP) while measured: its events
  *               without its reading them
  *   bpftrace    bpftrace $ABCOST_BT PID (bench/offwake.bt: an eBPF tool's
@@ -225,7 +226,7 @@ static int has(const char *mode, const char *part)
     return 0;
 }
 
-static void start_tool(int pid);
+static void start_tool(int pid, int fp);
 static void start_bpftrace(int pid);
 
 /* Every traced run starts $ABCOST_SETTLE_MS (default 300) after its mode is
@@ -242,8 +243,8 @@ static pid_t tool_pid;
 
 static void open_mode(const char *mode, int pid)
 {
-    if (has(mode, "offwake") || has(mode, "offwakestop"))
-        start_tool(pid);
+    if (has(mode, "offwake") || has(mode, "offwakestop") || has(mode, "offwakefp"))
+        start_tool(pid, has(mode, "offwakefp"));
     if (has(mode, "bpftrace"))
         start_bpftrace(pid);
     size_t pages = 1 + (has(mode, "bigring") ? 1024 : 64);
@@ -415,13 +416,13 @@ static const char *need_env(const char *var, const char *mode, const char *examp
     return value;
 }
 
-static void start_tool(int pid)
+static void start_tool(int pid, int fp)
 {
     char p[16];
     snprintf(p, sizeof p, "%d", pid);
     const char *bin = need_env("ABCOST_TOOL", "offwake", "path/to/offwake-perf");
     setenv("OFFWAKE_TIMING", "1", 1);
-    char *argv[] = {(char *)bin, "-f", "-p", p, NULL};
+    char *argv[] = {(char *)bin, "-f", "-p", p, fp ? "--call-graph" : NULL, "fp", NULL};
     start_process(argv, 2, "tracing active");
     tool_is_bpftrace = 0;
 }
@@ -614,12 +615,13 @@ int main(int argc, char **argv)
     static const char *known[] = {"none",     "waking",   "wakingtask", "switch",      "cstask",
                                   "dummytask", "switchcpu", "wakingfc",  "own",         "kids",
                                   "bigring",  "ownsw",    "kidssw",     "records",     "offwake",
-                                  "offwakestop", "bpftrace"};
+                                  "offwakestop", "offwakefp", "bpftrace"};
     for (int m = 0; m < modes; m++) {
-        if ((has(mode[m], "offwake") || has(mode[m], "offwakestop") || has(mode[m], "bpftrace")) &&
+        if ((has(mode[m], "offwake") || has(mode[m], "offwakestop") || has(mode[m], "offwakefp") ||
+             has(mode[m], "bpftrace")) &&
             strchr(mode[m], '+'))
         {
-            fprintf(stderr, "abcost: %s: offwake, offwakestop and bpftrace run alone\n", mode[m]);
+            fprintf(stderr, "abcost: %s: the offwake modes and bpftrace run alone\n", mode[m]);
             return 2;
         }
         char copy[256];

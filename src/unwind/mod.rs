@@ -32,6 +32,10 @@ struct Space {
     /// The map version the modules were last brought up to date with.
     version: Option<u64>,
     unwinder: UnwinderX86_64<Arc<[u8]>>,
+    /// framehop's rules by address, one cache per process: a cache shared
+    /// by a parent and its forked child (same addresses, other modules)
+    /// would evict one's rules for the other's at every sample.
+    cache: CacheX86_64,
     /// By start address: the mapping each module was made of.
     modules: HashMap<u64, ModuleKey>,
 }
@@ -64,7 +68,6 @@ pub(crate) struct Unwinder {
     spaces: FxHashMap<u32, Space>,
     /// Unwind tables by file; `None` for a file that gave none.
     tables: HashMap<FileKey, Option<Arc<UnwindTables>>>,
-    cache: CacheX86_64,
     run: RunBudget,
     chains: ChainCache,
     /// Entries of the chain being built, as [`ChainCache`] keys them.
@@ -83,7 +86,6 @@ impl Unwinder {
         Unwinder {
             spaces: FxHashMap::default(),
             tables: HashMap::new(),
-            cache: CacheX86_64::new(),
             run: RunBudget::default(),
             chains: ChainCache::new(),
             entries: Vec::new(),
@@ -102,6 +104,12 @@ impl Unwinder {
         let (tgid, stack, copy) = match &mut event.kind {
             EventKind::Switch(s) => (s.prev_tgid, &mut s.stack, &mut s.user_copy),
             EventKind::Waking(w) => (w.waker_tgid, &mut w.stack, &mut w.user_copy),
+            // Nothing of a process is unwound after its exit (events come
+            // in time order); a reused pid starts afresh.
+            EventKind::Exit(e) if e.tid == e.tgid => {
+                self.spaces.remove(&e.tgid);
+                return;
+            }
             _ => return,
         };
         let Some(copy) = copy.take() else {
@@ -110,13 +118,14 @@ impl Unwinder {
         let started = Instant::now();
         maps.ensure_known(tgid, event.time);
         self.update_space(tgid, event.time, maps);
-        let Some(space) = self.spaces.get(&tgid) else {
+        let Some(space) = self.spaces.get_mut(&tgid) else {
             return;
         };
-        let cache = &mut self.cache;
         // framehop parses tables a traced process controls: a panic in
         // it costs this one stack, not the run.
-        let unwound = catch_unwind(AssertUnwindSafe(|| walk(&space.unwinder, cache, &copy)));
+        let unwound = catch_unwind(AssertUnwindSafe(|| {
+            walk(&space.unwinder, &mut space.cache, &copy)
+        }));
         let (mut frames, complete) = unwound.unwrap_or_default();
         let dwarf_frames = frames.len();
         if !complete {
@@ -152,6 +161,7 @@ impl Unwinder {
         let space = self.spaces.entry(tgid).or_insert_with(|| Space {
             version: None,
             unwinder: UnwinderX86_64::new(),
+            cache: CacheX86_64::new(),
             modules: HashMap::new(),
         });
         if space.version == version && version.is_some() {
