@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 
 use crate::cli::{Backend, CallGraph};
-use crate::event::{Event, SourceStats};
+use crate::event::{EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::perf::sys::open_error_of;
 use crate::perf::{Follow, PerfBackend, PerfConfig, Targets};
@@ -214,14 +214,14 @@ impl Source {
         }
     }
 
-    pub fn poll(&mut self, timeout: Duration, sink: &mut dyn FnMut(Event)) -> Result<()> {
+    pub fn poll(&mut self, timeout: Duration, sink: &mut dyn EventSink) -> Result<()> {
         match self {
             Source::Perf(p) => p.poll(timeout, sink),
             Source::Tracefs(t) => t.poll(timeout, sink),
         }
     }
 
-    pub fn finish(&mut self, sink: &mut dyn FnMut(Event)) -> Result<()> {
+    pub fn finish(&mut self, sink: &mut dyn EventSink) -> Result<()> {
         match self {
             Source::Perf(p) => p.finish(sink),
             Source::Tracefs(t) => t.finish(sink),

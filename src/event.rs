@@ -487,6 +487,24 @@ pub enum EventKind {
     Lost(Lost),
 }
 
+/// Where a backend delivers its events, in global time order.
+pub trait EventSink {
+    /// Sees each event as soon as its place in time is known, before the
+    /// backend finishes its kernel stack (which may wait for kallsyms):
+    /// for work that must not wait, such as unwinding user stack copies.
+    fn early(&mut self, _event: &mut Event) {}
+
+    /// Takes each event, finished, after [`EventSink::early`] saw it.
+    fn event(&mut self, event: Event);
+}
+
+/// A closure takes the finished events and has nothing to do early.
+impl<F: FnMut(Event)> EventSink for F {
+    fn event(&mut self, event: Event) {
+        self(event)
+    }
+}
+
 /// One event: when, where, what.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {

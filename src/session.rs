@@ -22,7 +22,7 @@ use crate::backend::{Source, SourceConfig};
 use crate::cli::{CallGraph, Cli};
 use crate::command;
 use crate::diag::diag;
-use crate::event::Event;
+use crate::event::{Event, EventSink};
 use crate::report::{self, Frame, Frames, ReportOptions, ResolvedEntry, StackMode};
 use crate::symbolize::{ProcessMaps, Symbolizer};
 use crate::tracefs::Tracefs;
@@ -198,27 +198,11 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         user_stacks: stack_mode != StackMode::KernelOnly,
     };
     let mut aggregator = Aggregator::new(config, tasks);
-    let keep_user = stack_mode != StackMode::KernelOnly;
-    // User stack copies are unwound as their events are released, in time
-    // order, against the maps as they were then.
-    let mut unwinder = backend.copies_user_stacks().then(Unwinder::new);
-    let mut sink = |mut event: Event| {
-        if !keep_user {
-            aggregator.process(&event);
-            return;
-        }
-        // Fork, exec, mmap and exit; other events are ignored.
-        maps.observe(&event);
-        if let Some(u) = unwinder.as_mut() {
-            u.unwind(&mut event, &mut maps);
-        }
-        // Only processes whose user stacks were stored need their memory
-        // map, snapshotted from /proc the first time, while they live.
-        let stored = aggregator.user_stacks_stored();
-        aggregator.process(&event);
-        for stack in aggregator.user_stacks_since(stored) {
-            maps.ensure_covers(stack.tgid, stack.time, &stack.addrs);
-        }
+    let mut sink = Stages {
+        keep_user: stack_mode != StackMode::KernelOnly,
+        maps: &mut maps,
+        unwinder: backend.copies_user_stacks().then(Unwinder::new),
+        aggregator: &mut aggregator,
     };
 
     let deadline = cli
@@ -258,7 +242,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     }
     backend.finish(&mut sink)?;
     let source_stats = backend.stats();
-    if let Some(u) = &unwinder
+    if let Some(u) = &sink.unwinder
         && std::env::var_os("OFFWAKE_TIMING").is_some()
     {
         let st = u.stats();
@@ -446,6 +430,45 @@ fn thread_filter(cli: &Cli) -> Result<ThreadFilter> {
 /// of the named processes and the threads they start (`-p`), or the
 /// command and everything it starts (`-- COMMAND`). Both backends apply
 /// it; the aggregator filters either way.
+/// What a run does with the events, in time order: the processes' maps
+/// and the unwinding of user stacks as soon as an event's place in time is
+/// known (a stack copy is never kept waiting), then the aggregation.
+struct Stages<'a> {
+    /// False under `-K`: no user stack is kept, no map is needed.
+    keep_user: bool,
+    maps: &'a mut ProcessMaps,
+    /// When samples copy user stacks.
+    unwinder: Option<Unwinder>,
+    aggregator: &'a mut Aggregator,
+}
+
+impl EventSink for Stages<'_> {
+    fn early(&mut self, event: &mut Event) {
+        if !self.keep_user {
+            return;
+        }
+        // Fork, exec, mmap and exit; other events are ignored.
+        self.maps.observe(event);
+        if let Some(u) = self.unwinder.as_mut() {
+            u.unwind(event, self.maps);
+        }
+    }
+
+    fn event(&mut self, event: Event) {
+        let stored = self.aggregator.user_stacks_stored();
+        self.aggregator.process(&event);
+        if !self.keep_user {
+            return;
+        }
+        // Only processes whose user stacks were stored need their memory
+        // map, snapshotted from /proc the first time, while they live.
+        for stack in self.aggregator.user_stacks_since(stored) {
+            self.maps
+                .ensure_covers(stack.tgid, stack.time, &stack.addrs);
+        }
+    }
+}
+
 /// How user stacks are walked when `--call-graph` does not say: tracing
 /// chosen threads, complete stacks cost little (see the README's
 /// measurements); the whole system keeps to frame pointers.

@@ -885,3 +885,70 @@ fn many_symbols_sharing_one_name() {
         &file,
     );
 }
+
+/// Attack 19: unwind tables (read under `-p`'s default `--call-graph
+/// dwarf`) that claim a 1 GiB hole: `.eh_frame` and `.eh_frame_hdr` alias
+/// it. They must stay within the budget; the victim's frame is still named.
+#[test]
+fn unwind_tables_over_the_budget() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("unwind_tables_over_the_budget");
+    let mut e = named_stubs(&[b"unwound_fn"]);
+    let frame = e.section(Section::data(".eh_frame", Body::Hole(GIB)));
+    e.section(Section::data(".eh_frame_hdr", Body::Alias(frame)));
+    let file = scratch.v().join("ehbig.so");
+    victim_file(&e, &file);
+    let (_, frames) = trace_nobody_victim(
+        "unwind_tables_over_the_budget",
+        &scratch,
+        "hv-ehbig",
+        &[],
+        &file,
+    );
+    assert!(frames.iter().any(|f| f == "unwound_fn"), "{frames:?}");
+}
+
+/// Attack 20: an `.eh_frame_hdr` whose search table claims 2^31 - 1
+/// entries, over 64 KiB of `.eh_frame` made of records that point at
+/// themselves: the unwinder must neither read out of bounds, loop, nor
+/// panic.
+#[test]
+fn eh_frame_hdr_claims_two_billion_entries() {
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("eh_frame_hdr_claims_two_billion_entries");
+    let mut e = named_stubs(&[b"lying_fn"]);
+    // version 1; eh_frame_ptr pcrel|sdata4; fde_count udata4; table
+    // datarel|sdata4; then eh_frame_ptr, fde_count and one entry whose
+    // initial location is the stub.
+    let mut hdr = vec![1u8, 0x1b, 0x03, 0x3b];
+    hdr.extend_from_slice(&0i32.to_le_bytes());
+    hdr.extend_from_slice(&0x7fff_ffffu32.to_le_bytes());
+    hdr.extend_from_slice(&(elf::stub_addr(0) as i32).to_le_bytes());
+    hdr.extend_from_slice(&0i32.to_le_bytes());
+    // Each record: length 12, then a CIE pointer back to its own start,
+    // then garbage instructions.
+    let mut frame = Vec::new();
+    while frame.len() < 64 * KIB as usize {
+        frame.extend_from_slice(&12u32.to_le_bytes());
+        frame.extend_from_slice(&4u32.to_le_bytes());
+        frame.extend_from_slice(&[0x0c, 0x07, 0x08, 0x90, 0x01, 0x00, 0x2f, 0xff]);
+    }
+    e.section(Section::data(".eh_frame_hdr", Body::Bytes(hdr)));
+    e.section(Section::data(".eh_frame", Body::Bytes(frame)));
+    let file = scratch.v().join("ehlies.so");
+    victim_file(&e, &file);
+    let (_, frames) = trace_nobody_victim(
+        "eh_frame_hdr_claims_two_billion_entries",
+        &scratch,
+        "hv-ehlies",
+        &[],
+        &file,
+    );
+    assert!(frames.iter().any(|f| f == "lying_fn"), "{frames:?}");
+}

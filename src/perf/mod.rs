@@ -18,13 +18,13 @@ mod live_tests;
 #[cfg(test)]
 mod proptests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::event::{Event, EventKind, Lost, Ran, SourceStats};
+use crate::event::{Event, EventKind, EventSink, Lost, Ran, SourceStats};
 use crate::kallsyms::Preload;
 use crate::reorder::{Reorder, Rounds};
 use crate::tracefs::{EventFormat, Tracefs};
@@ -408,6 +408,9 @@ pub struct PerfBackend {
     last_occurrence: Vec<Option<Occurrence>>,
     decoder: Decoder,
     reorder: Reorder,
+    /// Events released in time order (and seen early by the sink) that
+    /// wait for kallsyms, which their kernel stacks are trimmed with.
+    held: VecDeque<Event>,
     stats: SourceStats,
     rounds: Rounds,
     /// The most bytes one sample can take: a ring with less free space than
@@ -574,6 +577,7 @@ impl PerfBackend {
             last_occurrence: Vec::new(),
             decoder,
             reorder: Reorder::new(),
+            held: VecDeque::new(),
             stats: SourceStats::default(),
             rounds: Rounds::default(),
             max_sample: max_sample_size(
@@ -821,7 +825,7 @@ impl PerfBackend {
     /// Waits up to `timeout` for data (returns early on EINTR), reads every
     /// ring, and passes to `sink`, in global time order, every event that
     /// can no longer be preceded by one not yet read (see [`Rounds`]).
-    pub fn poll(&mut self, timeout: Duration, sink: &mut dyn FnMut(Event)) -> Result<()> {
+    pub fn poll(&mut self, timeout: Duration, sink: &mut dyn EventSink) -> Result<()> {
         self.probes = sys::Probes::default();
         let fds = self.cpus.iter().map(|c| c.fds[0].as_fd());
         let Some(start) = self.rounds.wait(fds, timeout, "the perf ring buffers")? else {
@@ -830,26 +834,33 @@ impl PerfBackend {
         self.read_all();
         self.refresh_forecast();
         self.update_wakee_filter()?;
-        // Nothing is released until kallsyms is loaded (stacks are trimmed
-        // on release); until then the round is not ended either, so the
-        // next one releases only what was complete before it.
-        if self.kallsyms.as_ref().is_some_and(|p| !p.is_ready()) {
-            return Ok(());
-        }
         if let Some(upto) = self.rounds.end(start) {
-            self.join_probes();
-            let decoder = &self.decoder;
+            let held = &mut self.held;
             self.reorder.flush_upto(upto, &mut |mut ev| {
-                decoder.finish_stacks(&mut ev);
-                sink(ev)
+                sink.early(&mut ev);
+                held.push_back(ev);
             });
+        }
+        // Kernel stacks are trimmed with kallsyms' ranges: until it is
+        // loaded, released events wait, their user stacks already unwound.
+        if self.kallsyms.as_ref().is_none_or(Preload::is_ready) {
+            self.join_probes();
+            self.pass_held(sink);
         }
         Ok(())
     }
 
+    /// Passes the held events on, their kernel stacks finished.
+    fn pass_held(&mut self, sink: &mut dyn EventSink) {
+        for mut ev in self.held.drain(..) {
+            self.decoder.finish_stacks(&mut ev);
+            sink.event(ev);
+        }
+    }
+
     /// Disables the events, drains the rings and flushes every pending
     /// event to `sink` in time order.
-    pub fn finish(&mut self, sink: &mut dyn FnMut(Event)) -> Result<()> {
+    pub fn finish(&mut self, sink: &mut dyn EventSink) -> Result<()> {
         let mut first_err = None;
         if self.enabled && self.switch_ins == SwitchIns::Running {
             // A traced thread that is running now switched in at a time
@@ -876,12 +887,13 @@ impl PerfBackend {
             self.enabled = false;
         }
         self.read_all();
-        self.join_probes();
-        let decoder = &self.decoder;
+        let held = &mut self.held;
         self.reorder.flush_all(&mut |mut ev| {
-            decoder.finish_stacks(&mut ev);
-            sink(ev)
+            sink.early(&mut ev);
+            held.push_back(ev);
         });
+        self.join_probes();
+        self.pass_held(sink);
         match first_err {
             Some(e) => Err(e),
             None => Ok(()),

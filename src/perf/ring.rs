@@ -61,6 +61,22 @@ pub fn extract_records(
     scratch: &mut Vec<u8>,
     f: &mut dyn FnMut(&[u8]),
 ) -> Extracted {
+    extract_releasing(data, tail, head, scratch, f, u64::MAX, &mut |_| {})
+}
+
+/// [`extract_records`] that also calls `release` with the position past
+/// the records handed to `f` whenever `every` more bytes of them have
+/// been: the kernel may then write there again, while the rest is read.
+fn extract_releasing(
+    data: &[u8],
+    tail: u64,
+    head: u64,
+    scratch: &mut Vec<u8>,
+    f: &mut dyn FnMut(&[u8]),
+    every: u64,
+    release: &mut dyn FnMut(u64),
+) -> Extracted {
+    let mut released = tail;
     let mut out = Extracted {
         new_tail: tail,
         ..Default::default()
@@ -104,6 +120,10 @@ pub fn extract_records(
         }
         out.records += 1;
         pos = pos.wrapping_add(rec_size);
+        if pos.wrapping_sub(released) >= every {
+            release(pos);
+            released = pos;
+        }
     }
     out.new_tail = if out.corrupt { head } else { pos };
     out
@@ -215,12 +235,21 @@ impl Ring {
         }
         // SAFETY: the data area lies inside the mapping. The kernel does not
         // write the bytes between tail and head until we advance data_tail,
-        // and we only look at those bytes.
+        // and we only look at those bytes, each before data_tail passes it.
         let data = unsafe {
             std::slice::from_raw_parts(self.base.as_ptr().add(self.data_offset), self.data_size)
         };
-        let out = extract_records(data, tail, head, &mut self.scratch, f);
-        self.tail().store(out.new_tail, Ordering::Release);
+        // Space is given back to the kernel an eighth of the ring at a time:
+        // reading a full ring of large records (user stack copies) takes
+        // long enough for the kernel to lose records meanwhile otherwise.
+        let every = (self.data_size as u64 / 8).max(1);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let tail_at = self.tail();
+        let out = extract_releasing(data, tail, head, &mut scratch, f, every, &mut |pos| {
+            tail_at.store(pos, Ordering::Release)
+        });
+        tail_at.store(out.new_tail, Ordering::Release);
+        self.scratch = scratch;
         out
     }
 }
@@ -260,6 +289,36 @@ mod tests {
         for (i, b) in bytes.iter().enumerate() {
             ring[((pos + i as u64) % n) as usize] = *b;
         }
+    }
+
+    #[test]
+    fn space_is_released_as_records_are_read() {
+        let mut data = vec![0u8; 256];
+        let mut pos = 0u64;
+        for i in 0..10u8 {
+            put(&mut data, pos, &record(9, 24, i));
+            pos += 24;
+        }
+        let released = std::cell::RefCell::new(Vec::new());
+        let mut seen = 0;
+        let out = extract_releasing(
+            &data,
+            0,
+            pos,
+            &mut Vec::new(),
+            &mut |r| {
+                // Nothing from the record being read on is given back.
+                assert!(released.borrow().last().is_none_or(|&p| p <= seen * 24));
+                seen += 1;
+                assert_eq!(r.len(), 24);
+            },
+            64,
+            &mut |p| released.borrow_mut().push(p),
+        );
+        let released = released.into_inner();
+        // After each record that takes the unreleased run to 64 bytes.
+        assert_eq!(released, [72, 144, 216]);
+        assert_eq!((out.records, out.new_tail), (10, 240));
     }
 
     fn collect(data: &[u8], tail: u64, head: u64) -> (Vec<Vec<u8>>, Extracted) {

@@ -19,7 +19,7 @@ use super::instance::{Instance, InstanceConfig, KernelFilter, Owner};
 use super::page::{self, HeaderLayout, Missed, PageLayout};
 use super::sched::SchedFields;
 use crate::aggregate::tasks::parse_status_tgid;
-use crate::event::{Event, EventKind, Lost, SourceStats};
+use crate::event::{Event, EventKind, EventSink, Lost, SourceStats};
 use crate::kallsyms::Preload;
 use crate::reorder::{Reorder, Rounds};
 
@@ -156,7 +156,7 @@ impl TracefsBackend {
     /// CPU's pages, and passes to `sink`, in global time order, every event
     /// that can no longer be preceded by one not yet read (the same rounds
     /// as the perf backend).
-    pub fn poll(&mut self, timeout: Duration, sink: &mut dyn FnMut(Event)) -> Result<()> {
+    pub fn poll(&mut self, timeout: Duration, sink: &mut dyn EventSink) -> Result<()> {
         let fds = self.readers.iter().map(|r| r.file.as_fd());
         let Some(start) = self.rounds.wait(fds, timeout, "trace_pipe_raw")? else {
             return Ok(());
@@ -171,7 +171,7 @@ impl TracefsBackend {
 
     /// Stops recording, drains the buffers, flushes every pending event to
     /// `sink` in time order, and removes the instance.
-    pub fn finish(&mut self, sink: &mut dyn FnMut(Event)) -> Result<()> {
+    pub fn finish(&mut self, sink: &mut dyn EventSink) -> Result<()> {
         let disabled = match self.instance.as_mut() {
             Some(i) => i.disable(),
             None => Ok(()),
@@ -194,7 +194,7 @@ impl TracefsBackend {
         s
     }
 
-    fn release(&mut self, upto: u64, sink: &mut dyn FnMut(Event)) {
+    fn release(&mut self, upto: u64, sink: &mut dyn EventSink) {
         let TracefsBackend {
             assembler,
             tgids,
@@ -202,7 +202,10 @@ impl TracefsBackend {
             ..
         } = self;
         assembler.flush(upto, tgids, &mut |ev| reorder.push(ev));
-        reorder.flush_upto(upto, sink);
+        reorder.flush_upto(upto, &mut |mut ev| {
+            sink.early(&mut ev);
+            sink.event(ev)
+        });
     }
 
     /// Reads every CPU's available pages.
