@@ -23,6 +23,7 @@ examples:
     offwake-perf -K               # show kernel stacks only
     offwake-perf --state 2        # only uninterruptible (D) sleeps
     offwake-perf -f -- make -j2   # run a command and trace it and its children
+    offwake-perf --call-graph dwarf,32768 -p 185   # deeper user stacks (node)
     offwake-perf -f 10 | flamegraph.pl --color=chain --countname=us > offwake.svg";
 
 /// Where events come from.
@@ -130,7 +131,8 @@ pub struct Cli {
     pub backend: Backend,
 
     /// Ring-buffer size per CPU, in pages (a power of two; default: 32 MiB
-    /// shared by the CPUs, at least 512 KiB and at most 4 MiB each).
+    /// shared by the CPUs, at least 512 KiB and at most 4 MiB each; 4 times
+    /// that under --call-graph dwarf).
     #[arg(long, value_name = "N", value_parser = power_of_two)]
     pub mmap_pages: Option<usize>,
 
@@ -138,8 +140,8 @@ pub struct Cli {
     /// `dwarf[,SIZE]`: SIZE bytes of user stack (a multiple of 8, at most
     /// 65528; default 8192) copied with each sample and unwound with the
     /// binaries' DWARF unwind tables while tracing. Default: dwarf for
-    /// -p, -t and -- COMMAND (the rings are then 4 times larger), fp when
-    /// tracing the whole system. The tracefs backend has fp only.
+    /// -p, -t and -- COMMAND, fp when tracing the whole system. The
+    /// tracefs backend has fp only.
     #[arg(long, value_name = "fp|dwarf[,SIZE]", value_parser = call_graph,
           conflicts_with = "kernel_stacks_only")]
     pub call_graph: Option<CallGraph>,

@@ -63,7 +63,12 @@ struct PreloadState {
 impl Preload {
     /// Starts reading kallsyms on a thread.
     pub fn spawn() -> Preload {
-        let thread = std::thread::spawn(|| Ok(Tables::from_kallsyms(&read()?)));
+        let thread = std::thread::spawn(|| {
+            // SAFETY: setpriority only reads its arguments; 0 is the
+            // calling thread (Linux gives each thread its own nice value).
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+            Ok(Tables::from_kallsyms(&read()?))
+        });
         Preload(Arc::new(PreloadState {
             thread: Mutex::new(Some(thread)),
             done: OnceLock::new(),

@@ -257,6 +257,9 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             st.unreadable_files
         );
     }
+    // The unwind tables are of no more use: their memory goes before
+    // symbolization's.
+    drop(sink);
 
     let switch_ins_from_records = backend.switch_ins_from_records();
     let result = Arc::new(aggregator.finish());

@@ -31,24 +31,37 @@ pub(crate) const RUN_BUDGET: u64 = 192 << 20;
 #[derive(Debug)]
 pub(crate) struct RunBudget {
     left: u64,
+    /// Most one file may use.
+    per_file: u64,
 }
 
 impl Default for RunBudget {
     fn default() -> RunBudget {
-        RunBudget { left: RUN_BUDGET }
+        RunBudget::new(FILE_BUDGET, RUN_BUDGET)
     }
 }
 
 impl RunBudget {
+    /// A budget of `total` bytes for the run, at most `per_file` a file.
+    pub(crate) fn new(per_file: u64, total: u64) -> RunBudget {
+        RunBudget {
+            left: total,
+            per_file,
+        }
+    }
+
     /// The allowance of the next file: its share, or what is left.
     pub(crate) fn allowance(&self) -> Allowance {
-        Allowance::new(FILE_BUDGET.min(self.left))
+        Allowance::new(self.per_file.min(self.left))
     }
 
     /// The allowance of a file read while `other` is still in use (a debug
     /// file, while its binary is parsed).
     pub(crate) fn allowance_besides(&self, other: &Allowance) -> Allowance {
-        Allowance::new(FILE_BUDGET.min(self.left.saturating_sub(other.used.get())))
+        Allowance::new(
+            self.per_file
+                .min(self.left.saturating_sub(other.used.get())),
+        )
     }
 
     /// Takes what a file spent.

@@ -27,6 +27,12 @@ pub(crate) use tables::UnwindTables;
 /// Most frames one stack unwinds to (a deeper one is cut there).
 pub(crate) const MAX_FRAMES: usize = 512;
 
+/// Most bytes of unwind tables read from one file, and from all files of a
+/// run: they stay in memory while tracing. (node's `.eh_frame` and its
+/// index, `.eh_frame_hdr`, are 3.3 MiB.)
+const TABLES_PER_FILE: u64 = 32 << 20;
+const TABLES_PER_RUN: u64 = 64 << 20;
+
 /// One process's unwinder and the mappings it holds as modules.
 struct Space {
     /// The map version the modules were last brought up to date with.
@@ -86,7 +92,7 @@ impl Unwinder {
         Unwinder {
             spaces: FxHashMap::default(),
             tables: HashMap::new(),
-            run: RunBudget::default(),
+            run: RunBudget::new(TABLES_PER_FILE, TABLES_PER_RUN),
             chains: ChainCache::new(),
             entries: Vec::new(),
             stats: UnwindStats::default(),
@@ -191,7 +197,7 @@ impl Unwinder {
                 continue;
             }
             // Recorded even when it gives no module: not tried again
-            // until the map changes.
+            // while the mapping stays.
             space.modules.insert(m.start, key(m));
             let Some(tables) = tables_of(
                 &mut self.tables,
