@@ -429,10 +429,6 @@ fn thread_filter(cli: &Cli) -> Result<ThreadFilter> {
     })
 }
 
-/// What the kernel can drop for us: the named threads (`-t`), the threads
-/// of the named processes and the threads they start (`-p`), or the
-/// command and everything it starts (`-- COMMAND`). Both backends apply
-/// it; the aggregator filters either way.
 /// What a run does with the events, in time order: the processes' maps
 /// and the unwinding of user stacks as soon as an event's place in time is
 /// known (a stack copy is never kept waiting), then the aggregation.
@@ -488,6 +484,10 @@ fn default_call_graph(threads: &ThreadFilter) -> CallGraph {
     }
 }
 
+/// What the kernel can drop for us: the named threads (`-t`), the threads
+/// of the named processes and the threads they start (`-p`), or the
+/// command and everything it starts (`-- COMMAND`). Both backends apply
+/// it; the aggregator filters either way.
 fn kernel_filter(threads: &ThreadFilter) -> KernelFilter {
     match threads {
         ThreadFilter::Tids(tids) => {
