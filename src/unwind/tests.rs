@@ -214,3 +214,57 @@ fn the_map_in_use_prefers_the_newest_of_overlapping_mappings() {
     assert_eq!(paths(5), ["/old", "/other"]);
     assert_eq!(paths(10), ["/new", "/other"]);
 }
+
+mod props {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    thread_local! {
+        static STATE: std::cell::RefCell<(ProcessMaps, Unwinder)> = {
+            let mut maps = ProcessMaps::new();
+            maps.ensure_known(std::process::id(), 0);
+            std::cell::RefCell::new((maps, Unwinder::new()))
+        };
+    }
+
+    /// Values near `real` (code or stack), or anywhere.
+    fn near(real: u64) -> impl Strategy<Value = u64> {
+        prop_oneof![
+            (0u64..4096).prop_map(move |d| real.wrapping_add(d)),
+            (0u64..4096).prop_map(move |d| real.wrapping_sub(d)),
+            any::<u64>(),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(crate::proptest_config::config(256))]
+
+        /// Garbage copies and registers against this process's real
+        /// modules: never a panic, never more than the cap, always the IP
+        /// first.
+        #[test]
+        fn garbage_copies_never_panic(
+            ip in near(capture as fn() -> UserCopy as usize as u64),
+            sp_delta in 0u64..64,
+            bp in any::<u64>(),
+            words in proptest::collection::vec(near(capture as fn() -> UserCopy as usize as u64), 0..512),
+            cut in 0usize..8,
+        ) {
+            let me = std::process::id();
+            let mut copy = copy_of(0x7ff0_0000_0000 + sp_delta * 8, &words);
+            let len = copy.stack.len().saturating_sub(cut);
+            copy.stack = copy.stack[..len].into();
+            copy.ip = ip;
+            copy.bp = bp;
+            let mut ev = switch_with(copy, me);
+            // One unwinder for all cases: its tables are read once.
+            STATE.with_borrow_mut(|(maps, unwinder)| unwinder.unwind(&mut ev, maps));
+            let EventKind::Switch(s) = &ev.kind else {
+                unreachable!()
+            };
+            prop_assert!(s.stack.user().len() <= MAX_FRAMES);
+            prop_assert_eq!(s.stack.user().first(), Some(&ip));
+        }
+    }
+}
