@@ -139,8 +139,23 @@ fn state_filter_drops_switch_outs_in_the_kernel() {
     // The main thread, the reader and the writer.
     wait_for("the workload's threads", || thread_count(w.id()) >= 3);
     let pid = w.id().to_string();
-    let all = start_traced(&["--backend", "perf", "--state", "1", "-p", &pid, "1"]);
-    let d_only = start_traced(&["--backend", "perf", "--state", "2", "-p", &pid, "1"]);
+    // Frame pointers, as the shares above were measured with: the copies
+    // of --call-graph dwarf slow the workload down (in emulated test VMs
+    // so much that records the runs share weigh more).
+    let run = |state| {
+        start_traced(&[
+            "--backend",
+            "perf",
+            "--call-graph",
+            "fp",
+            "--state",
+            state,
+            "-p",
+            &pid,
+            "1",
+        ])
+    };
+    let (all, d_only) = (run("1"), run("2"));
     let (all_out, all_err) = all.finish();
     let (d_out, d_err) = d_only.finish();
     let _ = w.kill();
