@@ -248,7 +248,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         let st = u.stats();
         diag!(
             "offwake-perf: unwound {} user stacks in {:.3} ms ({:.2} us each): {} frames \
-             by DWARF, {} more by frame pointers; {} files without unwind tables",
+             by DWARF, {} more by frame pointers; {} files' unwind tables unreadable",
             st.stacks,
             st.time.as_secs_f64() * 1e3,
             st.time.as_secs_f64() * 1e6 / st.stacks.max(1) as f64,

@@ -22,7 +22,7 @@ use crate::event::{Callchain, ChainCache, Event, EventKind, UserCopy};
 use crate::symbolize::read::RunBudget;
 use crate::symbolize::{Mapping, ProcessMaps};
 use crate::sys::open::FileKey;
-pub(crate) use tables::UnwindTables;
+use tables::UnwindTables;
 
 /// Most frames one stack unwinds to (a deeper one is cut there).
 pub(crate) const MAX_FRAMES: usize = 512;
@@ -279,7 +279,8 @@ fn read_word(copy: &UserCopy, addr: u64) -> Result<u64, ()> {
 
 /// Where DWARF unwinding stopped early (the copy ended, or a frame had no
 /// rule), the frame-pointer chain's frames past the last unwound frame,
-/// when that chain holds it: it often goes on further.
+/// when that chain holds it: code built with frame pointers can lead it
+/// past the end of the copy.
 fn extend_from_fp(frames: &mut Vec<u64>, fp: &[u64]) {
     let Some(&last) = frames.last() else {
         frames.extend(fp.iter().take(MAX_FRAMES));
