@@ -38,36 +38,20 @@ fn formats() -> &'static (EventFormat, EventFormat) {
     })
 }
 
+/// What the backend asks for system-wide, and what per-task tracing adds.
+const SYSTEM_WIDE: u64 =
+    SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_CALLCHAIN | SAMPLE_RAW;
+const PER_TASK: u64 = SYSTEM_WIDE | SAMPLE_READ;
+/// What `--call-graph dwarf` adds.
+const DWARF: u64 = SAMPLE_REGS_USER | SAMPLE_STACK_USER;
+
 /// The sample types the backend can ask for, plus one with every bit the
 /// decoder walks.
 const SAMPLE_TYPES: [u64; 6] = [
-    SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_CALLCHAIN | SAMPLE_RAW,
-    // With --call-graph dwarf, system-wide and per task.
-    SAMPLE_IDENTIFIER
-        | SAMPLE_TID
-        | SAMPLE_TIME
-        | SAMPLE_CPU
-        | SAMPLE_CALLCHAIN
-        | SAMPLE_RAW
-        | SAMPLE_REGS_USER
-        | SAMPLE_STACK_USER,
-    SAMPLE_IDENTIFIER
-        | SAMPLE_TID
-        | SAMPLE_TIME
-        | SAMPLE_CPU
-        | SAMPLE_READ
-        | SAMPLE_CALLCHAIN
-        | SAMPLE_RAW
-        | SAMPLE_REGS_USER
-        | SAMPLE_STACK_USER,
-    // What per-task tracing asks for.
-    SAMPLE_IDENTIFIER
-        | SAMPLE_TID
-        | SAMPLE_TIME
-        | SAMPLE_CPU
-        | SAMPLE_READ
-        | SAMPLE_CALLCHAIN
-        | SAMPLE_RAW,
+    SYSTEM_WIDE,
+    SYSTEM_WIDE | DWARF,
+    PER_TASK,
+    PER_TASK | DWARF,
     SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW,
     SUPPORTED_SAMPLE_TYPE,
 ];

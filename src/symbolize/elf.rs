@@ -35,11 +35,26 @@ pub(crate) const MAX_INLINE_FRAMES: usize = 128;
 /// process's.
 const DEBUG_DIR: &str = "/usr/lib/debug";
 
+/// One `PT_LOAD` segment: where its bytes are in the file and in memory.
 #[derive(Debug, Clone, Copy)]
-struct Segment {
-    offset: u64,
-    filesz: u64,
-    vaddr: u64,
+pub(crate) struct Segment {
+    pub(crate) offset: u64,
+    pub(crate) filesz: u64,
+    pub(crate) vaddr: u64,
+}
+
+/// The `PT_LOAD` segments of `obj`.
+pub(crate) fn load_segments<'a, R: object::ReadRef<'a>>(obj: &object::File<'a, R>) -> Vec<Segment> {
+    obj.segments()
+        .map(|s| {
+            let (offset, filesz) = s.file_range();
+            Segment {
+                offset,
+                filesz,
+                vaddr: s.address(),
+            }
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone)]
@@ -316,17 +331,7 @@ fn parse_image(
     if !matches!(obj.format(), object::BinaryFormat::Elf) {
         return Err(anyhow::anyhow!("not an ELF file").into());
     }
-    let segments = obj
-        .segments()
-        .map(|s| {
-            let (offset, filesz) = s.file_range();
-            Segment {
-                offset,
-                filesz,
-                vaddr: s.address(),
-            }
-        })
-        .collect();
+    let segments = load_segments(&obj);
     let mut symbols = function_symbols(&obj, allowance);
     let mut dwarf = None;
     let mut over_budget = false;

@@ -7,20 +7,12 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use framehop::ExplicitModuleSectionInfo;
-use object::{Object, ObjectSection, ObjectSegment};
+use object::{Object, ObjectSection};
 use typed_arena::Arena;
 
-use crate::symbolize::elf::section_bytes;
+use crate::symbolize::elf::{Segment, load_segments, section_bytes};
 use crate::symbolize::read::{Reader, RunBudget, Source};
 use crate::sys::open::Opened;
-
-/// One `PT_LOAD` segment.
-#[derive(Clone, Copy, Debug)]
-struct Segment {
-    offset: u64,
-    filesz: u64,
-    vaddr: u64,
-}
 
 /// A section's address range and bytes.
 #[derive(Clone, Debug)]
@@ -76,17 +68,7 @@ impl UnwindTables {
             None => section_bytes(&obj, reader, ".debug_frame"),
         };
         Some(UnwindTables {
-            segments: obj
-                .segments()
-                .map(|s| {
-                    let (offset, filesz) = s.file_range();
-                    Segment {
-                        offset,
-                        filesz,
-                        vaddr: s.address(),
-                    }
-                })
-                .collect(),
+            segments: load_segments(&obj),
             text: range(".text"),
             got: range(".got"),
             eh_frame,

@@ -100,6 +100,14 @@ fn outer_frame() -> UserCopy {
     black_box(middle_frame())
 }
 
+/// The switch of an event made by [`switch_with`].
+fn switch_of(ev: &Event) -> &Switch {
+    match &ev.kind {
+        EventKind::Switch(s) => s,
+        other => panic!("{other:?}"),
+    }
+}
+
 fn switch_with(copy: UserCopy, tgid: u32) -> Event {
     Event {
         time: 1,
@@ -126,9 +134,7 @@ fn unwinds_its_own_stack_through_its_callers() {
     let mut unwinder = Unwinder::new();
     let mut ev = switch_with(outer_frame(), me);
     unwinder.unwind(&mut ev, &mut maps);
-    let EventKind::Switch(s) = &ev.kind else {
-        unreachable!()
-    };
+    let s = switch_of(&ev);
     assert!(s.user_copy.is_none(), "the copy is dropped");
     assert_eq!(s.stack.kernel(), [0xffffffff81000000], "kernel part kept");
     let user = s.stack.user().to_vec();
@@ -174,9 +180,7 @@ fn a_copy_of_garbage_gives_a_short_stack_not_a_panic() {
         copy.ip = ip;
         let mut ev = switch_with(copy, me);
         unwinder.unwind(&mut ev, &mut maps);
-        let EventKind::Switch(s) = &ev.kind else {
-            unreachable!()
-        };
+        let s = switch_of(&ev);
         assert!(s.stack.user().len() <= MAX_FRAMES);
         assert_eq!(s.stack.user().first(), Some(&ip), "starts at the IP");
     }
@@ -260,9 +264,7 @@ mod props {
             let mut ev = switch_with(copy, me);
             // One unwinder for all cases: its tables are read once.
             STATE.with_borrow_mut(|(maps, unwinder)| unwinder.unwind(&mut ev, maps));
-            let EventKind::Switch(s) = &ev.kind else {
-                unreachable!()
-            };
+            let s = switch_of(&ev);
             prop_assert!(s.stack.user().len() <= MAX_FRAMES);
             prop_assert_eq!(s.stack.user().first(), Some(&ip));
         }
