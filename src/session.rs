@@ -257,6 +257,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             st.unreadable_files
         );
     }
+    let unwind_note = sink.unwinder.as_ref().and_then(Unwinder::note);
     // The unwind tables are of no more use: their memory goes before
     // symbolization's.
     drop(sink);
@@ -337,6 +338,9 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         );
     }
     for note in aggregate::quiet::notes(&result.quiet, state.is_some()) {
+        diag!("{note}");
+    }
+    if let Some(note) = unwind_note {
         diag!("{note}");
     }
     diag!(

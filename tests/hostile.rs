@@ -901,7 +901,7 @@ fn unwind_tables_over_the_budget() {
     e.section(Section::data(".eh_frame_hdr", Body::Alias(frame)));
     let file = scratch.v().join("ehbig.so");
     victim_file(&e, &file);
-    let (_, frames) = trace_nobody_victim(
+    let (run, frames) = trace_nobody_victim(
         "unwind_tables_over_the_budget",
         &scratch,
         "hv-ehbig",
@@ -909,6 +909,18 @@ fn unwind_tables_over_the_budget() {
         &file,
     );
     assert!(frames.iter().any(|f| f == "unwound_fn"), "{frames:?}");
+    // The victim's stacks were unwound, and its tables refused, with a
+    // note that says so.
+    let (stacks, unreadable) = run.unwinding();
+    assert!(stacks >= 1 && unreadable >= 1, "{}", run.stderr);
+    assert!(
+        run.stderr.lines().any(|l| l.starts_with(
+            "NOTE: user stacks were walked by frame \
+             pointers only through 1 file(s)"
+        ) && l.contains("ehbig.so")),
+        "{}",
+        run.stderr
+    );
 }
 
 /// Attack 20: an `.eh_frame_hdr` whose search table claims 2^31 - 1
@@ -943,7 +955,7 @@ fn eh_frame_hdr_claims_two_billion_entries() {
     e.section(Section::data(".eh_frame", Body::Bytes(frame)));
     let file = scratch.v().join("ehlies.so");
     victim_file(&e, &file);
-    let (_, frames) = trace_nobody_victim(
+    let (run, frames) = trace_nobody_victim(
         "eh_frame_hdr_claims_two_billion_entries",
         &scratch,
         "hv-ehlies",
@@ -951,4 +963,7 @@ fn eh_frame_hdr_claims_two_billion_entries() {
         &file,
     );
     assert!(frames.iter().any(|f| f == "lying_fn"), "{frames:?}");
+    // The tables were read (they fit the budget) and the stacks unwound.
+    let (stacks, unreadable) = run.unwinding();
+    assert!(stacks >= 1 && unreadable == 0, "{}", run.stderr);
 }

@@ -19,6 +19,7 @@ use framehop::{Module, Unwinder as _};
 use rustc_hash::FxHashMap;
 
 use crate::event::{Callchain, ChainCache, Event, EventKind, UserCopy};
+use crate::report::{Place, escape};
 use crate::symbolize::read::RunBudget;
 use crate::symbolize::{Mapping, ProcessMaps};
 use crate::sys::open::FileKey;
@@ -79,7 +80,12 @@ pub(crate) struct Unwinder {
     /// Entries of the chain being built, as [`ChainCache`] keys them.
     entries: Vec<u8>,
     stats: UnwindStats,
+    /// The paths of the first files whose tables could not be read.
+    unreadable: Vec<String>,
 }
+
+/// Most paths a note names.
+const NOTE_PATHS: usize = 3;
 
 impl Default for Unwinder {
     fn default() -> Unwinder {
@@ -96,11 +102,38 @@ impl Unwinder {
             chains: ChainCache::new(),
             entries: Vec::new(),
             stats: UnwindStats::default(),
+            unreadable: Vec::new(),
         }
     }
 
     pub(crate) fn stats(&self) -> UnwindStats {
         self.stats
+    }
+
+    /// The NOTE line that says which files' code was walked by frame
+    /// pointers only, when some were (their paths quoted: traced processes
+    /// choose them).
+    pub(crate) fn note(&self) -> Option<String> {
+        let n = self.stats.unreadable_files;
+        if n == 0 {
+            return None;
+        }
+        let shown: Vec<String> = self
+            .unreadable
+            .iter()
+            .map(|p| escape(p.as_bytes(), Place::Quoted).into_owned())
+            .collect();
+        let more = n.saturating_sub(shown.len() as u64);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "NOTE: user stacks were walked by frame pointers only through {n} file(s) whose \
+             unwind tables could not be read (over the budget, or cut short): {}{more}.",
+            shown.join(", ")
+        ))
     }
 
     /// Replaces the user part of `event`'s stack by the unwinding of its
@@ -203,6 +236,7 @@ impl Unwinder {
                 &mut self.tables,
                 &mut self.run,
                 &mut self.stats,
+                &mut self.unreadable,
                 maps,
                 tgid,
                 m,
@@ -227,6 +261,7 @@ fn tables_of(
     tables: &mut HashMap<FileKey, Option<Arc<UnwindTables>>>,
     run: &mut RunBudget,
     stats: &mut UnwindStats,
+    unreadable: &mut Vec<String>,
     maps: &ProcessMaps,
     tgid: u32,
     m: &Mapping,
@@ -241,6 +276,9 @@ fn tables_of(
             let read = UnwindTables::read(&opened, run).map(Arc::new);
             if read.is_none() {
                 stats.unreadable_files += 1;
+                if unreadable.len() < NOTE_PATHS {
+                    unreadable.push(m.path.clone());
+                }
             }
             read
         })

@@ -36,7 +36,8 @@ pub(crate) struct UnwindTables {
 
 impl UnwindTables {
     /// Reads the tables of `opened`; `None` when it is no readable ELF
-    /// file, or its tables do not fit what `run` has left.
+    /// file, or its `.eh_frame` could not be read (over what `run` has
+    /// left, or cut short).
     pub(crate) fn read(opened: &Opened, run: &mut RunBudget) -> Option<UnwindTables> {
         let allowance = run.allowance();
         let arena = Arena::new();
@@ -62,6 +63,12 @@ impl UnwindTables {
             })
         };
         let eh_frame = section(".eh_frame");
+        let present = |name: &str| obj.section_by_name(name).is_some_and(|s| s.size() > 0);
+        if eh_frame.is_none() && present(".eh_frame") {
+            // There, but over the budget or unreadable: say so rather than
+            // walk its code by frame pointers as if it had no tables.
+            return None;
+        }
         let eh_frame_hdr = eh_frame.as_ref().and_then(|_| section(".eh_frame_hdr"));
         let debug_frame = match eh_frame {
             Some(_) => None,

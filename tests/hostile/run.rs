@@ -258,6 +258,8 @@ pub fn run_tool(case: &str, args: &[&str]) -> Run {
     let started = Instant::now();
     let mut child = Command::new(tool_path())
         .args(args)
+        // Its counters (unwinding among them) on stderr.
+        .env("OFFWAKE_TIMING", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -347,6 +349,28 @@ impl Run {
             self.case,
             self.peak_rss_mib
         );
+    }
+
+    /// The counters of the tool's `unwound N user stacks ... K files'
+    /// unwind tables unreadable` line: (N, K).
+    pub fn unwinding(&self) -> (u64, u64) {
+        let line = self
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("offwake-perf: unwound "))
+            .unwrap_or_else(|| panic!("{}: no unwinding line:\n{}", self.case, self.stderr));
+        let num = |s: &str| -> u64 {
+            s.parse()
+                .unwrap_or_else(|_| panic!("{}: bad unwinding line {line:?}", self.case))
+        };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let unreadable = words
+            .iter()
+            .position(|w| *w == "files'")
+            .and_then(|i| i.checked_sub(1))
+            .map(|i| num(words[i]))
+            .unwrap_or_else(|| panic!("{}: bad unwinding line {line:?}", self.case));
+        (num(words[2]), unreadable)
     }
 
     /// The blocks of the default output (after the header line).
