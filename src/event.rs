@@ -380,6 +380,15 @@ impl fmt::Debug for UserCopy {
     }
 }
 
+impl Waking {
+    /// Drops the user stack, copy and frames: an interrupt's wakeup has
+    /// none of its own (its user stack is the interrupted task's).
+    pub fn drop_user_stack(&mut self) {
+        self.user_copy = None;
+        self.stack = Callchain::new(self.stack.kernel(), &[]);
+    }
+}
+
 /// A new task (process or thread). `tgid == parent_tgid` for a new thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fork {

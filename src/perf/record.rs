@@ -370,8 +370,7 @@ impl Decoder {
             EventKind::Switch(s) => s.stack.skip_kernel(self.probes.leading(s.stack.kernel())),
             EventKind::Waking(w) => {
                 if w.user_copy.is_some() && self.probes.interrupted(w.stack.kernel()) {
-                    w.user_copy = None;
-                    w.stack = Callchain::new(w.stack.kernel(), &[]);
+                    w.drop_user_stack();
                 }
                 let machinery = self.probes.leading(w.stack.kernel());
                 w.stack.skip_kernel(machinery + 1);
@@ -504,8 +503,8 @@ impl Decoder {
         }
         let tp = self.tracepoint_of(&s)?;
         let raw = s.raw;
-        let mut stack = split_entries(s.callchain_bytes, &mut self.chains);
-        let mut user_copy = s.user_regs.map(|[bp, sp, ip]| {
+        let stack = split_entries(s.callchain_bytes, &mut self.chains);
+        let user_copy = s.user_regs.map(|[bp, sp, ip]| {
             Box::new(UserCopy {
                 ip,
                 sp,
@@ -513,15 +512,6 @@ impl Decoder {
                 stack: s.user_stack.into(),
             })
         });
-        if tp == Tracepoint::Waking
-            && self.sample_type & SAMPLE_STACK_USER != 0
-            && self.sched.in_hardirq(raw)
-        {
-            // An interrupt's wakeup: the user stack is of whatever task it
-            // interrupted, not of the code that woke.
-            user_copy = None;
-            stack = Callchain::new(stack.kernel(), &[]);
-        }
         let kind = match tp {
             Tracepoint::Switch => {
                 let mut sw = self.sched.switch(raw, s.pid, stack)?;
@@ -540,6 +530,11 @@ impl Decoder {
             Tracepoint::Waking => {
                 let mut w = self.sched.waking(raw, s.tid, s.pid, stack)?;
                 w.user_copy = user_copy;
+                // Told by the flags here; a softirq run on an interrupt's
+                // exit, by its kernel stack in `finish_stacks`.
+                if w.user_copy.is_some() && self.sched.in_hardirq(raw) {
+                    w.drop_user_stack();
+                }
                 EventKind::Waking(w)
             }
         };
