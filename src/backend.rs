@@ -62,8 +62,8 @@ pub struct OpenNotes {
 fn buffer_pages(config: &SourceConfig, call_graph: CallGraph) -> usize {
     config.buffer_pages.unwrap_or_else(|| {
         crate::cli::default_mmap_pages(
-            crate::perf::online_cpus().map_or(1, |c| c.len()),
-            crate::perf::ring::page_size(),
+            crate::sys::host::online_cpus().map_or(1, |c| c.len()),
+            crate::sys::host::page_size(),
             matches!(call_graph, CallGraph::Dwarf { .. }),
         )
     })

@@ -189,7 +189,7 @@ impl Cli {
             && let Some(pages) = cli.mmap_pages
         {
             use crate::tracefs::backend::{max_buffer_pages, too_many_pages};
-            let max = max_buffer_pages(crate::perf::ring::page_size());
+            let max = max_buffer_pages(crate::sys::host::page_size());
             if pages > max {
                 return Err(
                     Cli::command().error(ErrorKind::ArgumentConflict, too_many_pages(pages, max))
@@ -404,7 +404,7 @@ mod tests {
 
     #[test]
     fn tracefs_buffer_capped() {
-        let max = crate::tracefs::backend::max_buffer_pages(crate::perf::ring::page_size());
+        let max = crate::tracefs::backend::max_buffer_pages(crate::sys::host::page_size());
         let max = max.to_string();
         assert!(parse(&["--backend", "tracefs", "--mmap-pages", &max]).is_ok());
         let over = (2 * max.parse::<usize>().unwrap()).to_string();

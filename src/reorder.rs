@@ -11,7 +11,7 @@ use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::event::Event;
-use crate::perf::sys::monotonic_ns;
+use crate::sys::host::monotonic_ns;
 
 /// A buffered event and its arrival number (ties keep arrival order).
 struct Pending {

@@ -91,7 +91,7 @@ fn live_sleep_is_seen() {
         }),
         "neither a fork nor an exec of the sleep child"
     );
-    let now = sys::monotonic_ns();
+    let now = crate::sys::host::monotonic_ns();
     assert!(
         events
             .iter()

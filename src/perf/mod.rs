@@ -27,6 +27,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use crate::event::{Event, EventKind, EventSink, Lost, Ran, SourceStats};
 use crate::kallsyms::Preload;
 use crate::reorder::{Reorder, Rounds};
+use crate::sys::host::{self, online_cpus};
 use crate::tracefs::{EventFormat, Tracefs};
 use filter::WakeeFilter;
 use nascent::Forecast;
@@ -176,41 +177,6 @@ pub fn max_sample_size(
 /// only with the next record that CPU writes, which can be long after.)
 pub fn may_have_lost(data_size: u64, avail: u64, max_record: u64) -> bool {
     data_size.saturating_sub(avail) < max_record
-}
-
-/// The CPUs listed in a sysfs CPU list such as `0-3,5,7-8`.
-pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>> {
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',') {
-        let part = part.trim();
-        if part.is_empty() {
-            continue;
-        }
-        let bad = || anyhow!("bad CPU list entry `{part}` in `{}`", text.trim());
-        if let Some((a, b)) = part.split_once('-') {
-            let a: u32 = a.trim().parse().map_err(|_| bad())?;
-            let b: u32 = b.trim().parse().map_err(|_| bad())?;
-            if a > b {
-                return Err(bad());
-            }
-            cpus.extend(a..=b);
-        } else {
-            cpus.push(part.parse().map_err(|_| bad())?);
-        }
-    }
-    if cpus.is_empty() {
-        bail!("empty CPU list `{}`", text.trim());
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Ok(cpus)
-}
-
-/// The online CPUs, from `/sys/devices/system/cpu/online`.
-pub fn online_cpus() -> Result<Vec<u32>> {
-    let path = "/sys/devices/system/cpu/online";
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
-    parse_cpu_list(&text).with_context(|| format!("parsing {path}"))
 }
 
 /// One CPU's events and the ring they share.
@@ -438,7 +404,7 @@ impl PerfBackend {
         let waking = tracefs.event_format("sched", "sched_waking")?;
         let data_bytes = config
             .mmap_pages
-            .checked_mul(ring::page_size())
+            .checked_mul(host::page_size())
             .ok_or_else(|| anyhow!("{} mmap pages is too large", config.mmap_pages))?;
         let watermark = u32::try_from((data_bytes / 4).max(1)).unwrap_or(u32::MAX);
         let mut base = sys::TracepointAttr {
@@ -583,8 +549,8 @@ impl PerfBackend {
             max_sample: max_sample_size(
                 st,
                 &[&switch, &waking],
-                sys::kernel_sysctl("perf_event_max_stack").unwrap_or(127),
-                sys::kernel_sysctl("perf_event_max_contexts_per_stack").unwrap_or(8),
+                host::kernel_sysctl("perf_event_max_stack").unwrap_or(127),
+                host::kernel_sysctl("perf_event_max_contexts_per_stack").unwrap_or(8),
                 base.stack_user,
             ),
             enabled: false,
@@ -815,7 +781,7 @@ impl PerfBackend {
                     .with_context(|| format!("enabling the events of thread {tid}"))?;
             }
             if let Some(id) = c.own_id {
-                self.decoder.running().enabled(id, sys::monotonic_ns());
+                self.decoder.running().enabled(id, host::monotonic_ns());
             }
         }
         self.tasks.insert(tid, cpus);
@@ -1016,7 +982,7 @@ impl PerfBackend {
                 // the window is passed on now, counting no record. (Samples
                 // are the largest records intervals depend on; a longer
                 // mmap record lost meanwhile costs symbols, not durations.)
-                let until = sys::monotonic_ns();
+                let until = host::monotonic_ns();
                 decoder.running().forget_cpu(c.cpu);
                 reorder.push(Event {
                     time: c.last_time.max(rounds.released_upto()).min(until),
@@ -1046,22 +1012,6 @@ impl Drop for PerfBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(
-            parse_cpu_list("0-3,5,7-8\n").unwrap(),
-            vec![0, 1, 2, 3, 5, 7, 8]
-        );
-        assert_eq!(parse_cpu_list("0\n").unwrap(), vec![0]);
-        assert_eq!(parse_cpu_list("2,0-1").unwrap(), vec![0, 1, 2]);
-        assert!(parse_cpu_list("").is_err());
-        assert!(parse_cpu_list("\n").is_err());
-        assert!(parse_cpu_list("a-b").is_err());
-        assert!(parse_cpu_list("3-1").is_err());
-        assert!(parse_cpu_list("1,x").is_err());
-        assert!(!online_cpus().unwrap().is_empty());
-    }
 
     #[test]
     fn a_ring_may_have_lost_a_sample_only_when_it_had_no_room_for_one() {

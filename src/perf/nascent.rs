@@ -19,7 +19,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::sys::kernel_sysctl;
+use crate::sys::host::kernel_sysctl;
 
 /// How many future pids the filter keeps.
 pub const NASCENT_PIDS: usize = 64;

@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use anyhow::{Result, anyhow, bail};
 use perf_event_open_sys::bindings::perf_event_mmap_page;
 
+use crate::sys::host::page_size;
+
 /// Size of `struct perf_event_header`.
 pub const HEADER_SIZE: usize = 8;
 
@@ -261,12 +263,6 @@ impl Drop for Ring {
             libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.map_len);
         }
     }
-}
-
-pub fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 { p as usize } else { 4096 }
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use anyhow::{Result, anyhow, bail};
 use perf_event_open_sys as sys;
+
+use crate::sys::host::kernel_sysctl;
 use sys::bindings::{self as b, perf_event_attr};
 
 /// `PERF_SAMPLE_*` bits the decoder knows how to walk.
@@ -138,16 +140,6 @@ impl TracepointAttr {
 
 fn paranoid_level() -> String {
     kernel_sysctl("perf_event_paranoid").unwrap_or_else(|| "unknown".to_string())
-}
-
-/// `/proc/sys/kernel/NAME`, trimmed and parsed; `None` when it cannot be
-/// read or parsed.
-pub fn kernel_sysctl<T: std::str::FromStr>(name: &str) -> Option<T> {
-    std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// Opens one system-wide-per-CPU tracepoint event (pid = -1).
@@ -431,17 +423,6 @@ pub fn read_running(fd: BorrowedFd<'_>) -> Result<u64> {
     Ok(u64::from_ne_bytes(running))
 }
 
-/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock every event uses.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -517,12 +498,5 @@ mod tests {
         }
         .to_attr();
         assert_eq!(reads.read_format, READ_FORMAT);
-    }
-
-    #[test]
-    fn monotonic_advances() {
-        let a = monotonic_ns();
-        let b = monotonic_ns();
-        assert!(b >= a && a > 0);
     }
 }

@@ -192,7 +192,7 @@ impl ProcessMaps {
         };
         p.stale = false;
         p.reread_at = Some(time);
-        p.read_at = crate::perf::sys::monotonic_ns();
+        p.read_at = crate::sys::host::monotonic_ns();
         let Ok(text) = text else {
             p.exited = true;
             return;
@@ -242,7 +242,7 @@ impl ProcessMaps {
                 mappings: parse_maps(&text, from),
                 image_since: from,
                 root,
-                read_at: crate::perf::sys::monotonic_ns(),
+                read_at: crate::sys::host::monotonic_ns(),
                 ..Process::default()
             },
             Err(_) => Process {
@@ -743,7 +743,7 @@ not a maps line
             )
         };
         // Read late: the exec happened before /proc was read.
-        let before = crate::perf::sys::monotonic_ns();
+        let before = crate::sys::host::monotonic_ns();
         let mut pm = ProcessMaps::new();
         pm.ensure_known(me, 0);
         pm.observe(&exec(before));
@@ -751,7 +751,7 @@ not a maps line
         // An exec after the read replaces the image.
         let mut pm = ProcessMaps::new();
         pm.ensure_known(me, 0);
-        let after = crate::perf::sys::monotonic_ns() + 1_000_000_000;
+        let after = crate::sys::host::monotonic_ns() + 1_000_000_000;
         pm.observe(&exec(after));
         assert!(pm.lookup(me, after + 10, f).is_none());
         assert!(pm.lookup(me, after - 10, f).is_some());

@@ -1,4 +1,6 @@
-//! OS calls that more than one stage needs: the one way to open a file
-//! that a traced process names ([`open`]).
+//! OS calls and facts that more than one stage needs: the one way to open
+//! a file that a traced process names ([`open`]), and the page size, CPUs,
+//! clock and sysctls ([`host`]).
 
+pub mod host;
 pub mod open;

@@ -65,7 +65,7 @@ pub struct TracefsBackend {
 impl TracefsBackend {
     /// Creates our instance and starts recording.
     pub fn open(tracefs: &Tracefs, config: &TracefsConfig) -> Result<TracefsBackend> {
-        let buffer_kb = buffer_kb(config.buffer_pages, crate::perf::ring::page_size())?;
+        let buffer_kb = buffer_kb(config.buffer_pages, crate::sys::host::page_size())?;
         let events = tracefs.root().join("events");
         let read = |name: &str| -> Result<String> {
             let path = events.join(name);
@@ -117,7 +117,7 @@ impl TracefsBackend {
         )?;
 
         let mut readers = Vec::new();
-        for cpu in crate::perf::online_cpus()? {
+        for cpu in crate::sys::host::online_cpus()? {
             let path = instance
                 .dir()
                 .join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
