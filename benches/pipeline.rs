@@ -18,7 +18,7 @@ use offwake_perf::perf::sys::{
     SAMPLE_RAW, SAMPLE_TID, SAMPLE_TIME,
 };
 use offwake_perf::reorder::Reorder;
-use offwake_perf::tracefs::{EventFormat, Tracefs};
+use offwake_perf::tracepoint::{EventFormat, Tracefs};
 
 const ST: u64 =
     SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_CALLCHAIN | SAMPLE_RAW;

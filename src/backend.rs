@@ -11,9 +11,9 @@ use crate::event::{EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::perf::sys::open_error_of;
 use crate::perf::{Follow, PerfBackend, PerfConfig, Targets};
-use crate::tracefs::Tracefs;
 use crate::tracefs::backend::{TracefsBackend, TracefsConfig};
 use crate::tracefs::instance::KernelFilter;
+use crate::tracepoint::Tracefs;
 
 /// What either backend needs to know.
 #[derive(Clone, Debug)]

@@ -22,6 +22,7 @@ pub mod session;
 pub mod symbolize;
 pub mod sys;
 pub mod tracefs;
+pub mod tracepoint;
 pub(crate) mod unwind;
 
 #[cfg(test)]

@@ -25,8 +25,8 @@ use crate::diag::diag;
 use crate::event::{Event, EventSink};
 use crate::report::{self, Frame, Frames, ReportOptions, ResolvedEntry, StackMode};
 use crate::symbolize::{ProcessMaps, Symbolizer};
-use crate::tracefs::Tracefs;
 use crate::tracefs::instance::KernelFilter;
+use crate::tracepoint::Tracefs;
 use crate::unwind::Unwinder;
 
 /// Set by SIGINT/SIGTERM: stop tracing and print the report.

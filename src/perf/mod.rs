@@ -28,7 +28,7 @@ use crate::event::{Event, EventKind, EventSink, Lost, Ran, SourceStats};
 use crate::kallsyms::Preload;
 use crate::reorder::{Reorder, Rounds};
 use crate::sys::host::{self, online_cpus};
-use crate::tracefs::{EventFormat, Tracefs};
+use crate::tracepoint::{EventFormat, Tracefs};
 use filter::WakeeFilter;
 use nascent::Forecast;
 use record::{Decoder, Tracepoint};

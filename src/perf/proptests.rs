@@ -22,7 +22,7 @@ use super::ring::{HEADER_SIZE, extract_records};
 use super::sys::*;
 use crate::event::EventKind;
 use crate::proptest_config::config;
-use crate::tracefs::{EventFormat, Tracefs};
+use crate::tracepoint::{EventFormat, Tracefs};
 
 /// The sched_switch and sched_waking fixtures, read once.
 fn formats() -> &'static (EventFormat, EventFormat) {

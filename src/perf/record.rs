@@ -44,10 +44,10 @@ use crate::event::{
 };
 use crate::probes::ProbeRanges;
 use crate::sys::open::FileKey;
-use crate::tracefs::EventFormat;
-use crate::tracefs::sched::SchedFields;
+use crate::tracepoint::EventFormat;
+use crate::tracepoint::sched::SchedFields;
 
-pub use crate::tracefs::sched::Tracepoint;
+pub use crate::tracepoint::sched::Tracepoint;
 
 /// Decodes records produced by events opened with `sample_type`.
 #[derive(Clone, Debug)]
@@ -700,7 +700,7 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tracefs::{Field, Tracefs};
+    use crate::tracepoint::{Field, Tracefs};
 
     const ST: u64 =
         SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_CALLCHAIN | SAMPLE_RAW;

@@ -13,15 +13,15 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use super::Tracefs;
 use super::decode::{Assembler, ProcessFormats, StackFormats, TgidSource};
 use super::instance::{Instance, InstanceConfig, KernelFilter, Owner};
 use super::page::{self, HeaderLayout, Missed, PageLayout};
-use super::sched::SchedFields;
 use crate::aggregate::tasks::parse_status_tgid;
 use crate::event::{Event, EventKind, EventSink, Lost, SourceStats};
 use crate::kallsyms::Preload;
 use crate::reorder::{Reorder, Rounds};
+use crate::tracepoint::Tracefs;
+use crate::tracepoint::sched::SchedFields;
 
 /// What to record.
 #[derive(Clone, Debug)]
@@ -69,7 +69,8 @@ impl TracefsBackend {
         let events = tracefs.root().join("events");
         let read = |name: &str| -> Result<String> {
             let path = events.join(name);
-            super::read_file(&path).with_context(|| format!("reading {}", path.display()))
+            crate::tracepoint::read_file(&path)
+                .with_context(|| format!("reading {}", path.display()))
         };
         let layout = PageLayout::parse(&read("header_page")?).context("parsing header_page")?;
         let header = HeaderLayout::parse(&read("header_event")?).context("parsing header_event")?;

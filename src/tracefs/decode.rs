@@ -14,11 +14,11 @@ use std::collections::HashMap;
 
 use anyhow::Result;
 
-use super::sched::{SchedFields, Tracepoint};
-use super::{EventFormat, Field};
 use crate::event::{Callchain, Comm, CommChange, Event, EventKind, Fork};
 use crate::kallsyms::Preload;
 use crate::probes::ProbeRanges;
+use crate::tracepoint::sched::{SchedFields, Tracepoint};
+use crate::tracepoint::{EventFormat, Field};
 
 /// The `ftrace:kernel_stack` and `ftrace:user_stack` entry layouts.
 #[derive(Clone, Debug)]
@@ -402,7 +402,7 @@ fn words(raw: &[u8], offset: usize, max: usize) -> Vec<u64> {
 mod tests {
     use super::*;
     use crate::event::{RanSince, Switch, Waking};
-    use crate::tracefs::Tracefs;
+    use crate::tracepoint::Tracefs;
 
     /// The formats of every entry the assembler reads, from the fixtures.
     struct Formats {

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use super::Tracefs;
 use super::guardian::{self, Guardian};
 use crate::diag::diag;
+use crate::tracepoint::Tracefs;
 
 /// Prefix of our instances' names: `offwake-perf.<pid>.<start time>`.
 pub const NAME_PREFIX: &str = "offwake-perf.";
