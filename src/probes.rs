@@ -8,6 +8,7 @@
 use anyhow::Result;
 
 use crate::kallsyms;
+use crate::tracepoint::sched::Tracepoint;
 
 /// Address ranges of the functions between a tracepoint and the stack
 /// walker (`trace_event_raw_event_*`, `__traceiter_*`, …): ftrace's stack
@@ -90,9 +91,16 @@ impl ProbeRanges {
         self.ranges.is_empty()
     }
 
-    /// Removes the leading frames that lie in the machinery.
-    pub fn trim(&self, frames: &mut Vec<u64>) {
-        frames.drain(..self.leading(frames));
+    /// How many leading frames of a kernel stack sampled at `tp` are not
+    /// the traced code's, for both backends: those in the machinery and,
+    /// for `sched_waking`, the tracepoint's own site inside
+    /// `try_to_wake_up` (a waker's stack starts at its caller).
+    pub fn kernel_start(&self, frames: &[u64], tp: Tracepoint) -> usize {
+        let machinery = self.leading(frames);
+        match tp {
+            Tracepoint::Switch => machinery,
+            Tracepoint::Waking => (machinery + 1).min(frames.len()),
+        }
     }
 
     /// How many of the leading frames lie in the machinery.
@@ -195,9 +203,8 @@ ffffffffc0001200 t mod_function\t[mymod]
 ";
         let p = ProbeRanges::from_kallsyms(text);
         assert!(p.is_empty());
-        let mut frames = vec![0, 0x10, 0xffffffff81000100];
-        p.trim(&mut frames);
-        assert_eq!(frames, vec![0, 0x10, 0xffffffff81000100]);
+        let frames = [0, 0x10, 0xffffffff81000100];
+        assert_eq!(p.kernel_start(&frames, Tracepoint::Switch), 0);
     }
 
     #[test]
@@ -249,34 +256,31 @@ ffffffff81000100 T trace_event_raw_event_last
     }
 
     #[test]
-    fn trim_removes_only_leading_machinery() {
+    fn stacks_start_after_the_machinery_and_a_wakings_own_site() {
+        use Tracepoint::{Switch, Waking};
         let p = ProbeRanges::from_kallsyms(KALLSYMS);
-        let mut frames = vec![
+        let frames = [
             0xffffffff81000110, // trace_event_raw_event_sched_switch
             0xffffffff81000220, // __traceiter_sched_switch
-            0xffffffff810002a0, // __schedule
+            0xffffffff810002a0, // __schedule (or try_to_wake_up's site)
             0xffffffff81000510, // __ftrace_trace_stack, further down
             0xffffffff81000410, // schedule
         ];
-        p.trim(&mut frames);
-        assert_eq!(
-            frames,
-            vec![0xffffffff810002a0, 0xffffffff81000510, 0xffffffff81000410]
-        );
+        // Only the leading machinery; a waking's site goes too.
+        assert_eq!(p.kernel_start(&frames, Switch), 2);
+        assert_eq!(p.kernel_start(&frames, Waking), 3);
         // Nothing to trim.
-        let mut frames = vec![0xffffffff810002a0, 0xffffffff81000110];
-        p.trim(&mut frames);
-        assert_eq!(frames, vec![0xffffffff810002a0, 0xffffffff81000110]);
-        // All machinery.
-        let mut frames = vec![0xffffffff81000110, 0xffffffff81000510];
-        p.trim(&mut frames);
-        assert!(frames.is_empty());
-        let mut frames = Vec::new();
-        p.trim(&mut frames);
-        assert!(frames.is_empty());
-        // No ranges: untouched.
-        let mut frames = vec![0xffffffff81000110];
-        ProbeRanges::default().trim(&mut frames);
-        assert_eq!(frames, vec![0xffffffff81000110]);
+        let frames = [0xffffffff810002a0, 0xffffffff81000110];
+        assert_eq!(p.kernel_start(&frames, Switch), 0);
+        assert_eq!(p.kernel_start(&frames, Waking), 1);
+        // All machinery, or nothing at all: never past the end.
+        let frames = [0xffffffff81000110, 0xffffffff81000510];
+        assert_eq!(p.kernel_start(&frames, Switch), 2);
+        assert_eq!(p.kernel_start(&frames, Waking), 2);
+        assert_eq!(p.kernel_start(&[], Waking), 0);
+        // No ranges: only a waking's site.
+        let frames = [0xffffffff81000110];
+        assert_eq!(ProbeRanges::default().kernel_start(&frames, Switch), 0);
+        assert_eq!(ProbeRanges::default().kernel_start(&frames, Waking), 1);
     }
 }

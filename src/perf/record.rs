@@ -367,13 +367,20 @@ impl Decoder {
     /// whatever task the interrupt happened to land on.
     pub fn finish_stacks(&self, ev: &mut Event) {
         match &mut ev.kind {
-            EventKind::Switch(s) => s.stack.skip_kernel(self.probes.leading(s.stack.kernel())),
+            EventKind::Switch(s) => {
+                let start = self
+                    .probes
+                    .kernel_start(s.stack.kernel(), Tracepoint::Switch);
+                s.stack.skip_kernel(start);
+            }
             EventKind::Waking(w) => {
                 if w.user_copy.is_some() && self.probes.interrupted(w.stack.kernel()) {
                     w.drop_user_stack();
                 }
-                let machinery = self.probes.leading(w.stack.kernel());
-                w.stack.skip_kernel(machinery + 1);
+                let start = self
+                    .probes
+                    .kernel_start(w.stack.kernel(), Tracepoint::Waking);
+                w.stack.skip_kernel(start);
             }
             _ => {}
         }

@@ -310,7 +310,7 @@ impl Assembler {
             PendingKind::Switch(raw) => {
                 let prev_tid = self.sched.prev_tid(&raw)?;
                 let prev_tgid = self.tgid_of(prev_tid, tgids);
-                let mut kernel = self.trim_kernel(kernel);
+                let mut kernel = self.trim_kernel(kernel, Tracepoint::Switch);
                 // ftrace's first entry is a return address into __schedule;
                 // perf's is an address inside it. One byte back is inside
                 // the call instruction, which symbolizes the same way and
@@ -322,12 +322,7 @@ impl Assembler {
                 EventKind::Switch(self.sched.switch(&raw, prev_tgid, stack)?)
             }
             PendingKind::Waking(raw) => {
-                let mut kernel = self.trim_kernel(kernel);
-                // The first frame left is the tracepoint's site inside
-                // try_to_wake_up; the contract starts at its caller.
-                if !kernel.is_empty() {
-                    kernel.remove(0);
-                }
+                let kernel = self.trim_kernel(kernel, Tracepoint::Waking);
                 let waker_tgid = self.tgid_of(p.pid, tgids);
                 let stack = Callchain::new(&kernel, &user);
                 EventKind::Waking(self.sched.waking(&raw, p.pid, waker_tgid, stack)?)
@@ -368,18 +363,18 @@ impl Assembler {
         self
     }
 
-    /// Drops the leading frames that lie in the tracing machinery.
-    fn trim_kernel(&mut self, mut frames: Vec<u64>) -> Vec<u64> {
+    /// Drops the leading frames that are not the traced code's
+    /// ([`ProbeRanges::kernel_start`]).
+    fn trim_kernel(&mut self, mut frames: Vec<u64>, tp: Tracepoint) -> Vec<u64> {
         if frames.is_empty() {
             return frames;
         }
         let kallsyms = &self.kallsyms;
-        self.probes
-            .get_or_insert_with(|| match kallsyms {
-                Some(k) => k.wait().map(|t| t.probes.clone()).unwrap_or_default(),
-                None => ProbeRanges::load().unwrap_or_default(),
-            })
-            .trim(&mut frames);
+        let probes = self.probes.get_or_insert_with(|| match kallsyms {
+            Some(k) => k.wait().map(|t| t.probes.clone()).unwrap_or_default(),
+            None => ProbeRanges::load().unwrap_or_default(),
+        });
+        frames.drain(..probes.kernel_start(&frames, tp));
         frames
     }
 }
