@@ -104,7 +104,7 @@ impl ProbeRanges {
     }
 
     /// How many of the leading frames lie in the machinery.
-    pub fn leading(&self, frames: &[u64]) -> usize {
+    fn leading(&self, frames: &[u64]) -> usize {
         frames.iter().take_while(|&&a| self.contains(a)).count()
     }
 

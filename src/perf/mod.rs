@@ -218,15 +218,34 @@ impl TaskCpu {
 
 /// What identifies one tracepoint hit or switch record: a thread attached
 /// twice (see [`PerfBackend::attach_threads`]) writes two copies of it.
-type Occurrence = (u64, u8, u32, u32);
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Occurrence {
+    time: u64,
+    what: Occurred,
+    /// The two threads it names (the second 0 for a switch-in record).
+    tids: (u32, u32),
+}
+
+/// The kind of an [`Occurrence`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Occurred {
+    Switch,
+    Waking,
+    SwitchIn,
+}
 
 fn occurrence(ev: &Event) -> Option<Occurrence> {
-    match &ev.kind {
-        EventKind::Switch(s) => Some((ev.time, 0, s.prev_tid, s.next_tid)),
-        EventKind::Waking(w) => Some((ev.time, 1, w.waker_tid, w.wakee_tid)),
-        EventKind::SwitchIn(s) => Some((ev.time, 2, s.tid, 0)),
-        _ => None,
-    }
+    let (what, tids) = match &ev.kind {
+        EventKind::Switch(s) => (Occurred::Switch, (s.prev_tid, s.next_tid)),
+        EventKind::Waking(w) => (Occurred::Waking, (w.waker_tid, w.wakee_tid)),
+        EventKind::SwitchIn(s) => (Occurred::SwitchIn, (s.tid, 0)),
+        _ => return None,
+    };
+    Some(Occurrence {
+        time: ev.time,
+        what,
+        tids,
+    })
 }
 
 /// Opens and enables a `sched_waking` event on `cpu` that keeps the wakees
