@@ -53,8 +53,13 @@ impl Mapping {
         }
     }
 
+    /// True when the mapping is in place at `time`.
+    fn valid_at(&self, time: u64) -> bool {
+        self.from <= time && time < self.until
+    }
+
     fn contains(&self, time: u64, addr: u64) -> bool {
-        self.from <= time && time < self.until && self.start <= addr && addr < self.end
+        self.valid_at(time) && self.start <= addr && addr < self.end
     }
 }
 
@@ -267,7 +272,7 @@ impl ProcessMaps {
                     .map(|p| {
                         p.mappings
                             .iter()
-                            .filter(|m| m.from <= time && time < m.until)
+                            .filter(|m| m.valid_at(time))
                             .map(|m| Mapping {
                                 // The child exists from the fork on.
                                 from: time,
@@ -373,7 +378,7 @@ impl ProcessMaps {
         // By start address; none of them overlap.
         let mut chosen: std::collections::BTreeMap<u64, &Mapping> = Default::default();
         for m in p.mappings.iter().rev() {
-            if !(m.from <= time && time < m.until && m.start < m.end) {
+            if !m.valid_at(time) || m.start >= m.end {
                 continue;
             }
             let below = chosen.range(..m.end).next_back();
