@@ -57,14 +57,14 @@ pub struct OpenNotes {
     pub call_graph: Option<String>,
 }
 
-/// The ring size per CPU, in pages, that `config` asks for or defaults to
-/// under `call_graph`.
-fn buffer_pages(config: &SourceConfig, call_graph: CallGraph) -> usize {
+/// The ring size per CPU, in pages, that `config` asks for or defaults to,
+/// for samples that do or do not copy user stacks.
+fn buffer_pages(config: &SourceConfig, copies_stacks: bool) -> usize {
     config.buffer_pages.unwrap_or_else(|| {
         crate::cli::default_mmap_pages(
             crate::sys::host::online_cpus().map_or(1, |c| c.len()),
             crate::sys::host::page_size(),
-            matches!(call_graph, CallGraph::Dwarf { .. }),
+            copies_stacks,
         )
     })
 }
@@ -78,15 +78,17 @@ impl Source {
         tracefs: &Tracefs,
         config: &SourceConfig,
     ) -> Result<(Source, OpenNotes)> {
+        // Without user stacks (-K) nothing is copied, whatever the default.
+        let user_stack_copy = match config.call_graph {
+            CallGraph::Dwarf { size } if config.user_stacks => Some(size),
+            _ => None,
+        };
         let perf_config = PerfConfig {
-            mmap_pages: buffer_pages(config, config.call_graph),
+            mmap_pages: buffer_pages(config, user_stack_copy.is_some()),
             kernel_callchain: config.kernel_stacks,
             kallsyms: config.kallsyms.clone(),
             user_callchain: config.user_stacks,
-            user_stack_copy: match config.call_graph {
-                CallGraph::Dwarf { size } if config.user_stacks => Some(size),
-                _ => None,
-            },
+            user_stack_copy,
             targets: match &config.filter {
                 KernelFilter::None => Targets::All,
                 KernelFilter::Tids(tids) => Targets::Threads {
@@ -156,7 +158,7 @@ impl Source {
         let backend = TracefsBackend::open(
             tracefs,
             &TracefsConfig {
-                buffer_pages: buffer_pages(config, CallGraph::Fp),
+                buffer_pages: buffer_pages(config, false),
                 kernel_stacks: config.kernel_stacks,
                 user_stacks: config.user_stacks,
                 filter: config.filter.clone(),
