@@ -458,11 +458,12 @@ impl EventSink for Stages<'_> {
     }
 
     fn event(&mut self, event: Event) {
-        let stored = self.aggregator.user_stacks_stored();
-        self.aggregator.process(&event);
         if !self.keep_user {
+            self.aggregator.process(&event);
             return;
         }
+        let stored = self.aggregator.user_stacks_stored();
+        self.aggregator.process(&event);
         // Only processes whose user stacks were stored need their memory
         // map, snapshotted from /proc the first time, while they live.
         for stack in self.aggregator.user_stacks_since(stored) {

@@ -300,8 +300,8 @@ fn walk(
     loop {
         match iter.next() {
             Ok(Some(frame)) if frames.len() < MAX_FRAMES => frames.push(frame.address()),
-            Ok(Some(_)) => return (frames, true),
-            Ok(None) => return (frames, true),
+            // The stack's end, or the cap.
+            Ok(_) => return (frames, true),
             Err(_) => return (frames, false),
         }
     }
