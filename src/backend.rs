@@ -6,40 +6,14 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 
-use crate::cli::{Backend, CallGraph};
+use crate::cli::Backend;
 use crate::event::{EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::perf::sys::open_error_of;
-use crate::perf::{Follow, PerfBackend, PerfConfig, Targets};
+use crate::perf::{PerfBackend, PerfConfig};
+use crate::plan::Plan;
 use crate::tracefs::backend::{TracefsBackend, TracefsConfig};
-use crate::tracefs::instance::KernelFilter;
 use crate::tracepoint::Tracefs;
-
-/// What either backend needs to know.
-#[derive(Clone, Debug)]
-pub struct SourceConfig {
-    /// Per-CPU buffer size in pages (`None`: the default for the call
-    /// graph the backend uses).
-    pub buffer_pages: Option<usize>,
-    pub kernel_stacks: bool,
-    pub user_stacks: bool,
-    /// How user stacks are walked.
-    pub call_graph: CallGraph,
-    /// The user asked for `call_graph` (else it is the default for the
-    /// targets, which the tracefs backend may lower to `fp`).
-    pub call_graph_asked: bool,
-    /// Threads the kernel should keep.
-    pub filter: KernelFilter,
-    /// The processes of `-p` (their threads are in `filter`).
-    pub processes: Vec<u32>,
-    /// `--state` as a `sched_switch` tracepoint filter (used by the perf
-    /// backend, whose switch-ins do not depend on that event).
-    pub state_filter: Option<String>,
-    /// Record process creation and exec (`-- COMMAND`).
-    pub follow_processes: bool,
-    /// kallsyms, being read (when kernel stacks are wanted).
-    pub kallsyms: Option<Preload>,
-}
 
 /// An open, recording backend.
 pub enum Source {
@@ -57,10 +31,10 @@ pub struct OpenNotes {
     pub call_graph: Option<String>,
 }
 
-/// The ring size per CPU, in pages, that `config` asks for or defaults to,
+/// The ring size per CPU, in pages, that `plan` asks for or defaults to,
 /// for samples that do or do not copy user stacks.
-fn buffer_pages(config: &SourceConfig, copies_stacks: bool) -> usize {
-    config.buffer_pages.unwrap_or_else(|| {
+fn buffer_pages(plan: &Plan, copies_stacks: bool) -> usize {
+    plan.buffer_pages.unwrap_or_else(|| {
         crate::cli::default_mmap_pages(
             crate::sys::host::online_cpus().map_or(1, |c| c.len()),
             crate::sys::host::page_size(),
@@ -70,50 +44,28 @@ fn buffer_pages(config: &SourceConfig, copies_stacks: bool) -> usize {
 }
 
 impl Source {
-    /// Opens the backend `choice` asks for. Under `auto`, a denied
+    /// Opens the backend `plan` asks for. Under `auto`, a denied
     /// `perf_event_open` (EPERM, EACCES, ENOSYS) falls back to tracefs and
     /// the notes say so and why; any other perf failure is an error.
+    /// `kallsyms` is being read when kernel stacks are wanted.
     pub fn open(
-        choice: Backend,
+        plan: &Plan,
         tracefs: &Tracefs,
-        config: &SourceConfig,
+        kallsyms: Option<&Preload>,
     ) -> Result<(Source, OpenNotes)> {
-        // Without user stacks (-K) nothing is copied, whatever the default.
-        let user_stack_copy = match config.call_graph {
-            CallGraph::Dwarf { size } if config.user_stacks => Some(size),
-            _ => None,
-        };
         let perf_config = PerfConfig {
-            mmap_pages: buffer_pages(config, user_stack_copy.is_some()),
-            kernel_callchain: config.kernel_stacks,
-            kallsyms: config.kallsyms.clone(),
-            user_callchain: config.user_stacks,
-            user_stack_copy,
-            targets: match &config.filter {
-                KernelFilter::None => Targets::All,
-                KernelFilter::Tids(tids) => Targets::Threads {
-                    tids: tids.clone(),
-                    processes: Vec::new(),
-                    follow: Follow::Nothing,
-                },
-                KernelFilter::Pids(tids) => Targets::Threads {
-                    tids: tids.clone(),
-                    processes: config.processes.clone(),
-                    follow: if config.follow_processes {
-                        Follow::Everything
-                    } else {
-                        Follow::Threads
-                    },
-                },
-            },
-            state_filter: config.state_filter.clone(),
+            mmap_pages: buffer_pages(plan, plan.stacks.user_copy().is_some()),
+            stacks: plan.stacks,
+            kallsyms: kallsyms.cloned(),
+            targets: plan.targets.clone(),
+            state_filter: plan.state.map(|s| s.tracepoint_filter()),
         };
-        match choice {
+        match plan.backend {
             Backend::Perf => Ok((
                 Source::Perf(Box::new(PerfBackend::open(tracefs, &perf_config)?)),
                 OpenNotes::default(),
             )),
-            Backend::Tracefs => Source::open_tracefs(tracefs, config, None),
+            Backend::Tracefs => Source::open_tracefs(plan, tracefs, kallsyms, None),
             Backend::Auto => match PerfBackend::open(tracefs, &perf_config) {
                 Ok(p) => Ok((Source::Perf(Box::new(p)), OpenNotes::default())),
                 Err(e) => {
@@ -125,7 +77,7 @@ impl Source {
                         "offwake-perf: perf_event_open was denied ({why}); falling back to \
                          the tracefs backend (--backend tracefs)"
                     );
-                    Source::open_tracefs(tracefs, config, Some(notice)).map_err(|t| {
+                    Source::open_tracefs(plan, tracefs, kallsyms, Some(notice)).map_err(|t| {
                         t.context(format!(
                             "perf_event_open was denied ({why}) and the tracefs fallback \
                              failed too"
@@ -137,13 +89,14 @@ impl Source {
     }
 
     fn open_tracefs(
+        plan: &Plan,
         tracefs: &Tracefs,
-        config: &SourceConfig,
+        kallsyms: Option<&Preload>,
         fallback: Option<String>,
     ) -> Result<(Source, OpenNotes)> {
         let mut call_graph = None;
-        if config.user_stacks && config.call_graph != CallGraph::Fp {
-            if config.call_graph_asked {
+        if plan.stacks.user_copy().is_some() {
+            if plan.stacks.call_graph_asked {
                 bail!(
                     "the tracefs backend cannot copy user stacks, which --call-graph dwarf \
                      needs: use the perf backend, or --call-graph fp"
@@ -158,12 +111,10 @@ impl Source {
         let backend = TracefsBackend::open(
             tracefs,
             &TracefsConfig {
-                buffer_pages: buffer_pages(config, false),
-                kernel_stacks: config.kernel_stacks,
-                user_stacks: config.user_stacks,
-                filter: config.filter.clone(),
-                follow_processes: config.follow_processes,
-                kallsyms: config.kallsyms.clone(),
+                buffer_pages: buffer_pages(plan, false),
+                stacks: plan.stacks,
+                targets: plan.targets.clone(),
+                kallsyms: kallsyms.cloned(),
             },
         )?;
         Ok((

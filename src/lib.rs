@@ -9,12 +9,15 @@
 
 pub mod aggregate;
 pub mod backend;
+#[doc(hidden)]
+pub mod benchkit;
 pub mod cli;
 pub mod command;
 pub mod diag;
 pub mod event;
 pub mod kallsyms;
 pub mod perf;
+pub(crate) mod plan;
 pub mod probes;
 pub mod reorder;
 pub mod report;

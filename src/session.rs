@@ -6,26 +6,23 @@
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
-use std::process::ExitStatus;
+use std::process::{Child, ExitStatus};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::aggregate::tasks::parse_status_tgid;
-use crate::aggregate::{
-    self, Aggregator, StackRef, StackTable, StateFilter, TaskTable, ThreadFilter,
-};
-use crate::backend::{Source, SourceConfig};
-use crate::cli::{CallGraph, Cli};
+use crate::aggregate::{self, Aggregator, StackRef, StackTable, TaskTable};
+use crate::backend::Source;
+use crate::cli::Cli;
 use crate::command;
 use crate::diag::diag;
-use crate::event::{Event, EventSink};
-use crate::report::{self, Frame, Frames, ReportOptions, ResolvedEntry, StackMode};
+use crate::event::{Event, EventSink, SourceStats};
+use crate::kallsyms::Preload;
+use crate::plan::{Plan, Targets};
+use crate::report::{self, Frame, Frames, ResolvedEntry};
 use crate::symbolize::{ProcessMaps, Symbolizer};
-use crate::tracefs::instance::KernelFilter;
 use crate::tracepoint::Tracefs;
 use crate::unwind::Unwinder;
 
@@ -91,14 +88,31 @@ impl Outcome {
     }
 }
 
-/// Runs the whole job described by `cli`.
+/// Runs the whole job described by `cli`: attach, trace, report.
 pub fn run(cli: &Cli) -> Result<Outcome> {
     let launch = Instant::now();
-    let threads = thread_filter(cli)?;
-    let state = match cli.state {
-        Some(n) => Some(StateFilter::from_user(n)?),
-        None => None,
-    };
+    let plan = Plan::from_cli(cli)?;
+    let attached = attach(plan, launch)?;
+    let traced = trace(attached)?;
+    report(traced)
+}
+
+/// Tracing is active: what [`attach`] made.
+struct Attached {
+    plan: Plan,
+    source: Source,
+    /// The command of `-- COMMAND`, running.
+    child: Option<Child>,
+    /// What was known about threads before the first event.
+    tasks: TaskTable,
+    maps: ProcessMaps,
+    /// kallsyms, being read, when kernel stacks are wanted.
+    kallsyms: Option<Preload>,
+}
+
+/// Opens the source on the plan's targets and, once tracing is active,
+/// lets the command (if any) run.
+fn attach(mut plan: Plan, launch: Instant) -> Result<Attached> {
     let tracefs = Tracefs::open()?;
     // Whatever the backend: one listing of `instances/`.
     let stale = crate::tracefs::instance::remove_stale(&tracefs);
@@ -112,57 +126,32 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     }
     // The command is forked now but held before exec until tracing is
     // attached to it, so that it is seen from its first instruction.
-    let held = if cli.command.is_empty() {
+    let held = if plan.command.is_empty() {
         None
     } else {
-        Some(command::spawn_held(&cli.command)?)
-    };
-    let threads = match &held {
-        Some(h) => ThreadFilter::Command { root: h.pid() },
-        None => threads,
+        let held = command::spawn_held(&plan.command)?;
+        plan.command_started(held.pid());
+        Some(held)
     };
     // Seed what is known about threads before the first event arrives.
     let tasks = TaskTable::scan_proc();
     let mut maps = ProcessMaps::new();
-    match &threads {
-        ThreadFilter::Tgids(pids) => {
+    match &plan.targets {
+        Targets::Processes(pids) => {
             for &pid in pids {
                 maps.ensure_known(pid, 0);
             }
         }
         // Held before its exec, the command is in this tool's root: its
         // root is known even if it is gone before its first event is read.
-        ThreadFilter::Command { root } => maps.hold_root(*root),
+        Targets::Command { root } => maps.hold_root(*root),
         _ => {}
     }
-
-    let stack_mode = if cli.user_stacks_only {
-        StackMode::UserOnly
-    } else if cli.kernel_stacks_only {
-        StackMode::KernelOnly
-    } else {
-        StackMode::Both
-    };
-    let call_graph = cli.call_graph.unwrap_or(default_call_graph(&threads));
-    let source_config = SourceConfig {
-        buffer_pages: cli.mmap_pages,
-        call_graph,
-        call_graph_asked: cli.call_graph.is_some(),
-        kernel_stacks: stack_mode != StackMode::UserOnly,
-        user_stacks: stack_mode != StackMode::KernelOnly,
-        filter: kernel_filter(&threads),
-        processes: match &threads {
-            ThreadFilter::Tgids(pids) => pids.iter().copied().collect(),
-            _ => Vec::new(),
-        },
-        state_filter: state.map(|s| s.tracepoint_filter()),
-        follow_processes: held.is_some(),
-        kallsyms: (stack_mode != StackMode::UserOnly).then(crate::kallsyms::Preload::spawn),
-    };
+    let kallsyms = plan.stacks.kernel.then(Preload::spawn);
     install_signal_handlers()?;
-    let (mut backend, notes) = Source::open(cli.backend, &tracefs, &source_config)?;
+    let (source, notes) = Source::open(&plan, &tracefs, kallsyms.as_ref())?;
     let attached = launch.elapsed();
-    maps.set_mmap_events(backend.delivers_mmaps());
+    maps.set_mmap_events(source.delivers_mmaps());
     for notice in [&notes.fallback, &notes.call_graph].into_iter().flatten() {
         diag!("{notice}");
     }
@@ -170,42 +159,75 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         diag!(
             "offwake-perf: tracing active {:.3} ms after launch ({} backend)",
             attached.as_secs_f64() * 1e3,
-            backend.name()
+            source.name()
         );
     }
-
     // Tracing is active from here on.
-    let mut child = held.map(command::Held::release).transpose()?;
+    let child = held.map(command::Held::release).transpose()?;
+    Ok(Attached {
+        plan,
+        source,
+        child,
+        tasks,
+        maps,
+        kallsyms,
+    })
+}
 
-    let options = ReportOptions {
-        folded: cli.folded,
-        delimited: cli.delimited,
-        stacks: stack_mode,
-    };
-    let mut out = io::stdout().lock();
-    let header = report::header(&options, cli.duration, child.is_some());
+/// Tracing has stopped: what [`trace`] gathered.
+struct Traced {
+    plan: Plan,
+    child: Option<Child>,
+    /// The command's status, when it ended or was taken as tracing ended.
+    child_status: Option<ExitStatus>,
+    /// After a signal, how long the command may take to give its status.
+    grace_until: Option<Instant>,
+    result: aggregate::Aggregate,
+    maps: ProcessMaps,
+    kallsyms: Option<Preload>,
+    source_stats: SourceStats,
+    switch_ins_from_records: bool,
+    /// Files whose unwind tables could not be read.
+    unwind_note: Option<String>,
+    /// False once stdout turned out to be a closed pipe.
+    stdout_open: bool,
+}
+
+/// Writes the header, then reads events until the duration ends, a signal
+/// arrives or the command exits, and drains the source.
+fn trace(attached: Attached) -> Result<Traced> {
+    let Attached {
+        plan,
+        mut source,
+        mut child,
+        tasks,
+        mut maps,
+        kallsyms,
+    } = attached;
+    let header = report::header(&plan.report, plan.duration, child.is_some());
     // A closed stdout (EPIPE) ends nothing early: the run goes on and
     // ends as it would have, with nothing more written to stdout.
-    let stdout_open = header.is_empty() || write_out(&mut out, header.as_bytes())?;
+    let stdout_open = header.is_empty() || write_out(&mut io::stdout().lock(), header.as_bytes())?;
 
-    let config = aggregate::Config {
-        threads,
-        state,
-        min_block_us: cli.min_block_time,
-        max_block_us: cli.max_block_time,
-        stack_storage_size: cli.stack_storage_size,
-        kernel_stacks: stack_mode != StackMode::UserOnly,
-        user_stacks: stack_mode != StackMode::KernelOnly,
-    };
-    let mut aggregator = Aggregator::new(config, tasks);
+    let mut aggregator = Aggregator::new(
+        aggregate::Config {
+            threads: plan.targets.clone(),
+            state: plan.state,
+            min_block_us: plan.min_block_us,
+            max_block_us: plan.max_block_us,
+            stack_storage_size: plan.stack_storage_size,
+            stacks: plan.stacks,
+        },
+        tasks,
+    );
     let mut sink = Stages {
-        keep_user: stack_mode != StackMode::KernelOnly,
+        keep_user: plan.stacks.user,
         maps: &mut maps,
-        unwinder: backend.copies_user_stacks().then(Unwinder::new),
+        unwinder: source.copies_user_stacks().then(Unwinder::new),
         aggregator: &mut aggregator,
     };
 
-    let deadline = cli
+    let deadline = plan
         .duration
         .map(|s| Instant::now() + Duration::from_secs(s));
     let mut child_status = None;
@@ -223,11 +245,11 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             child_status = Some(status);
             break;
         }
-        let mut timeout = backend.round_period();
+        let mut timeout = source.round_period();
         if let Some(d) = deadline {
             timeout = timeout.min(d.saturating_duration_since(now));
         }
-        backend.poll(timeout, &mut sink)?;
+        source.poll(timeout, &mut sink)?;
     }
     // A signal that ended tracing (Ctrl-C reaches the command too) gives
     // the command a moment to clean up and exit, for its status.
@@ -240,8 +262,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     if grace_until.is_none() && child_status.is_none() {
         child_status = command_status_after_tracing(child.as_mut(), None);
     }
-    backend.finish(&mut sink)?;
-    let source_stats = backend.stats();
+    source.finish(&mut sink)?;
     if let Some(u) = &sink.unwinder
         && std::env::var_os("OFFWAKE_TIMING").is_some()
     {
@@ -261,14 +282,44 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     // The unwind tables are of no more use: their memory goes before
     // symbolization's.
     drop(sink);
+    Ok(Traced {
+        plan,
+        child,
+        child_status,
+        grace_until,
+        result: aggregator.finish(),
+        maps,
+        kallsyms,
+        source_stats: source.stats(),
+        switch_ins_from_records: source.switch_ins_from_records(),
+        unwind_note,
+        stdout_open,
+    })
+}
 
-    let switch_ins_from_records = backend.switch_ins_from_records();
-    let result = Arc::new(aggregator.finish());
+/// Symbolizes and writes the report, then the command's status and the
+/// run's warnings and notes on stderr.
+fn report(traced: Traced) -> Result<Outcome> {
+    let Traced {
+        plan,
+        mut child,
+        child_status,
+        grace_until,
+        result,
+        maps,
+        kallsyms,
+        source_stats,
+        switch_ins_from_records,
+        unwind_note,
+        stdout_open,
+    } = traced;
+    let result = Arc::new(result);
     if stdout_open {
-        let entries = symbolize_apart(&result, maps, source_config.kallsyms.clone())?;
+        let entries = symbolize_apart(&result, maps, kallsyms)?;
+        let mut out = io::stdout().lock();
         let mut buffered = io::BufWriter::new(&mut out);
-        let written =
-            report::write_report(&mut buffered, &options, &entries).and_then(|()| buffered.flush());
+        let written = report::write_report(&mut buffered, &plan.report, &entries)
+            .and_then(|()| buffered.flush());
         drop(buffered);
         match written {
             // A reader that stopped reading (`| head`): the rest goes on.
@@ -289,64 +340,19 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     }
 
     let stats = result.stats;
-    if stats.missed_stacks > 0 {
-        diag!(
-            "WARNING: {} stack traces lost and could not be displayed. \
-             Consider increasing --stack-storage-size.",
-            stats.missed_stacks
-        );
-    }
-    // Counted from the (backend-neutral) Lost events the aggregator saw.
-    let lost = stats.lost_records;
-    if lost > 0 || stats.discarded_lost > 0 {
-        diag!(
-            "WARNING: {lost} records lost; {} intervals that could span a loss were discarded. \
-             Consider a larger --mmap-pages.",
-            stats.discarded_lost
-        );
-    }
-    if stats.switch_ins_from_backstop > 0 && !switch_ins_from_records {
-        diag!(
-            "NOTE: the kernel's sched_switch did not report {} switch-ins; they were taken \
-             from perf context-switch records. Wakeups the kernel did not report either \
-             leave those intervals without a waker.",
-            stats.switch_ins_from_backstop
-        );
-    }
-    if stats.switch_in_unseen > 0 {
-        diag!(
-            "NOTE: {} intervals were dropped: their thread ran again but the kernel never \
-             reported the switch-in that ended them (some kernels skip sched_switch when a \
-             CPU leaves its idle task, or while certain tasks run).",
-            stats.switch_in_unseen
-        );
-    }
-    if stats.wakeup_unseen > 0 {
-        diag!(
-            "NOTE: {} intervals of sleep have an empty waker: no wakeup was read for \
-             them (some kernels skip sched_waking in a CPU's idle task, or while certain \
-             tasks run; with -p, see the README on threads created during tracing).",
-            stats.wakeup_unseen
-        );
-    }
-    if stats.switch_in_unknown > 0 {
-        diag!(
-            "NOTE: {} intervals were dropped: their thread ran again, but when it had \
-             switched in could not be told (it was already running when tracing began, or \
-             records may have been lost).",
-            stats.switch_in_unknown
-        );
-    }
-    for note in aggregate::quiet::notes(&result.quiet, state.is_some()) {
-        diag!("{note}");
-    }
-    if let Some(note) = unwind_note {
+    let notes = stats
+        .notes(switch_ins_from_records)
+        .into_iter()
+        .chain(aggregate::quiet::notes(&result.quiet, plan.state.is_some()))
+        .chain(unwind_note);
+    for note in notes {
         diag!("{note}");
     }
     diag!(
-        "offwake-perf: {} records read, {lost} lost; {} intervals counted, {} discarded \
+        "offwake-perf: {} records read, {} lost; {} intervals counted, {} discarded \
          for a possible loss, {} outside -m/-M",
         source_stats.records,
+        stats.lost_records,
         stats.intervals,
         stats.discarded_lost,
         stats.out_of_range
@@ -394,45 +400,6 @@ fn write_out(out: &mut dyn Write, bytes: &[u8]) -> Result<bool> {
     }
 }
 
-/// The target filter from `-p`/`-t`/`-u`/`-k`, after checking that every
-/// named PID and TID exists.
-fn thread_filter(cli: &Cli) -> Result<ThreadFilter> {
-    if let Some(pids) = &cli.pid {
-        for &pid in pids {
-            let status = Path::new("/proc").join(pid.to_string()).join("status");
-            let raw = std::fs::read(&status)
-                .map_err(|_| anyhow::anyhow!("no process with PID {pid} exists"))?;
-            if let Some(tgid) = parse_status_tgid(&raw)
-                && tgid != pid
-            {
-                bail!(
-                    "{pid} is a thread of process {tgid}, not a process; use -t {pid} or -p {tgid}"
-                );
-            }
-        }
-        return Ok(ThreadFilter::Tgids(pids.iter().copied().collect()));
-    }
-    if let Some(tids) = &cli.tid {
-        for &tid in tids {
-            // /proc/TID resolves for any thread, even one that is not a
-            // process leader.
-            if !Path::new("/proc").join(tid.to_string()).exists() {
-                bail!("no thread with TID {tid} exists");
-            }
-        }
-        return Ok(ThreadFilter::Tids(
-            tids.iter().copied().collect::<HashSet<_>>(),
-        ));
-    }
-    Ok(if cli.user_threads_only {
-        ThreadFilter::UserThreads
-    } else if cli.kernel_threads_only {
-        ThreadFilter::KernelThreads
-    } else {
-        ThreadFilter::All
-    })
-}
-
 /// What a run does with the events, in time order: the processes' maps
 /// and the unwinding of user stacks as soon as an event's place in time is
 /// known (a stack copy is never kept waiting), then the aggregation.
@@ -473,48 +440,6 @@ impl EventSink for Stages<'_> {
     }
 }
 
-/// How user stacks are walked when `--call-graph` does not say: tracing
-/// chosen threads, complete stacks cost little (see the README's
-/// measurements); the whole system keeps to frame pointers.
-fn default_call_graph(threads: &ThreadFilter) -> CallGraph {
-    match threads {
-        ThreadFilter::All | ThreadFilter::UserThreads | ThreadFilter::KernelThreads => {
-            CallGraph::Fp
-        }
-        ThreadFilter::Tgids(_) | ThreadFilter::Tids(_) | ThreadFilter::Command { .. } => {
-            CallGraph::Dwarf {
-                size: crate::cli::DEFAULT_DWARF_SIZE,
-            }
-        }
-    }
-}
-
-/// What the kernel can drop for us: the named threads (`-t`), the threads
-/// of the named processes and the threads they start (`-p`), or the
-/// command and everything it starts (`-- COMMAND`). Both backends apply
-/// it; the aggregator filters either way.
-fn kernel_filter(threads: &ThreadFilter) -> KernelFilter {
-    match threads {
-        ThreadFilter::Tids(tids) => {
-            let mut v: Vec<u32> = tids.iter().copied().collect();
-            v.sort_unstable();
-            KernelFilter::Tids(v)
-        }
-        ThreadFilter::Command { root } => KernelFilter::Pids(vec![*root]),
-        ThreadFilter::Tgids(pids) => {
-            let mut v = Vec::new();
-            for &pid in pids {
-                v.push(pid);
-                v.extend(crate::aggregate::tasks::threads_of(pid));
-            }
-            v.sort_unstable();
-            v.dedup();
-            KernelFilter::Pids(v)
-        }
-        _ => KernelFilter::None,
-    }
-}
-
 /// Symbolizes on a thread of its own, so that SIGINT or SIGTERM ends the
 /// run promptly whatever a traced process's files do: a signal makes
 /// symbolization open no more files, and if it still has not come back
@@ -522,7 +447,7 @@ fn kernel_filter(threads: &ThreadFilter) -> KernelFilter {
 fn symbolize_apart(
     result: &Arc<aggregate::Aggregate>,
     maps: ProcessMaps,
-    kallsyms: Option<crate::kallsyms::Preload>,
+    kallsyms: Option<Preload>,
 ) -> Result<Vec<ResolvedEntry>> {
     let before = SIGNALS.load(Ordering::SeqCst);
     let signalled = move || SIGNALS.load(Ordering::SeqCst) > before;
@@ -562,7 +487,7 @@ fn symbolize_apart(
 fn symbolize_entries(
     result: &aggregate::Aggregate,
     maps: ProcessMaps,
-    kallsyms: Option<crate::kallsyms::Preload>,
+    kallsyms: Option<Preload>,
     stop: impl Fn() -> bool + Send + 'static,
 ) -> Result<Vec<ResolvedEntry>> {
     let mut symbolizer = Symbolizer::new(maps, kallsyms)?;
@@ -692,30 +617,6 @@ impl Progress {
     fn done(&self) {
         if self.shown {
             diag!("");
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn chosen_threads_default_to_dwarf_and_the_whole_system_to_fp() {
-        let dwarf = CallGraph::Dwarf { size: 8192 };
-        let set = HashSet::from([1]);
-        assert_eq!(default_call_graph(&ThreadFilter::Tgids(set.clone())), dwarf);
-        assert_eq!(default_call_graph(&ThreadFilter::Tids(set)), dwarf);
-        assert_eq!(
-            default_call_graph(&ThreadFilter::Command { root: 1 }),
-            dwarf
-        );
-        for all in [
-            ThreadFilter::All,
-            ThreadFilter::UserThreads,
-            ThreadFilter::KernelThreads,
-        ] {
-            assert_eq!(default_call_graph(&all), CallGraph::Fp);
         }
     }
 }

@@ -1,28 +1,6 @@
-//! Target filters: which threads' intervals count (`-p`, `-t`, `-u`, `-k`,
-//! `-- COMMAND`) and the `--state` filter over the reported task state.
-
-use std::collections::HashSet;
+//! The `--state` filter over the task state `sched_switch` reports.
 
 use anyhow::{Result, bail};
-
-/// Which threads are targets.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ThreadFilter {
-    All,
-    /// `-p`: threads whose process (TGID) is in the set.
-    Tgids(HashSet<u32>),
-    /// `-t`: these threads.
-    Tids(HashSet<u32>),
-    /// `-u`: threads without PF_KTHREAD.
-    UserThreads,
-    /// `-k`: threads with PF_KTHREAD, idle tasks included.
-    KernelThreads,
-    /// `-- COMMAND`: the process `root` from its exec on, and every process
-    /// it (transitively) forks.
-    Command {
-        root: u32,
-    },
-}
 
 /// `--state N`, mapped onto the bits the tracepoint reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

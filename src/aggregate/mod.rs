@@ -22,6 +22,8 @@ use std::hash::{Hash, Hasher};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::plan::{Stacks, Targets};
+
 use crate::event::{
     Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Ran, RanSince, Switch, SwitchIn,
     Waking,
@@ -31,14 +33,14 @@ use quiet::{QuietTarget, Tally, TargetKind};
 use stacks::StackInterner;
 use tasks::KTHREADD_TID;
 
-pub use filter::{StateFilter, ThreadFilter};
+pub use filter::StateFilter;
 pub use stacks::{StackId, StackRef, StackTable, UserStack};
 pub use tasks::{TaskInfo, TaskTable};
 
 /// How to aggregate.
 #[derive(Clone, Debug)]
 pub struct Config {
-    pub threads: ThreadFilter,
+    pub threads: Targets,
     pub state: Option<StateFilter>,
     /// Intervals shorter than this many microseconds are dropped.
     pub min_block_us: u64,
@@ -46,10 +48,8 @@ pub struct Config {
     pub max_block_us: u64,
     /// Most unique stacks kept (kernel and user together).
     pub stack_storage_size: usize,
-    /// Keep kernel stacks (false under `-U`).
-    pub kernel_stacks: bool,
-    /// Keep user stacks (false under `-K`).
-    pub user_stacks: bool,
+    /// Which stacks are kept.
+    pub stacks: Stacks,
 }
 
 /// What identifies one output entry (bcc's `key_t`).
@@ -129,6 +129,64 @@ pub struct Stats {
     pub wakeup_unseen: u64,
 }
 
+impl Stats {
+    /// The WARNING and NOTE lines (without newlines) these counts call
+    /// for. `switch_ins_from_records` says the source takes switch-ins
+    /// from context-switch records by design, so that their count is no
+    /// news.
+    pub(crate) fn notes(&self, switch_ins_from_records: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.missed_stacks > 0 {
+            out.push(format!(
+                "WARNING: {} stack traces lost and could not be displayed. \
+                 Consider increasing --stack-storage-size.",
+                self.missed_stacks
+            ));
+        }
+        if self.lost_records > 0 || self.discarded_lost > 0 {
+            out.push(format!(
+                "WARNING: {} records lost; {} intervals that could span a loss were \
+                 discarded. Consider a larger --mmap-pages.",
+                self.lost_records, self.discarded_lost
+            ));
+        }
+        if self.switch_ins_from_backstop > 0 && !switch_ins_from_records {
+            out.push(format!(
+                "NOTE: the kernel's sched_switch did not report {} switch-ins; they were \
+                 taken from perf context-switch records. Wakeups the kernel did not report \
+                 either leave those intervals without a waker.",
+                self.switch_ins_from_backstop
+            ));
+        }
+        if self.switch_in_unseen > 0 {
+            out.push(format!(
+                "NOTE: {} intervals were dropped: their thread ran again but the kernel \
+                 never reported the switch-in that ended them (some kernels skip \
+                 sched_switch when a CPU leaves its idle task, or while certain tasks run).",
+                self.switch_in_unseen
+            ));
+        }
+        if self.wakeup_unseen > 0 {
+            out.push(format!(
+                "NOTE: {} intervals of sleep have an empty waker: no wakeup was read for \
+                 them (some kernels skip sched_waking in a CPU's idle task, or while \
+                 certain tasks run; with -p, see the README on threads created during \
+                 tracing).",
+                self.wakeup_unseen
+            ));
+        }
+        if self.switch_in_unknown > 0 {
+            out.push(format!(
+                "NOTE: {} intervals were dropped: their thread ran again, but when it had \
+                 switched in could not be told (it was already running when tracing \
+                 began, or records may have been lost).",
+                self.switch_in_unknown
+            ));
+        }
+        out
+    }
+}
+
 /// The result of a run.
 #[derive(Debug)]
 pub struct Aggregate {
@@ -206,7 +264,7 @@ pub struct Aggregator {
     open: FxHashMap<ThreadKey, OpenInterval>,
     /// Comms seen in events for threads missing from the task table.
     seen_comms: FxHashMap<u32, Comm>,
-    /// Target processes under `ThreadFilter::Command`.
+    /// Target processes under `Targets::Command`.
     command_tgids: FxHashSet<u32>,
     /// Switch-outs and intervals per named target.
     tally: Tally,
@@ -308,9 +366,9 @@ impl Aggregator {
     /// The named targets that gave no interval, in order of id.
     fn quiet_targets(&mut self) -> Vec<QuietTarget> {
         let mut named: Vec<(TargetKind, u32)> = match &self.config.threads {
-            ThreadFilter::Tgids(set) => set.iter().map(|&p| (TargetKind::Process, p)).collect(),
-            ThreadFilter::Tids(set) => set.iter().map(|&t| (TargetKind::Thread, t)).collect(),
-            ThreadFilter::Command { root } => vec![(TargetKind::Command, *root)],
+            Targets::Processes(set) => set.iter().map(|&p| (TargetKind::Process, p)).collect(),
+            Targets::Threads(set) => set.iter().map(|&t| (TargetKind::Thread, t)).collect(),
+            Targets::Command { root } => vec![(TargetKind::Command, *root)],
             _ => Vec::new(),
         };
         named.sort_unstable_by_key(|&(_, id)| id);
@@ -335,9 +393,9 @@ impl Aggregator {
     /// target was named.
     fn tally_key(&self, tid: u32, tgid: u32) -> Option<u32> {
         match &self.config.threads {
-            ThreadFilter::Tgids(set) => set.contains(&tgid).then_some(tgid),
-            ThreadFilter::Tids(set) => set.contains(&tid).then_some(tid),
-            ThreadFilter::Command { root } => {
+            Targets::Processes(set) => set.contains(&tgid).then_some(tgid),
+            Targets::Threads(set) => set.contains(&tid).then_some(tid),
+            Targets::Command { root } => {
                 (tid != 0 && self.command_tgids.contains(&tgid)).then_some(*root)
             }
             _ => None,
@@ -388,10 +446,10 @@ impl Aggregator {
     /// `named` is what [`Aggregator::tally_key`] said of that thread.
     fn is_target(&mut self, s: &Switch, named: Option<u32>) -> bool {
         let selected = match &self.config.threads {
-            ThreadFilter::All => true,
-            ThreadFilter::UserThreads => !self.is_kthread(s.prev_tid, s.prev_tgid, &s.stack),
-            ThreadFilter::KernelThreads => self.is_kthread(s.prev_tid, s.prev_tgid, &s.stack),
-            ThreadFilter::Tgids(_) | ThreadFilter::Tids(_) | ThreadFilter::Command { .. } => {
+            Targets::All => true,
+            Targets::UserThreads => !self.is_kthread(s.prev_tid, s.prev_tgid, &s.stack),
+            Targets::KernelThreads => self.is_kthread(s.prev_tid, s.prev_tgid, &s.stack),
+            Targets::Processes(_) | Targets::Threads(_) | Targets::Command { .. } => {
                 named.is_some()
             }
         };
@@ -403,12 +461,12 @@ impl Aggregator {
     }
 
     fn intern(&mut self, tgid: u32, time: u64, stack: &Callchain) -> (StackRef, StackRef) {
-        let kernel = if self.config.kernel_stacks {
+        let kernel = if self.config.stacks.kernel {
             self.stacks.intern_kernel_chain(stack)
         } else {
             StackRef::Empty
         };
-        let user = if self.config.user_stacks {
+        let user = if self.config.stacks.user {
             self.stacks.intern_user_chain(tgid, time, stack)
         } else {
             StackRef::Empty
@@ -656,7 +714,7 @@ impl Aggregator {
         self.unknown.remove(&f.tid);
         // A reused TID starts with no history.
         self.open.remove(&ThreadKey::new(f.tid, 0));
-        if matches!(self.config.threads, ThreadFilter::Command { .. })
+        if matches!(self.config.threads, Targets::Command { .. })
             && self.command_tgids.contains(&f.parent_tgid)
         {
             self.command_tgids.insert(f.tgid);
@@ -690,7 +748,7 @@ impl Aggregator {
                     kthread: false,
                 },
             );
-            if let ThreadFilter::Command { root } = self.config.threads
+            if let Targets::Command { root } = self.config.threads
                 && c.tgid == root
             {
                 self.command_tgids.insert(root);
@@ -703,7 +761,7 @@ impl Aggregator {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashSet;
+    use std::collections::{BTreeSet, HashSet};
     use std::sync::{Arc, Mutex};
 
     use super::*;
@@ -718,13 +776,12 @@ mod tests {
         // asks for them.
         let tids = [100, 101, 200, 300, 400, 500, 1000, 1001, 1500, 2000, 3000];
         Config {
-            threads: ThreadFilter::Tids(tids.into_iter().collect()),
+            threads: Targets::Threads(tids.into_iter().collect()),
             state: None,
             min_block_us: 1,
             max_block_us: u64::MAX,
             stack_storage_size: 16384,
-            kernel_stacks: true,
-            user_stacks: true,
+            stacks: Stacks::both_fp(),
         }
     }
 
@@ -1099,7 +1156,7 @@ mod tests {
     #[test]
     fn named_targets_without_an_interval_are_quiet() {
         let mut c = config();
-        c.threads = ThreadFilter::Tgids([100, 200, 400].into_iter().collect());
+        c.threads = Targets::Processes([100, 200, 400].into_iter().collect());
         let mut a = agg(c);
         run(
             &mut a,
@@ -1142,7 +1199,7 @@ mod tests {
     #[test]
     fn an_exit_is_a_switch_out_of_a_quiet_target() {
         let mut c = config();
-        c.threads = ThreadFilter::Tgids([400].into_iter().collect());
+        c.threads = Targets::Processes([400].into_iter().collect());
         let mut a = agg(c);
         run(
             &mut a,
@@ -1163,7 +1220,7 @@ mod tests {
     #[test]
     fn the_command_is_one_quiet_target_and_system_wide_has_none() {
         let mut c = config();
-        c.threads = ThreadFilter::Command { root: 1000 };
+        c.threads = Targets::Command { root: 1000 };
         let mut a = agg(c);
         let exec = ev(
             0,
@@ -1181,7 +1238,7 @@ mod tests {
         assert_eq!(r.quiet[0].comm.as_str(), "cmd");
 
         let mut c = config();
-        c.threads = ThreadFilter::All;
+        c.threads = Targets::All;
         assert!(agg(c).finish().quiet.is_empty());
     }
 
@@ -1308,7 +1365,7 @@ mod tests {
     #[test]
     fn idle_tasks_are_tracked_per_cpu() {
         let mut c = config();
-        c.threads = ThreadFilter::All;
+        c.threads = Targets::All;
         let mut a = agg(c);
         let idle_out =
             |time, cpu| switch(time, cpu, 0, PREEMPTED, chain(&[0xa1], &[]), 400, "other");
@@ -1746,7 +1803,7 @@ mod tests {
     }
 
     /// Every thread of the table (and idle) blocks for 5us.
-    fn filter_run(threads: ThreadFilter) -> Vec<u32> {
+    fn filter_run(threads: Targets) -> Vec<u32> {
         let mut c = config();
         c.threads = threads;
         let mut a = agg(c);
@@ -1782,17 +1839,17 @@ mod tests {
 
     #[test]
     fn thread_filters() {
-        assert_eq!(filter_run(ThreadFilter::All), vec![0, 100, 101, 200, 300]);
+        assert_eq!(filter_run(Targets::All), vec![0, 100, 101, 200, 300]);
         assert_eq!(
-            filter_run(ThreadFilter::Tgids(HashSet::from([100]))),
+            filter_run(Targets::Processes(BTreeSet::from([100]))),
             vec![100, 101]
         );
         assert_eq!(
-            filter_run(ThreadFilter::Tids(HashSet::from([101, 300]))),
+            filter_run(Targets::Threads(BTreeSet::from([101, 300]))),
             vec![101, 300]
         );
-        assert_eq!(filter_run(ThreadFilter::UserThreads), vec![100, 101, 200]);
-        assert_eq!(filter_run(ThreadFilter::KernelThreads), vec![0, 300]);
+        assert_eq!(filter_run(Targets::UserThreads), vec![100, 101, 200]);
+        assert_eq!(filter_run(Targets::KernelThreads), vec![0, 300]);
     }
 
     #[test]
@@ -1804,7 +1861,7 @@ mod tests {
             (tid == 700).then(|| task(700, "kworker/u8:2", true))
         });
         let mut c = config();
-        c.threads = ThreadFilter::KernelThreads;
+        c.threads = Targets::KernelThreads;
         let mut a = Aggregator::new(c, table()).with_task_lookup(lookup);
         run(
             &mut a,
@@ -1830,7 +1887,7 @@ mod tests {
     #[test]
     fn kthreadd_children_are_kernel_threads() {
         let mut c = config();
-        c.threads = ThreadFilter::KernelThreads;
+        c.threads = Targets::KernelThreads;
         let mut a = agg(c);
         run(
             &mut a,
@@ -1866,7 +1923,7 @@ mod tests {
     #[test]
     fn command_targets_root_from_exec_and_its_children() {
         let mut c = config();
-        c.threads = ThreadFilter::Command { root: 1000 };
+        c.threads = Targets::Command { root: 1000 };
         let mut a = agg(c);
         let fork = |t, parent: u32, child: u32, tgid: u32| {
             ev(
@@ -1958,7 +2015,7 @@ mod tests {
     #[test]
     fn stack_kinds_not_kept_are_empty() {
         let mut c = config();
-        c.user_stacks = false;
+        c.stacks.user = false;
         let mut a = agg(c);
         run(
             &mut a,
@@ -1976,7 +2033,7 @@ mod tests {
         assert_eq!(r.stacks.kernel.len(), 2);
 
         let mut c = config();
-        c.kernel_stacks = false;
+        c.stacks.kernel = false;
         let mut a = agg(c);
         run(&mut a, &[out(0, 0, 100), back_in(5_000, 0, 100, "app")]);
         let r = a.finish();

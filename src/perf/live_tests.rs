@@ -17,9 +17,7 @@ fn live_sleep_is_seen() {
     let tracefs = Tracefs::open().expect("tracefs");
     let config = PerfConfig {
         mmap_pages: 64,
-        kernel_callchain: true,
-        user_callchain: true,
-        user_stack_copy: None,
+        stacks: Stacks::both_fp(),
         targets: Targets::All,
         state_filter: None,
         kallsyms: None,

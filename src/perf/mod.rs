@@ -26,6 +26,7 @@ use anyhow::{Context, Result, anyhow, bail};
 
 use crate::event::{Event, EventKind, EventSink, Lost, Ran, SourceStats};
 use crate::kallsyms::Preload;
+use crate::plan::{Follow, Stacks, Targets};
 use crate::reorder::{Reorder, Rounds};
 use crate::sys::host::{self, online_cpus};
 use crate::tracepoint::{EventFormat, Tracefs};
@@ -39,14 +40,16 @@ use ring::Ring;
 pub struct PerfConfig {
     /// Ring-buffer data size per CPU, in pages (a power of two).
     pub mmap_pages: usize,
-    /// Take kernel callchains (false under `-U`).
-    pub kernel_callchain: bool,
-    /// Take user callchains (false under `-K`).
-    pub user_callchain: bool,
-    /// Also copy this many bytes of user stack, with the user registers,
-    /// per sample (`--call-graph dwarf`).
-    pub user_stack_copy: Option<u32>,
-    /// Which threads the kernel records.
+    /// Which callchains are taken, and whether user stacks are copied.
+    pub stacks: Stacks,
+    /// Which threads the kernel records. For chosen threads,
+    /// `sched_switch` is a per-task event, which the kernel schedules in
+    /// and out with its thread, so other threads' switches cost no sample
+    /// and no callchain; switch-ins come from the `time_running` its
+    /// samples carry ([`running`], [`SwitchIns`]). `sched_waking` runs in
+    /// the waker's context, so it stays per CPU with a filter on the wakee
+    /// ([`filter::WakeeFilter`]), kept current from fork and exit records
+    /// and, for threads too new for those, from a [`nascent::Forecast`].
     pub targets: Targets,
     /// A tracepoint filter on `sched_switch`'s `prev_state` (from
     /// `--state`): switch-outs in other states are dropped by the kernel
@@ -55,39 +58,6 @@ pub struct PerfConfig {
     /// kallsyms, being read: kernel stacks are trimmed with its probe
     /// ranges (read here when `None` and kernel callchains are taken).
     pub kallsyms: Option<Preload>,
-}
-
-/// Which threads the kernel records.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Targets {
-    /// Every thread: one event per tracepoint and CPU.
-    All,
-    /// Only these threads. `sched_switch` is a per-task event, which the
-    /// kernel schedules in and out with its thread, so other threads'
-    /// switches cost no sample and no callchain; switch-ins come from the
-    /// `time_running` its samples carry ([`running`], [`SwitchIns`]).
-    /// `sched_waking` runs in the
-    /// waker's context, so it stays per CPU with a filter on the wakee
-    /// ([`filter::WakeeFilter`]), kept current from fork and exit records
-    /// and, for threads too new for those, from a [`nascent::Forecast`].
-    Threads {
-        tids: Vec<u32>,
-        /// Processes (TGIDs) whose threads are all wanted: their threads
-        /// are listed again after attaching.
-        processes: Vec<u32>,
-        follow: Follow,
-    },
-}
-
-/// What the tasks created by traced threads get.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Follow {
-    /// Nothing (`-t`: only the named threads).
-    Nothing,
-    /// The events, when they are threads of the same process (`-p`).
-    Threads,
-    /// The events, threads and processes alike (`-- COMMAND`).
-    Everything,
 }
 
 /// Where the switch-ins of traced threads come from.
@@ -113,13 +83,13 @@ fn sample_type(config: &PerfConfig, switch_ins: SwitchIns) -> u64 {
         | sys::SAMPLE_TIME
         | sys::SAMPLE_CPU
         | sys::SAMPLE_RAW;
-    if config.kernel_callchain || config.user_callchain {
+    if config.stacks.kernel || config.stacks.user {
         st |= sys::SAMPLE_CALLCHAIN;
     }
     if switch_ins == SwitchIns::Running {
         st |= sys::SAMPLE_READ;
     }
-    if config.user_stack_copy.is_some() {
+    if config.stacks.user_copy().is_some() {
         st |= sys::SAMPLE_REGS_USER | sys::SAMPLE_STACK_USER;
     }
     st
@@ -367,7 +337,7 @@ fn raise_fd_limit(wanted: usize) -> Result<()> {
 pub struct PerfBackend {
     cpus: Vec<CpuRing>,
     switch_ins: SwitchIns,
-    /// Per-task `sched_switch` events (`Targets::Threads`), by thread:
+    /// Per-task `sched_switch` events (chosen threads), by thread:
     /// closed when the thread exits.
     tasks: HashMap<u32, Vec<TaskCpu>>,
     /// How to open a thread's `sched_switch` event.
@@ -376,7 +346,7 @@ pub struct PerfBackend {
     /// creates ([`SwitchIns::Running`] with threads to follow).
     exit_event: Option<(&'static str, sys::TracepointAttr)>,
     /// The wakees the per-CPU `sched_waking` events keep
-    /// (`Targets::Threads`).
+    /// (chosen threads).
     wakees: Option<WakeeFilter>,
     /// How to open a CPU's `sched_waking` event.
     waking_event: TaskEvent,
@@ -426,35 +396,32 @@ impl PerfBackend {
             .checked_mul(host::page_size())
             .ok_or_else(|| anyhow!("{} mmap pages is too large", config.mmap_pages))?;
         let watermark = u32::try_from((data_bytes / 4).max(1)).unwrap_or(u32::MAX);
+        // The threads to attach to (`None`: every thread, per CPU).
+        let threads = config.targets.threads_now();
+        let follow = config.targets.follow();
         let mut base = sys::TracepointAttr {
             id: 0,
             sample_type: sample_type(config, SwitchIns::Tracepoint),
-            exclude_callchain_user: !config.user_callchain,
-            exclude_callchain_kernel: !config.kernel_callchain,
+            exclude_callchain_user: !config.stacks.user,
+            exclude_callchain_kernel: !config.stacks.kernel,
             side_band: false,
             context_switch: false,
             wakeup_watermark: watermark,
             // Per-task events of `-p` follow the threads the process
             // creates; `-t` names threads, not what they create.
-            inherit: matches!(&config.targets, Targets::Threads { follow, .. } if *follow != Follow::Nothing),
-            inherit_thread: matches!(
-                &config.targets,
-                Targets::Threads {
-                    follow: Follow::Threads,
-                    ..
-                }
-            ),
-            stack_user: config.user_stack_copy.unwrap_or(0),
+            inherit: follow != Follow::Nothing,
+            inherit_thread: follow == Follow::Threads,
+            stack_user: config.stacks.user_copy().unwrap_or(0),
         };
         let online = online_cpus()?;
         // Kept until the first poll, after the real events.
         let mut probes = sys::Probes::default();
         // sched_process_exit's id, read when inherited events are probed.
         let mut exit_id = None;
-        let switch_ins = match &config.targets {
+        let switch_ins = match &threads {
             _ if config.state_filter.is_some() => SwitchIns::Records,
-            Targets::All => SwitchIns::Tracepoint,
-            Targets::Threads { .. } => {
+            None => SwitchIns::Tracepoint,
+            Some(_) => {
                 let probe = sys::TracepointAttr {
                     id: switch.id as u64,
                     ..base
@@ -511,16 +478,16 @@ impl PerfBackend {
                 )
             });
         let mut forecast = None;
-        let (cpus, wakees) = match &config.targets {
-            Targets::All => (
+        let (cpus, wakees) = match &threads {
+            None => (
                 Self::open_per_cpu(&online, &events, config, &mut decoder)?,
                 None,
             ),
-            Targets::Threads { tids, follow, .. } => {
+            Some(tids) => {
                 // sched_switch is per task (attached below); sched_waking
                 // is per CPU, filtered on the wakee, and owns the rings.
                 let mut wakees = WakeeFilter::new(tids.iter().copied());
-                if *follow != Follow::Nothing
+                if follow != Follow::Nothing
                     && let Some(f) = Forecast::from_proc()
                 {
                     wakees.set_nascent(f.ranges());
@@ -554,10 +521,7 @@ impl PerfBackend {
             last_pid: forecast.as_ref().and_then(|_| nascent::LastPid::open()),
             forecast,
             wakees,
-            follow: match &config.targets {
-                Targets::All => Follow::Nothing,
-                Targets::Threads { follow, .. } => *follow,
-            },
+            follow,
             state_filter: config.state_filter.clone(),
             last_occurrence: Vec::new(),
             decoder,
@@ -573,7 +537,7 @@ impl PerfBackend {
                 base.stack_user,
             ),
             enabled: false,
-            kallsyms: if config.kernel_callchain {
+            kallsyms: if config.stacks.kernel {
                 Some(config.kallsyms.clone().unwrap_or_else(Preload::spawn))
             } else {
                 None
@@ -587,11 +551,8 @@ impl PerfBackend {
             }
         }
         backend.enabled = true;
-        if let Targets::Threads {
-            tids, processes, ..
-        } = &config.targets
-        {
-            backend.attach_threads(tids, processes)?;
+        if let Some(tids) = &threads {
+            backend.attach_threads(tids, &config.targets.processes())?;
             backend.update_wakee_filter()?;
         }
         Ok(backend)
@@ -941,7 +902,7 @@ impl PerfBackend {
             max_sample,
             ..
         } = self;
-        // Per-task events (`Targets::Threads`) go with a wakee filter.
+        // Per-task events (chosen threads) go with a wakee filter.
         let per_task = wakees.is_some();
         for (c, last) in cpus.iter_mut().zip(last_occurrence.iter_mut()) {
             let last_time = &mut c.last_time;
@@ -1067,9 +1028,11 @@ mod tests {
     fn sample_type_follows_callchain_config() {
         let c = PerfConfig {
             mmap_pages: 8,
-            kernel_callchain: false,
-            user_callchain: false,
-            user_stack_copy: None,
+            stacks: Stacks {
+                kernel: false,
+                user: false,
+                ..Stacks::both_fp()
+            },
             targets: Targets::All,
             state_filter: None,
             kallsyms: None,
@@ -1079,7 +1042,10 @@ mod tests {
             0
         );
         let c = PerfConfig {
-            kernel_callchain: true,
+            stacks: Stacks {
+                kernel: true,
+                ..c.stacks
+            },
             ..c
         };
         let st = sample_type(&c, SwitchIns::Tracepoint);
@@ -1096,9 +1062,7 @@ mod tests {
         for pages in [0, 3, 12] {
             let c = PerfConfig {
                 mmap_pages: pages,
-                kernel_callchain: true,
-                user_callchain: true,
-                user_stack_copy: None,
+                stacks: Stacks::both_fp(),
                 targets: Targets::All,
                 state_filter: None,
                 kallsyms: None,

@@ -14,11 +14,12 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use super::decode::{Assembler, ProcessFormats, StackFormats, TgidSource};
-use super::instance::{Instance, InstanceConfig, KernelFilter, Owner};
+use super::instance::{Instance, InstanceConfig, Owner};
 use super::page::{self, HeaderLayout, Missed, PageLayout};
 use crate::aggregate::tasks::parse_status_tgid;
 use crate::event::{Event, EventKind, EventSink, Lost, SourceStats};
 use crate::kallsyms::Preload;
+use crate::plan::{Follow, Stacks, Targets};
 use crate::reorder::{Reorder, Rounds};
 use crate::tracepoint::Tracefs;
 use crate::tracepoint::sched::SchedFields;
@@ -28,12 +29,11 @@ use crate::tracepoint::sched::SchedFields;
 pub struct TracefsConfig {
     /// Per-CPU buffer size, in pages.
     pub buffer_pages: usize,
-    pub kernel_stacks: bool,
-    pub user_stacks: bool,
-    pub filter: KernelFilter,
-    /// Also record process creation and exec (`-- COMMAND` follows the
-    /// processes its command starts).
-    pub follow_processes: bool,
+    pub stacks: Stacks,
+    /// Which threads the kernel keeps. Under `-- COMMAND`, process
+    /// creation and exec are recorded too, to follow the processes its
+    /// command starts.
+    pub targets: Targets,
     /// kallsyms, being read (for trimming kernel stacks).
     pub kallsyms: Option<Preload>,
 }
@@ -83,7 +83,8 @@ impl TracefsBackend {
             &tracefs.event_format("ftrace", "user_stack")?,
         )?;
         let mut extra_events = Vec::new();
-        let process = if config.follow_processes {
+        let follow = config.targets.follow();
+        let process = if follow == Follow::Everything {
             for name in ["sched_process_fork", "sched_process_exec"] {
                 extra_events.push(("sched".to_string(), name.to_string()));
             }
@@ -98,8 +99,8 @@ impl TracefsBackend {
             sched,
             stacks,
             process,
-            config.kernel_stacks,
-            config.user_stacks,
+            config.stacks.kernel,
+            config.stacks.user,
             None,
         )
         .with_kallsyms(config.kallsyms.clone());
@@ -110,9 +111,9 @@ impl TracefsBackend {
             &owner.instance_name(),
             &InstanceConfig {
                 buffer_kb,
-                kernel_stacks: config.kernel_stacks,
-                user_stacks: config.user_stacks,
-                filter: config.filter.clone(),
+                stacks: config.stacks,
+                threads: config.targets.threads_now(),
+                follow,
                 extra_events,
             },
         )?;

@@ -15,6 +15,7 @@ use anyhow::{Context, Result, bail};
 
 use super::guardian::{self, Guardian};
 use crate::diag::diag;
+use crate::plan::{Follow, Stacks};
 use crate::tracepoint::Tracefs;
 
 /// Prefix of our instances' names: `offwake-perf.<pid>.<start time>`.
@@ -95,29 +96,21 @@ pub fn parse_start_time(raw: &[u8]) -> Option<u64> {
     rest.split_ascii_whitespace().nth(19)?.parse().ok()
 }
 
-/// Which threads the kernel should keep.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum KernelFilter {
-    /// Everything.
-    None,
-    /// These threads, through each event's `filter` file (`prev_pid`/
-    /// `next_pid` for `sched_switch`, `pid` for `sched_waking`).
-    Tids(Vec<u32>),
-    /// These threads and every task they create from now on, through
-    /// `set_event_pid` with the `event-fork` option (the kernel keeps the
-    /// list current as threads come and go). `sched_switch` is kept when
-    /// either side is listed, `sched_waking` when the wakee is.
-    Pids(Vec<u32>),
-}
-
 /// How to set the instance up.
 #[derive(Clone, Debug)]
 pub struct InstanceConfig {
     /// Per-CPU buffer size in KiB.
     pub buffer_kb: usize,
-    pub kernel_stacks: bool,
-    pub user_stacks: bool,
-    pub filter: KernelFilter,
+    pub stacks: Stacks,
+    /// The threads the kernel should keep (`None`: every thread). Without
+    /// following, through each event's `filter` file (`prev_pid`/
+    /// `next_pid` for `sched_switch`, `pid` for `sched_waking`). With it,
+    /// these threads and every task they create from now on, through
+    /// `set_event_pid` with the `event-fork` option (the kernel keeps the
+    /// list current as threads come and go): `sched_switch` is kept when
+    /// either side is listed, `sched_waking` when the wakee is.
+    pub threads: Option<Vec<u32>>,
+    pub follow: Follow,
     /// Events to enable besides `sched_switch` and `sched_waking`, as
     /// (system, name).
     pub extra_events: Vec<(String, String)>,
@@ -194,8 +187,8 @@ impl Instance {
         // Overwrite mode: when the reader falls behind, the oldest unread
         // page is dropped and the next page read says so ("missed events").
         self.write("options/overwrite", "1")?;
-        self.write("options/stacktrace", bool01(config.kernel_stacks))?;
-        self.write("options/userstacktrace", bool01(config.user_stacks))?;
+        self.write("options/stacktrace", bool01(config.stacks.kernel))?;
+        self.write("options/userstacktrace", bool01(config.stacks.user))?;
         // Lets `saved_tgids` name the process of a thread that has exited.
         self.write("options/record-tgid", "1")?;
         // Wake the reader once a quarter of a CPU's buffer is used.
@@ -203,14 +196,14 @@ impl Instance {
 
         let switch = self.dir.join("events/sched/sched_switch");
         let waking = self.dir.join("events/sched/sched_waking");
-        match &config.filter {
-            KernelFilter::None => {}
-            KernelFilter::Tids(tids) => {
+        match &config.threads {
+            None => {}
+            Some(tids) if config.follow == Follow::Nothing => {
                 let (sw, wk) = tid_filters(tids);
                 write_file(&switch.join("filter"), &sw)?;
                 write_file(&waking.join("filter"), &wk)?;
             }
-            KernelFilter::Pids(pids) => {
+            Some(pids) => {
                 self.write("options/event-fork", "1")?;
                 let list = pids
                     .iter()

@@ -1,0 +1,322 @@
+//! What a run does, decided once from the command line: which threads are
+//! targets, which stacks are taken and how, what is filtered and how the
+//! report looks. Every stage reads its part of the [`Plan`]; none reads
+//! the command line.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::path::Path;
+
+use anyhow::{Result, bail};
+
+use crate::aggregate::StateFilter;
+use crate::aggregate::tasks::{parse_status_tgid, threads_of};
+use crate::cli::{Backend, CallGraph, Cli, DEFAULT_DWARF_SIZE};
+use crate::report::{ReportOptions, StackMode};
+
+/// Which threads are targets (`-p`, `-t`, `-u`, `-k`, `-- COMMAND`, or
+/// every thread). The backends derive what the kernel can drop from it;
+/// the aggregator decides with it which intervals count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Targets {
+    All,
+    /// `-u`: threads without PF_KTHREAD.
+    UserThreads,
+    /// `-k`: threads with PF_KTHREAD, idle tasks included.
+    KernelThreads,
+    /// `-p`: the threads of these processes (TGIDs), and the threads they
+    /// start.
+    Processes(BTreeSet<u32>),
+    /// `-t`: these threads only.
+    Threads(BTreeSet<u32>),
+    /// `-- COMMAND`: the process `root` from its exec on, and every process
+    /// it (transitively) starts.
+    Command { root: u32 },
+}
+
+/// What the tasks created by traced threads get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Follow {
+    /// Nothing (`-t`, or the whole system, where nothing needs following).
+    Nothing,
+    /// The events, when they are threads of the same process (`-p`).
+    Threads,
+    /// The events, threads and processes alike (`-- COMMAND`).
+    Everything,
+}
+
+impl Targets {
+    /// True when every thread is recorded and the targets are picked in
+    /// user space (no thread was named).
+    pub(crate) fn system_wide(&self) -> bool {
+        matches!(
+            self,
+            Targets::All | Targets::UserThreads | Targets::KernelThreads
+        )
+    }
+
+    /// What the kernel should do with tasks the traced threads create.
+    pub(crate) fn follow(&self) -> Follow {
+        match self {
+            Targets::Processes(_) => Follow::Threads,
+            Targets::Command { .. } => Follow::Everything,
+            _ => Follow::Nothing,
+        }
+    }
+
+    /// The processes of `-p`, whose threads are listed again after
+    /// attaching.
+    pub(crate) fn processes(&self) -> Vec<u32> {
+        match self {
+            Targets::Processes(pids) => pids.iter().copied().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The threads the kernel should record, as they are now, sorted:
+    /// the named threads, the threads of the named processes, or the
+    /// command's first process. `None` when the whole system is recorded.
+    pub(crate) fn threads_now(&self) -> Option<Vec<u32>> {
+        match self {
+            Targets::Threads(tids) => Some(tids.iter().copied().collect()),
+            Targets::Command { root } => Some(vec![*root]),
+            Targets::Processes(pids) => {
+                let mut v: Vec<u32> = Vec::new();
+                for &pid in pids {
+                    v.push(pid);
+                    v.extend(threads_of(pid));
+                }
+                v.sort_unstable();
+                v.dedup();
+                Some(v)
+            }
+            Targets::All | Targets::UserThreads | Targets::KernelThreads => None,
+        }
+    }
+
+}
+
+/// Which stacks are taken, and how user stacks are walked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stacks {
+    /// False under `-U`.
+    pub(crate) kernel: bool,
+    /// False under `-K`.
+    pub(crate) user: bool,
+    pub(crate) call_graph: CallGraph,
+    /// The user asked for `call_graph` (else it is the default for the
+    /// targets, which the tracefs backend may lower to `fp`).
+    pub(crate) call_graph_asked: bool,
+}
+
+impl Stacks {
+    /// Both kernel and user stacks, walked by frame pointers.
+    #[cfg(test)]
+    pub(crate) fn both_fp() -> Stacks {
+        Stacks {
+            kernel: true,
+            user: true,
+            call_graph: CallGraph::Fp,
+            call_graph_asked: false,
+        }
+    }
+
+    /// The bytes of user stack each sample copies: under `dwarf`, unless
+    /// no user stack is wanted (`-K`).
+    pub(crate) fn user_copy(&self) -> Option<u32> {
+        match self.call_graph {
+            CallGraph::Dwarf { size } if self.user => Some(size),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn mode(&self) -> StackMode {
+        match (self.kernel, self.user) {
+            (false, _) => StackMode::UserOnly,
+            (_, false) => StackMode::KernelOnly,
+            _ => StackMode::Both,
+        }
+    }
+}
+
+/// Everything a run needs to know, checked.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    /// For `-- COMMAND`, [`Targets::Command`] once it is started
+    /// ([`Plan::command_started`]); until then, every thread.
+    pub(crate) targets: Targets,
+    pub(crate) stacks: Stacks,
+    pub(crate) state: Option<StateFilter>,
+    /// Intervals shorter than this many microseconds are dropped.
+    pub(crate) min_block_us: u64,
+    /// Intervals longer than this many microseconds are dropped.
+    pub(crate) max_block_us: u64,
+    /// Most unique stacks kept (kernel and user together).
+    pub(crate) stack_storage_size: usize,
+    pub(crate) backend: Backend,
+    /// Per-CPU ring size in pages (`None`: the default for the stacks).
+    pub(crate) buffer_pages: Option<usize>,
+    /// Seconds to trace (`None`: until a signal, or the command's exit).
+    pub(crate) duration: Option<u64>,
+    /// The command to start and trace (empty: none).
+    pub(crate) command: Vec<OsString>,
+    pub(crate) report: ReportOptions,
+}
+
+impl Plan {
+    /// Decides the run from `cli`, after checking that every named PID
+    /// and TID exists and that `--state` can match.
+    pub(crate) fn from_cli(cli: &Cli) -> Result<Plan> {
+        let targets = targets(cli)?;
+        let state = cli.state.map(StateFilter::from_user).transpose()?;
+        // When `--call-graph` does not say: complete stacks cost little
+        // for chosen threads (see `bench/README.md`); the whole system
+        // keeps to frame pointers.
+        let default_graph = if targets.system_wide() && cli.command.is_empty() {
+            CallGraph::Fp
+        } else {
+            CallGraph::Dwarf {
+                size: DEFAULT_DWARF_SIZE,
+            }
+        };
+        let stacks = Stacks {
+            kernel: !cli.user_stacks_only,
+            user: !cli.kernel_stacks_only,
+            call_graph: cli.call_graph.unwrap_or(default_graph),
+            call_graph_asked: cli.call_graph.is_some(),
+        };
+        Ok(Plan {
+            targets,
+            stacks,
+            state,
+            min_block_us: cli.min_block_time,
+            max_block_us: cli.max_block_time,
+            stack_storage_size: cli.stack_storage_size,
+            backend: cli.backend,
+            buffer_pages: cli.mmap_pages,
+            duration: cli.duration,
+            command: cli.command.clone(),
+            report: ReportOptions {
+                folded: cli.folded,
+                delimited: cli.delimited,
+                stacks: stacks.mode(),
+            },
+        })
+    }
+
+    /// The command, held before its exec, is process `root`.
+    pub(crate) fn command_started(&mut self, root: u32) {
+        self.targets = Targets::Command { root };
+    }
+}
+
+/// The targets from `-p`/`-t`/`-u`/`-k`, after checking that every named
+/// PID and TID exists.
+fn targets(cli: &Cli) -> Result<Targets> {
+    if let Some(pids) = &cli.pid {
+        for &pid in pids {
+            let status = Path::new("/proc").join(pid.to_string()).join("status");
+            let raw = std::fs::read(&status)
+                .map_err(|_| anyhow::anyhow!("no process with PID {pid} exists"))?;
+            if let Some(tgid) = parse_status_tgid(&raw)
+                && tgid != pid
+            {
+                bail!(
+                    "{pid} is a thread of process {tgid}, not a process; use -t {pid} or -p {tgid}"
+                );
+            }
+        }
+        return Ok(Targets::Processes(pids.iter().copied().collect()));
+    }
+    if let Some(tids) = &cli.tid {
+        for &tid in tids {
+            // /proc/TID resolves for any thread, even one that is not a
+            // process leader.
+            if !Path::new("/proc").join(tid.to_string()).exists() {
+                bail!("no thread with TID {tid} exists");
+            }
+        }
+        return Ok(Targets::Threads(tids.iter().copied().collect()));
+    }
+    Ok(if cli.user_threads_only {
+        Targets::UserThreads
+    } else if cli.kernel_threads_only {
+        Targets::KernelThreads
+    } else {
+        Targets::All
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(args: &[&str]) -> Result<Plan> {
+        let cli = Cli::try_parse_from_checked(std::iter::once("offwake-perf").chain(args.iter().copied()))?;
+        Plan::from_cli(&cli)
+    }
+
+    #[test]
+    fn chosen_threads_default_to_dwarf_and_the_whole_system_to_fp() {
+        let dwarf = CallGraph::Dwarf { size: 8192 };
+        let me = std::process::id().to_string();
+        assert_eq!(plan(&["-p", &me]).unwrap().stacks.call_graph, dwarf);
+        assert_eq!(plan(&["-t", &me]).unwrap().stacks.call_graph, dwarf);
+        assert_eq!(plan(&["--", "true"]).unwrap().stacks.call_graph, dwarf);
+        for all in [&[][..], &["-u"], &["-k"]] {
+            assert_eq!(plan(all).unwrap().stacks.call_graph, CallGraph::Fp);
+        }
+    }
+
+    #[test]
+    fn kernel_only_stacks_copy_no_user_stack() {
+        let me = std::process::id().to_string();
+        let p = plan(&["-K", "-p", &me]).unwrap();
+        assert_eq!(p.stacks.user_copy(), None);
+        assert_eq!(p.report.stacks, StackMode::KernelOnly);
+        let p = plan(&["-p", &me]).unwrap();
+        assert_eq!(p.stacks.user_copy(), Some(8192));
+        assert_eq!(plan(&["-U"]).unwrap().report.stacks, StackMode::UserOnly);
+    }
+
+    #[test]
+    fn a_thread_named_as_a_process_is_refused_with_the_fix() {
+        let me = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let helper = std::thread::spawn(move || {
+            ready_tx.send(nix::unistd::gettid().as_raw() as u32).unwrap();
+            let _ = rx.recv();
+        });
+        let helper_tid = ready_rx.recv().unwrap();
+        let err = format!("{:#}", plan(&["-p", &helper_tid.to_string()]).unwrap_err());
+        drop(tx);
+        helper.join().unwrap();
+        assert!(err.contains(&format!("use -t {helper_tid} or -p {me}")), "{err}");
+        let err = format!("{:#}", plan(&["-p", "4194304"]).unwrap_err());
+        assert!(err.contains("no process with PID 4194304"), "{err}");
+        assert_eq!(
+            plan(&["-p", &me.to_string()]).unwrap().targets,
+            Targets::Processes(BTreeSet::from([me]))
+        );
+    }
+
+    #[test]
+    fn the_threads_of_named_processes_are_listed_with_them() {
+        let me = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let helper = std::thread::spawn(move || {
+            ready_tx.send(nix::unistd::gettid().as_raw() as u32).unwrap();
+            let _ = rx.recv();
+        });
+        let helper_tid = ready_rx.recv().unwrap();
+        let listed = Targets::Processes(BTreeSet::from([me])).threads_now().unwrap();
+        drop(tx);
+        helper.join().unwrap();
+        assert!(listed.contains(&me) && listed.contains(&helper_tid), "{listed:?}");
+        assert!(listed.windows(2).all(|w| w[0] < w[1]), "{listed:?}");
+        assert_eq!(Targets::All.threads_now(), None);
+        assert_eq!(Targets::Command { root: 7 }.threads_now(), Some(vec![7]));
+    }
+}
