@@ -16,19 +16,19 @@ use crate::tracefs::backend::{TracefsBackend, TracefsConfig};
 use crate::tracepoint::Tracefs;
 
 /// An open, recording backend.
-pub enum Source {
+pub(crate) enum Source {
     Perf(Box<PerfBackend>),
     Tracefs(Box<TracefsBackend>),
 }
 
 /// What opening a source said besides the source itself.
 #[derive(Debug, Default)]
-pub struct OpenNotes {
+pub(crate) struct OpenNotes {
     /// The one-line notice of an automatic fallback to tracefs.
-    pub fallback: Option<String>,
+    pub(crate) fallback: Option<String>,
     /// The one-line notice of a default `dwarf` call graph lowered to
     /// `fp` (the tracefs backend copies no user stacks).
-    pub call_graph: Option<String>,
+    pub(crate) call_graph: Option<String>,
 }
 
 /// The ring size per CPU, in pages, that `plan` asks for or defaults to,
@@ -48,7 +48,7 @@ impl Source {
     /// `perf_event_open` (EPERM, EACCES, ENOSYS) falls back to tracefs and
     /// the notes say so and why; any other perf failure is an error.
     /// `kallsyms` is being read when kernel stacks are wanted.
-    pub fn open(
+    pub(crate) fn open(
         plan: &Plan,
         tracefs: &Tracefs,
         kallsyms: Option<&Preload>,
@@ -127,7 +127,7 @@ impl Source {
     }
 
     /// `perf` or `tracefs`.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Source::Perf(_) => "perf",
             Source::Tracefs(_) => "tracefs",
@@ -136,7 +136,7 @@ impl Source {
 
     /// True when samples carry user stack copies to unwind
     /// ([`crate::event::UserCopy`]).
-    pub fn copies_user_stacks(&self) -> bool {
+    pub(crate) fn copies_user_stacks(&self) -> bool {
         match self {
             Source::Perf(p) => p.copies_user_stacks(),
             Source::Tracefs(_) => false,
@@ -145,14 +145,14 @@ impl Source {
 
     /// True when the source reports mmap, fork and exit events as they
     /// happen (perf); the tracefs backend does not.
-    pub fn delivers_mmaps(&self) -> bool {
+    pub(crate) fn delivers_mmaps(&self) -> bool {
         matches!(self, Source::Perf(_))
     }
 
     /// True when switch-ins are expected to come from context-switch
     /// records rather than from `sched_switch` (per-task events, or a
     /// `--state` filter on `sched_switch`), so that their count is no news.
-    pub fn switch_ins_from_records(&self) -> bool {
+    pub(crate) fn switch_ins_from_records(&self) -> bool {
         match self {
             Source::Perf(p) => p.switch_ins_from_records(),
             Source::Tracefs(_) => false,
@@ -160,28 +160,28 @@ impl Source {
     }
 
     /// The longest a round should wait for data.
-    pub fn round_period(&self) -> Duration {
+    pub(crate) fn round_period(&self) -> Duration {
         match self {
             Source::Perf(p) => p.round_period(),
             Source::Tracefs(_) => Duration::from_millis(100),
         }
     }
 
-    pub fn poll(&mut self, timeout: Duration, sink: &mut dyn EventSink) -> Result<()> {
+    pub(crate) fn poll(&mut self, timeout: Duration, sink: &mut dyn EventSink) -> Result<()> {
         match self {
             Source::Perf(p) => p.poll(timeout, sink),
             Source::Tracefs(t) => t.poll(timeout, sink),
         }
     }
 
-    pub fn finish(&mut self, sink: &mut dyn EventSink) -> Result<()> {
+    pub(crate) fn finish(&mut self, sink: &mut dyn EventSink) -> Result<()> {
         match self {
             Source::Perf(p) => p.finish(sink),
             Source::Tracefs(t) => t.finish(sink),
         }
     }
 
-    pub fn stats(&self) -> SourceStats {
+    pub(crate) fn stats(&self) -> SourceStats {
         match self {
             Source::Perf(p) => p.stats(),
             Source::Tracefs(t) => t.stats(),

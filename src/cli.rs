@@ -28,7 +28,7 @@ examples:
 
 /// Where events come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Backend {
+pub(crate) enum Backend {
     /// perf_event_open, falling back to tracefs when it is denied.
     Auto,
     /// perf_event_open only.
@@ -39,7 +39,7 @@ pub enum Backend {
 
 /// How user stacks are walked (`--call-graph`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CallGraph {
+pub(crate) enum CallGraph {
     /// The kernel follows frame pointers.
     Fp,
     /// The kernel copies this many bytes of user stack per sample, which
@@ -48,11 +48,11 @@ pub enum CallGraph {
 }
 
 /// Bytes of user stack copied per sample by default under `dwarf`.
-pub const DEFAULT_DWARF_SIZE: u32 = 8192;
+pub(crate) const DEFAULT_DWARF_SIZE: u32 = 8192;
 
 /// Largest copy the kernel takes (`sample_stack_user` must stay under
 /// 65535 and be a multiple of 8).
-pub const MAX_DWARF_SIZE: u32 = 65528;
+pub(crate) const MAX_DWARF_SIZE: u32 = 65528;
 
 /// Summarize blocked time by off-CPU stack and waker stack, without eBPF.
 #[derive(Debug, Parser)]
@@ -70,71 +70,71 @@ pub const MAX_DWARF_SIZE: u32 = 65528;
 pub struct Cli {
     /// Seconds to trace (default: until Ctrl-C or SIGTERM).
     #[arg(value_name = "DURATION", value_parser = nonzero)]
-    pub duration: Option<u64>,
+    pub(crate) duration: Option<u64>,
 
     /// Trace only threads of these processes (comma-separated PIDs).
     #[arg(short = 'p', long = "pid", value_name = "PIDS", value_delimiter = ',', value_parser = positive_id,
           conflicts_with_all = ["tid", "user_threads_only", "kernel_threads_only"])]
-    pub pid: Option<Vec<u32>>,
+    pub(crate) pid: Option<Vec<u32>>,
 
     /// Trace only these threads (comma-separated TIDs).
     #[arg(short = 't', long = "tid", value_name = "TIDS", value_delimiter = ',', value_parser = positive_id,
           conflicts_with_all = ["user_threads_only", "kernel_threads_only"])]
-    pub tid: Option<Vec<u32>>,
+    pub(crate) tid: Option<Vec<u32>>,
 
     /// Trace user threads only (no kernel threads).
     #[arg(short = 'u', long, conflicts_with = "kernel_threads_only")]
-    pub user_threads_only: bool,
+    pub(crate) user_threads_only: bool,
 
     /// Trace kernel threads only (no user threads).
     #[arg(short = 'k', long)]
-    pub kernel_threads_only: bool,
+    pub(crate) kernel_threads_only: bool,
 
     /// Show user-space stacks only (no kernel stacks).
     #[arg(short = 'U', long, conflicts_with = "kernel_stacks_only")]
-    pub user_stacks_only: bool,
+    pub(crate) user_stacks_only: bool,
 
     /// Show kernel stacks only (no user-space stacks).
     #[arg(short = 'K', long)]
-    pub kernel_stacks_only: bool,
+    pub(crate) kernel_stacks_only: bool,
 
     /// Insert a "-" between the kernel and user parts of each stack.
     #[arg(short = 'd', long)]
-    pub delimited: bool,
+    pub(crate) delimited: bool,
 
     /// Folded output, one line per entry (input for flamegraph.pl).
     #[arg(short = 'f', long)]
-    pub folded: bool,
+    pub(crate) folded: bool,
 
     /// Drop blocks shorter than this many microseconds.
     #[arg(short = 'm', long = "min-block-time", value_name = "US", default_value_t = 1,
           value_parser = nonzero)]
-    pub min_block_time: u64,
+    pub(crate) min_block_time: u64,
 
     /// Drop blocks longer than this many microseconds.
     #[arg(short = 'M', long = "max-block-time", value_name = "US", default_value_t = u64::MAX,
           value_parser = nonzero)]
-    pub max_block_time: u64,
+    pub(crate) max_block_time: u64,
 
     /// Only blocks whose task state at switch-out shares a bit with N
     /// (1 S, 2 D, 4 T, 8 t, 16 X, 32 Z, 64 P, 128 I); 0 selects preempted
     /// (runnable) switch-outs.
     #[arg(long, value_name = "N", value_parser = state_bits)]
-    pub state: Option<u64>,
+    pub(crate) state: Option<u64>,
 
     /// Most unique stacks kept; stacks beyond this print as placeholders.
     #[arg(long, value_name = "N", default_value_t = 16384, value_parser = nonzero_usize)]
-    pub stack_storage_size: usize,
+    pub(crate) stack_storage_size: usize,
 
     /// Event source.
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
-    pub backend: Backend,
+    pub(crate) backend: Backend,
 
     /// Ring-buffer size per CPU, in pages (a power of two; default: 32 MiB
     /// shared by the CPUs, at least 512 KiB and at most 4 MiB each; 4 times
     /// that under --call-graph dwarf).
     #[arg(long, value_name = "N", value_parser = power_of_two)]
-    pub mmap_pages: Option<usize>,
+    pub(crate) mmap_pages: Option<usize>,
 
     /// How user stacks are walked: `fp` (frame pointers, as bcc), or
     /// `dwarf[,SIZE]`: SIZE bytes of user stack (a multiple of 8, at most
@@ -144,14 +144,14 @@ pub struct Cli {
     /// tracefs backend has fp only.
     #[arg(long, value_name = "fp|dwarf[,SIZE]", value_parser = call_graph,
           conflicts_with = "kernel_stacks_only")]
-    pub call_graph: Option<CallGraph>,
+    pub(crate) call_graph: Option<CallGraph>,
 
     /// Start COMMAND with tracing already active, trace it and every process
     /// it starts, and stop when it exits; then exit with its status (128+N
     /// if signal N killed it).
     #[arg(last = true, value_name = "COMMAND",
           conflicts_with_all = ["pid", "tid", "user_threads_only", "kernel_threads_only"])]
-    pub command: Vec<OsString>,
+    pub(crate) command: Vec<OsString>,
 }
 
 /// The default ring size per CPU, in pages: 32 MiB shared by `cpus`
@@ -161,7 +161,7 @@ pub struct Cli {
 ///
 /// With `dwarf` call graphs, whose samples carry a copy of the user stack,
 /// all of it is 4 times larger: 128 MiB shared, 2 ..= 16 MiB each.
-pub fn default_mmap_pages(cpus: usize, page_size: usize, dwarf: bool) -> usize {
+pub(crate) fn default_mmap_pages(cpus: usize, page_size: usize, dwarf: bool) -> usize {
     const MIB: usize = 1024 * 1024;
     let scale = if dwarf { 4 } else { 1 };
     let per_cpu = (scale * 32 * MIB / cpus.max(1)).clamp(scale * MIB / 2, scale * 4 * MIB);

@@ -20,7 +20,7 @@ use std::thread::JoinHandle;
 use anyhow::{Context, Result, anyhow, bail};
 
 /// A forked command waiting to `exec`.
-pub struct Held {
+pub(crate) struct Held {
     pid: u32,
     go: File,
     spawner: JoinHandle<io::Result<Child>>,
@@ -28,7 +28,7 @@ pub struct Held {
 }
 
 /// Forks `argv`, stopping the child before `exec`.
-pub fn spawn_held(argv: &[OsString]) -> Result<Held> {
+pub(crate) fn spawn_held(argv: &[OsString]) -> Result<Held> {
     let (program, args) = argv.split_first().context("no command given after --")?;
     let (pid_r, pid_w) = pipe()?;
     let (go_r, go_w) = pipe()?;
@@ -96,12 +96,12 @@ pub fn spawn_held(argv: &[OsString]) -> Result<Held> {
 }
 
 impl Held {
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.pid
     }
 
     /// Lets the command `exec`, and returns it once it has.
-    pub fn release(self) -> Result<Child> {
+    pub(crate) fn release(self) -> Result<Child> {
         let Held {
             mut go,
             spawner,

@@ -14,17 +14,17 @@ use rustc_hash::FxHashSet;
 
 /// A task's `comm`: up to 16 bytes, NUL-padded, exactly as the kernel keeps it.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Comm(pub [u8; 16]);
+pub(crate) struct Comm(pub(crate) [u8; 16]);
 
 impl Comm {
     /// The comm of a thread nothing named: it reads `[unknown]`, but a
     /// byte after its NUL sets it apart from any comm a task can have
     /// ([`Comm::from_bytes`] zero-fills), `[unknown]` included.
-    pub const UNKNOWN: Comm = Comm(*b"[unknown]\0\0\0\0\0\0\x01");
+    pub(crate) const UNKNOWN: Comm = Comm(*b"[unknown]\0\0\0\0\0\0\x01");
 
     /// Builds a comm from raw bytes, stopping at the first NUL and keeping at
     /// most 16 bytes.
-    pub fn from_bytes(raw: &[u8]) -> Comm {
+    pub(crate) fn from_bytes(raw: &[u8]) -> Comm {
         let mut out = [0u8; 16];
         let len = raw
             .iter()
@@ -36,18 +36,18 @@ impl Comm {
     }
 
     /// The bytes before the first NUL.
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         let len = self.0.iter().position(|&b| b == 0).unwrap_or(16);
         &self.0[..len]
     }
 
     /// The comm as text (invalid UTF-8 replaced).
-    pub fn as_str(&self) -> Cow<'_, str> {
+    pub(crate) fn as_str(&self) -> Cow<'_, str> {
         String::from_utf8_lossy(self.as_bytes())
     }
 
     /// True for the empty comm (used for "no waker").
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0[0] == 0
     }
 }
@@ -86,7 +86,7 @@ impl fmt::Debug for Comm {
 /// that reads them, and the atomic count cost about 6% of the pipeline
 /// bench. (So `Event` is not `Send`; switch to `Arc` if it has to be.)
 #[derive(Clone, Default)]
-pub struct Callchain {
+pub(crate) struct Callchain {
     /// The frames' serial number ([`Callchain::serial`]), the kernel
     /// frames, then the user frames; `None` when both parts are empty.
     frames: Option<Rc<[u64]>>,
@@ -102,7 +102,7 @@ static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
 impl Callchain {
     /// A callchain of these parts, not shared with any other.
-    pub fn new(kernel: &[u64], user: &[u64]) -> Callchain {
+    pub(crate) fn new(kernel: &[u64], user: &[u64]) -> Callchain {
         if kernel.is_empty() && user.is_empty() {
             return Callchain::default();
         }
@@ -125,17 +125,17 @@ impl Callchain {
     /// share them. Chains with the same serial have the same user part,
     /// and the same kernel part when the same number of frames was skipped
     /// off it ([`Callchain::kernel_skipped`]). `None` without frames.
-    pub fn serial(&self) -> Option<u64> {
+    pub(crate) fn serial(&self) -> Option<u64> {
         self.frames.as_ref().and_then(|f| f.first().copied())
     }
 
     /// How many frames [`Callchain::skip_kernel`] took off the kernel part.
-    pub fn kernel_skipped(&self) -> u32 {
+    pub(crate) fn kernel_skipped(&self) -> u32 {
         self.kernel_start.saturating_sub(1)
     }
 
     /// The kernel frames, innermost first.
-    pub fn kernel(&self) -> &[u64] {
+    pub(crate) fn kernel(&self) -> &[u64] {
         match &self.frames {
             Some(f) => f
                 .get(self.kernel_start as usize..self.user_start as usize)
@@ -145,7 +145,7 @@ impl Callchain {
     }
 
     /// The user frames, innermost first.
-    pub fn user(&self) -> &[u64] {
+    pub(crate) fn user(&self) -> &[u64] {
         match &self.frames {
             Some(f) => f.get(self.user_start as usize..).unwrap_or(&[]),
             None => &[],
@@ -153,13 +153,14 @@ impl Callchain {
     }
 
     /// True when both parts are empty.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.kernel().is_empty() && self.user().is_empty()
     }
 
     /// Takes up to `n` frames off the top (the innermost end) of the kernel
     /// part.
-    pub fn skip_kernel(&mut self, n: usize) {
+    pub(crate) fn skip_kernel(&mut self, n: usize) {
         let n = u32::try_from(n).unwrap_or(u32::MAX);
         self.kernel_start = self.kernel_start.saturating_add(n).min(self.user_start);
     }
@@ -201,7 +202,7 @@ const CHAIN_CACHE_MIN: usize = 4096;
 /// doubled since the last such sweep, so it stays about the size of what is
 /// in flight plus the chains seen lately.
 #[derive(Clone, Debug, Default)]
-pub struct ChainCache {
+pub(crate) struct ChainCache {
     chains: FxHashSet<Cached>,
     /// Size at which the next sweep happens.
     sweep_at: usize,
@@ -239,7 +240,7 @@ impl Hash for Cached {
 }
 
 impl ChainCache {
-    pub fn new() -> ChainCache {
+    pub(crate) fn new() -> ChainCache {
         ChainCache::default()
     }
 
@@ -247,7 +248,7 @@ impl ChainCache {
     /// equal entries before, if it is still kept; else the one whose kernel
     /// and user parts (each innermost first) `split` writes into the two
     /// empty vectors it is given.
-    pub fn get(
+    pub(crate) fn get(
         &mut self,
         entries: &[u8],
         split: impl FnOnce(&mut Vec<u64>, &mut Vec<u64>),
@@ -282,43 +283,40 @@ impl ChainCache {
     }
 
     /// Chains kept.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.chains.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.chains.is_empty()
     }
 }
 
 /// `sched:sched_switch`, sampled in the context of the task leaving the CPU.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Switch {
+pub(crate) struct Switch {
     /// Thread leaving the CPU (`prev_pid`); 0 is this CPU's idle task.
-    pub prev_tid: u32,
+    pub(crate) prev_tid: u32,
     /// Process of `prev_tid` (the sample's pid); 0 for idle.
-    pub prev_tgid: u32,
-    pub prev_comm: Comm,
+    pub(crate) prev_tgid: u32,
+    pub(crate) prev_comm: Comm,
     /// `prev_state` exactly as the tracepoint reports it: one report bit
     /// (S=1 … I=128), the preempted marker (`TASK_REPORT_MAX`, 256 on
     /// current kernels) or 0.
-    pub prev_state: u64,
+    pub(crate) prev_state: u64,
     /// Thread entering the CPU (`next_pid`); 0 is this CPU's idle task.
-    pub next_tid: u32,
-    pub next_comm: Comm,
+    pub(crate) next_tid: u32,
+    pub(crate) next_comm: Comm,
     /// Callchain of the switch-out (the blocked stack of `prev_tid`).
-    pub stack: Callchain,
+    pub(crate) stack: Callchain,
     /// `prev_tid`'s user registers and stack, copied for DWARF unwinding
     /// (`--call-graph dwarf`); unwound into `stack` before aggregation.
-    pub user_copy: Option<Box<UserCopy>>,
+    pub(crate) user_copy: Option<Box<UserCopy>>,
     /// When `prev_tid` had switched in, for the slice this switch-out
     /// ends, as far as the backend tells it with the switch-out.
-    pub prev_ran_since: RanSince,
+    pub(crate) prev_ran_since: RanSince,
 }
 
 /// When a switched-out thread had switched in, as its switch-out tells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RanSince {
+pub(crate) enum RanSince {
     /// The backend does not tell it here: a `next_pid`, or a switch-in
     /// record, does.
     NotTold,
@@ -331,40 +329,40 @@ pub enum RanSince {
 
 impl Switch {
     /// `prev_state` bits of a task leaving for the last time (X, Z).
-    pub const DEAD_STATES: u64 = 16 | 32;
+    pub(crate) const DEAD_STATES: u64 = 16 | 32;
 
     /// Whether this is `prev_tid`'s final switch-out: it never comes back.
-    pub fn is_final(&self) -> bool {
+    pub(crate) fn is_final(&self) -> bool {
         self.prev_state & Switch::DEAD_STATES != 0
     }
 }
 
 /// `sched:sched_waking`, sampled in the context of the waker.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Waking {
+pub(crate) struct Waking {
     /// The task running when the wakeup happened (the waker); 0 is idle.
-    pub waker_tid: u32,
-    pub waker_tgid: u32,
+    pub(crate) waker_tid: u32,
+    pub(crate) waker_tgid: u32,
     /// The task being woken (the tracepoint's `pid` field).
-    pub wakee_tid: u32,
-    pub wakee_comm: Comm,
+    pub(crate) wakee_tid: u32,
+    pub(crate) wakee_comm: Comm,
     /// The waker's callchain. Its kernel part begins at the *caller* of
     /// `try_to_wake_up`: backends drop the tracepoint's own site.
-    pub stack: Callchain,
+    pub(crate) stack: Callchain,
     /// The waker's user registers and stack, as for [`Switch::user_copy`].
-    pub user_copy: Option<Box<UserCopy>>,
+    pub(crate) user_copy: Option<Box<UserCopy>>,
 }
 
 /// A thread's user registers and the top of its user stack, copied by the
 /// kernel with a sample (`PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER`):
 /// what a DWARF unwinder needs, and nothing kept past unwinding.
 #[derive(Clone, PartialEq, Eq)]
-pub struct UserCopy {
-    pub ip: u64,
-    pub sp: u64,
-    pub bp: u64,
+pub(crate) struct UserCopy {
+    pub(crate) ip: u64,
+    pub(crate) sp: u64,
+    pub(crate) bp: u64,
     /// The bytes from `sp` up, as many as the kernel could copy.
-    pub stack: Box<[u8]>,
+    pub(crate) stack: Box<[u8]>,
 }
 
 impl fmt::Debug for UserCopy {
@@ -383,7 +381,7 @@ impl fmt::Debug for UserCopy {
 impl Waking {
     /// Drops the user stack, copy and frames: an interrupt's wakeup has
     /// none of its own (its user stack is the interrupted task's).
-    pub fn drop_user_stack(&mut self) {
+    pub(crate) fn drop_user_stack(&mut self) {
         self.user_copy = None;
         self.stack = Callchain::new(self.stack.kernel(), &[]);
     }
@@ -391,45 +389,45 @@ impl Waking {
 
 /// A new task (process or thread). `tgid == parent_tgid` for a new thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Fork {
-    pub parent_tgid: u32,
-    pub parent_tid: u32,
-    pub tgid: u32,
-    pub tid: u32,
+pub(crate) struct Fork {
+    pub(crate) parent_tgid: u32,
+    pub(crate) parent_tid: u32,
+    pub(crate) tgid: u32,
+    pub(crate) tid: u32,
 }
 
 /// A task exited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Exit {
-    pub tgid: u32,
-    pub tid: u32,
+pub(crate) struct Exit {
+    pub(crate) tgid: u32,
+    pub(crate) tid: u32,
 }
 
 /// A task's comm changed: `exec` is true when it changed because of execve
 /// (the process's memory map was replaced too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CommChange {
-    pub tgid: u32,
-    pub tid: u32,
-    pub comm: Comm,
-    pub exec: bool,
+pub(crate) struct CommChange {
+    pub(crate) tgid: u32,
+    pub(crate) tid: u32,
+    pub(crate) comm: Comm,
+    pub(crate) exec: bool,
 }
 
 /// A file (or anonymous region) mapped into a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mmap {
-    pub tgid: u32,
-    pub tid: u32,
-    pub start: u64,
-    pub len: u64,
+pub(crate) struct Mmap {
+    pub(crate) tgid: u32,
+    pub(crate) tid: u32,
+    pub(crate) start: u64,
+    pub(crate) len: u64,
     /// File offset of `start`.
-    pub pgoff: u64,
+    pub(crate) pgoff: u64,
     /// Path as the kernel printed it (may be `[vdso]`, `//anon`, …).
-    pub path: String,
+    pub(crate) path: String,
     /// True when the mapping is executable.
-    pub executable: bool,
+    pub(crate) executable: bool,
     /// The mapped file's device and inode, when the record gives them.
-    pub file: Option<crate::sys::open::FileKey>,
+    pub(crate) file: Option<crate::sys::open::FileKey>,
 }
 
 /// A thread came onto a CPU, from perf's context-switch record (emitted in
@@ -437,20 +435,20 @@ pub struct Mmap {
 /// `next_pid` side of `sched_switch`, which some kernels do not report for
 /// every switch (seen: switches out of the idle task on one CPU of a VM).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SwitchIn {
-    pub tid: u32,
-    pub tgid: u32,
+pub(crate) struct SwitchIn {
+    pub(crate) tid: u32,
+    pub(crate) tgid: u32,
     /// The thread that left the CPU (0 for idle).
-    pub prev_tid: u32,
+    pub(crate) prev_tid: u32,
 }
 
 /// A traced thread stopped being traced while it ran (it exited): the
 /// switch-in that began its last slice, which no switch-out will tell (see
 /// `perf::running`). `since` is `None` when it could not be told.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ran {
-    pub tid: u32,
-    pub since: Option<u64>,
+pub(crate) struct Ran {
+    pub(crate) tid: u32,
+    pub(crate) since: Option<u64>,
 }
 
 /// Records the kernel could not deliver (ring full, or samples dropped), or
@@ -463,28 +461,28 @@ pub struct Ran {
 /// it, or the moment the ring had room again): every interval that overlaps
 /// that window may be wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Lost {
-    pub records: u64,
+pub(crate) struct Lost {
+    pub(crate) records: u64,
     /// End of the window, `>=` the event's time.
-    pub until: u64,
+    pub(crate) until: u64,
 }
 
 /// Counters kept by a backend while reading.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SourceStats {
+pub(crate) struct SourceStats {
     /// Records the kernel reported lost.
-    pub lost_records: u64,
+    pub(crate) lost_records: u64,
     /// Records read and decoded (record types we do not use are read and
     /// skipped, and counted here too).
-    pub records: u64,
+    pub(crate) records: u64,
     /// Records that could not be decoded (skipped, counted), plus buffer
     /// inconsistencies (each one drops the rest of that read).
-    pub malformed: u64,
+    pub(crate) malformed: u64,
 }
 
 /// What happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EventKind {
+pub(crate) enum EventKind {
     Switch(Switch),
     SwitchIn(SwitchIn),
     Ran(Ran),
@@ -497,7 +495,7 @@ pub enum EventKind {
 }
 
 /// Where a backend delivers its events, in global time order.
-pub trait EventSink {
+pub(crate) trait EventSink {
     /// Sees each event as soon as its place in time is known, before the
     /// backend finishes its kernel stack (which may wait for kallsyms):
     /// for work that must not wait, such as unwinding user stack copies.
@@ -516,12 +514,12 @@ impl<F: FnMut(Event)> EventSink for F {
 
 /// One event: when, where, what.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Event {
+pub(crate) struct Event {
     /// Nanoseconds, `CLOCK_MONOTONIC`.
-    pub time: u64,
+    pub(crate) time: u64,
     /// CPU whose ring buffer delivered the event.
-    pub cpu: u32,
-    pub kind: EventKind,
+    pub(crate) cpu: u32,
+    pub(crate) kind: EventKind,
 }
 
 #[cfg(test)]

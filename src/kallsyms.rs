@@ -14,31 +14,31 @@ use crate::symbolize::kernel::KernelSymbols;
 
 /// One line: `ffffffff81000000 T name [module]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Symbol<'a> {
-    pub addr: u64,
+pub(crate) struct Symbol<'a> {
+    pub(crate) addr: u64,
     /// The type letter (`t`/`T` text, `w`/`W` weak, `d`, `b`, …).
-    pub kind: &'a str,
-    pub name: &'a str,
+    pub(crate) kind: &'a str,
+    pub(crate) name: &'a str,
     /// The module, for module symbols (without its brackets).
-    pub module: Option<&'a str>,
+    pub(crate) module: Option<&'a str>,
 }
 
 /// Reads `/proc/kallsyms`.
-pub fn read() -> Result<String> {
+pub(crate) fn read() -> Result<String> {
     std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")
 }
 
 /// What the tool needs from kallsyms, built from one reading of it.
 #[derive(Debug, Default)]
-pub struct Tables {
+pub(crate) struct Tables {
     /// The tracing machinery, trimmed from the top of kernel stacks.
-    pub probes: ProbeRanges,
+    pub(crate) probes: ProbeRanges,
     /// Kernel text symbols, for symbolization.
-    pub symbols: Arc<KernelSymbols>,
+    pub(crate) symbols: Arc<KernelSymbols>,
 }
 
 impl Tables {
-    pub fn from_kallsyms(text: &str) -> Tables {
+    pub(crate) fn from_kallsyms(text: &str) -> Tables {
         Tables {
             probes: ProbeRanges::from_kallsyms(text),
             symbols: Arc::new(KernelSymbols::parse(text)),
@@ -52,7 +52,7 @@ impl Tables {
 /// resolves kernel frames with its table at the end, without reading the
 /// file again on the way from SIGINT to the report. Clones share it.
 #[derive(Clone, Debug)]
-pub struct Preload(Arc<PreloadState>);
+pub(crate) struct Preload(Arc<PreloadState>);
 
 #[derive(Debug)]
 struct PreloadState {
@@ -62,7 +62,7 @@ struct PreloadState {
 
 impl Preload {
     /// Starts reading kallsyms on a thread.
-    pub fn spawn() -> Preload {
+    pub(crate) fn spawn() -> Preload {
         let thread = std::thread::spawn(|| {
             // SAFETY: setpriority only reads its arguments; 0 is the
             // calling thread (Linux gives each thread its own nice value).
@@ -76,7 +76,7 @@ impl Preload {
     }
 
     /// True when [`Preload::wait`] would not block.
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.0.done.get().is_some()
             || self
                 .0
@@ -86,7 +86,7 @@ impl Preload {
     }
 
     /// The tables, once read (waits for the thread).
-    pub fn wait(&self) -> Result<Arc<Tables>> {
+    pub(crate) fn wait(&self) -> Result<Arc<Tables>> {
         let done = self.0.done.get_or_init(|| {
             let thread = self.0.thread.lock().ok().and_then(|mut t| t.take());
             match thread.map(JoinHandle::join) {
@@ -102,7 +102,7 @@ impl Preload {
 
 /// The symbols of a kallsyms listing, in listing order; malformed lines are
 /// skipped.
-pub fn symbols(text: &str) -> impl Iterator<Item = Symbol<'_>> {
+pub(crate) fn symbols(text: &str) -> impl Iterator<Item = Symbol<'_>> {
     text.lines().filter_map(|line| {
         let mut parts = line.split_ascii_whitespace();
         let addr = u64::from_str_radix(parts.next()?, 16).ok()?;

@@ -7,25 +7,25 @@
 //! [`symbolize`] → [`report`]; [`session`] wires them together for the CLI
 //! defined in [`cli`].
 
-pub mod aggregate;
-pub mod backend;
+pub(crate) mod aggregate;
+pub(crate) mod backend;
 #[doc(hidden)]
 pub mod benchkit;
 pub mod cli;
-pub mod command;
+pub(crate) mod command;
 pub mod diag;
-pub mod event;
-pub mod kallsyms;
-pub mod perf;
+pub(crate) mod event;
+pub(crate) mod kallsyms;
+pub(crate) mod perf;
 pub(crate) mod plan;
-pub mod probes;
-pub mod reorder;
-pub mod report;
+pub(crate) mod probes;
+pub(crate) mod reorder;
+pub(crate) mod report;
 pub mod session;
-pub mod symbolize;
-pub mod sys;
-pub mod tracefs;
-pub mod tracepoint;
+pub(crate) mod symbolize;
+pub(crate) mod sys;
+pub(crate) mod tracefs;
+pub(crate) mod tracepoint;
 pub(crate) mod unwind;
 
 #[cfg(test)]

@@ -31,7 +31,9 @@ pub(crate) enum Targets {
     Threads(BTreeSet<u32>),
     /// `-- COMMAND`: the process `root` from its exec on, and every process
     /// it (transitively) starts.
-    Command { root: u32 },
+    Command {
+        root: u32,
+    },
 }
 
 /// What the tasks created by traced threads get.
@@ -93,7 +95,6 @@ impl Targets {
             Targets::All | Targets::UserThreads | Targets::KernelThreads => None,
         }
     }
-
 }
 
 /// Which stacks are taken, and how user stacks are walked.
@@ -252,7 +253,9 @@ mod tests {
     use super::*;
 
     fn plan(args: &[&str]) -> Result<Plan> {
-        let cli = Cli::try_parse_from_checked(std::iter::once("offwake-perf").chain(args.iter().copied()))?;
+        let cli = Cli::try_parse_from_checked(
+            std::iter::once("offwake-perf").chain(args.iter().copied()),
+        )?;
         Plan::from_cli(&cli)
     }
 
@@ -285,14 +288,19 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let helper = std::thread::spawn(move || {
-            ready_tx.send(nix::unistd::gettid().as_raw() as u32).unwrap();
+            ready_tx
+                .send(nix::unistd::gettid().as_raw() as u32)
+                .unwrap();
             let _ = rx.recv();
         });
         let helper_tid = ready_rx.recv().unwrap();
         let err = format!("{:#}", plan(&["-p", &helper_tid.to_string()]).unwrap_err());
         drop(tx);
         helper.join().unwrap();
-        assert!(err.contains(&format!("use -t {helper_tid} or -p {me}")), "{err}");
+        assert!(
+            err.contains(&format!("use -t {helper_tid} or -p {me}")),
+            "{err}"
+        );
         let err = format!("{:#}", plan(&["-p", "4194304"]).unwrap_err());
         assert!(err.contains("no process with PID 4194304"), "{err}");
         assert_eq!(
@@ -307,14 +315,21 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let helper = std::thread::spawn(move || {
-            ready_tx.send(nix::unistd::gettid().as_raw() as u32).unwrap();
+            ready_tx
+                .send(nix::unistd::gettid().as_raw() as u32)
+                .unwrap();
             let _ = rx.recv();
         });
         let helper_tid = ready_rx.recv().unwrap();
-        let listed = Targets::Processes(BTreeSet::from([me])).threads_now().unwrap();
+        let listed = Targets::Processes(BTreeSet::from([me]))
+            .threads_now()
+            .unwrap();
         drop(tx);
         helper.join().unwrap();
-        assert!(listed.contains(&me) && listed.contains(&helper_tid), "{listed:?}");
+        assert!(
+            listed.contains(&me) && listed.contains(&helper_tid),
+            "{listed:?}"
+        );
         assert!(listed.windows(2).all(|w| w[0] < w[1]), "{listed:?}");
         assert_eq!(Targets::All.threads_now(), None);
         assert_eq!(Targets::Command { root: 7 }.threads_now(), Some(vec![7]));

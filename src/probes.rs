@@ -14,7 +14,7 @@ use crate::tracepoint::sched::Tracepoint;
 /// walker (`trace_event_raw_event_*`, `__traceiter_*`, …): ftrace's stack
 /// entries begin inside them, perf's callchains do not.
 #[derive(Clone, Debug, Default)]
-pub struct ProbeRanges {
+pub(crate) struct ProbeRanges {
     ranges: Vec<(u64, u64)>,
     /// `__irqentry_text_start..__irqentry_text_end`: the interrupt entry
     /// code, in every stack of an interrupt's work (softirqs run on its
@@ -35,7 +35,7 @@ const PROBE_PREFIXES: &[&str] = &[
 
 impl ProbeRanges {
     /// Reads `/proc/kallsyms` (see also [`kallsyms::Preload`]).
-    pub fn load() -> Result<ProbeRanges> {
+    pub(crate) fn load() -> Result<ProbeRanges> {
         Ok(ProbeRanges::from_kallsyms(&kallsyms::read()?))
     }
 
@@ -43,7 +43,7 @@ impl ProbeRanges {
     /// runs up to the next higher symbol address (another name at the same
     /// address is an alias; the listing is in address order within the
     /// kernel image; module symbols are never machinery).
-    pub fn from_kallsyms(text: &str) -> ProbeRanges {
+    pub(crate) fn from_kallsyms(text: &str) -> ProbeRanges {
         let mut ranges = Vec::new();
         let mut open: Option<u64> = None;
         let (mut irq_start, mut irq_end) = (None, None);
@@ -82,12 +82,13 @@ impl ProbeRanges {
 
     /// True when `kernel` (a kernel stack, innermost first) runs on behalf
     /// of an interrupt: it passes through the interrupt entry code.
-    pub fn interrupted(&self, kernel: &[u64]) -> bool {
+    pub(crate) fn interrupted(&self, kernel: &[u64]) -> bool {
         self.irq_entry
             .is_some_and(|(start, end)| kernel.iter().any(|&a| start <= a && a < end))
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
 
@@ -95,7 +96,7 @@ impl ProbeRanges {
     /// the traced code's, for both backends: those in the machinery and,
     /// for `sched_waking`, the tracepoint's own site inside
     /// `try_to_wake_up` (a waker's stack starts at its caller).
-    pub fn kernel_start(&self, frames: &[u64], tp: Tracepoint) -> usize {
+    pub(crate) fn kernel_start(&self, frames: &[u64], tp: Tracepoint) -> usize {
         let machinery = self.leading(frames);
         match tp {
             Tracepoint::Switch => machinery,

@@ -19,7 +19,7 @@ const SEED: u64 = 0x0ff_5eed;
 
 /// `cases` cases (unless `PROPTEST_CASES` is set), a fixed seed (unless
 /// `PROPTEST_RNG_SEED` is set), no persistence files.
-pub fn config(cases: u32) -> Config {
+pub(crate) fn config(cases: u32) -> Config {
     let env = Config::default();
     Config {
         cases: if std::env::var_os("PROPTEST_CASES").is_some() {

@@ -26,7 +26,7 @@ struct Pending {
 /// stamped before a round started has been fully written by the time the
 /// next round reads).
 #[derive(Debug, Default)]
-pub struct Rounds {
+pub(crate) struct Rounds {
     prev_start: Option<u64>,
     released_upto: u64,
 }
@@ -35,7 +35,7 @@ impl Rounds {
     /// Starts a round: waits up to `timeout` for one of `fds` to be
     /// readable and returns the round's start time, or None when a signal
     /// interrupted the wait (no round: the caller checks why).
-    pub fn wait<'fd>(
+    pub(crate) fn wait<'fd>(
         &mut self,
         fds: impl IntoIterator<Item = BorrowedFd<'fd>>,
         timeout: Duration,
@@ -57,7 +57,7 @@ impl Rounds {
 
     /// Ends the round that started at `start` (its buffers read): returns
     /// the time up to which events may now be released, if any.
-    pub fn end(&mut self, start: u64) -> Option<u64> {
+    pub(crate) fn end(&mut self, start: u64) -> Option<u64> {
         let upto = self.prev_start.replace(start)?;
         self.released_upto = upto;
         Some(upto)
@@ -65,7 +65,7 @@ impl Rounds {
 
     /// Events up to this time have been released: nothing older may be
     /// pushed any more (a loss window is moved up to it).
-    pub fn released_upto(&self) -> u64 {
+    pub(crate) fn released_upto(&self) -> u64 {
         self.released_upto
     }
 }
@@ -78,7 +78,7 @@ impl Rounds {
 /// queues through a small heap of their heads: each event is moved twice,
 /// whatever the size of the window.
 #[derive(Default)]
-pub struct Reorder {
+pub(crate) struct Reorder {
     queues: Vec<VecDeque<Pending>>,
     /// (time, seq, queue) of each queue's first event; entries whose event
     /// is no longer first are skipped when they come up.
@@ -91,11 +91,11 @@ pub struct Reorder {
 const MAX_QUEUES: usize = 8192;
 
 impl Reorder {
-    pub fn new() -> Reorder {
+    pub(crate) fn new() -> Reorder {
         Reorder::default()
     }
 
-    pub fn push(&mut self, event: Event) {
+    pub(crate) fn push(&mut self, event: Event) {
         let seq = self.next_seq;
         self.next_seq += 1;
         let (time, cpu) = (event.time, (event.cpu as usize).min(MAX_QUEUES - 1));
@@ -123,7 +123,7 @@ impl Reorder {
 
     /// Releases, in time order, every buffered event with `time <= upto`.
     /// Events with equal times come out in the order they were pushed.
-    pub fn flush_upto(&mut self, upto: u64, sink: &mut dyn FnMut(Event)) {
+    pub(crate) fn flush_upto(&mut self, upto: u64, sink: &mut dyn FnMut(Event)) {
         while let Some(&Reverse((time, seq, cpu))) = self.heads.peek() {
             if time > upto {
                 break;
@@ -152,16 +152,18 @@ impl Reorder {
     }
 
     /// Releases everything, in time order.
-    pub fn flush_all(&mut self, sink: &mut dyn FnMut(Event)) {
+    pub(crate) fn flush_all(&mut self, sink: &mut dyn FnMut(Event)) {
         self.flush_upto(u64::MAX, sink)
     }
 
     /// Number of buffered events.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 }

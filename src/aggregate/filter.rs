@@ -4,14 +4,14 @@ use anyhow::{Result, bail};
 
 /// `--state N`, mapped onto the bits the tracepoint reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StateFilter {
+pub(crate) struct StateFilter {
     /// 0 selects preempted/running intervals; otherwise a mask of reported
     /// bits, any of which selects.
-    pub reported_mask: u64,
+    pub(crate) reported_mask: u64,
 }
 
 /// The report bits `sched_switch` can show in `prev_state` (S D T t X Z P I).
-pub const REPORTED_BITS: u64 = 0xff;
+pub(crate) const REPORTED_BITS: u64 = 0xff;
 
 /// `TASK_NOLOAD`: only ever set together with D as `TASK_IDLE`, reported as I.
 const TASK_NOLOAD: u64 = 1024;
@@ -62,7 +62,7 @@ impl StateFilter {
     /// (128) and 4096 (`TASK_RTLOCK_WAIT`) maps to D (2), as the kernel
     /// reports them. Any other bit is refused, even when mixed with valid
     /// ones, so that part of a request is never silently dropped.
-    pub fn from_user(n: u64) -> Result<StateFilter> {
+    pub(crate) fn from_user(n: u64) -> Result<StateFilter> {
         if n == 0 {
             return Ok(StateFilter { reported_mask: 0 });
         }
@@ -88,7 +88,7 @@ impl StateFilter {
 
     /// The same selection as a tracepoint filter on `sched_switch`, for the
     /// kernel to apply before it takes a callchain.
-    pub fn tracepoint_filter(&self) -> String {
+    pub(crate) fn tracepoint_filter(&self) -> String {
         if self.reported_mask == 0 {
             format!("!(prev_state & {REPORTED_BITS})")
         } else {
@@ -97,7 +97,7 @@ impl StateFilter {
     }
 
     /// Whether an interval whose switch-out reported `prev_state` is selected.
-    pub fn matches(&self, prev_state: u64) -> bool {
+    pub(crate) fn matches(&self, prev_state: u64) -> bool {
         if self.reported_mask == 0 {
             prev_state & REPORTED_BITS == 0
         } else {

@@ -13,10 +13,10 @@
 //! is then discarded at its switch-in. Threads that exit, and TIDs that
 //! are reused by a fork, lose their pending state.
 
-pub mod filter;
-pub mod quiet;
-pub mod stacks;
-pub mod tasks;
+pub(crate) mod filter;
+pub(crate) mod quiet;
+pub(crate) mod stacks;
+pub(crate) mod tasks;
 
 use std::hash::{Hash, Hasher};
 
@@ -33,40 +33,40 @@ use quiet::{QuietTarget, Tally, TargetKind};
 use stacks::StackInterner;
 use tasks::KTHREADD_TID;
 
-pub use filter::StateFilter;
-pub use stacks::{StackId, StackRef, StackTable, UserStack};
-pub use tasks::{TaskInfo, TaskTable};
+pub(crate) use filter::StateFilter;
+pub(crate) use stacks::{StackRef, StackTable, UserStack};
+pub(crate) use tasks::{TaskInfo, TaskTable};
 
 /// How to aggregate.
 #[derive(Clone, Debug)]
-pub struct Config {
-    pub threads: Targets,
-    pub state: Option<StateFilter>,
+pub(crate) struct Config {
+    pub(crate) threads: Targets,
+    pub(crate) state: Option<StateFilter>,
     /// Intervals shorter than this many microseconds are dropped.
-    pub min_block_us: u64,
+    pub(crate) min_block_us: u64,
     /// Intervals longer than this many microseconds are dropped.
-    pub max_block_us: u64,
+    pub(crate) max_block_us: u64,
     /// Most unique stacks kept (kernel and user together).
-    pub stack_storage_size: usize,
+    pub(crate) stack_storage_size: usize,
     /// Which stacks are kept.
-    pub stacks: Stacks,
+    pub(crate) stacks: Stacks,
 }
 
 /// What identifies one output entry (bcc's `key_t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct EntryKey {
-    pub target_tid: u32,
-    pub target_tgid: u32,
+pub(crate) struct EntryKey {
+    pub(crate) target_tid: u32,
+    pub(crate) target_tgid: u32,
     /// The target's comm at switch-in.
-    pub target_comm: Comm,
+    pub(crate) target_comm: Comm,
     /// 0 with an empty comm when there was no wakeup.
-    pub waker_tid: u32,
-    pub waker_tgid: u32,
-    pub waker_comm: Comm,
-    pub target_kernel: StackRef,
-    pub target_user: StackRef,
-    pub waker_kernel: StackRef,
-    pub waker_user: StackRef,
+    pub(crate) waker_tid: u32,
+    pub(crate) waker_tgid: u32,
+    pub(crate) waker_comm: Comm,
+    pub(crate) target_kernel: StackRef,
+    pub(crate) target_user: StackRef,
+    pub(crate) waker_kernel: StackRef,
+    pub(crate) waker_user: StackRef,
 }
 
 impl Hash for EntryKey {
@@ -92,9 +92,9 @@ impl Hash for EntryKey {
 
 /// One entry and its summed blocked time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Entry {
-    pub key: EntryKey,
-    pub total_us: u64,
+pub(crate) struct Entry {
+    pub(crate) key: EntryKey,
+    pub(crate) total_us: u64,
 }
 
 /// How far before its interval a switch-in told late may be estimated and
@@ -103,30 +103,30 @@ const LATE_SWITCH_IN_SLACK_NS: u64 = 1_000_000;
 
 /// Counters for the end-of-run summary.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
+pub(crate) struct Stats {
     /// Intervals counted into an entry.
-    pub intervals: u64,
+    pub(crate) intervals: u64,
     /// Intervals dropped by `-m`/`-M`.
-    pub out_of_range: u64,
+    pub(crate) out_of_range: u64,
     /// Intervals discarded because a lost record could fall inside them.
-    pub discarded_lost: u64,
+    pub(crate) discarded_lost: u64,
     /// Lost records seen (sum of `Lost::records`).
-    pub lost_records: u64,
+    pub(crate) lost_records: u64,
     /// Stacks that did not fit in the stack storage.
-    pub missed_stacks: u64,
+    pub(crate) missed_stacks: u64,
     /// Intervals closed by a context-switch record because `sched_switch`
     /// did not report the switch-in (see [`crate::event::SwitchIn`]).
-    pub switch_ins_from_backstop: u64,
+    pub(crate) switch_ins_from_backstop: u64,
     /// Intervals dropped because their thread switched out again without
     /// a switch-in ever being reported (the kernel skipped it; no backstop).
-    pub switch_in_unseen: u64,
+    pub(crate) switch_in_unseen: u64,
     /// Intervals dropped because their thread switched out again, and the
     /// backend, which tells switch-ins with switch-outs, could not say
     /// when it had switched in (see `perf::running`).
-    pub switch_in_unknown: u64,
+    pub(crate) switch_in_unknown: u64,
     /// Intervals of a sleep (a reported sleeping state, not preemption)
     /// counted with an empty waker: no wakeup was read for them.
-    pub wakeup_unseen: u64,
+    pub(crate) wakeup_unseen: u64,
 }
 
 impl Stats {
@@ -189,18 +189,18 @@ impl Stats {
 
 /// The result of a run.
 #[derive(Debug)]
-pub struct Aggregate {
-    pub entries: Vec<Entry>,
-    pub stacks: StackTable,
-    pub stats: Stats,
+pub(crate) struct Aggregate {
+    pub(crate) entries: Vec<Entry>,
+    pub(crate) stacks: StackTable,
+    pub(crate) stats: Stats,
     /// The named targets (`-p`, `-t`, `-- COMMAND`) that gave no interval,
     /// in order of id.
-    pub quiet: Vec<QuietTarget>,
+    pub(crate) quiet: Vec<QuietTarget>,
 }
 
 /// Looks up a thread the task table does not know (default:
 /// [`TaskTable::read_proc_task`]).
-pub type TaskLookup = Box<dyn FnMut(u32) -> Option<TaskInfo> + Send>;
+pub(crate) type TaskLookup = Box<dyn FnMut(u32) -> Option<TaskInfo> + Send>;
 
 /// Per-thread state key: idle tasks (tid 0) exist once per CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -252,7 +252,7 @@ struct OpenInterval {
 }
 
 /// The pairing state machine.
-pub struct Aggregator {
+pub(crate) struct Aggregator {
     config: Config,
     tasks: TaskTable,
     /// Threads that exited during the trace: a dying thread still switches
@@ -279,7 +279,7 @@ pub struct Aggregator {
 }
 
 impl Aggregator {
-    pub fn new(config: Config, tasks: TaskTable) -> Aggregator {
+    pub(crate) fn new(config: Config, tasks: TaskTable) -> Aggregator {
         let stacks = StackInterner::new(config.stack_storage_size);
         Aggregator {
             config,
@@ -301,13 +301,13 @@ impl Aggregator {
 
     /// Replaces how threads missing from the task table are looked up
     /// (tests use this to stay away from `/proc`).
-    pub fn with_task_lookup(mut self, lookup: TaskLookup) -> Aggregator {
+    pub(crate) fn with_task_lookup(mut self, lookup: TaskLookup) -> Aggregator {
         self.lookup = lookup;
         self
     }
 
     /// Feeds one event; events must come in global time order.
-    pub fn process(&mut self, event: &Event) {
+    pub(crate) fn process(&mut self, event: &Event) {
         match &event.kind {
             EventKind::Switch(s) => self.on_switch(event.time, event.cpu, s),
             EventKind::SwitchIn(s) => self.on_switch_in(event.time, event.cpu, s),
@@ -326,17 +326,17 @@ impl Aggregator {
     }
 
     /// Number of unique user stacks stored so far.
-    pub fn user_stacks_stored(&self) -> usize {
+    pub(crate) fn user_stacks_stored(&self) -> usize {
         self.stacks.user_len()
     }
 
     /// The user stacks stored since there were `from` of them: the caller
     /// snapshots those processes' memory maps while they still live.
-    pub fn user_stacks_since(&self, from: usize) -> &[UserStack] {
+    pub(crate) fn user_stacks_since(&self, from: usize) -> &[UserStack] {
         self.stacks.user_since(from)
     }
 
-    pub fn finish(mut self) -> Aggregate {
+    pub(crate) fn finish(mut self) -> Aggregate {
         self.stats.missed_stacks = self.stacks.missed;
         let quiet = self.quiet_targets();
         // A waker that had not been seen when it woke (running since before
@@ -761,7 +761,7 @@ impl Aggregator {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeSet, HashSet};
+    use std::collections::BTreeSet;
     use std::sync::{Arc, Mutex};
 
     use super::*;

@@ -11,7 +11,7 @@ use crate::report::{self, Place};
 
 /// What the user named.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TargetKind {
+pub(crate) enum TargetKind {
     /// A `-p` process (all its threads).
     Process,
     /// A `-t` thread.
@@ -22,13 +22,13 @@ pub enum TargetKind {
 
 /// A named target that gave no interval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QuietTarget {
-    pub kind: TargetKind,
+pub(crate) struct QuietTarget {
+    pub(crate) kind: TargetKind,
     /// Its PID (the command's first process) or TID.
-    pub id: u32,
-    pub comm: Comm,
+    pub(crate) id: u32,
+    pub(crate) comm: Comm,
     /// Switch-outs of it that were read, its exit included.
-    pub switch_outs: u64,
+    pub(crate) switch_outs: u64,
 }
 
 /// Switch-outs read and intervals counted, per named target.
@@ -67,7 +67,7 @@ const NAMED_PER_NOTE: usize = 8;
 /// one for those none of whose switch-outs was read, one for those whose
 /// switch-outs gave nothing. `state_filter` says whether `--state` was
 /// given, which is one more reason for either.
-pub fn notes(quiet: &[QuietTarget], state_filter: bool) -> Vec<String> {
+pub(crate) fn notes(quiet: &[QuietTarget], state_filter: bool) -> Vec<String> {
     let (unseen, unpaired): (Vec<&QuietTarget>, Vec<&QuietTarget>) =
         quiet.iter().partition(|q| q.switch_outs == 0);
     let mut out = Vec::new();

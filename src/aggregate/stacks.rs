@@ -15,11 +15,11 @@ use rustc_hash::{FxBuildHasher, FxHashMap};
 use crate::event::Callchain;
 
 /// Index into a [`StackTable`].
-pub type StackId = u32;
+pub(crate) type StackId = u32;
 
 /// A stack as an entry refers to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum StackRef {
+pub(crate) enum StackRef {
     /// No frames (kernel thread's user stack, or not collected).
     Empty,
     /// Did not fit in the stack storage: printed as a placeholder.
@@ -30,7 +30,7 @@ pub enum StackRef {
 
 impl StackRef {
     /// The variant and the id in one word (for hashing).
-    pub fn word(self) -> u64 {
+    pub(crate) fn word(self) -> u64 {
         let (kind, id) = match self {
             StackRef::Empty => (0, 0),
             StackRef::Missed => (1, 0),
@@ -43,25 +43,26 @@ impl StackRef {
 
 /// A user stack and what is needed to symbolize it later.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UserStack {
-    pub tgid: u32,
+pub(crate) struct UserStack {
+    pub(crate) tgid: u32,
     /// Time of the first sample with this stack (maps are looked up as of then).
-    pub time: u64,
+    pub(crate) time: u64,
     /// Innermost first.
-    pub addrs: Vec<u64>,
+    pub(crate) addrs: Vec<u64>,
 }
 
 /// All interned stacks.
 #[derive(Clone, Debug, Default)]
-pub struct StackTable {
+pub(crate) struct StackTable {
     /// Innermost first.
-    pub kernel: Vec<Vec<u64>>,
-    pub user: Vec<UserStack>,
+    pub(crate) kernel: Vec<Vec<u64>>,
+    pub(crate) user: Vec<UserStack>,
 }
 
 impl StackTable {
     /// The addresses of a kernel stack (innermost first), if `r` is one.
-    pub fn kernel_addrs(&self, r: StackRef) -> Option<&[u64]> {
+    #[cfg(test)]
+    pub(crate) fn kernel_addrs(&self, r: StackRef) -> Option<&[u64]> {
         match r {
             StackRef::Kernel(id) => self.kernel.get(id as usize).map(Vec::as_slice),
             _ => None,
@@ -69,7 +70,8 @@ impl StackTable {
     }
 
     /// A user stack, if `r` is one.
-    pub fn user_stack(&self, r: StackRef) -> Option<&UserStack> {
+    #[cfg(test)]
+    pub(crate) fn user_stack(&self, r: StackRef) -> Option<&UserStack> {
         match r {
             StackRef::User(id) => self.user.get(id as usize),
             _ => None,
@@ -90,7 +92,7 @@ fn remember<K: std::hash::Hash + Eq>(memo: &mut FxHashMap<K, StackId>, key: K, i
 
 /// Builds a [`StackTable`], at most `capacity` unique stacks in all.
 #[derive(Debug)]
-pub struct StackInterner {
+pub(crate) struct StackInterner {
     capacity: usize,
     table: StackTable,
     kernel_ids: FxHashMap<Vec<u64>, StackId>,
@@ -109,11 +111,11 @@ pub struct StackInterner {
     kernel_memo: FxHashMap<(u64, u32), StackId>,
     user_memo: FxHashMap<(u64, u32, u32), StackId>,
     /// Stacks that did not fit (one per attempt).
-    pub missed: u64,
+    pub(crate) missed: u64,
 }
 
 impl StackInterner {
-    pub fn new(capacity: usize) -> StackInterner {
+    pub(crate) fn new(capacity: usize) -> StackInterner {
         StackInterner {
             capacity,
             table: StackTable::default(),
@@ -128,11 +130,12 @@ impl StackInterner {
     }
 
     /// Unique stacks stored so far, kernel and user together.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.table.kernel.len() + self.table.user.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
@@ -146,7 +149,7 @@ impl StackInterner {
     }
 
     /// Interns a kernel stack (innermost first).
-    pub fn intern_kernel(&mut self, addrs: &[u64]) -> StackRef {
+    pub(crate) fn intern_kernel(&mut self, addrs: &[u64]) -> StackRef {
         if addrs.is_empty() {
             return StackRef::Empty;
         }
@@ -167,7 +170,7 @@ impl StackInterner {
 
     /// Interns a user stack (innermost first) of process `tgid`, sampled at
     /// `time`.
-    pub fn intern_user(&mut self, tgid: u32, time: u64, addrs: &[u64]) -> StackRef {
+    pub(crate) fn intern_user(&mut self, tgid: u32, time: u64, addrs: &[u64]) -> StackRef {
         if addrs.is_empty() {
             return StackRef::Empty;
         }
@@ -207,7 +210,7 @@ impl StackInterner {
     }
 
     /// [`StackInterner::intern_kernel`] of the kernel part of `chain`.
-    pub fn intern_kernel_chain(&mut self, chain: &Callchain) -> StackRef {
+    pub(crate) fn intern_kernel_chain(&mut self, chain: &Callchain) -> StackRef {
         let Some(serial) = chain.serial() else {
             return self.intern_kernel(chain.kernel());
         };
@@ -223,7 +226,12 @@ impl StackInterner {
     }
 
     /// [`StackInterner::intern_user`] of the user part of `chain`.
-    pub fn intern_user_chain(&mut self, tgid: u32, time: u64, chain: &Callchain) -> StackRef {
+    pub(crate) fn intern_user_chain(
+        &mut self,
+        tgid: u32,
+        time: u64,
+        chain: &Callchain,
+    ) -> StackRef {
         let Some(serial) = chain.serial() else {
             return self.intern_user(tgid, time, chain.user());
         };
@@ -240,23 +248,23 @@ impl StackInterner {
     }
 
     /// User stacks stored so far; stack ids below this are taken.
-    pub fn user_len(&self) -> usize {
+    pub(crate) fn user_len(&self) -> usize {
         self.table.user.len()
     }
 
     /// The user stacks stored since there were `from` of them.
-    pub fn user_since(&self, from: usize) -> &[UserStack] {
+    pub(crate) fn user_since(&self, from: usize) -> &[UserStack] {
         self.table.user.get(from..).unwrap_or(&[])
     }
 
     /// Process `tgid` replaced its image (exec): its later user stacks are
     /// new stacks even at the same addresses.
-    pub fn bump_generation(&mut self, tgid: u32) {
+    pub(crate) fn bump_generation(&mut self, tgid: u32) {
         let g = self.generations.entry(tgid).or_insert(0);
         *g = g.wrapping_add(1);
     }
 
-    pub fn into_table(self) -> StackTable {
+    pub(crate) fn into_table(self) -> StackTable {
         self.table
     }
 }

@@ -14,33 +14,33 @@ use rustc_hash::FxHashMap;
 use crate::event::Comm;
 
 /// `PF_KTHREAD` in the `flags` field of `/proc/.../stat`.
-pub const PF_KTHREAD: u64 = 0x0020_0000;
+pub(crate) const PF_KTHREAD: u64 = 0x0020_0000;
 /// `PF_WQ_WORKER`: a workqueue worker thread.
-pub const PF_WQ_WORKER: u64 = 0x0000_0020;
+pub(crate) const PF_WQ_WORKER: u64 = 0x0000_0020;
 
 /// TID of `kthreadd`, the parent of every kernel thread.
-pub const KTHREADD_TID: u32 = 2;
+pub(crate) const KTHREADD_TID: u32 = 2;
 
 /// One thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TaskInfo {
-    pub tgid: u32,
-    pub comm: Comm,
+pub(crate) struct TaskInfo {
+    pub(crate) tgid: u32,
+    pub(crate) comm: Comm,
     /// PF_KTHREAD.
-    pub kthread: bool,
+    pub(crate) kthread: bool,
 }
 
 /// Threads by TID.
 #[derive(Clone, Debug, Default)]
-pub struct TaskTable {
-    pub tasks: FxHashMap<u32, TaskInfo>,
+pub(crate) struct TaskTable {
+    pub(crate) tasks: FxHashMap<u32, TaskInfo>,
 }
 
 /// What one `stat` file says: the comm and whether PF_KTHREAD is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatInfo {
-    pub comm: Comm,
-    pub kthread: bool,
+pub(crate) struct StatInfo {
+    pub(crate) comm: Comm,
+    pub(crate) kthread: bool,
 }
 
 /// Parses the contents of a `/proc/.../stat` file.
@@ -48,7 +48,7 @@ pub struct StatInfo {
 /// The comm is the text between the first `(` and the LAST `)` (a comm may
 /// itself contain `)` and spaces); `flags` is the 7th field after it (the 9th
 /// overall). Returns None when the text is malformed.
-pub fn parse_stat(raw: &[u8]) -> Option<StatInfo> {
+pub(crate) fn parse_stat(raw: &[u8]) -> Option<StatInfo> {
     let open = raw.iter().position(|&b| b == b'(')?;
     let close = raw.iter().rposition(|&b| b == b')')?;
     if close < open {
@@ -76,7 +76,7 @@ pub fn parse_stat(raw: &[u8]) -> Option<StatInfo> {
 /// Reads the `Tgid:` line of a `/proc/.../status` file.
 /// The threads of process `pid`, from `/proc/PID/task` (empty when it is
 /// gone).
-pub fn threads_of(pid: u32) -> Vec<u32> {
+pub(crate) fn threads_of(pid: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };
@@ -85,7 +85,7 @@ pub fn threads_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-pub fn parse_status_tgid(raw: &[u8]) -> Option<u32> {
+pub(crate) fn parse_status_tgid(raw: &[u8]) -> Option<u32> {
     let text = String::from_utf8_lossy(raw);
     text.lines()
         .find_map(|line| line.strip_prefix("Tgid:"))
@@ -106,12 +106,12 @@ impl TaskTable {
     ///
     /// Threads that vanish while scanning, or whose files cannot be parsed,
     /// are skipped.
-    pub fn scan_proc() -> TaskTable {
+    pub(crate) fn scan_proc() -> TaskTable {
         Self::scan_dir(Path::new("/proc"))
     }
 
     /// [`TaskTable::scan_proc`] over any directory laid out like `/proc`.
-    pub fn scan_dir(root: &Path) -> TaskTable {
+    pub(crate) fn scan_dir(root: &Path) -> TaskTable {
         let mut table = TaskTable::default();
         for pid in numeric_entries(root) {
             let task_dir = root.join(pid.to_string()).join("task");
@@ -137,12 +137,12 @@ impl TaskTable {
 
     /// One thread, read from `/proc/TID/stat` (None if it is gone).
     /// Its TGID comes from `/proc/TID/status`.
-    pub fn read_proc_task(tid: u32) -> Option<TaskInfo> {
+    pub(crate) fn read_proc_task(tid: u32) -> Option<TaskInfo> {
         Self::read_task_in(Path::new("/proc"), tid)
     }
 
     /// [`TaskTable::read_proc_task`] over any directory laid out like `/proc`.
-    pub fn read_task_in(root: &Path, tid: u32) -> Option<TaskInfo> {
+    pub(crate) fn read_task_in(root: &Path, tid: u32) -> Option<TaskInfo> {
         let dir = root.join(tid.to_string());
         let stat = parse_stat(&fs::read(dir.join("stat")).ok()?)?;
         let tgid = parse_status_tgid(&fs::read(dir.join("status")).ok()?)?;
@@ -153,7 +153,8 @@ impl TaskTable {
         })
     }
 
-    pub fn get(&self, tid: u32) -> Option<&TaskInfo> {
+    #[cfg(test)]
+    pub(crate) fn get(&self, tid: u32) -> Option<&TaskInfo> {
         self.tasks.get(&tid)
     }
 }

@@ -14,11 +14,11 @@
 use std::collections::BTreeSet;
 
 /// The kernel copies at most a page of filter text.
-pub const MAX_FILTER_LEN: usize = 4000;
+pub(crate) const MAX_FILTER_LEN: usize = 4000;
 
 /// Which wakees to keep.
 #[derive(Clone, Debug, Default)]
-pub struct WakeeFilter {
+pub(crate) struct WakeeFilter {
     tids: BTreeSet<u32>,
     /// Pids not allocated yet, as inclusive ranges (see
     /// [`WakeeFilter::set_nascent`]).
@@ -29,7 +29,7 @@ pub struct WakeeFilter {
 
 impl WakeeFilter {
     /// A filter that keeps the wakeups of `tids`.
-    pub fn new(tids: impl IntoIterator<Item = u32>) -> WakeeFilter {
+    pub(crate) fn new(tids: impl IntoIterator<Item = u32>) -> WakeeFilter {
         WakeeFilter {
             tids: tids.into_iter().collect(),
             nascent: Vec::new(),
@@ -37,28 +37,28 @@ impl WakeeFilter {
         }
     }
 
-    pub fn add(&mut self, tid: u32) {
+    pub(crate) fn add(&mut self, tid: u32) {
         self.tids.insert(tid);
     }
 
-    pub fn remove(&mut self, tid: u32) {
+    pub(crate) fn remove(&mut self, tid: u32) {
         self.tids.remove(&tid);
     }
 
-    pub fn contains(&self, tid: u32) -> bool {
+    pub(crate) fn contains(&self, tid: u32) -> bool {
         self.tids.contains(&tid)
     }
 
     /// Also keeps these pids (inclusive ranges), which no task holds yet:
     /// a thread the targets create gets one of them, and is kept from its
     /// first wakeup on, before its fork record is read.
-    pub fn set_nascent(&mut self, ranges: Vec<(u32, u32)>) {
+    pub(crate) fn set_nascent(&mut self, ranges: Vec<(u32, u32)>) {
         self.nascent = ranges;
     }
 
     /// The filter text if it differs from what the kernel has, marking it
     /// applied.
-    pub fn changed(&mut self) -> Option<String> {
+    pub(crate) fn changed(&mut self) -> Option<String> {
         let text = self.text();
         if self.applied.as_ref() == Some(&text) {
             return None;
@@ -70,7 +70,7 @@ impl WakeeFilter {
     /// The filter: exact pids and ranges of consecutive ones, merged into
     /// wider ranges (a superset; user space filters again) when the text
     /// would be too long for the kernel, then the nascent ranges.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let mut ranges: Vec<(u32, u32)> = Vec::new();
         for &t in &self.tids {
             match ranges.last_mut() {

@@ -6,12 +6,12 @@
 //! Layout: [`sys`] wraps the syscall and ioctls, [`ring`] reads the ring
 //! buffers, [`record`] decodes records; [`crate::reorder`] merges the CPUs.
 
-pub mod filter;
-pub mod nascent;
-pub mod record;
-pub mod ring;
-pub mod running;
-pub mod sys;
+pub(crate) mod filter;
+pub(crate) mod nascent;
+pub(crate) mod record;
+pub(crate) mod ring;
+pub(crate) mod running;
+pub(crate) mod sys;
 
 #[cfg(test)]
 mod live_tests;
@@ -37,11 +37,11 @@ use ring::Ring;
 
 /// What to open.
 #[derive(Clone, Debug)]
-pub struct PerfConfig {
+pub(crate) struct PerfConfig {
     /// Ring-buffer data size per CPU, in pages (a power of two).
-    pub mmap_pages: usize,
+    pub(crate) mmap_pages: usize,
     /// Which callchains are taken, and whether user stacks are copied.
-    pub stacks: Stacks,
+    pub(crate) stacks: Stacks,
     /// Which threads the kernel records. For chosen threads,
     /// `sched_switch` is a per-task event, which the kernel schedules in
     /// and out with its thread, so other threads' switches cost no sample
@@ -50,19 +50,19 @@ pub struct PerfConfig {
     /// the waker's context, so it stays per CPU with a filter on the wakee
     /// ([`filter::WakeeFilter`]), kept current from fork and exit records
     /// and, for threads too new for those, from a [`nascent::Forecast`].
-    pub targets: Targets,
+    pub(crate) targets: Targets,
     /// A tracepoint filter on `sched_switch`'s `prev_state` (from
     /// `--state`): switch-outs in other states are dropped by the kernel
     /// before their callchain is taken.
-    pub state_filter: Option<String>,
+    pub(crate) state_filter: Option<String>,
     /// kallsyms, being read: kernel stacks are trimmed with its probe
     /// ranges (read here when `None` and kernel callchains are taken).
-    pub kallsyms: Option<Preload>,
+    pub(crate) kallsyms: Option<Preload>,
 }
 
 /// Where the switch-ins of traced threads come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SwitchIns {
+pub(crate) enum SwitchIns {
     /// `sched_switch`'s `next_pid` (system-wide), backed up by
     /// context-switch records (see [`crate::event::SwitchIn`]).
     Tracepoint,
@@ -99,7 +99,7 @@ fn sample_type(config: &PerfConfig, switch_ins: SwitchIns) -> u64 {
 /// with callchains of at most `max_stack` frames and `max_contexts` context
 /// markers, tracepoint payloads laid out as `formats` say, and copies of
 /// `stack_user` bytes of user stack.
-pub fn max_sample_size(
+pub(crate) fn max_sample_size(
     sample_type: u64,
     formats: &[&EventFormat],
     max_stack: u64,
@@ -145,7 +145,7 @@ pub fn max_sample_size(
 /// may have lost a record of up to `max_record` bytes since it was last
 /// read: its free space fell below that. (The kernel's lost record comes
 /// only with the next record that CPU writes, which can be long after.)
-pub fn may_have_lost(data_size: u64, avail: u64, max_record: u64) -> bool {
+pub(crate) fn may_have_lost(data_size: u64, avail: u64, max_record: u64) -> bool {
     data_size.saturating_sub(avail) < max_record
 }
 
@@ -284,7 +284,7 @@ const VISIT_TIMEOUT: Duration = Duration::from_millis(200);
 /// the thread it preempts a few microseconds. Returns whether every CPU was
 /// visited within `within` (a CPU busy with real-time work may not let a
 /// normal thread in: the visits then go on, unwaited for).
-pub fn visit_cpus(cpus: &[u32], within: Duration) -> bool {
+pub(crate) fn visit_cpus(cpus: &[u32], within: Duration) -> bool {
     use nix::sched::{CpuSet, sched_setaffinity};
     use nix::unistd::Pid;
 
@@ -334,7 +334,7 @@ fn raise_fd_limit(wanted: usize) -> Result<()> {
 }
 
 /// Open, enabled perf events and their rings.
-pub struct PerfBackend {
+pub(crate) struct PerfBackend {
     cpus: Vec<CpuRing>,
     switch_ins: SwitchIns,
     /// Per-task `sched_switch` events (chosen threads), by thread:
@@ -382,7 +382,7 @@ pub struct PerfBackend {
 
 impl PerfBackend {
     /// Opens and enables both tracepoints on every online CPU.
-    pub fn open(tracefs: &Tracefs, config: &PerfConfig) -> Result<PerfBackend> {
+    pub(crate) fn open(tracefs: &Tracefs, config: &PerfConfig) -> Result<PerfBackend> {
         if config.mmap_pages == 0 || !config.mmap_pages.is_power_of_two() {
             bail!(
                 "the ring buffer size must be a power of two number of pages (got {})",
@@ -771,7 +771,7 @@ impl PerfBackend {
     /// Waits up to `timeout` for data (returns early on EINTR), reads every
     /// ring, and passes to `sink`, in global time order, every event that
     /// can no longer be preceded by one not yet read (see [`Rounds`]).
-    pub fn poll(&mut self, timeout: Duration, sink: &mut dyn EventSink) -> Result<()> {
+    pub(crate) fn poll(&mut self, timeout: Duration, sink: &mut dyn EventSink) -> Result<()> {
         self.probes = sys::Probes::default();
         let fds = self.cpus.iter().map(|c| c.fds[0].as_fd());
         let Some(start) = self.rounds.wait(fds, timeout, "the perf ring buffers")? else {
@@ -806,7 +806,7 @@ impl PerfBackend {
 
     /// Disables the events, drains the rings and flushes every pending
     /// event to `sink` in time order.
-    pub fn finish(&mut self, sink: &mut dyn EventSink) -> Result<()> {
+    pub(crate) fn finish(&mut self, sink: &mut dyn EventSink) -> Result<()> {
         let mut first_err = None;
         if self.enabled && self.switch_ins == SwitchIns::Running {
             // A traced thread that is running now switched in at a time
@@ -846,7 +846,7 @@ impl PerfBackend {
         }
     }
 
-    pub fn stats(&self) -> SourceStats {
+    pub(crate) fn stats(&self) -> SourceStats {
         self.stats
     }
 
@@ -854,7 +854,7 @@ impl PerfBackend {
     /// that a thread created during tracing joins the wakee filter, and the
     /// forecast of new pids is sorted out ([`nascent::refresh_period`]),
     /// within about that time (an idle round costs one `poll`).
-    pub fn round_period(&self) -> Duration {
+    pub(crate) fn round_period(&self) -> Duration {
         if self.wakees.is_some() {
             Duration::from_millis(10)
         } else {
@@ -863,12 +863,12 @@ impl PerfBackend {
     }
 
     /// See [`crate::backend::Source::copies_user_stacks`].
-    pub fn copies_user_stacks(&self) -> bool {
+    pub(crate) fn copies_user_stacks(&self) -> bool {
         self.decoder.sample_type() & sys::SAMPLE_STACK_USER != 0
     }
 
     /// See [`crate::backend::Source::switch_ins_from_records`].
-    pub fn switch_ins_from_records(&self) -> bool {
+    pub(crate) fn switch_ins_from_records(&self) -> bool {
         self.switch_ins == SwitchIns::Records
     }
 

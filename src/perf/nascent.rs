@@ -22,25 +22,25 @@ use std::time::{Duration, Instant};
 use crate::sys::host::kernel_sysctl;
 
 /// How many future pids the filter keeps.
-pub const NASCENT_PIDS: usize = 64;
+pub(crate) const NASCENT_PIDS: usize = 64;
 
 /// At most this many filter clauses go to the forecast (its pids are
 /// consecutive unless pids in use split them).
-pub const MAX_NASCENT_RANGES: usize = 16;
+pub(crate) const MAX_NASCENT_RANGES: usize = 16;
 
 /// The lowest pid the kernel reuses after wrapping around (`RESERVED_PIDS`).
-pub const FIRST_AFTER_WRAP: u32 = 300;
+pub(crate) const FIRST_AFTER_WRAP: u32 = 300;
 
 /// The least time between two forecasts, unless half of one is used: each
 /// new forecast replaces the `sched_waking` events, a few system calls per
 /// CPU, so the period grows with the CPU count (10 ms, or 1 ms per CPU).
-pub fn refresh_period(cpus: usize) -> Duration {
+pub(crate) fn refresh_period(cpus: usize) -> Duration {
     Duration::from_millis(cpus.max(10) as u64)
 }
 
 /// The next free pids, in the order the kernel will allocate them.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Forecast {
+pub(crate) struct Forecast {
     /// `ns_last_pid` when the forecast was made.
     last: u32,
     /// Pids allocated before this forecast whose task could not be told
@@ -55,7 +55,7 @@ impl Forecast {
     /// The [`NASCENT_PIDS`] free pids after `last`, under `pid_max`, as far
     /// as [`MAX_NASCENT_RANGES`] ranges reach; `in_use` says whether a
     /// pid is taken.
-    pub fn new(last: u32, pid_max: u32, in_use: impl Fn(u32) -> bool) -> Forecast {
+    pub(crate) fn new(last: u32, pid_max: u32, in_use: impl Fn(u32) -> bool) -> Forecast {
         Forecast::with_recent(last, pid_max, in_use, Vec::new(), Instant::now())
     }
 
@@ -100,21 +100,26 @@ impl Forecast {
 
     /// Reads `/proc/sys/kernel/ns_last_pid` and `pid_max` and checks
     /// `/proc/PID` for pids in use. `None` when the files cannot be read.
-    pub fn from_proc() -> Option<Forecast> {
+    pub(crate) fn from_proc() -> Option<Forecast> {
         let last = last_pid()?;
         let pid_max = kernel_sysctl("pid_max")?;
         Some(Forecast::new(last, pid_max, in_use))
     }
 
     /// The next forecast from `/proc`, keeping `unknown`.
-    pub fn next_from_proc(&self, last: u32, unknown: Vec<u32>, now: Instant) -> Option<Forecast> {
+    pub(crate) fn next_from_proc(
+        &self,
+        last: u32,
+        unknown: Vec<u32>,
+        now: Instant,
+    ) -> Option<Forecast> {
         let pid_max = kernel_sysctl("pid_max")?;
         Some(self.next(last, pid_max, in_use, unknown, now))
     }
 
     /// True when `pid` was kept from before because `/proc` did not show
     /// its task (it is not kept a second time).
-    pub fn was_unknown(&self, pid: u32) -> bool {
+    pub(crate) fn was_unknown(&self, pid: u32) -> bool {
         self.recent.contains(&pid)
     }
 
@@ -140,7 +145,7 @@ impl Forecast {
     /// when the kernel has allocated pids (half of the forecast, or any
     /// once `period` has passed), or when pids kept from before have been
     /// kept for a period.
-    pub fn due(&self, last: u32, now: Instant, period: Duration) -> bool {
+    pub(crate) fn due(&self, last: u32, now: Instant, period: Duration) -> bool {
         let aged = now.saturating_duration_since(self.made) >= period;
         if last == self.last {
             return aged && !self.recent.is_empty();
@@ -152,13 +157,13 @@ impl Forecast {
     /// The pids to sort out before the next forecast: those of this one
     /// the kernel has allocated (`ns_last_pid` being `last`), and those
     /// kept from before.
-    pub fn allocated(&self, last: u32) -> Vec<u32> {
+    pub(crate) fn allocated(&self, last: u32) -> Vec<u32> {
         self.recent.iter().chain(self.used(last)).copied().collect()
     }
 
     /// The forecast after `last`, also keeping `unknown` (allocated pids
     /// whose task could not be told yet).
-    pub fn next(
+    pub(crate) fn next(
         &self,
         last: u32,
         pid_max: u32,
@@ -170,7 +175,7 @@ impl Forecast {
     }
 
     /// The kept pids as sorted, disjoint inclusive ranges.
-    pub fn ranges(&self) -> Vec<(u32, u32)> {
+    pub(crate) fn ranges(&self) -> Vec<(u32, u32)> {
         let mut sorted: Vec<u32> = self.recent.iter().chain(&self.pids).copied().collect();
         sorted.sort_unstable();
         sorted.dedup();
@@ -200,7 +205,7 @@ fn in_use(p: u32) -> bool {
 
 /// The process (TGID) and parent process (PPid) of task `pid`, from
 /// `/proc/PID/status`; `None` when `/proc` does not show it.
-pub fn owner(pid: u32) -> Option<(u32, u32)> {
+pub(crate) fn owner(pid: u32) -> Option<(u32, u32)> {
     parse_owner(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?)
 }
 
@@ -215,23 +220,23 @@ fn parse_owner(status: &str) -> Option<(u32, u32)> {
 }
 
 /// `ns_last_pid` now, if readable.
-pub fn last_pid() -> Option<u32> {
+pub(crate) fn last_pid() -> Option<u32> {
     kernel_sysctl("ns_last_pid")
 }
 
 /// `ns_last_pid`, kept open: each read is one `pread` (the forecast looks
 /// at it every round, and opening it cost four more system calls).
-pub struct LastPid(std::fs::File);
+pub(crate) struct LastPid(std::fs::File);
 
 impl LastPid {
-    pub fn open() -> Option<LastPid> {
+    pub(crate) fn open() -> Option<LastPid> {
         std::fs::File::open("/proc/sys/kernel/ns_last_pid")
             .ok()
             .map(LastPid)
     }
 
     /// The value now, if readable.
-    pub fn read(&self) -> Option<u32> {
+    pub(crate) fn read(&self) -> Option<u32> {
         use std::os::unix::fs::FileExt;
         let mut buf = [0u8; 16];
         let n = self.0.read_at(&mut buf, 0).ok()?;

@@ -47,11 +47,11 @@ use crate::sys::open::FileKey;
 use crate::tracepoint::EventFormat;
 use crate::tracepoint::sched::SchedFields;
 
-pub use crate::tracepoint::sched::Tracepoint;
+pub(crate) use crate::tracepoint::sched::Tracepoint;
 
 /// Decodes records produced by events opened with `sample_type`.
 #[derive(Clone, Debug)]
-pub struct Decoder {
+pub(crate) struct Decoder {
     sample_type: u64,
     trailer_len: usize,
     /// Where a sample's fixed-size fields are.
@@ -84,7 +84,7 @@ struct SampleLayout {
 }
 
 /// Every `sample_type` bit the decoder can walk.
-pub const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
+pub(crate) const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
     | SAMPLE_IP
     | SAMPLE_TID
     | SAMPLE_TIME
@@ -101,7 +101,7 @@ pub const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
 
 /// Bytes of a sample body of `sample_type` before its callchain (or its
 /// raw data): the one-word fields it has.
-pub fn fixed_sample_len(sample_type: u64) -> usize {
+pub(crate) fn fixed_sample_len(sample_type: u64) -> usize {
     SampleLayout::new(sample_type).fixed
 }
 
@@ -193,41 +193,42 @@ impl<'a> Cursor<'a> {
 
 /// The `sample_id` trailer of a non-sample record.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SampleId {
-    pub pid: u32,
-    pub tid: u32,
-    pub time: u64,
-    pub cpu: u32,
-    pub id: Option<u64>,
+pub(crate) struct SampleId {
+    pub(crate) pid: u32,
+    pub(crate) tid: u32,
+    pub(crate) time: u64,
+    pub(crate) cpu: u32,
+    pub(crate) id: Option<u64>,
 }
 
 /// A decoded `PERF_RECORD_SAMPLE`, before interpretation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Sample<'a> {
-    pub id: Option<u64>,
-    pub pid: u32,
-    pub tid: u32,
-    pub time: u64,
-    pub cpu: u32,
+pub(crate) struct Sample<'a> {
+    pub(crate) id: Option<u64>,
+    pub(crate) pid: u32,
+    pub(crate) tid: u32,
+    pub(crate) time: u64,
+    pub(crate) cpu: u32,
     /// The event's `time_running` (`SAMPLE_READ`).
-    pub running: Option<u64>,
+    pub(crate) running: Option<u64>,
     /// The callchain entries, markers included, as they are in the record
     /// (native-endian u64s), split by `split_entries`.
-    pub callchain_bytes: &'a [u8],
-    pub raw: &'a [u8],
+    pub(crate) callchain_bytes: &'a [u8],
+    pub(crate) raw: &'a [u8],
     /// BP, SP and IP in user space (`REGS_USER`, asked for with
     /// [`USER_REGS_MASK`]); `None` when the task has no user context.
-    pub user_regs: Option<[u64; 3]>,
+    pub(crate) user_regs: Option<[u64; 3]>,
     /// The user stack copied from SP up (`STACK_USER`): the part the
     /// kernel could copy (`dyn_size`).
-    pub user_stack: &'a [u8],
+    pub(crate) user_stack: &'a [u8],
 }
 
 /// Splits raw callchain entries into kernel and user parts, dropping every
 /// `PERF_CONTEXT_*` marker (anything `>= PERF_CONTEXT_MAX`). Entries under
 /// a hypervisor or guest marker are dropped. Entries before any marker are
 /// classified by address (upper half = kernel).
-pub fn split_callchain(ips: &[u64]) -> Callchain {
+#[cfg(test)]
+pub(crate) fn split_callchain(ips: &[u64]) -> Callchain {
     let bytes: Vec<u8> = ips.iter().flat_map(|ip| ip.to_ne_bytes()).collect();
     split_entries(&bytes, &mut ChainCache::new())
 }
@@ -289,7 +290,11 @@ fn split_entries(entries: &[u8], cache: &mut ChainCache) -> Callchain {
 impl Decoder {
     /// A decoder for samples of `sample_type` from the two tracepoints
     /// described by `switch` and `waking`.
-    pub fn new(sample_type: u64, switch: &EventFormat, waking: &EventFormat) -> Result<Decoder> {
+    pub(crate) fn new(
+        sample_type: u64,
+        switch: &EventFormat,
+        waking: &EventFormat,
+    ) -> Result<Decoder> {
         ensure!(
             sample_type & !SUPPORTED_SAMPLE_TYPE == 0,
             "sample_type {sample_type:#x} has bits the decoder cannot walk"
@@ -325,29 +330,29 @@ impl Decoder {
 
     /// Sets the machinery ranges (from kallsyms) that kernel callchains are
     /// trimmed of. Until set, nothing is trimmed.
-    pub fn set_probes(&mut self, probes: ProbeRanges) {
+    pub(crate) fn set_probes(&mut self, probes: ProbeRanges) {
         self.probes = probes;
     }
 
     /// Registers the kernel id (`PERF_EVENT_IOC_ID`) of an opened event
     /// (the first registration of an id holds).
-    pub fn add_id(&mut self, id: u64, tp: Tracepoint) {
+    pub(crate) fn add_id(&mut self, id: u64, tp: Tracepoint) {
         self.ids.entry(id).or_insert(tp);
     }
 
-    pub fn sample_type(&self) -> u64 {
+    pub(crate) fn sample_type(&self) -> u64 {
         self.sample_type
     }
 
     /// Switch-ins told by per-task events' counts.
-    pub fn running(&mut self) -> &mut RunningClock {
+    pub(crate) fn running(&mut self) -> &mut RunningClock {
         &mut self.running
     }
 
     /// Decodes one whole record (header included), kernel stacks finished
     /// ([`Decoder::finish_stacks`]). `Ok(None)` for record types that carry
     /// nothing we use; `Err` for malformed records.
-    pub fn decode(&mut self, rec: &[u8]) -> Result<Option<Event>> {
+    pub(crate) fn decode(&mut self, rec: &[u8]) -> Result<Option<Event>> {
         let mut ev = self.decode_unfinished(rec)?;
         if let Some(ev) = &mut ev {
             self.finish_stacks(ev);
@@ -365,7 +370,7 @@ impl Decoder {
     /// With user stacks copied, an interrupt's wakeup (its kernel stack
     /// passes the interrupt entry) loses its user stack, which is of
     /// whatever task the interrupt happened to land on.
-    pub fn finish_stacks(&self, ev: &mut Event) {
+    pub(crate) fn finish_stacks(&self, ev: &mut Event) {
         match &mut ev.kind {
             EventKind::Switch(s) => {
                 let start = self
@@ -388,7 +393,7 @@ impl Decoder {
 
     /// [`Decoder::decode`] without [`Decoder::finish_stacks`]: a backend
     /// that reads before kallsyms is loaded finishes the stacks later.
-    pub fn decode_unfinished(&mut self, rec: &[u8]) -> Result<Option<Event>> {
+    pub(crate) fn decode_unfinished(&mut self, rec: &[u8]) -> Result<Option<Event>> {
         ensure!(rec.len() >= 8, "record shorter than its header");
         let ty = u32::from_ne_bytes(rec[0..4].try_into().unwrap());
         let misc = u16::from_ne_bytes(rec[4..6].try_into().unwrap());
@@ -415,7 +420,7 @@ impl Decoder {
     }
 
     /// Walks a sample body in `sample_type` order.
-    pub fn parse_sample<'a>(&self, body: &'a [u8]) -> Result<Sample<'a>> {
+    pub(crate) fn parse_sample<'a>(&self, body: &'a [u8]) -> Result<Sample<'a>> {
         let l = &self.layout;
         ensure!(
             body.len() >= l.fixed,
@@ -553,7 +558,7 @@ impl Decoder {
     }
 
     /// Parses the `sample_id` trailer at the end of `body`.
-    pub fn parse_trailer(&self, body: &[u8]) -> Result<SampleId> {
+    pub(crate) fn parse_trailer(&self, body: &[u8]) -> Result<SampleId> {
         ensure!(
             body.len() >= self.trailer_len,
             "record too short for its {}-byte sample_id trailer",

@@ -22,23 +22,23 @@ use perf_event_open_sys::bindings::perf_event_mmap_page;
 use crate::sys::host::page_size;
 
 /// Size of `struct perf_event_header`.
-pub const HEADER_SIZE: usize = 8;
+pub(crate) const HEADER_SIZE: usize = 8;
 
 /// What [`extract_records`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Extracted {
+pub(crate) struct Extracted {
     /// The tail to store back: every byte before it has been consumed.
-    pub new_tail: u64,
+    pub(crate) new_tail: u64,
     /// Bytes between tail and head when read: the fullest the ring has been
     /// since the previous read (only the reader frees space).
-    pub avail: u64,
+    pub(crate) avail: u64,
     /// Records handed to the callback.
-    pub records: u64,
+    pub(crate) records: u64,
     /// True when the ring content was inconsistent (a record size of 0,
     /// smaller than a header or larger than what is available, or more
     /// unread data than the ring holds). Everything up to `head` was then
     /// dropped: there is no way to find the next record boundary.
-    pub corrupt: bool,
+    pub(crate) corrupt: bool,
 }
 
 /// Reads `size` bytes starting at ring position `pos` into `out`, wrapping
@@ -56,7 +56,7 @@ fn copy_wrapped(data: &[u8], pos: u64, out: &mut [u8]) {
 /// area `data` to `f`, whole and contiguous (records that wrap around the end
 /// of `data` are copied into `scratch` first). Never panics and never loops
 /// forever, whatever the bytes.
-pub fn extract_records(
+pub(crate) fn extract_records(
     data: &[u8],
     tail: u64,
     head: u64,
@@ -132,7 +132,7 @@ fn extract_releasing(
 }
 
 /// One mapped ring buffer: a metadata page followed by `2^n` data pages.
-pub struct Ring {
+pub(crate) struct Ring {
     base: NonNull<u8>,
     map_len: usize,
     data_offset: usize,
@@ -147,7 +147,7 @@ unsafe impl Send for Ring {}
 impl Ring {
     /// Maps the ring of perf event `fd` with `data_pages` data pages (a
     /// power of two).
-    pub fn map(fd: BorrowedFd<'_>, data_pages: usize) -> Result<Ring> {
+    pub(crate) fn map(fd: BorrowedFd<'_>, data_pages: usize) -> Result<Ring> {
         if data_pages == 0 || !data_pages.is_power_of_two() {
             bail!("mmap pages must be a power of two (got {data_pages})");
         }
@@ -206,7 +206,7 @@ impl Ring {
         Ok(ring)
     }
 
-    pub fn data_size(&self) -> usize {
+    pub(crate) fn data_size(&self) -> usize {
         self.data_size
     }
 
@@ -226,7 +226,7 @@ impl Ring {
     }
 
     /// Reads every record available now, handing each to `f`.
-    pub fn read(&mut self, f: &mut dyn FnMut(&[u8])) -> Extracted {
+    pub(crate) fn read(&mut self, f: &mut dyn FnMut(&[u8])) -> Extracted {
         let head = self.head().load(Ordering::Acquire);
         let tail = self.tail().load(Ordering::Relaxed);
         if head == tail {

@@ -47,7 +47,7 @@ struct Mark {
 
 /// The `time_running` of every per-task event, per thread.
 #[derive(Clone, Debug, Default)]
-pub struct RunningClock {
+pub(crate) struct RunningClock {
     marks: FxHashMap<u32, Vec<Mark>>,
     /// Attached (not inherited) events: by id, a time no earlier than
     /// their enable. A first sample whose slice began by then may have
@@ -62,12 +62,12 @@ pub struct RunningClock {
 }
 
 impl RunningClock {
-    pub fn new() -> RunningClock {
+    pub(crate) fn new() -> RunningClock {
         RunningClock::default()
     }
 
     /// Notes that the attached event `id` was enabled no later than `at`.
-    pub fn enabled(&mut self, id: u64, at: u64) {
+    pub(crate) fn enabled(&mut self, id: u64, at: u64) {
         let t = self.enabled.entry(id).or_insert(at);
         *t = (*t).max(at);
     }
@@ -75,7 +75,7 @@ impl RunningClock {
     /// When `tid` switched in on `cpu`, for a switch-out of it sampled at
     /// `time` by event `id` with `running` as that event's `time_running`;
     /// `None` when that cannot be known (see the module doc).
-    pub fn switched_in(
+    pub(crate) fn switched_in(
         &mut self,
         tid: u32,
         cpu: u32,
@@ -104,19 +104,19 @@ impl RunningClock {
 
     /// Notes that the `sched_process_exit` event `exit` counts as the
     /// `sched_switch` event `switch` does.
-    pub fn exit_alias(&mut self, exit: u64, switch: u64) {
+    pub(crate) fn exit_alias(&mut self, exit: u64, switch: u64) {
         self.exits.insert(exit, switch);
     }
 
     /// The `sched_switch` event that the `sched_process_exit` event `id`
     /// counts as, if `id` is one.
-    pub fn exit_of(&self, id: u64) -> Option<u64> {
+    pub(crate) fn exit_of(&self, id: u64) -> Option<u64> {
         self.exits.get(&id).copied()
     }
 
     /// When `tid` switched in for the slice it was running as it exited,
     /// from its `sched_process_exit` sample (by the event `exit_of` gave).
-    pub fn exiting(
+    pub(crate) fn exiting(
         &mut self,
         tid: u32,
         cpu: u32,
@@ -131,7 +131,11 @@ impl RunningClock {
 
     /// The counts of an attached thread's events, read after it exited:
     /// `(cpu, event id, time_running)`.
-    pub fn set_finals(&mut self, tid: u32, finals: impl IntoIterator<Item = (u32, u64, u64)>) {
+    pub(crate) fn set_finals(
+        &mut self,
+        tid: u32,
+        finals: impl IntoIterator<Item = (u32, u64, u64)>,
+    ) {
         for (cpu, id, running) in finals {
             self.finals.insert((tid, cpu), (id, running));
         }
@@ -141,7 +145,7 @@ impl RunningClock {
     /// wrote there before): when it switched in for its last slice, if that
     /// ran on `cpu` and its final count ([`RunningClock::set_finals`]) is
     /// known. Its state for `cpu` is dropped.
-    pub fn exited(&mut self, tid: u32, cpu: u32, time: u64) -> Option<u64> {
+    pub(crate) fn exited(&mut self, tid: u32, cpu: u32, time: u64) -> Option<u64> {
         let (id, running) = self.finals.remove(&(tid, cpu))?;
         // No growth since the last switch-out there: the slice ran elsewhere.
         let since = self
@@ -158,7 +162,7 @@ impl RunningClock {
 
     /// Records may have been lost on `cpu`'s ring: the next slice there of
     /// every thread followed so far is unknown.
-    pub fn forget_cpu(&mut self, cpu: u32) {
+    pub(crate) fn forget_cpu(&mut self, cpu: u32) {
         for m in self.marks.values_mut().flatten() {
             if m.cpu == cpu {
                 m.running = None;
@@ -167,12 +171,13 @@ impl RunningClock {
     }
 
     /// `tid` exited: nothing more comes from its events.
-    pub fn forget_thread(&mut self, tid: u32) {
+    pub(crate) fn forget_thread(&mut self, tid: u32) {
         self.marks.remove(&tid);
     }
 
     /// Threads followed (for tests and memory bounds).
-    pub fn threads(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn threads(&self) -> usize {
         self.marks.len()
     }
 }

@@ -11,27 +11,28 @@ use crate::sys::host::kernel_sysctl;
 use sys::bindings::{self as b, perf_event_attr};
 
 /// `PERF_SAMPLE_*` bits the decoder knows how to walk.
-pub const SAMPLE_IDENTIFIER: u64 = b::PERF_SAMPLE_IDENTIFIER as u64;
-pub const SAMPLE_IP: u64 = b::PERF_SAMPLE_IP as u64;
-pub const SAMPLE_TID: u64 = b::PERF_SAMPLE_TID as u64;
-pub const SAMPLE_TIME: u64 = b::PERF_SAMPLE_TIME as u64;
-pub const SAMPLE_ADDR: u64 = b::PERF_SAMPLE_ADDR as u64;
-pub const SAMPLE_ID: u64 = b::PERF_SAMPLE_ID as u64;
-pub const SAMPLE_STREAM_ID: u64 = b::PERF_SAMPLE_STREAM_ID as u64;
-pub const SAMPLE_CPU: u64 = b::PERF_SAMPLE_CPU as u64;
-pub const SAMPLE_PERIOD: u64 = b::PERF_SAMPLE_PERIOD as u64;
-pub const SAMPLE_READ: u64 = b::PERF_SAMPLE_READ as u64;
-pub const SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
-pub const SAMPLE_RAW: u64 = b::PERF_SAMPLE_RAW as u64;
-pub const SAMPLE_REGS_USER: u64 = b::PERF_SAMPLE_REGS_USER as u64;
-pub const SAMPLE_STACK_USER: u64 = b::PERF_SAMPLE_STACK_USER as u64;
+pub(crate) const SAMPLE_IDENTIFIER: u64 = b::PERF_SAMPLE_IDENTIFIER as u64;
+pub(crate) const SAMPLE_IP: u64 = b::PERF_SAMPLE_IP as u64;
+pub(crate) const SAMPLE_TID: u64 = b::PERF_SAMPLE_TID as u64;
+pub(crate) const SAMPLE_TIME: u64 = b::PERF_SAMPLE_TIME as u64;
+pub(crate) const SAMPLE_ADDR: u64 = b::PERF_SAMPLE_ADDR as u64;
+pub(crate) const SAMPLE_ID: u64 = b::PERF_SAMPLE_ID as u64;
+pub(crate) const SAMPLE_STREAM_ID: u64 = b::PERF_SAMPLE_STREAM_ID as u64;
+pub(crate) const SAMPLE_CPU: u64 = b::PERF_SAMPLE_CPU as u64;
+pub(crate) const SAMPLE_PERIOD: u64 = b::PERF_SAMPLE_PERIOD as u64;
+pub(crate) const SAMPLE_READ: u64 = b::PERF_SAMPLE_READ as u64;
+pub(crate) const SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
+pub(crate) const SAMPLE_RAW: u64 = b::PERF_SAMPLE_RAW as u64;
+pub(crate) const SAMPLE_REGS_USER: u64 = b::PERF_SAMPLE_REGS_USER as u64;
+pub(crate) const SAMPLE_STACK_USER: u64 = b::PERF_SAMPLE_STACK_USER as u64;
 
 /// The user registers a sample carries with `SAMPLE_REGS_USER`, in this
 /// order (bit order): what unwinding needs on x86_64 (`PERF_REG_X86_BP`,
 /// `_SP`, `_IP`).
-pub const USER_REGS: [u32; 3] = [6, 7, 8];
+pub(crate) const USER_REGS: [u32; 3] = [6, 7, 8];
 /// [`USER_REGS`] as `sample_regs_user`.
-pub const USER_REGS_MASK: u64 = (1 << USER_REGS[0]) | (1 << USER_REGS[1]) | (1 << USER_REGS[2]);
+pub(crate) const USER_REGS_MASK: u64 =
+    (1 << USER_REGS[0]) | (1 << USER_REGS[1]) | (1 << USER_REGS[2]);
 
 /// Asks samples of `a` for the user registers and `stack_user` bytes of
 /// user stack when its `sample_type` has those bits.
@@ -46,29 +47,29 @@ fn ask_user_stack(a: &mut perf_event_attr, stack_user: u32) {
 
 /// The only `read_format` used: a sample's `READ` part is then two words,
 /// the event's count and its `time_running` (see [`crate::perf::record`]).
-pub const READ_FORMAT: u64 = b::PERF_FORMAT_TOTAL_TIME_RUNNING as u64;
+pub(crate) const READ_FORMAT: u64 = b::PERF_FORMAT_TOTAL_TIME_RUNNING as u64;
 
 /// `PERF_RECORD_*` types.
-pub const RECORD_MMAP: u32 = b::PERF_RECORD_MMAP;
-pub const RECORD_LOST: u32 = b::PERF_RECORD_LOST;
-pub const RECORD_COMM: u32 = b::PERF_RECORD_COMM;
-pub const RECORD_EXIT: u32 = b::PERF_RECORD_EXIT;
-pub const RECORD_FORK: u32 = b::PERF_RECORD_FORK;
-pub const RECORD_SAMPLE: u32 = b::PERF_RECORD_SAMPLE;
-pub const RECORD_MMAP2: u32 = b::PERF_RECORD_MMAP2;
-pub const RECORD_LOST_SAMPLES: u32 = b::PERF_RECORD_LOST_SAMPLES;
-pub const RECORD_SWITCH: u32 = b::PERF_RECORD_SWITCH;
-pub const RECORD_SWITCH_CPU_WIDE: u32 = b::PERF_RECORD_SWITCH_CPU_WIDE;
+pub(crate) const RECORD_MMAP: u32 = b::PERF_RECORD_MMAP;
+pub(crate) const RECORD_LOST: u32 = b::PERF_RECORD_LOST;
+pub(crate) const RECORD_COMM: u32 = b::PERF_RECORD_COMM;
+pub(crate) const RECORD_EXIT: u32 = b::PERF_RECORD_EXIT;
+pub(crate) const RECORD_FORK: u32 = b::PERF_RECORD_FORK;
+pub(crate) const RECORD_SAMPLE: u32 = b::PERF_RECORD_SAMPLE;
+pub(crate) const RECORD_MMAP2: u32 = b::PERF_RECORD_MMAP2;
+pub(crate) const RECORD_LOST_SAMPLES: u32 = b::PERF_RECORD_LOST_SAMPLES;
+pub(crate) const RECORD_SWITCH: u32 = b::PERF_RECORD_SWITCH;
+pub(crate) const RECORD_SWITCH_CPU_WIDE: u32 = b::PERF_RECORD_SWITCH_CPU_WIDE;
 
-pub const RECORD_MISC_COMM_EXEC: u16 = b::PERF_RECORD_MISC_COMM_EXEC as u16;
-pub const RECORD_MISC_MMAP_BUILD_ID: u16 = b::PERF_RECORD_MISC_MMAP_BUILD_ID as u16;
-pub const RECORD_MISC_SWITCH_OUT: u16 = b::PERF_RECORD_MISC_SWITCH_OUT as u16;
+pub(crate) const RECORD_MISC_COMM_EXEC: u16 = b::PERF_RECORD_MISC_COMM_EXEC as u16;
+pub(crate) const RECORD_MISC_MMAP_BUILD_ID: u16 = b::PERF_RECORD_MISC_MMAP_BUILD_ID as u16;
+pub(crate) const RECORD_MISC_SWITCH_OUT: u16 = b::PERF_RECORD_MISC_SWITCH_OUT as u16;
 
 /// Callchain context markers.
-pub const CONTEXT_KERNEL: u64 = b::PERF_CONTEXT_KERNEL;
-pub const CONTEXT_USER: u64 = b::PERF_CONTEXT_USER;
+pub(crate) const CONTEXT_KERNEL: u64 = b::PERF_CONTEXT_KERNEL;
+pub(crate) const CONTEXT_USER: u64 = b::PERF_CONTEXT_USER;
 /// Every value `>=` this is a context marker, never an address.
-pub const CONTEXT_MAX: u64 = b::PERF_CONTEXT_MAX;
+pub(crate) const CONTEXT_MAX: u64 = b::PERF_CONTEXT_MAX;
 
 const _: () = {
     assert!(CONTEXT_KERNEL == (-128i64) as u64);
@@ -78,31 +79,31 @@ const _: () = {
 
 /// What one tracepoint event should look like.
 #[derive(Clone, Copy, Debug)]
-pub struct TracepointAttr {
+pub(crate) struct TracepointAttr {
     /// The tracepoint id from its `format` file.
-    pub id: u64,
-    pub sample_type: u64,
-    pub exclude_callchain_user: bool,
-    pub exclude_callchain_kernel: bool,
+    pub(crate) id: u64,
+    pub(crate) sample_type: u64,
+    pub(crate) exclude_callchain_user: bool,
+    pub(crate) exclude_callchain_kernel: bool,
     /// Ask for FORK/EXIT/COMM(+exec)/MMAP2 side-band records.
-    pub side_band: bool,
+    pub(crate) side_band: bool,
     /// Ask for context-switch records (see `event::SwitchIn`). They cost
     /// every context switch on the machine a little, even for per-task
     /// events.
-    pub context_switch: bool,
+    pub(crate) context_switch: bool,
     /// Bytes of unread data that wake `poll`.
-    pub wakeup_watermark: u32,
+    pub(crate) wakeup_watermark: u32,
     /// Per-task events only: threads the task creates get the event too.
-    pub inherit: bool,
+    pub(crate) inherit: bool,
     /// With `inherit`: only threads of the task's own process, not the
     /// processes it forks (`inherit_thread`, Linux 5.13).
-    pub inherit_thread: bool,
+    pub(crate) inherit_thread: bool,
     /// Bytes of user stack copied per sample (`SAMPLE_STACK_USER`).
-    pub stack_user: u32,
+    pub(crate) stack_user: u32,
 }
 
 impl TracepointAttr {
-    pub fn to_attr(&self) -> perf_event_attr {
+    pub(crate) fn to_attr(self) -> perf_event_attr {
         let mut a = perf_event_attr {
             type_: b::PERF_TYPE_TRACEPOINT,
             size: std::mem::size_of::<perf_event_attr>() as u32,
@@ -143,14 +144,14 @@ fn paranoid_level() -> String {
 }
 
 /// Opens one system-wide-per-CPU tracepoint event (pid = -1).
-pub fn open_tracepoint(attr: &TracepointAttr, what: &str, cpu: u32) -> Result<OwnedFd> {
+pub(crate) fn open_tracepoint(attr: &TracepointAttr, what: &str, cpu: u32) -> Result<OwnedFd> {
     open_attr(&mut attr.to_attr(), -1, Some(cpu)).map_err(|err| open_error(err, what, attr.id, cpu))
 }
 
 /// Opens a tracepoint event that follows thread `tid` while it runs on
 /// `cpu` (and, with `inherit`, the threads it creates). `Ok(None)` when
 /// the thread no longer exists.
-pub fn open_task_tracepoint(
+pub(crate) fn open_task_tracepoint(
     attr: &TracepointAttr,
     what: &str,
     tid: u32,
@@ -170,7 +171,7 @@ pub fn open_task_tracepoint(
 /// given `PERF_SAMPLE_READ`; an error other than EINVAL says yes, and
 /// leaves the real open to report it. The probe event goes to `keep` (see
 /// [`Probes`]).
-pub fn samples_inherited_reads(attr: &TracepointAttr, cpu: u32, keep: &mut Probes) -> bool {
+pub(crate) fn samples_inherited_reads(attr: &TracepointAttr, cpu: u32, keep: &mut Probes) -> bool {
     let attr = TracepointAttr {
         sample_type: attr.sample_type | SAMPLE_READ,
         inherit: true,
@@ -191,7 +192,7 @@ pub fn samples_inherited_reads(attr: &TracepointAttr, cpu: u32, keep: &mut Probe
 /// closing a probe costs nothing. (A probe on a tracepoint that the run
 /// does not use still costs that wait, once tracing runs.)
 #[derive(Default)]
-pub struct Probes(Vec<OwnedFd>);
+pub(crate) struct Probes(Vec<OwnedFd>);
 
 /// Whether a per-task `sched_process_exit` event (tracepoint `exit_id`)
 /// sees the exits of the threads that inherit it. On Debian's 6.1 and 6.12
@@ -199,7 +200,7 @@ pub struct Probes(Vec<OwnedFd>);
 /// counts them. Tried with a counting event on the calling thread,
 /// inherited by one thread that exits at once. An open that fails says
 /// yes, and leaves the real open to report the failure.
-pub fn counts_inherited_exits(exit_id: u64, keep: &mut Probes) -> bool {
+pub(crate) fn counts_inherited_exits(exit_id: u64, keep: &mut Probes) -> bool {
     use std::os::fd::AsFd;
     let mut a = perf_event_attr {
         type_: b::PERF_TYPE_TRACEPOINT,
@@ -241,7 +242,7 @@ pub fn counts_inherited_exits(exit_id: u64, keep: &mut Probes) -> bool {
 
 /// Opens a software dummy event on `cpu`: it never samples, and only owns
 /// the CPU's ring buffer that per-task events write into.
-pub fn open_ring_owner(
+pub(crate) fn open_ring_owner(
     sample_type: u64,
     stack_user: u32,
     wakeup_watermark: u32,
@@ -294,9 +295,9 @@ fn open_attr(a: &mut perf_event_attr, pid: libc::pid_t, cpu: Option<u32>) -> io:
 /// denial (which the tracefs backend can work around) from other failures.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
-pub struct OpenError {
-    pub errno: i32,
-    pub message: String,
+pub(crate) struct OpenError {
+    pub(crate) errno: i32,
+    pub(crate) message: String,
 }
 
 impl OpenError {
@@ -304,13 +305,13 @@ impl OpenError {
     /// EACCES (paranoia level, capabilities, an LSM, a seccomp filter that
     /// returns EPERM) or ENOSYS (no perf events, or a seccomp filter that
     /// pretends so).
-    pub fn is_denial(&self) -> bool {
+    pub(crate) fn is_denial(&self) -> bool {
         matches!(self.errno, libc::EPERM | libc::EACCES | libc::ENOSYS)
     }
 }
 
 /// The `perf_event_open` failure somewhere in `err`'s chain, if any.
-pub fn open_error_of(err: &anyhow::Error) -> Option<&OpenError> {
+pub(crate) fn open_error_of(err: &anyhow::Error) -> Option<&OpenError> {
     err.chain().find_map(|e| e.downcast_ref::<OpenError>())
 }
 
@@ -371,7 +372,7 @@ fn ioctl_result(ret: libc::c_int, what: &str) -> Result<()> {
 }
 
 /// The kernel's id for an event (what `PERF_SAMPLE_IDENTIFIER` reports).
-pub fn event_id(fd: BorrowedFd<'_>) -> Result<u64> {
+pub(crate) fn event_id(fd: BorrowedFd<'_>) -> Result<u64> {
     let mut id = 0u64;
     // SAFETY: `id` is a valid u64 for the kernel to write into.
     let ret = unsafe { sys::ioctls::ID(fd.as_raw_fd(), &mut id) };
@@ -382,7 +383,7 @@ pub fn event_id(fd: BorrowedFd<'_>) -> Result<u64> {
 /// Sets a tracepoint filter (ftrace's filter syntax, e.g.
 /// `prev_state & 2`): the kernel drops samples that do not match before
 /// it takes their callchain.
-pub fn set_filter(fd: BorrowedFd<'_>, filter: &str) -> Result<()> {
+pub(crate) fn set_filter(fd: BorrowedFd<'_>, filter: &str) -> Result<()> {
     let text = std::ffi::CString::new(filter)
         .map_err(|_| anyhow!("tracepoint filter `{filter}` contains a NUL byte"))?;
     // SAFETY: `text` is a NUL-terminated string that outlives the call; the
@@ -392,26 +393,26 @@ pub fn set_filter(fd: BorrowedFd<'_>, filter: &str) -> Result<()> {
 }
 
 /// Sends `fd`'s records into the ring buffer mapped on `target`.
-pub fn set_output(fd: BorrowedFd<'_>, target: BorrowedFd<'_>) -> Result<()> {
+pub(crate) fn set_output(fd: BorrowedFd<'_>, target: BorrowedFd<'_>) -> Result<()> {
     // SAFETY: plain ioctl on two perf descriptors we own.
     let ret = unsafe { sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), target.as_raw_fd()) };
     ioctl_result(ret, "PERF_EVENT_IOC_SET_OUTPUT")
 }
 
-pub fn enable(fd: BorrowedFd<'_>) -> Result<()> {
+pub(crate) fn enable(fd: BorrowedFd<'_>) -> Result<()> {
     // SAFETY: plain ioctl on a perf descriptor we own.
     let ret = unsafe { sys::ioctls::ENABLE(fd.as_raw_fd(), 0) };
     ioctl_result(ret, "PERF_EVENT_IOC_ENABLE")
 }
 
-pub fn disable(fd: BorrowedFd<'_>) -> Result<()> {
+pub(crate) fn disable(fd: BorrowedFd<'_>) -> Result<()> {
     // SAFETY: plain ioctl on a perf descriptor we own.
     let ret = unsafe { sys::ioctls::DISABLE(fd.as_raw_fd(), 0) };
     ioctl_result(ret, "PERF_EVENT_IOC_DISABLE")
 }
 
 /// The `time_running` of an event opened with [`READ_FORMAT`], read now.
-pub fn read_running(fd: BorrowedFd<'_>) -> Result<u64> {
+pub(crate) fn read_running(fd: BorrowedFd<'_>) -> Result<u64> {
     // READ_FORMAT: the count, then time_running.
     let mut buf = [0u8; 16];
     let n = nix::unistd::read(fd, &mut buf)

@@ -14,7 +14,7 @@ pub(crate) use escape::{Place, escape};
 
 /// Which stacks are shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StackMode {
+pub(crate) enum StackMode {
     Both,
     /// `-U`
     UserOnly,
@@ -24,15 +24,15 @@ pub enum StackMode {
 
 /// Output options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReportOptions {
-    pub folded: bool,
-    pub delimited: bool,
-    pub stacks: StackMode,
+pub(crate) struct ReportOptions {
+    pub(crate) folded: bool,
+    pub(crate) delimited: bool,
+    pub(crate) stacks: StackMode,
 }
 
 /// A symbolized stack.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Frames {
+pub(crate) enum Frames {
     /// Frames, innermost first (may be empty).
     Names(Vec<Frame>),
     /// The stack did not fit in the stack storage.
@@ -41,7 +41,7 @@ pub enum Frames {
 
 /// One frame of a stack.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Frame {
+pub(crate) enum Frame {
     /// A function name, as a file or the kernel gave it (printed escaped).
     Name(String),
     /// Nothing resolved the address: printed `[unknown]`.
@@ -56,24 +56,24 @@ impl From<Option<String>> for Frame {
 
 /// One entry, ready to print.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolvedEntry {
+pub(crate) struct ResolvedEntry {
     /// [`Comm::UNKNOWN`] prints as `[unknown]`.
-    pub target_comm: Comm,
-    pub target_tid: u32,
+    pub(crate) target_comm: Comm,
+    pub(crate) target_tid: u32,
     /// Empty with tid 0 when there was no wakeup.
-    pub waker_comm: Comm,
-    pub waker_tid: u32,
-    pub target_kernel: Frames,
-    pub target_user: Frames,
-    pub waker_kernel: Frames,
-    pub waker_user: Frames,
-    pub total_us: u64,
+    pub(crate) waker_comm: Comm,
+    pub(crate) waker_tid: u32,
+    pub(crate) target_kernel: Frames,
+    pub(crate) target_user: Frames,
+    pub(crate) waker_kernel: Frames,
+    pub(crate) waker_user: Frames,
+    pub(crate) total_us: u64,
 }
 
 /// The header line (with its newline) printed at start, or "" for folded
 /// output. `duration` is the traced seconds, None until Ctrl-C; `command`
 /// is true when a command was started, whose exit also ends tracing.
-pub fn header(options: &ReportOptions, duration: Option<u64>, command: bool) -> String {
+pub(crate) fn header(options: &ReportOptions, duration: Option<u64>, command: bool) -> String {
     if options.folded {
         return String::new();
     }
@@ -93,7 +93,7 @@ pub fn header(options: &ReportOptions, duration: Option<u64>, command: bool) -> 
 
 /// Writes the report: the blank line after tracing (not folded), then the
 /// entries in ascending order of total (folded: identical lines merged).
-pub fn write_report(
+pub(crate) fn write_report(
     out: &mut dyn Write,
     options: &ReportOptions,
     entries: &[ResolvedEntry],
@@ -157,7 +157,7 @@ pub(crate) fn comm(comm: &Comm, place: Place) -> Cow<'_, str> {
 
 impl Frames {
     /// A stack "exists" when it has frames or was missed.
-    pub fn exists(&self) -> bool {
+    pub(crate) fn exists(&self) -> bool {
         match self {
             Frames::Names(names) => !names.is_empty(),
             Frames::Missed => true,

@@ -13,7 +13,7 @@ use crate::sys::open::{OpenError, Opened};
 
 /// Identity of a parsed image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FileId {
+pub(crate) enum FileId {
     Inode {
         dev: u64,
         ino: u64,
@@ -24,13 +24,13 @@ pub enum FileId {
 
 /// Parsed files and resolved names.
 #[derive(Debug, Default)]
-pub struct FileCache {
+pub(crate) struct FileCache {
     /// `None` records a file that could not be parsed (never retried).
     files: HashMap<FileId, Option<ElfFile>>,
     /// Keyed by file offset, which identifies an address within a file.
     names: HashMap<(FileId, u64), Arc<[String]>>,
     /// Diagnostics about files that failed to parse, one per file.
-    pub failures: Vec<String>,
+    pub(crate) failures: Vec<String>,
     /// Files that gave no names, by why, with their paths.
     skipped: BTreeMap<String, Vec<String>>,
     run: RunBudget,
@@ -39,7 +39,7 @@ pub struct FileCache {
 }
 
 impl FileCache {
-    pub fn new() -> FileCache {
+    pub(crate) fn new() -> FileCache {
         FileCache::default()
     }
 
@@ -125,7 +125,7 @@ impl FileCache {
     }
 
     /// The parsed vDSO of this kernel (read from this process's own vDSO).
-    pub fn vdso(&mut self) -> FileId {
+    pub(crate) fn vdso(&mut self) -> FileId {
         self.files
             .entry(FileId::Vdso)
             .or_insert_with(|| super::vdso::load().ok());
@@ -134,7 +134,7 @@ impl FileCache {
 
     /// Names for file offset `off` of file `id`, resolved once; empty when
     /// unknown.
-    pub fn names(&mut self, id: FileId, off: u64) -> Arc<[String]> {
+    pub(crate) fn names(&mut self, id: FileId, off: u64) -> Arc<[String]> {
         if let Some(names) = self.names.get(&(id, off)) {
             return names.clone();
         }

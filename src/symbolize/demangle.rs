@@ -4,7 +4,7 @@
 
 /// Which demangling scheme to try, from DWARF's `DW_AT_language` when known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lang {
+pub(crate) enum Lang {
     Rust,
     Cpp,
     /// Unknown language: guess from the name.
@@ -13,7 +13,7 @@ pub enum Lang {
 
 impl Lang {
     /// Maps a DWARF language code to the demangling scheme.
-    pub fn from_dwarf(lang: Option<gimli::DwLang>) -> Lang {
+    pub(crate) fn from_dwarf(lang: Option<gimli::DwLang>) -> Lang {
         match lang {
             Some(gimli::DW_LANG_Rust) => Lang::Rust,
             Some(
@@ -30,13 +30,13 @@ impl Lang {
 }
 
 /// Demangles `name`, guessing the scheme from the name itself.
-pub fn demangle(name: &str) -> String {
+pub(crate) fn demangle(name: &str) -> String {
     demangle_as(name, Lang::Unknown)
 }
 
 /// Demangles `name` with the scheme of `lang` (or a guess when unknown).
 /// Returns the name unchanged when it is not mangled or demangling fails.
-pub fn demangle_as(name: &str, lang: Lang) -> String {
+pub(crate) fn demangle_as(name: &str, lang: Lang) -> String {
     let out = match lang {
         Lang::Rust => rust(name),
         Lang::Cpp => cpp(name),

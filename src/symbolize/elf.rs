@@ -14,7 +14,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::Result;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use typed_arena::Arena;
 
@@ -111,7 +111,7 @@ impl DebugDirs {
 }
 
 /// A parsed ELF file, ready for lookups.
-pub struct ElfFile {
+pub(crate) struct ElfFile {
     segments: Vec<Segment>,
     /// Sorted by address, one entry per address.
     symbols: Vec<Sym>,
@@ -133,7 +133,9 @@ impl std::fmt::Debug for ElfFile {
 impl ElfFile {
     /// Opens and parses the ELF file at `path`, a file of our own (tests,
     /// tools): a traced process's files go through [`ElfFile::from_opened`].
-    pub fn open(path: &Path) -> Result<ElfFile> {
+    #[cfg(test)]
+    pub(crate) fn open(path: &Path) -> Result<ElfFile> {
+        use anyhow::{Context as _, bail};
         let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
         let meta = file.metadata()?;
         if !meta.is_file() {
@@ -170,7 +172,7 @@ impl ElfFile {
 
     /// Parses an ELF image held in memory (the vDSO, tests). `path`, when
     /// known, is used to find a separate debug file by debuglink.
-    pub fn parse(data: &[u8], path: Option<&Path>) -> Result<ElfFile> {
+    pub(crate) fn parse(data: &[u8], path: Option<&Path>) -> Result<ElfFile> {
         let mut run = RunBudget::default();
         ElfFile::parse_source(
             Source::Bytes(data),
@@ -196,13 +198,14 @@ impl ElfFile {
     }
 
     /// True when the file has usable DWARF.
-    pub fn has_dwarf(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn has_dwarf(&self) -> bool {
         self.dwarf.is_some()
     }
 
     /// The virtual address of file offset `off`, through the `PT_LOAD`
     /// segment holding it.
-    pub fn vaddr_of_offset(&self, off: u64) -> Option<u64> {
+    pub(crate) fn vaddr_of_offset(&self, off: u64) -> Option<u64> {
         self.segments
             .iter()
             .find(|s| s.offset <= off && off - s.offset < s.filesz)
@@ -211,7 +214,7 @@ impl ElfFile {
 
     /// Names for virtual address `vaddr`, innermost inline first. Empty when
     /// nothing is known.
-    pub fn names(&self, vaddr: u64) -> Vec<String> {
+    pub(crate) fn names(&self, vaddr: u64) -> Vec<String> {
         let from_dwarf = self.dwarf_names(vaddr);
         if !from_dwarf.is_empty() {
             return from_dwarf;
@@ -294,7 +297,7 @@ impl ElfFile {
     }
 
     /// The raw (mangled) name of the function symbol containing `vaddr`.
-    pub fn symbol(&self, vaddr: u64) -> Option<&str> {
+    pub(crate) fn symbol(&self, vaddr: u64) -> Option<&str> {
         let idx = self.symbols.partition_point(|s| s.addr <= vaddr);
         // Walk back a little past sized symbols that end before `vaddr`
         // (a small symbol nested in or following a bigger one).

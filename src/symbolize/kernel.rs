@@ -8,7 +8,7 @@ use crate::kallsyms;
 
 /// Sorted kernel text symbols.
 #[derive(Debug, Default)]
-pub struct KernelSymbols {
+pub(crate) struct KernelSymbols {
     /// `(address, name)`, sorted by address.
     syms: Vec<(u64, String)>,
     /// True when kallsyms listed symbols but every address read 0
@@ -18,12 +18,12 @@ pub struct KernelSymbols {
 
 impl KernelSymbols {
     /// Reads and parses `/proc/kallsyms`.
-    pub fn load() -> Result<KernelSymbols> {
+    pub(crate) fn load() -> Result<KernelSymbols> {
         Ok(KernelSymbols::parse(&kallsyms::read()?))
     }
 
     /// Parses kallsyms text. Malformed lines are skipped.
-    pub fn parse(text: &str) -> KernelSymbols {
+    pub(crate) fn parse(text: &str) -> KernelSymbols {
         let mut syms = Vec::new();
         let mut seen = 0usize;
         let mut nonzero = 0usize;
@@ -50,29 +50,26 @@ impl KernelSymbols {
     }
 
     /// True when every address was 0: nothing can be resolved.
-    pub fn addresses_hidden(&self) -> bool {
+    pub(crate) fn addresses_hidden(&self) -> bool {
         self.hidden
     }
 
-    /// Number of symbols with a usable address.
-    pub fn len(&self) -> usize {
-        self.syms.len()
-    }
-
     /// True when no symbol has a usable address.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.syms.is_empty()
     }
 
     /// The symbol with the greatest address `<= addr`.
-    pub fn lookup(&self, addr: u64) -> Option<&str> {
+    pub(crate) fn lookup(&self, addr: u64) -> Option<&str> {
         let idx = self.syms.partition_point(|(a, _)| *a <= addr);
         let (_, name) = self.syms.get(idx.checked_sub(1)?)?;
         Some(name)
     }
 
     /// The address of symbol `name` (first match), for tests and checks.
-    pub fn address_of(&self, name: &str) -> Option<u64> {
+    #[cfg(test)]
+    pub(crate) fn address_of(&self, name: &str) -> Option<u64> {
         self.syms.iter().find(|(_, n)| n == name).map(|(a, _)| *a)
     }
 }

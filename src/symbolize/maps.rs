@@ -14,27 +14,27 @@ use crate::sys::open::{Dir, FileKey, OpenError, Opened, Scope, open_magic};
 
 /// One executable mapping, valid during `[from, until)` (nanoseconds).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mapping {
-    pub start: u64,
+pub(crate) struct Mapping {
+    pub(crate) start: u64,
     /// Exclusive end address.
-    pub end: u64,
+    pub(crate) end: u64,
     /// File offset of `start`.
-    pub pgoff: u64,
+    pub(crate) pgoff: u64,
     /// Path as the kernel printed it, without a ` (deleted)` suffix; may be
     /// `[vdso]`.
-    pub path: String,
+    pub(crate) path: String,
     /// The kernel reported the file as deleted (replaced on disk).
-    pub deleted: bool,
+    pub(crate) deleted: bool,
     /// The mapped file's device and inode, when known: a file opened later
     /// by path must be this one.
-    pub file: Option<FileKey>,
-    pub from: u64,
-    pub until: u64,
+    pub(crate) file: Option<FileKey>,
+    pub(crate) from: u64,
+    pub(crate) until: u64,
 }
 
 impl Mapping {
     /// True for the kernel-provided vDSO.
-    pub fn is_vdso(&self) -> bool {
+    pub(crate) fn is_vdso(&self) -> bool {
         self.path == "[vdso]"
     }
 
@@ -120,7 +120,7 @@ impl Roots {
 
 /// The memory-map history of every process seen.
 #[derive(Debug)]
-pub struct ProcessMaps {
+pub(crate) struct ProcessMaps {
     procs: HashMap<u32, Process>,
     roots: Roots,
     /// This tool's own root.
@@ -144,7 +144,7 @@ impl Default for ProcessMaps {
 const REREAD_INTERVAL_NS: u64 = 100_000_000;
 
 impl ProcessMaps {
-    pub fn new() -> ProcessMaps {
+    pub(crate) fn new() -> ProcessMaps {
         ProcessMaps {
             procs: HashMap::new(),
             roots: Roots::default(),
@@ -156,7 +156,7 @@ impl ProcessMaps {
 
     /// Says whether the backend delivers mmap events (the tracefs backend
     /// does not).
-    pub fn set_mmap_events(&mut self, delivered: bool) {
+    pub(crate) fn set_mmap_events(&mut self, delivered: bool) {
         self.mmap_events = delivered;
     }
 
@@ -165,7 +165,7 @@ impl ProcessMaps {
     /// [`ProcessMaps::ensure_known`]); without mmap events, also re-reads
     /// /proc after an exec, or when an address is not covered (a library
     /// loaded since the last read), at most every 100 ms of event time.
-    pub fn ensure_covers(&mut self, tgid: u32, time: u64, addrs: &[u64]) {
+    pub(crate) fn ensure_covers(&mut self, tgid: u32, time: u64, addrs: &[u64]) {
         if !self.procs.contains_key(&tgid) {
             self.snapshot_if_unknown(tgid, 0);
             return;
@@ -216,7 +216,7 @@ impl ProcessMaps {
 
     /// Takes the root of `tgid` now, for when it is first seen: a process
     /// about to start (held before its exec) that may be gone by then.
-    pub fn hold_root(&mut self, tgid: u32) {
+    pub(crate) fn hold_root(&mut self, tgid: u32) {
         if let Some(root) = self.roots.capture(tgid) {
             self.early_roots.insert(tgid, root);
         }
@@ -229,7 +229,7 @@ impl ProcessMaps {
     /// best guess for samples older than the first event seen for `tgid`. A
     /// process that cannot be read (gone already) gets an empty history, so
     /// its addresses resolve to `[unknown]` without re-reading `/proc`.
-    pub fn ensure_known(&mut self, tgid: u32, time: u64) {
+    pub(crate) fn ensure_known(&mut self, tgid: u32, time: u64) {
         let _ = time;
         self.snapshot_if_unknown(tgid, 0);
     }
@@ -261,7 +261,7 @@ impl ProcessMaps {
 
     /// Applies a fork (child copies its parent's map), exec (map cleared),
     /// mmap or exit event. Other events are ignored.
-    pub fn observe(&mut self, event: &Event) {
+    pub(crate) fn observe(&mut self, event: &Event) {
         let time = event.time;
         match &event.kind {
             EventKind::Fork(f) if f.tgid != f.parent_tgid => {
@@ -354,7 +354,8 @@ impl ProcessMaps {
     /// Adds a mapping valid from `from` on, as an mmap event would; for
     /// tests and for callers that build maps by hand.
     /// Its files are found in this tool's own root.
-    pub fn add_mapping(&mut self, tgid: u32, mapping: Mapping) {
+    #[cfg(test)]
+    pub(crate) fn add_mapping(&mut self, tgid: u32, mapping: Mapping) {
         let p = self.procs.entry(tgid).or_default();
         if p.root.is_none() {
             p.root = self.roots.capture(std::process::id());
@@ -365,13 +366,13 @@ impl ProcessMaps {
 
     /// A number that changes whenever `tgid`'s map does; `None` for a
     /// process without a history.
-    pub fn version(&self, tgid: u32) -> Option<u64> {
+    pub(crate) fn version(&self, tgid: u32) -> Option<u64> {
         self.procs.get(&tgid).map(|p| p.version)
     }
 
     /// The mappings of `tgid` in use at `time`: of those valid then, the
     /// newest wherever several overlap. In address order.
-    pub fn mapped_at(&self, tgid: u32, time: u64) -> Vec<&Mapping> {
+    pub(crate) fn mapped_at(&self, tgid: u32, time: u64) -> Vec<&Mapping> {
         let Some(p) = self.procs.get(&tgid) else {
             return Vec::new();
         };
@@ -390,18 +391,19 @@ impl ProcessMaps {
     }
 
     /// True once `tgid`'s exit has been seen (or it could not be read).
-    pub fn has_exited(&self, tgid: u32) -> bool {
+    pub(crate) fn has_exited(&self, tgid: u32) -> bool {
         self.procs.get(&tgid).is_some_and(|p| p.exited)
     }
 
     /// True when `tgid` has a history (possibly empty).
-    pub fn is_known(&self, tgid: u32) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_known(&self, tgid: u32) -> bool {
         self.procs.contains_key(&tgid)
     }
 
     /// The newest mapping of `tgid` valid at `time` that contains `addr`,
     /// with the file offset of `addr`.
-    pub fn lookup(&self, tgid: u32, time: u64, addr: u64) -> Option<(&Mapping, u64)> {
+    pub(crate) fn lookup(&self, tgid: u32, time: u64, addr: u64) -> Option<(&Mapping, u64)> {
         let p = self.procs.get(&tgid)?;
         let m = p.mappings.iter().rev().find(|m| m.contains(time, addr))?;
         Some((m, (addr - m.start).wrapping_add(m.pgoff)))
@@ -483,14 +485,14 @@ fn strip_deleted(path: &str) -> &str {
 
 /// Parses `/proc/PID/maps` text, keeping executable file-backed mappings and
 /// `[vdso]`, valid from `from` on. Malformed lines are skipped.
-pub fn parse_maps(text: &str, from: u64) -> Vec<Mapping> {
+pub(crate) fn parse_maps(text: &str, from: u64) -> Vec<Mapping> {
     text.lines()
         .filter_map(|line| parse_maps_line(line, from))
         .collect()
 }
 
 /// Parses one line: `start-end perms offset dev inode path`.
-pub fn parse_maps_line(line: &str, from: u64) -> Option<Mapping> {
+pub(crate) fn parse_maps_line(line: &str, from: u64) -> Option<Mapping> {
     let mut rest = line;
     let mut fields = [""; 5];
     for f in &mut fields {

@@ -9,14 +9,14 @@
 //! inlined copy function splitting leaves), [`demangle`], [`cache`] (files
 //! parsed once, addresses resolved once) and [`vdso`].
 
-pub mod cache;
-pub mod demangle;
-pub mod elf;
-pub mod kernel;
-pub mod maps;
+pub(crate) mod cache;
+pub(crate) mod demangle;
+pub(crate) mod elf;
+pub(crate) mod kernel;
+pub(crate) mod maps;
 pub(crate) mod read;
 mod split;
-pub mod vdso;
+pub(crate) mod vdso;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,12 +26,14 @@ use anyhow::Result;
 use crate::kallsyms::Preload;
 use cache::{FileCache, FileId};
 use kernel::KernelSymbols;
-pub use maps::{Mapping, ProcessMaps};
+pub(crate) use maps::{Mapping, ProcessMaps};
 
 /// The name printed for a frame that cannot be resolved.
-pub const UNKNOWN: &str = "[unknown]";
+#[cfg(test)]
+pub(crate) const UNKNOWN: &str = "[unknown]";
 
 /// `frames` with [`UNKNOWN`] for each `None`.
+#[cfg(test)]
 fn or_unknown(frames: Vec<Option<String>>) -> Vec<String> {
     frames
         .into_iter()
@@ -40,7 +42,7 @@ fn or_unknown(frames: Vec<Option<String>>) -> Vec<String> {
 }
 
 /// Resolves addresses to bare function names.
-pub struct Symbolizer {
+pub(crate) struct Symbolizer {
     maps: ProcessMaps,
     /// `None` until the first kernel lookup.
     kernel: Option<Arc<KernelSymbols>>,
@@ -71,7 +73,7 @@ impl Symbolizer {
     /// Takes the map history recorded during tracing. Kernel symbols come
     /// from `preload` if given, or are loaded from `/proc/kallsyms` on
     /// first use.
-    pub fn new(maps: ProcessMaps, preload: Option<Preload>) -> Result<Symbolizer> {
+    pub(crate) fn new(maps: ProcessMaps, preload: Option<Preload>) -> Result<Symbolizer> {
         Ok(Symbolizer {
             maps,
             kernel: None,
@@ -86,13 +88,8 @@ impl Symbolizer {
 
     /// Makes symbolization poll `stop` before each file it opens, and open
     /// no more once it says so (their frames print as `[unknown]`).
-    pub fn stop_when(&mut self, stop: impl Fn() -> bool + Send + 'static) {
+    pub(crate) fn stop_when(&mut self, stop: impl Fn() -> bool + Send + 'static) {
         self.stop = Some(Box::new(stop));
-    }
-
-    /// The map history (for callers that keep feeding events).
-    pub fn maps_mut(&mut self) -> &mut ProcessMaps {
-        &mut self.maps
     }
 
     fn kernel_symbols(&mut self) -> &KernelSymbols {
@@ -124,7 +121,8 @@ impl Symbolizer {
     /// Names for a kernel stack, innermost first (one name per address;
     /// `[unknown]` when unresolvable). `addrs[0]` is an exact instruction
     /// pointer, later entries return addresses.
-    pub fn kernel(&mut self, addrs: &[u64]) -> Vec<String> {
+    #[cfg(test)]
+    pub(crate) fn kernel(&mut self, addrs: &[u64]) -> Vec<String> {
         or_unknown(self.kernel_frames(addrs))
     }
 
@@ -132,18 +130,19 @@ impl Symbolizer {
     /// return address, `addrs[0]` included (a waker's stack, whose
     /// tracepoint site was dropped, begins at the return address into the
     /// caller of `try_to_wake_up`).
-    pub fn kernel_returns(&mut self, addrs: &[u64]) -> Vec<String> {
+    #[cfg(test)]
+    pub(crate) fn kernel_returns(&mut self, addrs: &[u64]) -> Vec<String> {
         or_unknown(self.kernel_return_frames(addrs))
     }
 
     /// [`Symbolizer::kernel`] with `None` for an unresolvable address.
-    pub fn kernel_frames(&mut self, addrs: &[u64]) -> Vec<Option<String>> {
+    pub(crate) fn kernel_frames(&mut self, addrs: &[u64]) -> Vec<Option<String>> {
         self.kernel_names(addrs, 0)
     }
 
     /// [`Symbolizer::kernel_returns`] with `None` for an unresolvable
     /// address.
-    pub fn kernel_return_frames(&mut self, addrs: &[u64]) -> Vec<Option<String>> {
+    pub(crate) fn kernel_return_frames(&mut self, addrs: &[u64]) -> Vec<Option<String>> {
         self.kernel_names(addrs, 1)
     }
 
@@ -161,13 +160,19 @@ impl Symbolizer {
     /// Names for a user stack of process `tgid` sampled at `time`, innermost
     /// first. An address inside inlined code yields several names (innermost
     /// inline first); an unresolvable one yields `[unknown]`.
-    pub fn user(&mut self, tgid: u32, time: u64, addrs: &[u64]) -> Vec<String> {
+    #[cfg(test)]
+    pub(crate) fn user(&mut self, tgid: u32, time: u64, addrs: &[u64]) -> Vec<String> {
         or_unknown(self.user_frames(tgid, time, addrs))
     }
 
     /// [`Symbolizer::user`] with `None` for an unresolvable address, so
     /// that it cannot be taken for a function a file names `[unknown]`.
-    pub fn user_frames(&mut self, tgid: u32, time: u64, addrs: &[u64]) -> Vec<Option<String>> {
+    pub(crate) fn user_frames(
+        &mut self,
+        tgid: u32,
+        time: u64,
+        addrs: &[u64],
+    ) -> Vec<Option<String>> {
         self.maps.ensure_known(tgid, time);
         let mut out = Vec::with_capacity(addrs.len());
         for (i, &addr) in addrs.iter().enumerate() {
@@ -212,7 +217,7 @@ impl Symbolizer {
 
     /// Warnings and notes to print once at the end (e.g. kptr_restrict hid
     /// kernel addresses, files that gave no names).
-    pub fn warnings(&self) -> Vec<String> {
+    pub(crate) fn warnings(&self) -> Vec<String> {
         let mut out = self.warnings.clone();
         out.extend(self.files.notes());
         if self.stopped {

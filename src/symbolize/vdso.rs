@@ -8,7 +8,7 @@ use super::elf::ElfFile;
 use super::maps::parse_maps;
 
 /// Copies and parses this process's vDSO.
-pub fn load() -> Result<ElfFile> {
+pub(crate) fn load() -> Result<ElfFile> {
     let text = std::fs::read_to_string("/proc/self/maps").context("reading /proc/self/maps")?;
     let Some(m) = parse_maps(&text, 0).into_iter().find(|m| m.is_vdso()) else {
         bail!("no [vdso] in /proc/self/maps");

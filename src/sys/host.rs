@@ -7,7 +7,7 @@ use nix::time::{ClockId, clock_gettime};
 use nix::unistd::{SysconfVar, sysconf};
 
 /// The memory page size (4096 where it cannot be read).
-pub fn page_size() -> usize {
+pub(crate) fn page_size() -> usize {
     match sysconf(SysconfVar::PAGE_SIZE) {
         Ok(Some(p)) if p > 0 => p as usize,
         _ => 4096,
@@ -15,7 +15,7 @@ pub fn page_size() -> usize {
 }
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds: the clock every event uses.
-pub fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     // CLOCK_MONOTONIC always exists; an error would leave 0.
     clock_gettime(ClockId::CLOCK_MONOTONIC).map_or(0, |ts| {
         ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
@@ -23,7 +23,7 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// The CPUs listed in a sysfs CPU list such as `0-3,5,7-8`.
-pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>> {
+pub(crate) fn parse_cpu_list(text: &str) -> Result<Vec<u32>> {
     let mut cpus = Vec::new();
     for part in text.trim().split(',') {
         let part = part.trim();
@@ -51,7 +51,7 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>> {
 }
 
 /// The online CPUs, from `/sys/devices/system/cpu/online`.
-pub fn online_cpus() -> Result<Vec<u32>> {
+pub(crate) fn online_cpus() -> Result<Vec<u32>> {
     let path = "/sys/devices/system/cpu/online";
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
     parse_cpu_list(&text).with_context(|| format!("parsing {path}"))
@@ -59,7 +59,7 @@ pub fn online_cpus() -> Result<Vec<u32>> {
 
 /// `/proc/sys/kernel/NAME`, trimmed and parsed; `None` when it cannot be
 /// read or parsed.
-pub fn kernel_sysctl<T: std::str::FromStr>(name: &str) -> Option<T> {
+pub(crate) fn kernel_sysctl<T: std::str::FromStr>(name: &str) -> Option<T> {
     std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
         .ok()?
         .trim()

@@ -2,5 +2,5 @@
 //! a file that a traced process names ([`open`]), and the page size, CPUs,
 //! clock and sysctls ([`host`]).
 
-pub mod host;
-pub mod open;
+pub(crate) mod host;
+pub(crate) mod open;

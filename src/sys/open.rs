@@ -38,9 +38,9 @@ pub(crate) enum OpenError {
 
 /// Device and inode: which file a mapping is of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct FileKey {
-    pub dev: u64,
-    pub ino: u64,
+pub(crate) struct FileKey {
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
 }
 
 /// A regular file opened for reading.

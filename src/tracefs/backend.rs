@@ -26,16 +26,16 @@ use crate::tracepoint::sched::SchedFields;
 
 /// What to record.
 #[derive(Clone, Debug)]
-pub struct TracefsConfig {
+pub(crate) struct TracefsConfig {
     /// Per-CPU buffer size, in pages.
-    pub buffer_pages: usize,
-    pub stacks: Stacks,
+    pub(crate) buffer_pages: usize,
+    pub(crate) stacks: Stacks,
     /// Which threads the kernel keeps. Under `-- COMMAND`, process
     /// creation and exec are recorded too, to follow the processes its
     /// command starts.
-    pub targets: Targets,
+    pub(crate) targets: Targets,
     /// kallsyms, being read (for trimming kernel stacks).
-    pub kallsyms: Option<Preload>,
+    pub(crate) kallsyms: Option<Preload>,
 }
 
 /// One CPU's `trace_pipe_raw`.
@@ -47,7 +47,7 @@ struct CpuReader {
 }
 
 /// A running instance and its readers.
-pub struct TracefsBackend {
+pub(crate) struct TracefsBackend {
     /// Declared before `instance`: the readers must be closed before the
     /// instance can be removed.
     readers: Vec<CpuReader>,
@@ -64,7 +64,7 @@ pub struct TracefsBackend {
 
 impl TracefsBackend {
     /// Creates our instance and starts recording.
-    pub fn open(tracefs: &Tracefs, config: &TracefsConfig) -> Result<TracefsBackend> {
+    pub(crate) fn open(tracefs: &Tracefs, config: &TracefsConfig) -> Result<TracefsBackend> {
         let buffer_kb = buffer_kb(config.buffer_pages, crate::sys::host::page_size())?;
         let events = tracefs.root().join("events");
         let read = |name: &str| -> Result<String> {
@@ -149,16 +149,11 @@ impl TracefsBackend {
         })
     }
 
-    /// The instance's directory (for messages and tests).
-    pub fn instance_dir(&self) -> Option<PathBuf> {
-        self.instance.as_ref().map(|i| i.dir().to_path_buf())
-    }
-
     /// Waits up to `timeout` for data (returns early on EINTR), reads every
     /// CPU's pages, and passes to `sink`, in global time order, every event
     /// that can no longer be preceded by one not yet read (the same rounds
     /// as the perf backend).
-    pub fn poll(&mut self, timeout: Duration, sink: &mut dyn EventSink) -> Result<()> {
+    pub(crate) fn poll(&mut self, timeout: Duration, sink: &mut dyn EventSink) -> Result<()> {
         let fds = self.readers.iter().map(|r| r.file.as_fd());
         let Some(start) = self.rounds.wait(fds, timeout, "trace_pipe_raw")? else {
             return Ok(());
@@ -173,7 +168,7 @@ impl TracefsBackend {
 
     /// Stops recording, drains the buffers, flushes every pending event to
     /// `sink` in time order, and removes the instance.
-    pub fn finish(&mut self, sink: &mut dyn EventSink) -> Result<()> {
+    pub(crate) fn finish(&mut self, sink: &mut dyn EventSink) -> Result<()> {
         let disabled = match self.instance.as_mut() {
             Some(i) => i.disable(),
             None => Ok(()),
@@ -190,7 +185,7 @@ impl TracefsBackend {
         disabled.and(removed)
     }
 
-    pub fn stats(&self) -> SourceStats {
+    pub(crate) fn stats(&self) -> SourceStats {
         let mut s = self.stats;
         s.malformed += self.assembler.stats().malformed;
         s
@@ -343,7 +338,7 @@ pub(crate) fn too_many_pages(pages: usize, max: usize) -> String {
 
 /// Entries a CPU lost, from its `per_cpu/cpuN/stats`: `overrun` (pages
 /// overwritten before they were read) plus `dropped events`.
-pub fn cpu_losses(stats: &str) -> u64 {
+pub(crate) fn cpu_losses(stats: &str) -> u64 {
     stats
         .lines()
         .filter_map(|l| {
@@ -401,7 +396,7 @@ impl TgidSource for ProcTgids {
 }
 
 /// `saved_tgids`: one `PID TGID` pair per line.
-pub fn parse_saved_tgids(text: &str) -> impl Iterator<Item = (u32, u32)> + '_ {
+pub(crate) fn parse_saved_tgids(text: &str) -> impl Iterator<Item = (u32, u32)> + '_ {
     text.lines().filter_map(|l| {
         let mut it = l.split_ascii_whitespace();
         let pid = it.next()?.parse().ok()?;

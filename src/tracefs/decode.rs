@@ -22,7 +22,7 @@ use crate::tracepoint::{EventFormat, Field};
 
 /// The `ftrace:kernel_stack` and `ftrace:user_stack` entry layouts.
 #[derive(Clone, Debug)]
-pub struct StackFormats {
+pub(crate) struct StackFormats {
     kernel_id: u64,
     kernel_size: Field,
     kernel_caller: Field,
@@ -32,7 +32,7 @@ pub struct StackFormats {
 }
 
 impl StackFormats {
-    pub fn new(kernel: &EventFormat, user: &EventFormat) -> Result<StackFormats> {
+    pub(crate) fn new(kernel: &EventFormat, user: &EventFormat) -> Result<StackFormats> {
         Ok(StackFormats {
             kernel_id: kernel.id as u64,
             kernel_size: kernel.field("size")?.clone(),
@@ -46,7 +46,7 @@ impl StackFormats {
 
 /// Layouts of the process events enabled under `-- COMMAND`.
 #[derive(Clone, Debug)]
-pub struct ProcessFormats {
+pub(crate) struct ProcessFormats {
     fork_id: u64,
     fork_parent: Field,
     fork_child: Field,
@@ -56,7 +56,7 @@ pub struct ProcessFormats {
 }
 
 impl ProcessFormats {
-    pub fn new(fork: &EventFormat, exec: &EventFormat) -> Result<ProcessFormats> {
+    pub(crate) fn new(fork: &EventFormat, exec: &EventFormat) -> Result<ProcessFormats> {
         Ok(ProcessFormats {
             fork_id: fork.id as u64,
             fork_parent: fork.field("parent_pid")?.clone(),
@@ -70,7 +70,7 @@ impl ProcessFormats {
 
 /// Where thread → process (TGID) answers come from when no `user_stack`
 /// entry carried one.
-pub trait TgidSource {
+pub(crate) trait TgidSource {
     /// The TGID of `tid`, if it can be found (in `/proc`, or in tracefs's
     /// `saved_tgids` for threads that are gone).
     fn tgid(&mut self, tid: u32) -> Option<u32>;
@@ -95,17 +95,17 @@ enum PendingKind {
 
 /// Counters of the assembler.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AssemblerStats {
+pub(crate) struct AssemblerStats {
     /// Entries of other types (skipped).
-    pub foreign: u64,
+    pub(crate) foreign: u64,
     /// Entries that could not be decoded (skipped).
-    pub malformed: u64,
+    pub(crate) malformed: u64,
     /// Stack entries with no event before them to belong to.
-    pub orphan_stacks: u64,
+    pub(crate) orphan_stacks: u64,
 }
 
 /// Reassembles events and their stacks, per CPU.
-pub struct Assembler {
+pub(crate) struct Assembler {
     sched: SchedFields,
     stacks: StackFormats,
     process: Option<ProcessFormats>,
@@ -123,7 +123,7 @@ pub struct Assembler {
 impl Assembler {
     /// `probes` is loaded on first use when None: from
     /// [`Assembler::with_kallsyms`] if given, else from kallsyms.
-    pub fn new(
+    pub(crate) fn new(
         sched: SchedFields,
         stacks: StackFormats,
         process: Option<ProcessFormats>,
@@ -145,13 +145,13 @@ impl Assembler {
         }
     }
 
-    pub fn stats(&self) -> AssemblerStats {
+    pub(crate) fn stats(&self) -> AssemblerStats {
         self.stats
     }
 
     /// Feeds one entry of CPU `cpu`'s buffer (in buffer order). Completed
     /// events go to `sink`.
-    pub fn push(
+    pub(crate) fn push(
         &mut self,
         cpu: u32,
         time: u64,
@@ -258,7 +258,12 @@ impl Assembler {
 
     /// Completes every pending event stamped at or before `upto` (their
     /// stacks, written microseconds after them, are in by now).
-    pub fn flush(&mut self, upto: u64, tgids: &mut dyn TgidSource, sink: &mut dyn FnMut(Event)) {
+    pub(crate) fn flush(
+        &mut self,
+        upto: u64,
+        tgids: &mut dyn TgidSource,
+        sink: &mut dyn FnMut(Event),
+    ) {
         let mut cpus: Vec<u32> = self
             .pending
             .iter()
@@ -272,7 +277,8 @@ impl Assembler {
     }
 
     /// The time of CPU `cpu`'s pending event, if any.
-    pub fn pending_time(&self, cpu: u32) -> Option<u64> {
+    #[cfg(test)]
+    pub(crate) fn pending_time(&self, cpu: u32) -> Option<u64> {
         self.pending.get(&cpu).map(|p| p.time)
     }
 
@@ -358,7 +364,7 @@ impl Assembler {
 
     /// Takes the tracing machinery's ranges from `kallsyms` when first
     /// needed.
-    pub fn with_kallsyms(mut self, kallsyms: Option<Preload>) -> Assembler {
+    pub(crate) fn with_kallsyms(mut self, kallsyms: Option<Preload>) -> Assembler {
         self.kallsyms = kallsyms;
         self
     }

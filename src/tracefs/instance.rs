@@ -19,24 +19,24 @@ use crate::plan::{Follow, Stacks};
 use crate::tracepoint::Tracefs;
 
 /// Prefix of our instances' names: `offwake-perf.<pid>.<start time>`.
-pub const NAME_PREFIX: &str = "offwake-perf.";
+pub(crate) const NAME_PREFIX: &str = "offwake-perf.";
 
 /// The clock we ask for: `ktime_get_mono_fast_ns`, the clock perf's
 /// `use_clockid = CLOCK_MONOTONIC` uses, shared by all CPUs.
-pub const CLOCK: &str = "mono";
+pub(crate) const CLOCK: &str = "mono";
 
 /// Who owns an instance: a process, told apart from a later process that
 /// reuses its PID by its start time (clock ticks since boot, field 22 of
 /// `/proc/PID/stat`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Owner {
-    pub pid: u32,
-    pub start_time: u64,
+pub(crate) struct Owner {
+    pub(crate) pid: u32,
+    pub(crate) start_time: u64,
 }
 
 impl Owner {
     /// This process.
-    pub fn current() -> Result<Owner> {
+    pub(crate) fn current() -> Result<Owner> {
         let pid = std::process::id();
         let start_time = process_start_time(pid)
             .context("reading this process's start time from /proc/self/stat")?;
@@ -44,13 +44,13 @@ impl Owner {
     }
 
     /// The instance name for this owner.
-    pub fn instance_name(&self) -> String {
+    pub(crate) fn instance_name(&self) -> String {
         format!("{NAME_PREFIX}{}.{}", self.pid, self.start_time)
     }
 
     /// The owner an instance name records, or None when the name is not one
     /// of ours.
-    pub fn from_instance_name(name: &str) -> Option<Owner> {
+    pub(crate) fn from_instance_name(name: &str) -> Option<Owner> {
         let rest = name.strip_prefix(NAME_PREFIX)?;
         let (pid, start) = rest.split_once('.')?;
         let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
@@ -65,7 +65,7 @@ impl Owner {
 
     /// True while the owning process runs: same PID, same start time, and
     /// not a zombie (a process that has exited but not been reaped yet).
-    pub fn is_alive(&self) -> bool {
+    pub(crate) fn is_alive(&self) -> bool {
         let Ok(raw) = std::fs::read(format!("/proc/{}/stat", self.pid)) else {
             return false;
         };
@@ -75,13 +75,13 @@ impl Owner {
 }
 
 /// Field 22 (`starttime`) of `/proc/PID/stat`.
-pub fn process_start_time(pid: u32) -> Option<u64> {
+pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
     let raw = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     parse_start_time(&raw)
 }
 
 /// The state letter (field 3) of a `stat` file.
-pub fn parse_state(raw: &[u8]) -> Option<char> {
+pub(crate) fn parse_state(raw: &[u8]) -> Option<char> {
     let close = raw.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(&raw[close + 1..]).ok()?;
     rest.split_ascii_whitespace().next()?.chars().next()
@@ -89,7 +89,7 @@ pub fn parse_state(raw: &[u8]) -> Option<char> {
 
 /// `starttime` from the text of a `stat` file: the 20th field after the
 /// comm's closing parenthesis (the comm may contain spaces and `)`).
-pub fn parse_start_time(raw: &[u8]) -> Option<u64> {
+pub(crate) fn parse_start_time(raw: &[u8]) -> Option<u64> {
     let close = raw.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(&raw[close + 1..]).ok()?;
     // state(3) ppid(4) … starttime(22): index 19 after the comm.
@@ -98,10 +98,10 @@ pub fn parse_start_time(raw: &[u8]) -> Option<u64> {
 
 /// How to set the instance up.
 #[derive(Clone, Debug)]
-pub struct InstanceConfig {
+pub(crate) struct InstanceConfig {
     /// Per-CPU buffer size in KiB.
-    pub buffer_kb: usize,
-    pub stacks: Stacks,
+    pub(crate) buffer_kb: usize,
+    pub(crate) stacks: Stacks,
     /// The threads the kernel should keep (`None`: every thread). Without
     /// following, through each event's `filter` file (`prev_pid`/
     /// `next_pid` for `sched_switch`, `pid` for `sched_waking`). With it,
@@ -109,15 +109,15 @@ pub struct InstanceConfig {
     /// `set_event_pid` with the `event-fork` option (the kernel keeps the
     /// list current as threads come and go): `sched_switch` is kept when
     /// either side is listed, `sched_waking` when the wakee is.
-    pub threads: Option<Vec<u32>>,
-    pub follow: Follow,
+    pub(crate) threads: Option<Vec<u32>>,
+    pub(crate) follow: Follow,
     /// Events to enable besides `sched_switch` and `sched_waking`, as
     /// (system, name).
-    pub extra_events: Vec<(String, String)>,
+    pub(crate) extra_events: Vec<(String, String)>,
 }
 
 /// A live instance; removed (events off, directory gone) on drop.
-pub struct Instance {
+pub(crate) struct Instance {
     dir: PathBuf,
     enabled_events: Vec<PathBuf>,
     removed: bool,
@@ -130,7 +130,11 @@ impl Instance {
     /// Creates `instances/<name>`, starts its guardian and sets it up; the
     /// events are enabled last. On failure the half-made instance is
     /// removed.
-    pub fn create(tracefs: &Tracefs, name: &str, config: &InstanceConfig) -> Result<Instance> {
+    pub(crate) fn create(
+        tracefs: &Tracefs,
+        name: &str,
+        config: &InstanceConfig,
+    ) -> Result<Instance> {
         let instances = tracefs.root().join("instances");
         let dir = instances.join(name);
         let guardian = guardian::Prepared::new(&dir)?;
@@ -164,7 +168,7 @@ impl Instance {
         Ok(instance)
     }
 
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
@@ -231,7 +235,7 @@ impl Instance {
     }
 
     /// Stops recording: tracing off, then every event we enabled off.
-    pub fn disable(&mut self) -> Result<()> {
+    pub(crate) fn disable(&mut self) -> Result<()> {
         let mut first = self.write("tracing_on", "0").err();
         for event in std::mem::take(&mut self.enabled_events) {
             if let Err(e) = write_file(&event.join("enable"), "0") {
@@ -243,7 +247,7 @@ impl Instance {
 
     /// Disables the events and removes the instance. Every reader of its
     /// files must be closed first (the kernel refuses with EBUSY otherwise).
-    pub fn remove(mut self) -> Result<()> {
+    pub(crate) fn remove(mut self) -> Result<()> {
         self.remove_inner()
     }
 
@@ -278,7 +282,7 @@ fn write_file(path: &Path, value: &str) -> Result<()> {
 
 /// The `filter` expressions that keep only `tids`: (sched_switch,
 /// sched_waking).
-pub fn tid_filters(tids: &[u32]) -> (String, String) {
+pub(crate) fn tid_filters(tids: &[u32]) -> (String, String) {
     let switch = tids
         .iter()
         .map(|t| format!("prev_pid == {t} || next_pid == {t}"))
@@ -298,7 +302,7 @@ pub fn tid_filters(tids: &[u32]) -> (String, String) {
 /// guardian is at it, or a process of another PID namespace reads it) or
 /// already gone (its guardian or another run removed it) is left quietly;
 /// any other failure is reported on stderr.
-pub fn remove_stale(tracefs: &Tracefs) -> Vec<String> {
+pub(crate) fn remove_stale(tracefs: &Tracefs) -> Vec<String> {
     let dir = tracefs.root().join("instances");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Vec::new();

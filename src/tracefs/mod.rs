@@ -3,11 +3,11 @@
 //! die, [`page`] decodes its buffer pages, [`decode`] turns entries into
 //! events). Finding tracefs and reading formats is [`crate::tracepoint`]'s.
 
-pub mod backend;
-pub mod decode;
+pub(crate) mod backend;
+pub(crate) mod decode;
 pub(crate) mod guardian;
-pub mod instance;
-pub mod page;
+pub(crate) mod instance;
+pub(crate) mod page;
 
 #[cfg(test)]
 mod proptests;

@@ -55,13 +55,13 @@ const MAX_DATA_OFFSET: usize = 4096;
 
 /// Layout of a ring-buffer page, from `events/header_page`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PageLayout {
-    pub timestamp_offset: usize,
-    pub commit_offset: usize,
+pub(crate) struct PageLayout {
+    pub(crate) timestamp_offset: usize,
+    pub(crate) commit_offset: usize,
     /// 4 or 8 (a C `long`); also the size of the stored missed-events count.
-    pub commit_size: usize,
-    pub data_offset: usize,
-    pub data_size: usize,
+    pub(crate) commit_size: usize,
+    pub(crate) data_offset: usize,
+    pub(crate) data_size: usize,
 }
 
 impl PageLayout {
@@ -78,7 +78,7 @@ impl PageLayout {
     /// ignored) and errors on absurd values: a timestamp that is not 8 bytes,
     /// a commit that is not 4 or 8, header fields overlapping each other or
     /// the data, an empty, unaligned or huge data area.
-    pub fn parse(text: &str) -> Result<PageLayout> {
+    pub(crate) fn parse(text: &str) -> Result<PageLayout> {
         let mut timestamp = None;
         let mut commit = None;
         let mut data = None;
@@ -155,7 +155,7 @@ impl PageLayout {
 
     /// data_offset + data_size: the size of one page as read from
     /// `trace_pipe_raw`.
-    pub fn page_size(&self) -> usize {
+    pub(crate) fn page_size(&self) -> usize {
         self.data_offset + self.data_size
     }
 }
@@ -165,11 +165,11 @@ impl PageLayout {
 /// record whose length is in `type_len` (0 means the length is in
 /// `array[0]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HeaderLayout {
-    pub padding: u32,
-    pub time_extend: u32,
-    pub time_stamp: u32,
-    pub data_max_type_len: u32,
+pub(crate) struct HeaderLayout {
+    pub(crate) padding: u32,
+    pub(crate) time_extend: u32,
+    pub(crate) time_stamp: u32,
+    pub(crate) data_max_type_len: u32,
 }
 
 impl HeaderLayout {
@@ -190,7 +190,7 @@ impl HeaderLayout {
     /// Errors unless `type_len` is 5 bits and `time_delta` 27 bits (the only
     /// encoding we decode; kernels before 2.6.31 had another), and unless
     /// the special types are distinct 5-bit values above the data range.
-    pub fn parse(text: &str) -> Result<HeaderLayout> {
+    pub(crate) fn parse(text: &str) -> Result<HeaderLayout> {
         let mut type_len_bits = None;
         let mut time_delta_bits = None;
         let mut array_bits = None;
@@ -306,7 +306,7 @@ fn parse_u32(s: &str) -> Result<u32> {
 
 /// What a page says about events lost before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Missed {
+pub(crate) enum Missed {
     None,
     /// Events were lost; the kernel had no room on the page for their count.
     Unknown,
@@ -315,15 +315,15 @@ pub enum Missed {
 
 /// Summary of one decoded page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PageInfo {
+pub(crate) struct PageInfo {
     /// The page header's timestamp.
-    pub timestamp: u64,
-    pub missed: Missed,
+    pub(crate) timestamp: u64,
+    pub(crate) missed: Missed,
     /// Data records passed to the sink.
-    pub records: usize,
+    pub(crate) records: usize,
     /// True when the page ended in a record that did not fit (or the commit
     /// was impossible): the rest of the page was skipped.
-    pub truncated: bool,
+    pub(crate) truncated: bool,
 }
 
 /// Decodes one page: calls `sink(time, payload)` for each data record, in
@@ -348,7 +348,7 @@ pub struct PageInfo {
 /// `time_delta` is added to the running time unless it is 1, the value the
 /// kernel forces when the discarded event's delta was 0 and the one it uses
 /// for the filler at the end of a page.
-pub fn decode_page(
+pub(crate) fn decode_page(
     page: &[u8],
     layout: &PageLayout,
     header: &HeaderLayout,

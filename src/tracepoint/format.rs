@@ -24,22 +24,22 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 
 /// One field of a tracepoint payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Field {
-    pub name: String,
+pub(crate) struct Field {
+    pub(crate) name: String,
     /// C type as written, e.g. `pid_t`, `char`, `unsigned short`,
     /// `__data_loc char[]`.
-    pub type_name: String,
-    pub offset: usize,
-    pub size: usize,
-    pub signed: bool,
+    pub(crate) type_name: String,
+    pub(crate) offset: usize,
+    pub(crate) size: usize,
+    pub(crate) signed: bool,
     /// `Some(n)` for `char prev_comm[16]`-style arrays.
-    pub array_len: Option<usize>,
+    pub(crate) array_len: Option<usize>,
 }
 
 impl Field {
     /// Reads an integer field (size 1, 2, 4 or 8, native endian),
     /// sign-extended when the field is signed.
-    pub fn read_i64(&self, raw: &[u8]) -> Result<i64> {
+    pub(crate) fn read_i64(&self, raw: &[u8]) -> Result<i64> {
         let b = self.bytes(raw)?;
         let v = match self.size {
             1 => {
@@ -80,12 +80,12 @@ impl Field {
     }
 
     /// Same as [`Field::read_i64`], as u64 (bit pattern kept).
-    pub fn read_u64(&self, raw: &[u8]) -> Result<u64> {
+    pub(crate) fn read_u64(&self, raw: &[u8]) -> Result<u64> {
         self.read_i64(raw).map(|v| v as u64)
     }
 
     /// The field's bytes (for `char[16]` comms and the like).
-    pub fn bytes<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8]> {
+    pub(crate) fn bytes<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8]> {
         let end = self.offset.checked_add(self.size).ok_or_else(|| {
             anyhow!(
                 "field `{}`: offset {} + size {} overflows",
@@ -107,7 +107,7 @@ impl Field {
 
     /// True for `__data_loc` / `__rel_loc` fields, whose payload lives after
     /// the fixed part of the record (see [`Field::dynamic_bytes`]).
-    pub fn is_dynamic(&self) -> bool {
+    pub(crate) fn is_dynamic(&self) -> bool {
         self.type_name.starts_with("__data_loc") || self.type_name.starts_with("__rel_loc")
     }
 
@@ -115,7 +115,7 @@ impl Field {
     /// field itself is a u32 whose low 16 bits are the offset (from the start
     /// of the payload for `__data_loc`, from the end of the field for
     /// `__rel_loc`) and whose high 16 bits are the length.
-    pub fn dynamic_bytes<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8]> {
+    pub(crate) fn dynamic_bytes<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8]> {
         ensure!(
             self.is_dynamic() && self.size == 4,
             "field `{}` ({}) is not a 4-byte __data_loc/__rel_loc field",
@@ -140,16 +140,16 @@ impl Field {
 
 /// A parsed `format` file.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EventFormat {
-    pub name: String,
-    pub id: u32,
+pub(crate) struct EventFormat {
+    pub(crate) name: String,
+    pub(crate) id: u32,
     /// Common fields first, then the event's own, in file order.
-    pub fields: Vec<Field>,
-    pub print_fmt: String,
+    pub(crate) fields: Vec<Field>,
+    pub(crate) print_fmt: String,
 }
 
 impl EventFormat {
-    pub fn parse(text: &str) -> Result<EventFormat> {
+    pub(crate) fn parse(text: &str) -> Result<EventFormat> {
         let mut name = None;
         let mut id = None;
         let mut fields = Vec::new();
@@ -191,7 +191,7 @@ impl EventFormat {
 
     /// Bytes from the start of the payload to the end of its last field
     /// (dynamic fields' data, which follows, not included).
-    pub fn fixed_size(&self) -> usize {
+    pub(crate) fn fixed_size(&self) -> usize {
         self.fields
             .iter()
             .map(|f| f.offset + f.size)
@@ -200,7 +200,7 @@ impl EventFormat {
     }
 
     /// The named field, or an error naming the event and field.
-    pub fn field(&self, name: &str) -> Result<&Field> {
+    pub(crate) fn field(&self, name: &str) -> Result<&Field> {
         self.fields.iter().find(|f| f.name == name).ok_or_else(|| {
             anyhow!(
                 "tracepoint `{}` has no field `{}` (its fields: {})",
@@ -218,14 +218,15 @@ impl EventFormat {
     /// For `sched_switch`: the `(bit, letter)` pairs of `prev_state` found in
     /// the `__print_flags(...)` of the print fmt, e.g. `(1,"S")…(0x80,"I")`.
     /// Empty when the print fmt has none.
-    pub fn state_flags(&self) -> Vec<(u64, String)> {
+    #[cfg(test)]
+    pub(crate) fn state_flags(&self) -> Vec<(u64, String)> {
         parse_print_flags(&self.print_fmt)
     }
 }
 
 /// Parses `field:<decl>; offset:N; size:N; signed:N;` (event formats and
 /// `events/header_page` share this line syntax).
-pub fn parse_field(line: &str) -> Result<Field> {
+pub(crate) fn parse_field(line: &str) -> Result<Field> {
     let mut decl = None;
     let mut offset = None;
     let mut size = None;
@@ -302,6 +303,7 @@ fn parse_number(s: &str) -> Option<u64> {
 
 /// Collects the `{ value, "name" }` pairs inside the first `__print_flags(`
 /// of a print fmt, stopping at its closing parenthesis.
+#[cfg(test)]
 fn parse_print_flags(print_fmt: &str) -> Vec<(u64, String)> {
     let mut out = Vec::new();
     let Some(start) = print_fmt.find("__print_flags(") else {

@@ -2,24 +2,24 @@
 //! mounting) tracefs, reading event ids and `format` files ([`format`]),
 //! and reading the sched tracepoints' fields ([`sched`]).
 
-pub mod format;
-pub mod sched;
+pub(crate) mod format;
+pub(crate) mod sched;
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-pub use format::{EventFormat, Field};
+pub(crate) use format::{EventFormat, Field};
 
 /// Where tracefs is mounted on current systems, and where we mount it.
-pub const DEFAULT_MOUNT: &str = "/sys/kernel/tracing";
+pub(crate) const DEFAULT_MOUNT: &str = "/sys/kernel/tracing";
 /// The legacy place: tracefs auto-mounted under debugfs.
-pub const DEBUGFS_MOUNT: &str = "/sys/kernel/debug/tracing";
+pub(crate) const DEBUGFS_MOUNT: &str = "/sys/kernel/debug/tracing";
 
 /// A located tracefs mount.
 #[derive(Clone, Debug)]
-pub struct Tracefs {
+pub(crate) struct Tracefs {
     root: PathBuf,
 }
 
@@ -29,7 +29,7 @@ impl Tracefs {
     /// When none is mounted and we are root, mounts it at
     /// `/sys/kernel/tracing`; otherwise fails with a message that says what
     /// to do.
-    pub fn open() -> Result<Tracefs> {
+    pub(crate) fn open() -> Result<Tracefs> {
         let mut unreadable: Vec<PathBuf> = Vec::new();
         let mut check = |p: &Path| -> bool {
             match probe(p) {
@@ -96,7 +96,7 @@ impl Tracefs {
     /// The fixture tree under `tests/fixtures/tracefs`: this kernel's
     /// format files, for unit tests.
     #[cfg(test)]
-    pub fn fixtures() -> Tracefs {
+    pub(crate) fn fixtures() -> Tracefs {
         Tracefs::at(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/tracefs"
@@ -104,16 +104,16 @@ impl Tracefs {
     }
 
     /// A tracefs rooted at `root` (tests use a directory of fixtures).
-    pub fn at(root: impl Into<PathBuf>) -> Tracefs {
+    pub(crate) fn at(root: impl Into<PathBuf>) -> Tracefs {
         Tracefs { root: root.into() }
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
     /// Reads and parses `events/<system>/<name>/format` (which includes the id).
-    pub fn event_format(&self, system: &str, name: &str) -> Result<EventFormat> {
+    pub(crate) fn event_format(&self, system: &str, name: &str) -> Result<EventFormat> {
         let path = self
             .root
             .join("events")
@@ -158,7 +158,7 @@ impl Tracefs {
 /// `events/header_page`) are produced in one piece per read call: read in
 /// small chunks, as `std::fs::read_to_string` does for files that report
 /// size 0, they end after the first chunk.
-pub fn read_file(path: &Path) -> std::io::Result<String> {
+pub(crate) fn read_file(path: &Path) -> std::io::Result<String> {
     use std::io::Read;
     let mut file = std::fs::File::open(path)?;
     let mut buf = vec![0u8; 64 * 1024];
@@ -198,7 +198,7 @@ fn probe(p: &Path) -> Probe {
 
 /// Mount points of every `tracefs` line in a `/proc/self/mounts` text, in
 /// order, with the kernel's octal escapes (`\040` for a space…) decoded.
-pub fn tracefs_mount_points(mounts: &str) -> Vec<PathBuf> {
+pub(crate) fn tracefs_mount_points(mounts: &str) -> Vec<PathBuf> {
     mounts
         .lines()
         .filter_map(|line| {

@@ -10,14 +10,14 @@ use crate::event::{Callchain, Comm, RanSince, Switch, Waking};
 
 /// Which of the two tracepoints a payload belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tracepoint {
+pub(crate) enum Tracepoint {
     Switch,
     Waking,
 }
 
 /// The fields of both tracepoints that we read.
 #[derive(Clone, Debug)]
-pub struct SchedFields {
+pub(crate) struct SchedFields {
     switch_id: u64,
     waking_id: u64,
     common_type: Field,
@@ -36,7 +36,7 @@ pub struct SchedFields {
 impl SchedFields {
     /// Locates the fields in the two format files; fails when one is missing
     /// or both events share an id.
-    pub fn new(switch: &EventFormat, waking: &EventFormat) -> Result<SchedFields> {
+    pub(crate) fn new(switch: &EventFormat, waking: &EventFormat) -> Result<SchedFields> {
         anyhow::ensure!(
             switch.id != waking.id,
             "sched_switch and sched_waking share the id {}",
@@ -59,20 +59,20 @@ impl SchedFields {
     }
 
     /// The payload's `common_type` (the event id).
-    pub fn common_type(&self, raw: &[u8]) -> Result<u64> {
+    pub(crate) fn common_type(&self, raw: &[u8]) -> Result<u64> {
         self.common_type.read_u64(raw)
     }
 
     /// The payload's `common_pid`: the task whose context the entry was
     /// written in. Every trace entry starts with the same common fields.
-    pub fn common_pid(&self, raw: &[u8]) -> Result<u32> {
+    pub(crate) fn common_pid(&self, raw: &[u8]) -> Result<u32> {
         Ok(self.common_pid.read_u64(raw)? as u32)
     }
 
     /// True when the entry was written in hard interrupt or NMI context
     /// (`common_flags` has `TRACE_FLAG_HARDIRQ` 0x08 or `TRACE_FLAG_NMI`
     /// 0x40): not on behalf of the task it interrupted.
-    pub fn in_hardirq(&self, raw: &[u8]) -> bool {
+    pub(crate) fn in_hardirq(&self, raw: &[u8]) -> bool {
         const HARDIRQ_OR_NMI: u64 = 0x08 | 0x40;
         self.common_flags
             .as_ref()
@@ -81,7 +81,7 @@ impl SchedFields {
     }
 
     /// Which tracepoint an event id is, if either.
-    pub fn tracepoint(&self, id: u64) -> Option<Tracepoint> {
+    pub(crate) fn tracepoint(&self, id: u64) -> Option<Tracepoint> {
         if id == self.switch_id {
             Some(Tracepoint::Switch)
         } else if id == self.waking_id {
@@ -93,7 +93,7 @@ impl SchedFields {
 
     /// A `sched_switch` payload; `prev_tgid` and the stack come from the
     /// backend.
-    pub fn switch(&self, raw: &[u8], prev_tgid: u32, stack: Callchain) -> Result<Switch> {
+    pub(crate) fn switch(&self, raw: &[u8], prev_tgid: u32, stack: Callchain) -> Result<Switch> {
         Ok(Switch {
             prev_tid: self.prev_pid.read_u64(raw)? as u32,
             prev_tgid,
@@ -108,13 +108,13 @@ impl SchedFields {
     }
 
     /// The `prev_pid` of a `sched_switch` payload.
-    pub fn prev_tid(&self, raw: &[u8]) -> Result<u32> {
+    pub(crate) fn prev_tid(&self, raw: &[u8]) -> Result<u32> {
         Ok(self.prev_pid.read_u64(raw)? as u32)
     }
 
     /// A `sched_waking` payload, sampled in the waker's context. The stack's
     /// kernel part must already start at the caller of `try_to_wake_up`.
-    pub fn waking(
+    pub(crate) fn waking(
         &self,
         raw: &[u8],
         waker_tid: u32,
