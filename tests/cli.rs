@@ -1,9 +1,7 @@
 //! Bad input: every rule of SPEC section 1 gives a clear message and a
 //! non-zero exit, never a panic. These need no privileges.
 
-mod common;
-
-use common::run;
+use crate::common::{run, suite};
 
 fn expect_usage_error(args: &[&str], needle: &str) {
     let out = run(args);
@@ -19,6 +17,7 @@ fn expect_usage_error(args: &[&str], needle: &str) {
 
 #[test]
 fn exclusive_options() {
+    let _suite = suite(module_path!());
     expect_usage_error(&["-p", "1", "-t", "1"], "cannot be used with");
     expect_usage_error(&["-p", "1", "-u"], "cannot be used with");
     expect_usage_error(&["-t", "1", "-k"], "cannot be used with");
@@ -29,6 +28,7 @@ fn exclusive_options() {
 
 #[test]
 fn numbers() {
+    let _suite = suite(module_path!());
     expect_usage_error(&["0"], "non-zero");
     expect_usage_error(&["abc"], "DURATION");
     expect_usage_error(&["-m", "0"], "non-zero");
@@ -46,6 +46,7 @@ fn numbers() {
 
 #[test]
 fn missing_targets_are_named() {
+    let _suite = suite(module_path!());
     for (args, needle) in [
         (&["-p", "1,2147483646"][..], "2147483646"),
         (&["-t", "2147483645"][..], "2147483645"),
@@ -60,6 +61,7 @@ fn missing_targets_are_named() {
 
 #[test]
 fn unreportable_state_bits_are_refused() {
+    let _suite = suite(module_path!());
     for n in ["256", "512", "8192", "32768", "257"] {
         expect_usage_error(&["--state", n, "1"], "never");
     }
@@ -67,6 +69,7 @@ fn unreportable_state_bits_are_refused() {
 
 #[test]
 fn help_has_examples() {
+    let _suite = suite(module_path!());
     let out = run(&["--help"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);

@@ -2,9 +2,7 @@
 //! without frame pointers, whose blocked and waking functions only DWARF
 //! unwinding finds, checked against what they are known to do.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// The three functions `dwarfchain` blocks under, outermost first.
 const TARGET_CHAIN: [&str; 3] = ["chain_outer", "chain_middle", "chain_inner"];
@@ -57,6 +55,7 @@ fn reads(lines: &[Folded]) -> Vec<&Folded> {
 
 #[test]
 fn dwarf_finds_the_functions_a_frame_pointer_walk_loses() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -96,6 +95,7 @@ fn dwarf_finds_the_functions_a_frame_pointer_walk_loses() {
 
 #[test]
 fn frame_pointers_lose_them() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -116,6 +116,7 @@ fn frame_pointers_lose_them() {
 /// unwound as they came, and its files are named after it is gone.
 #[test]
 fn a_process_gone_before_tracing_ends_is_unwound_and_named() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -159,6 +160,7 @@ fn a_process_gone_before_tracing_ends_is_unwound_and_named() {
 /// std's frames to the thread's start.
 #[test]
 fn rust_without_frame_pointers_unwinds_through_std() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -218,6 +220,7 @@ fn rust_without_frame_pointers_unwinds_through_std() {
 /// error; the default dwarf of `-- COMMAND` becomes fp, and says so.
 #[test]
 fn tracefs_refuses_dwarf_and_lowers_the_default() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }

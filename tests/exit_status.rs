@@ -2,11 +2,9 @@
 //! header that says what ends tracing, and a closed stderr, which must
 //! neither crash the tool nor change its status.
 
-mod common;
-
 use std::process::{ExitStatus, Stdio};
 
-use common::*;
+use crate::common::*;
 
 /// The writing end of a pipe whose reading end is already closed: every
 /// write to it fails with EPIPE.
@@ -31,6 +29,7 @@ fn run_with_closed_stderr(args: &[&str]) -> ExitStatus {
 /// closed stderr and still exits 1, not 101 (a panic).
 #[test]
 fn an_error_on_a_closed_stderr_keeps_its_status() {
+    let _suite = suite(module_path!());
     let status = run_with_closed_stderr(&["-p", "2147483646", "1"]);
     assert_eq!(status.code(), Some(1), "{status}");
 }
@@ -39,6 +38,7 @@ fn an_error_on_a_closed_stderr_keeps_its_status() {
 /// backends, and exits with the command's status.
 #[test]
 fn a_traced_run_on_a_closed_stderr_keeps_its_status() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -55,6 +55,7 @@ fn a_traced_run_on_a_closed_stderr_keeps_its_status() {
 /// killed it; the header says the command's exit ends tracing.
 #[test]
 fn the_command_status_is_the_tool_status() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -84,6 +85,7 @@ fn the_command_status_is_the_tool_status() {
 /// outlives the duration leaves the tool's own status (0).
 #[test]
 fn a_command_outliving_the_duration_leaves_status_zero() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -105,6 +107,7 @@ fn a_command_outliving_the_duration_leaves_status_zero() {
 /// command would have done.
 #[test]
 fn a_command_that_cannot_start_is_the_tool_failing() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -121,6 +124,7 @@ fn a_command_that_cannot_start_is_the_tool_failing() {
 /// stops but the tool still ends as the command does.
 #[test]
 fn a_closed_stdout_still_gives_the_command_status() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -138,6 +142,7 @@ fn a_closed_stdout_still_gives_the_command_status() {
 /// left running).
 #[test]
 fn a_closed_stdout_keeps_the_duration() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -159,6 +164,7 @@ fn a_closed_stdout_keeps_the_duration() {
 /// A closed stdout leaves stderr alone: the summary is still written.
 #[test]
 fn a_closed_stdout_keeps_the_summary_on_stderr() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -177,6 +183,7 @@ fn a_closed_stdout_keeps_the_summary_on_stderr() {
 /// traps it and exits gives its status, whether stdout is open or not.
 #[test]
 fn ctrl_c_gives_the_status_of_a_command_that_exits_on_it() {
+    let _suite = suite(module_path!());
     use std::os::unix::process::CommandExt;
     if !live() {
         return;

@@ -3,12 +3,10 @@
 //! callchain is taken. Checked through the records the tool reports having
 //! read, against a busy bystander that would produce hundreds of them.
 
-mod common;
-
 use std::process::{Child, Command};
 use std::sync::{Mutex, MutexGuard};
 
-use common::*;
+use crate::common::*;
 
 /// These tests count what the kernel delivers, and a `-p` run also keeps
 /// tasks created while it runs for a moment (the forecast of new pids):
@@ -99,6 +97,7 @@ fn sleeping_pid_reads_nothing(backend: &str) {
 
 #[test]
 fn pid_filter_reads_nothing_for_other_threads() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -108,6 +107,7 @@ fn pid_filter_reads_nothing_for_other_threads() {
 
 #[test]
 fn pid_filter_reads_nothing_for_other_threads_tracefs() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -126,6 +126,7 @@ fn pid_filter_reads_nothing_for_other_threads_tracefs() {
 /// threads created later inherit (they are filtered in user space).
 #[test]
 fn state_filter_drops_switch_outs_in_the_kernel() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -198,6 +199,7 @@ fn state_filter_drops_switch_outs_in_the_kernel() {
 /// waker of nearly every newborn's nap is missing.
 #[test]
 fn new_threads_have_wakers_from_their_first_wakeup() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }

@@ -13,16 +13,13 @@
 //! The cases run one at a time: some need GBs of memory when the tool is
 //! not bounded, and all victims share CPU 0.
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "hostile/elf.rs"]
 mod elf;
-#[path = "hostile/run.rs"]
 mod run;
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use crate::common;
 use elf::{Body, Elf, GIB, KIB, MIB, Section, Sym};
 use run::{Run, Scratch, chmod, chown_nobody, nobody, run_tool, start_victim};
 
@@ -91,6 +88,7 @@ fn trace_nobody_victim(
 /// without bound (a stack overflow aborts the tool).
 #[test]
 fn deep_inline_chain() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -112,6 +110,7 @@ fn deep_inline_chain() {
 /// mapping).
 #[test]
 fn truncated_on_open() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -135,6 +134,7 @@ fn truncated_on_open() {
 /// copy (or map in) what a section claims without a bound.
 #[test]
 fn sparse_dwarf_sections() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -169,6 +169,7 @@ const DEBUG_SECTIONS: [&str; 11] = [
 /// stream that really inflates to 256 MiB: decompression must be bounded.
 #[test]
 fn compressed_dwarf_bomb() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -196,6 +197,7 @@ fn compressed_dwarf_bomb() {
 /// not be copied without a bound.
 #[test]
 fn huge_symbol_names() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -220,6 +222,7 @@ fn huge_symbol_names() {
 /// must finish within the timeout and the memory limit.
 #[test]
 fn sparse_huge_symtab() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -240,6 +243,7 @@ fn sparse_huge_symtab() {
 /// never block: the tool finishes within the timeout.
 #[test]
 fn fifo_swapped_in() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -302,6 +306,7 @@ impl Drop for OpenWatch {
 /// That name must never be printed, and the tool must not open that file.
 #[test]
 fn debuglink_symlink_to_root_file() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -342,6 +347,7 @@ fn debuglink_symlink_to_root_file() {
 /// must, as the victim still lives.
 #[test]
 fn chroot_symlink_to_host_dir() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -396,6 +402,7 @@ fn chroot_symlink_to_host_dir() {
 /// `[unknown]` are both right).
 #[test]
 fn chroot_exited_host_path() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -445,6 +452,7 @@ fn chroot_exited_host_path() {
 /// N`), no forged field or line; the default output must keep its layout.
 #[test]
 fn symbol_names_forge_output() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -515,6 +523,7 @@ fn parse_back(path: &Path, check: impl FnOnce(&object::File<'_>)) {
 /// aliases and a zlib stream that inflates to zeros at under 1032:1.
 #[test]
 fn generator_writes_what_cases_claim() {
+    let _suite = common::suite(module_path!());
     use object::{Object, ObjectSection, ObjectSymbol};
     use std::os::unix::fs::MetadataExt;
     let dir = std::env::temp_dir().join(format!("offwake-hostile-gen-{}", std::process::id()));
@@ -658,6 +667,7 @@ fn many_abbrevs(m: u64) -> Vec<u8> {
 /// ranges (68 KB of DWARF): addr2line builds the list once per unit.
 #[test]
 fn units_share_one_range_list() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -691,6 +701,7 @@ fn units_share_one_range_list() {
 /// (36 KB of DWARF): parsed once per unit, the tables multiply.
 #[test]
 fn units_share_one_abbreviation_table() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -718,6 +729,7 @@ fn units_share_one_abbreviation_table() {
 /// runs it once per unit to find the unit's addresses.
 #[test]
 fn units_share_one_line_program() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -762,6 +774,7 @@ fn units_share_one_line_program() {
 /// parses the table once per unit takes minutes.
 #[test]
 fn type_units_share_a_huge_abbreviation_table() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -818,6 +831,7 @@ fn compressed_str_file(path: &Path, mib: u64) {
 /// decompressor's buffer and the one kept) just admits.
 #[test]
 fn compressed_section_just_under_the_budget() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -838,6 +852,7 @@ fn compressed_section_just_under_the_budget() {
 /// files of one run together stay within the run's budget.
 #[test]
 fn many_files_each_under_the_budget() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -868,6 +883,7 @@ fn many_files_each_under_the_budget() {
 /// one one-byte string: what is kept per symbol outweighs what is read.
 #[test]
 fn many_symbols_sharing_one_name() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -891,6 +907,7 @@ fn many_symbols_sharing_one_name() {
 /// it. They must stay within the budget; the victim's frame is still named.
 #[test]
 fn unwind_tables_over_the_budget() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }
@@ -929,6 +946,7 @@ fn unwind_tables_over_the_budget() {
 /// panic.
 #[test]
 fn eh_frame_hdr_claims_two_billion_entries() {
+    let _suite = common::suite(module_path!());
     if !common::live() {
         return;
     }

@@ -2,11 +2,9 @@
 //! blocking behaviour, traced by the built binary, checked for stacks and
 //! durations against the workloads' own measurements.
 
-mod common;
-
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use common::*;
+use crate::common::*;
 
 /// One test keeps CPU 1 busy with a real-time spin for up to 1.8 s, which
 /// would stretch what the other tests' workloads measure of themselves
@@ -27,6 +25,7 @@ fn alone() -> RwLockWriteGuard<'static, ()> {
 /// own measurement; the waker is the hrtimer path.
 #[test]
 fn sleep_loop_totals_and_hrtimer_waker() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -38,6 +37,7 @@ fn sleep_loop_totals_and_hrtimer_waker() {
 /// frame pointers, hold at most 8 frames: plenty for this workload).
 #[test]
 fn sleep_loop_totals_and_hrtimer_waker_tracefs() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -132,6 +132,7 @@ fn sleep_loop_with(backend: &str) {
 /// known delay; traced with `-p PID` and the default output.
 #[test]
 fn pipe_wakeup_by_named_thread() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -141,6 +142,7 @@ fn pipe_wakeup_by_named_thread() {
 
 #[test]
 fn pipe_wakeup_by_named_thread_tracefs() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -255,6 +257,7 @@ fn pipe_wakeup_with(backend: &str) {
 /// task on CPU 1, so nothing else would switch it out.
 #[test]
 fn a_thread_running_when_tracing_stops_has_its_last_interval() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -294,6 +297,7 @@ fn a_thread_running_when_tracing_stops_has_its_last_interval() {
 /// symbolized.
 #[test]
 fn exited_process_still_symbolized() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -340,6 +344,7 @@ fn exited_process_still_symbolized() {
 /// (e): C++ frames come out demangled.
 #[test]
 fn cxx_frames_are_demangled() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -385,6 +390,7 @@ fn cxx_frames_are_demangled() {
 /// `-K` shows only kernel stacks; the header says so.
 #[test]
 fn kernel_stacks_only_header_and_frames() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -419,6 +425,7 @@ fn kernel_stacks_only_header_and_frames() {
 /// SIGINT ends tracing and still prints the report.
 #[test]
 fn sigint_prints_report() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -446,6 +453,7 @@ fn sigint_prints_report() {
 /// the command exits.
 #[test]
 fn command_children_are_traced() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }

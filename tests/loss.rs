@@ -17,12 +17,10 @@
 //! to 2.5 ms on a busy VM) and the same interval comes out longer in either
 //! of them; and the clean run itself can lose records on a loaded machine.
 
-mod common;
-
 use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 
-use common::*;
+use crate::common::*;
 
 /// Sleeps of the workload (each one `descend` frame deeper than the last:
 /// few enough that every user stack fits in a callchain), and their length
@@ -79,6 +77,7 @@ const ATTEMPTS: usize = 3;
 
 #[test]
 fn forced_loss_never_inflates_an_interval() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }

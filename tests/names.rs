@@ -2,13 +2,11 @@
 //! output, never format: a hostile one forges no line, no field and no
 //! separator, in the folded output or in the default one.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use common::*;
+use crate::common::*;
 
 /// The reader's comm, `ev;il c\nFAKE;99`, as each output prints it.
 const READER_FOLDED: &str = r"ev\x3bil c\nFAKE\x3b99";
@@ -127,6 +125,7 @@ fn assert_folded_grammar(what: &str, line: &str) {
 /// README, so only perf must show the symbol.)
 #[test]
 fn hostile_names_forge_no_folded_line() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -167,6 +166,7 @@ fn hostile_names_forge_no_folded_line() {
 /// block in the layout the tests parse strictly, the names escaped.
 #[test]
 fn hostile_names_forge_no_default_line() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }

@@ -5,8 +5,6 @@
 //! behind removed by the next run of either backend), with the top-level
 //! tracing settings left as they were, and the cap on the buffer's size.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
@@ -14,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 
@@ -75,6 +73,7 @@ fn instances_of(pid: u32) -> Vec<String> {
 /// remains and the top-level settings are unchanged.
 #[test]
 fn auto_falls_back_to_tracefs_when_perf_is_denied() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -151,6 +150,7 @@ fn auto_falls_back_to_tracefs_when_perf_is_denied() {
 /// `--backend perf` never falls back: it fails and explains why.
 #[test]
 fn perf_backend_does_not_fall_back() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -204,6 +204,7 @@ fn run_and_end_with(signal: Option<libc::c_int>) {
 
 #[test]
 fn instance_removed_at_normal_end() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -213,6 +214,7 @@ fn instance_removed_at_normal_end() {
 
 #[test]
 fn instance_removed_on_sigint() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -222,6 +224,7 @@ fn instance_removed_on_sigint() {
 
 #[test]
 fn instance_removed_on_sigterm() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -289,6 +292,7 @@ fn wait_at_most(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
 /// instance.
 #[test]
 fn sigkilled_run_leaves_no_instance() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -309,6 +313,7 @@ fn sigkilled_run_leaves_no_instance() {
 /// first allocation the heap cannot serve from memory it has aborts.
 #[test]
 fn run_aborted_on_allocation_failure_leaves_no_instance() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -372,6 +377,7 @@ impl Drop for RemoveOnDrop {
 /// either backend, which says so; a live run's instance is left alone.
 #[test]
 fn every_run_removes_stale_instances_only() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -422,6 +428,7 @@ fn every_run_removes_stale_instances_only() {
 /// any instance is made.
 #[test]
 fn oversized_tracefs_buffer_is_refused() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }
@@ -472,6 +479,7 @@ fn oversized_tracefs_buffer_is_refused() {
 /// default for `-p` (DWARF).
 #[test]
 fn both_backends_agree_on_the_same_workload() {
+    let _suite = suite(module_path!());
     if !live() {
         return;
     }

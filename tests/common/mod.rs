@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex, PoisonError};
 
 /// True when the live tests can run. Without root they are skipped, unless
 /// `OFFWAKE_REQUIRE_LIVE=1` (set by `.ci/run`), when they fail.
@@ -21,6 +21,49 @@ pub fn live() -> bool {
     }
     eprintln!("skipping: needs root (set OFFWAKE_REQUIRE_LIVE=1 to make this a failure)");
     false
+}
+
+/// Which suite's tests are running, and how many of them.
+struct Turn {
+    suite: Option<&'static str>,
+    running: usize,
+}
+
+static TURN: Mutex<Turn> = Mutex::new(Turn {
+    suite: None,
+    running: 0,
+});
+static TURN_CHANGED: Condvar = Condvar::new();
+
+/// Held by a test while it runs: see [`suite`].
+pub struct SuiteTurn;
+
+/// Waits until no test of another suite runs, then runs with the tests of
+/// `suite` (a module of this binary). Each suite's tests may run at the
+/// same time, as each suite was written for, but never beside another
+/// suite's: one suite spins a CPU, another counts every record the kernel
+/// delivers, a third plants stale ftrace instances that any run removes.
+pub fn suite(suite: &'static str) -> SuiteTurn {
+    let mut turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    while turn.suite.is_some_and(|s| s != suite) {
+        turn = TURN_CHANGED
+            .wait(turn)
+            .unwrap_or_else(PoisonError::into_inner);
+    }
+    turn.suite = Some(suite);
+    turn.running += 1;
+    SuiteTurn
+}
+
+impl Drop for SuiteTurn {
+    fn drop(&mut self) {
+        let mut turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+        turn.running -= 1;
+        if turn.running == 0 {
+            turn.suite = None;
+            TURN_CHANGED.notify_all();
+        }
+    }
 }
 
 pub fn tool() -> Command {

@@ -28,7 +28,7 @@ OFFWAKE_HOSTILE_BIN=$bin \
     OFFWAKE_HOSTILE_TIMEOUT=${OFFWAKE_HOSTILE_TIMEOUT:-120} \
     OFFWAKE_HOSTILE_RSS_CAP_MIB=${OFFWAKE_HOSTILE_RSS_CAP_MIB:-12288} \
     OFFWAKE_REQUIRE_LIVE=1 \
-    cargo test --locked --test hostile -- --test-threads=1 --nocapture >"$log" 2>&1 || true
+    cargo test --locked --test integration hostile:: -- --test-threads=1 --nocapture >"$log" 2>&1 || true
 
 # The verdicts: the last "failures:" block lists the failed tests.
 failed=$(awk '/^failures:$/ { n++ } n == 2 && /^    [a-z_0-9]+$/ { print $1 }' "$log")

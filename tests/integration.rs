@@ -1,0 +1,16 @@
+//! The integration tests: the built tool run against real workloads, one
+//! module per suite, linked once. A suite's tests run beside each other
+//! but never beside another suite's ([`common::suite`]); select one with
+//! its module path, e.g. `cargo test --test integration live::`.
+
+mod common;
+
+mod cli;
+mod dwarf;
+mod exit_status;
+mod filters;
+mod hostile;
+mod live;
+mod loss;
+mod names;
+mod tracefs;
