@@ -9,7 +9,6 @@ use anyhow::{Result, bail};
 use crate::cli::Backend;
 use crate::event::{EventSink, SourceStats};
 use crate::kallsyms::Preload;
-use crate::perf::sys::open_error_of;
 use crate::perf::{PerfBackend, PerfConfig};
 use crate::plan::Plan;
 use crate::tracefs::backend::{TracefsBackend, TracefsConfig};
@@ -69,8 +68,8 @@ impl Source {
             Backend::Auto => match PerfBackend::open(tracefs, &perf_config) {
                 Ok(p) => Ok((Source::Perf(Box::new(p)), OpenNotes::default())),
                 Err(e) => {
-                    let Some(denied) = open_error_of(&e).filter(|o| o.is_denial()) else {
-                        return Err(e);
+                    let Some(denied) = e.denial() else {
+                        return Err(e.into());
                     };
                     let why = std::io::Error::from_raw_os_error(denied.errno);
                     let notice = format!(

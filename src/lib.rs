@@ -11,6 +11,7 @@ pub(crate) mod aggregate;
 pub(crate) mod backend;
 #[doc(hidden)]
 pub mod benchkit;
+pub(crate) mod bytes;
 pub mod cli;
 pub(crate) mod command;
 pub mod diag;

@@ -12,6 +12,7 @@ pub(crate) mod record;
 pub(crate) mod ring;
 pub(crate) mod running;
 pub(crate) mod sys;
+pub(crate) mod wire;
 
 #[cfg(test)]
 mod live_tests;
@@ -60,6 +61,27 @@ pub(crate) struct PerfConfig {
     pub(crate) kallsyms: Option<Preload>,
 }
 
+/// Why the perf backend could not be opened. A refused
+/// `perf_event_open` ([`OpenError::is_denial`]) is what the tracefs
+/// backend can work around; anything else is an error either way.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OpenFailure {
+    #[error(transparent)]
+    Syscall(#[from] sys::OpenError),
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+impl OpenFailure {
+    /// The refused `perf_event_open`, if that is what failed.
+    pub(crate) fn denial(&self) -> Option<&sys::OpenError> {
+        match self {
+            OpenFailure::Syscall(e) if e.is_denial() => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Where the switch-ins of traced threads come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SwitchIns {
@@ -106,7 +128,7 @@ pub(crate) fn max_sample_size(
     max_contexts: u64,
     stack_user: u32,
 ) -> u64 {
-    let mut size = (ring::HEADER_SIZE + record::fixed_sample_len(sample_type)) as u64;
+    let mut size = (ring::HEADER_SIZE + wire::fixed_sample_len(sample_type)) as u64;
     if sample_type & sys::SAMPLE_CALLCHAIN != 0 {
         size += 8 + 8 * max_stack.saturating_add(max_contexts);
     }
@@ -220,7 +242,12 @@ fn occurrence(ev: &Event) -> Option<Occurrence> {
 
 /// Opens and enables a `sched_waking` event on `cpu` that keeps the wakees
 /// `filter` names and writes into `owner`'s ring.
-fn open_waking(event: &TaskEvent, cpu: u32, owner: &OwnedFd, filter: &str) -> Result<OwnedFd> {
+fn open_waking(
+    event: &TaskEvent,
+    cpu: u32,
+    owner: &OwnedFd,
+    filter: &str,
+) -> Result<OwnedFd, OpenFailure> {
     let (_, what, attr) = event;
     let fd = sys::open_tracepoint(attr, what, cpu)?;
     sys::set_output(fd.as_fd(), owner.as_fd())
@@ -382,12 +409,13 @@ pub(crate) struct PerfBackend {
 
 impl PerfBackend {
     /// Opens and enables both tracepoints on every online CPU.
-    pub(crate) fn open(tracefs: &Tracefs, config: &PerfConfig) -> Result<PerfBackend> {
+    pub(crate) fn open(tracefs: &Tracefs, config: &PerfConfig) -> Result<PerfBackend, OpenFailure> {
         if config.mmap_pages == 0 || !config.mmap_pages.is_power_of_two() {
-            bail!(
+            return Err(anyhow!(
                 "the ring buffer size must be a power of two number of pages (got {})",
                 config.mmap_pages
-            );
+            )
+            .into());
         }
         let switch = tracefs.event_format("sched", "sched_switch")?;
         let waking = tracefs.event_format("sched", "sched_waking")?;
@@ -600,7 +628,7 @@ impl PerfBackend {
     /// The kernel takes a perf event's filter only once, so the events are
     /// replaced: the new ones are enabled before the old ones are closed,
     /// and the wakeups both recorded meanwhile are dropped as duplicates.
-    fn update_wakee_filter(&mut self) -> Result<()> {
+    fn update_wakee_filter(&mut self) -> Result<(), OpenFailure> {
         let Some(wakees) = &mut self.wakees else {
             return Ok(());
         };
@@ -622,7 +650,7 @@ impl PerfBackend {
         events: &[TaskEvent],
         config: &PerfConfig,
         decoder: &mut Decoder,
-    ) -> Result<Vec<CpuRing>> {
+    ) -> Result<Vec<CpuRing>, OpenFailure> {
         let mut cpus = Vec::new();
         for &cpu in online {
             let mut fds = Vec::with_capacity(events.len());
@@ -660,7 +688,7 @@ impl PerfBackend {
     /// created while attaching is not missed. A thread created by one that
     /// was already attached inherits the events and may be attached a
     /// second time here: its duplicate records are dropped when read.
-    fn attach_threads(&mut self, tids: &[u32], processes: &[u32]) -> Result<()> {
+    fn attach_threads(&mut self, tids: &[u32], processes: &[u32]) -> Result<(), OpenFailure> {
         let per_cpu = if self.exit_event.is_some() { 3 } else { 1 };
         let wanted = tids.len() * self.cpus.len() * per_cpu;
         raise_fd_limit(wanted)?;
@@ -687,14 +715,14 @@ impl PerfBackend {
             }
         }
         if self.tasks.is_empty() {
-            bail!("none of the threads to trace exists any more");
+            return Err(anyhow!("none of the threads to trace exists any more").into());
         }
         Ok(())
     }
 
     /// Opens and enables `tid`'s events on every CPU (see [`TaskCpu`]). A
     /// thread that is already gone is skipped.
-    fn attach(&mut self, tid: u32) -> Result<()> {
+    fn attach(&mut self, tid: u32) -> Result<(), OpenFailure> {
         let mut cpus = Vec::with_capacity(self.cpus.len());
         let (_, what, attr) = &self.switch_event;
         // With an exit event, the thread's own events are inherited by
@@ -718,7 +746,7 @@ impl PerfBackend {
                     sys::set_filter(fd.as_fd(), &filter)
                         .with_context(|| format!("filtering {what} of thread {tid}"))?;
                 }
-                anyhow::Ok(Some(fd))
+                Ok::<_, OpenFailure>(Some(fd))
             };
             let Some(own) = open(&own_attr, what, self.state_filter.clone())? else {
                 return Ok(());
@@ -1054,6 +1082,24 @@ mod tests {
         // Per-task switch-ins come with the samples' time_running.
         let st = sample_type(&c, SwitchIns::Running);
         assert_eq!(st & sys::SAMPLE_READ, sys::SAMPLE_READ);
+    }
+
+    #[test]
+    fn an_open_failure_keeps_its_whole_chain_and_says_if_it_was_refused() {
+        let other = OpenFailure::from(anyhow!("root cause").context("mapping CPU 0's ring"));
+        assert!(other.denial().is_none());
+        let e = anyhow::Error::from(other);
+        assert_eq!(format!("{e:#}"), "mapping CPU 0's ring: root cause");
+        let refused = OpenFailure::from(sys::OpenError {
+            errno: libc::EACCES,
+            message: "perf_event_open failed".into(),
+        });
+        assert_eq!(refused.denial().map(|d| d.errno), Some(libc::EACCES));
+        let unable = OpenFailure::from(sys::OpenError {
+            errno: libc::EINVAL,
+            message: "perf_event_open failed".into(),
+        });
+        assert!(unable.denial().is_none());
     }
 
     #[test]

@@ -17,9 +17,10 @@ use std::sync::OnceLock;
 use proptest::prelude::*;
 
 use super::max_sample_size;
-use super::record::{Decoder, SUPPORTED_SAMPLE_TYPE, Tracepoint};
+use super::record::{Decoder, Tracepoint};
 use super::ring::{HEADER_SIZE, extract_records};
 use super::sys::*;
+use super::wire::SUPPORTED_SAMPLE_TYPE;
 use crate::event::EventKind;
 use crate::proptest_config::config;
 use crate::tracepoint::{EventFormat, Tracefs};

@@ -1,61 +1,43 @@
-//! Decoding of perf records (as found in the ring buffer) into
-//! [`crate::event::Event`]s.
-//!
-//! Layouts follow perf_event_open(2). A `PERF_RECORD_SAMPLE` holds, in this
-//! order and only when the bit is in `sample_type`:
-//!
-//! ```text
-//! u64 id            IDENTIFIER
-//! u64 ip            IP
-//! u32 pid, tid      TID
-//! u64 time          TIME
-//! u64 addr          ADDR
-//! u64 id            ID
-//! u64 stream_id     STREAM_ID
-//! u32 cpu, res      CPU
-//! u64 period        PERIOD
-//! u64 value, running  READ        -- read_format TOTAL_TIME_RUNNING only
-//! u64 nr; u64 ips[nr]   CALLCHAIN
-//! u32 size; u8 data[size]  RAW    -- the tracepoint payload
-//! u64 abi; u64 regs[3]     REGS_USER  -- BP, SP, IP; none when abi is 0
-//! u64 size; u8 data[size]; u64 dyn_size   STACK_USER  -- the copy is the
-//!                          first dyn_size bytes; size 0 has no dyn_size
-//! ```
-//!
-//! Other records carry, with `sample_id_all`, a trailer at their very end:
-//!
-//! ```text
-//! u32 pid, tid      TID
-//! u64 time          TIME
-//! u64 id            ID
-//! u64 stream_id     STREAM_ID
-//! u32 cpu, res      CPU
-//! u64 id            IDENTIFIER   -- last, unlike in a sample
-//! ```
+//! Interpretation of perf records into [`crate::event::Event`]s: which
+//! tracepoint a sample is, its payload's fields, its callchain split and
+//! shared, its kernel stack trimmed, and per-task switch-ins told from
+//! `time_running`. The bytes are read by [`super::wire`].
 
-use anyhow::{Result, anyhow, bail, ensure};
+use anyhow::Result;
 use rustc_hash::FxHashMap;
 
 use super::running::RunningClock;
 use super::sys::*;
+use super::wire::{Record, RecordParser, Sample, WireError};
+use crate::bytes::u64s;
 use crate::event::{
     Callchain, ChainCache, Comm, CommChange, Event, EventKind, Exit, Fork, Lost, Mmap, Ran,
     RanSince, SwitchIn, UserCopy,
 };
 use crate::probes::ProbeRanges;
-use crate::sys::open::FileKey;
-use crate::tracepoint::EventFormat;
 use crate::tracepoint::sched::SchedFields;
+use crate::tracepoint::{EventFormat, FieldError};
 
 pub(crate) use crate::tracepoint::sched::Tracepoint;
 
-/// Decodes records produced by events opened with `sample_type`.
+/// A record that could not be made an event. Readers count these as
+/// malformed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum DecodeError {
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    #[error("tracepoint payload: {0}")]
+    Field(#[from] FieldError),
+    #[error("sample of unknown tracepoint (id {id:?}, common_type {common_type})")]
+    UnknownTracepoint { id: Option<u64>, common_type: u64 },
+    #[error("sched_process_exit sample without its count")]
+    ExitWithoutCount,
+}
+
+/// Decodes records produced by events opened with one `sample_type`.
 #[derive(Clone, Debug)]
 pub(crate) struct Decoder {
-    sample_type: u64,
-    trailer_len: usize,
-    /// Where a sample's fixed-size fields are.
-    layout: SampleLayout,
+    parser: RecordParser,
     /// Kernel event ids (PERF_EVENT_IOC_ID) → tracepoint: two per CPU, or
     /// per traced thread.
     ids: FxHashMap<u64, Tracepoint>,
@@ -68,161 +50,6 @@ pub(crate) struct Decoder {
     running: RunningClock,
 }
 
-/// Offsets, in a sample's body, of the fields that come before the
-/// callchain (all of them fixed-size), for one `sample_type`.
-#[derive(Clone, Copy, Debug, Default)]
-struct SampleLayout {
-    identifier: Option<usize>,
-    id: Option<usize>,
-    tid: Option<usize>,
-    time: Option<usize>,
-    cpu: Option<usize>,
-    /// `time_running`, the second word of `READ` ([`READ_FORMAT`]).
-    running: Option<usize>,
-    /// Bytes before the callchain (or the raw data).
-    fixed: usize,
-}
-
-/// Every `sample_type` bit the decoder can walk.
-pub(crate) const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
-    | SAMPLE_IP
-    | SAMPLE_TID
-    | SAMPLE_TIME
-    | SAMPLE_ADDR
-    | SAMPLE_ID
-    | SAMPLE_STREAM_ID
-    | SAMPLE_CPU
-    | SAMPLE_PERIOD
-    | SAMPLE_READ
-    | SAMPLE_CALLCHAIN
-    | SAMPLE_RAW
-    | SAMPLE_REGS_USER
-    | SAMPLE_STACK_USER;
-
-/// Bytes of a sample body of `sample_type` before its callchain (or its
-/// raw data): the one-word fields it has.
-pub(crate) fn fixed_sample_len(sample_type: u64) -> usize {
-    SampleLayout::new(sample_type).fixed
-}
-
-impl SampleLayout {
-    fn new(sample_type: u64) -> SampleLayout {
-        let mut l = SampleLayout::default();
-        for (bit, at) in [
-            (SAMPLE_IDENTIFIER, Some(&mut l.identifier)),
-            (SAMPLE_IP, None),
-            (SAMPLE_TID, Some(&mut l.tid)),
-            (SAMPLE_TIME, Some(&mut l.time)),
-            (SAMPLE_ADDR, None),
-            (SAMPLE_ID, Some(&mut l.id)),
-            (SAMPLE_STREAM_ID, None),
-            (SAMPLE_CPU, Some(&mut l.cpu)),
-            (SAMPLE_PERIOD, None),
-        ] {
-            if sample_type & bit != 0 {
-                if let Some(at) = at {
-                    *at = Some(l.fixed);
-                }
-                l.fixed += 8;
-            }
-        }
-        // Last before the callchain: the event's count, then its
-        // time_running (the only read_format asked for).
-        if sample_type & SAMPLE_READ != 0 {
-            l.running = Some(l.fixed + 8);
-            l.fixed += 16;
-        }
-        l
-    }
-}
-
-/// The native-endian u64 at `at` in `b`; 0 past its end.
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    b.get(at..)
-        .and_then(|s| s.first_chunk::<8>())
-        .map_or(0, |c| u64::from_ne_bytes(*c))
-}
-
-/// The native-endian u32 at `at` in `b`; 0 past its end.
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    b.get(at..)
-        .and_then(|s| s.first_chunk::<4>())
-        .map_or(0, |c| u32::from_ne_bytes(*c))
-}
-
-/// Little cursor over a record; every read is bounds-checked.
-struct Cursor<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Cursor { buf, pos: 0 }
-    }
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| {
-                anyhow!(
-                    "record truncated: wanted {n} bytes at offset {}, have {}",
-                    self.pos,
-                    self.buf.len()
-                )
-            })?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    fn u64(&mut self) -> Result<u64> {
-        let b = self.take(8)?;
-        Ok(u64::from_ne_bytes(b.try_into().unwrap()))
-    }
-    fn u32(&mut self) -> Result<u32> {
-        let b = self.take(4)?;
-        Ok(u32::from_ne_bytes(b.try_into().unwrap()))
-    }
-    fn rest(&mut self) -> &'a [u8] {
-        let s = &self.buf[self.pos..];
-        self.pos = self.buf.len();
-        s
-    }
-}
-
-/// The `sample_id` trailer of a non-sample record.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct SampleId {
-    pub(crate) pid: u32,
-    pub(crate) tid: u32,
-    pub(crate) time: u64,
-    pub(crate) cpu: u32,
-    pub(crate) id: Option<u64>,
-}
-
-/// A decoded `PERF_RECORD_SAMPLE`, before interpretation.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Sample<'a> {
-    pub(crate) id: Option<u64>,
-    pub(crate) pid: u32,
-    pub(crate) tid: u32,
-    pub(crate) time: u64,
-    pub(crate) cpu: u32,
-    /// The event's `time_running` (`SAMPLE_READ`).
-    pub(crate) running: Option<u64>,
-    /// The callchain entries, markers included, as they are in the record
-    /// (native-endian u64s), split by `split_entries`.
-    pub(crate) callchain_bytes: &'a [u8],
-    pub(crate) raw: &'a [u8],
-    /// BP, SP and IP in user space (`REGS_USER`, asked for with
-    /// [`USER_REGS_MASK`]); `None` when the task has no user context.
-    pub(crate) user_regs: Option<[u64; 3]>,
-    /// The user stack copied from SP up (`STACK_USER`): the part the
-    /// kernel could copy (`dyn_size`).
-    pub(crate) user_stack: &'a [u8],
-}
-
 /// Splits raw callchain entries into kernel and user parts, dropping every
 /// `PERF_CONTEXT_*` marker (anything `>= PERF_CONTEXT_MAX`). Entries under
 /// a hypervisor or guest marker are dropped. Entries before any marker are
@@ -231,13 +58,6 @@ pub(crate) struct Sample<'a> {
 pub(crate) fn split_callchain(ips: &[u64]) -> Callchain {
     let bytes: Vec<u8> = ips.iter().flat_map(|ip| ip.to_ne_bytes()).collect();
     split_entries(&bytes, &mut ChainCache::new())
-}
-
-/// The native-endian u64s of `bytes` (a multiple of 8 long).
-fn words(bytes: &[u8]) -> impl ExactSizeIterator<Item = u64> + '_ {
-    bytes
-        .chunks_exact(8)
-        .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
 }
 
 /// [`split_callchain`] over the entries as they are in a record
@@ -256,16 +76,16 @@ fn split_entries(entries: &[u8], cache: &mut ChainCache) -> Callchain {
         let mut ctx = Ctx::Unknown;
         let mut rest = entries;
         loop {
-            let run = words(rest)
+            let run = u64s(rest)
                 .position(|ip| ip >= CONTEXT_MAX)
                 .unwrap_or(rest.len() / 8);
             let (frames, tail) = rest.split_at(run * 8);
             match ctx {
-                Ctx::Kernel => kernel.extend(words(frames)),
-                Ctx::User => user.extend(words(frames)),
+                Ctx::Kernel => kernel.extend(u64s(frames)),
+                Ctx::User => user.extend(u64s(frames)),
                 Ctx::Other => {}
                 Ctx::Unknown => {
-                    for ip in words(frames) {
+                    for ip in u64s(frames) {
                         if ip >> 63 == 1 {
                             kernel.push(ip);
                         } else {
@@ -295,31 +115,8 @@ impl Decoder {
         switch: &EventFormat,
         waking: &EventFormat,
     ) -> Result<Decoder> {
-        ensure!(
-            sample_type & !SUPPORTED_SAMPLE_TYPE == 0,
-            "sample_type {sample_type:#x} has bits the decoder cannot walk"
-        );
-        let needed = SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW;
-        ensure!(
-            sample_type & needed == needed,
-            "sample_type {sample_type:#x} lacks TID, TIME, CPU or RAW"
-        );
-        let trailer_len = [
-            SAMPLE_TID,
-            SAMPLE_TIME,
-            SAMPLE_ID,
-            SAMPLE_STREAM_ID,
-            SAMPLE_CPU,
-            SAMPLE_IDENTIFIER,
-        ]
-        .iter()
-        .filter(|&&bit| sample_type & bit != 0)
-        .count()
-            * 8;
         Ok(Decoder {
-            sample_type,
-            trailer_len,
-            layout: SampleLayout::new(sample_type),
+            parser: RecordParser::new(sample_type)?,
             ids: FxHashMap::default(),
             sched: SchedFields::new(switch, waking)?,
             probes: ProbeRanges::default(),
@@ -341,7 +138,7 @@ impl Decoder {
     }
 
     pub(crate) fn sample_type(&self) -> u64 {
-        self.sample_type
+        self.parser.sample_type()
     }
 
     /// Switch-ins told by per-task events' counts.
@@ -352,7 +149,7 @@ impl Decoder {
     /// Decodes one whole record (header included), kernel stacks finished
     /// ([`Decoder::finish_stacks`]). `Ok(None)` for record types that carry
     /// nothing we use; `Err` for malformed records.
-    pub(crate) fn decode(&mut self, rec: &[u8]) -> Result<Option<Event>> {
+    pub(crate) fn decode(&mut self, rec: &[u8]) -> Result<Option<Event>, DecodeError> {
         let mut ev = self.decode_unfinished(rec)?;
         if let Some(ev) = &mut ev {
             self.finish_stacks(ev);
@@ -393,95 +190,90 @@ impl Decoder {
 
     /// [`Decoder::decode`] without [`Decoder::finish_stacks`]: a backend
     /// that reads before kallsyms is loaded finishes the stacks later.
-    pub(crate) fn decode_unfinished(&mut self, rec: &[u8]) -> Result<Option<Event>> {
-        ensure!(rec.len() >= 8, "record shorter than its header");
-        let ty = u32::from_ne_bytes(rec[0..4].try_into().unwrap());
-        let misc = u16::from_ne_bytes(rec[4..6].try_into().unwrap());
-        let size = u16::from_ne_bytes(rec[6..8].try_into().unwrap()) as usize;
-        ensure!(
-            size == rec.len(),
-            "record header says {size} bytes, record has {}",
-            rec.len()
-        );
-        let body = &rec[8..];
-        match ty {
-            RECORD_SAMPLE => self.decode_sample(body).map(Some),
-            RECORD_FORK | RECORD_EXIT | RECORD_COMM | RECORD_MMAP | RECORD_MMAP2 | RECORD_LOST
-            | RECORD_LOST_SAMPLES => self.decode_side_band(ty, misc, body).map(Some),
-            // Only switch-ins are of use; switch-outs come from sched_switch.
-            RECORD_SWITCH | RECORD_SWITCH_CPU_WIDE if misc & RECORD_MISC_SWITCH_OUT != 0 => {
-                Ok(None)
-            }
-            RECORD_SWITCH | RECORD_SWITCH_CPU_WIDE => {
-                self.decode_side_band(ty, misc, body).map(Some)
-            }
-            _ => Ok(None),
-        }
+    pub(crate) fn decode_unfinished(&mut self, rec: &[u8]) -> Result<Option<Event>, DecodeError> {
+        let (sid, kind) = match self.parser.parse(rec)? {
+            Record::Sample(s) => return self.interpret_sample(s).map(Some),
+            Record::Ignored => return Ok(None),
+            Record::Fork {
+                pid,
+                ppid,
+                tid,
+                ptid,
+                sid,
+            } => (
+                sid,
+                EventKind::Fork(Fork {
+                    parent_tgid: ppid,
+                    parent_tid: ptid,
+                    tgid: pid,
+                    tid,
+                }),
+            ),
+            Record::Exit { pid, tid, sid } => (sid, EventKind::Exit(Exit { tgid: pid, tid })),
+            Record::Comm {
+                pid,
+                tid,
+                name,
+                exec,
+                sid,
+            } => (
+                sid,
+                EventKind::Comm(CommChange {
+                    tgid: pid,
+                    tid,
+                    comm: Comm::from_bytes(name),
+                    exec,
+                }),
+            ),
+            Record::Mmap {
+                pid,
+                tid,
+                start,
+                len,
+                pgoff,
+                file,
+                executable,
+                path,
+                sid,
+            } => (
+                sid,
+                EventKind::Mmap(Mmap {
+                    tgid: pid,
+                    tid,
+                    start,
+                    len,
+                    pgoff,
+                    path: String::from_utf8_lossy(path).into_owned(),
+                    executable,
+                    file,
+                }),
+            ),
+            // The window's start is known only to the ring reader, which
+            // moves the event's time back to it.
+            Record::Lost { records, sid } => (
+                sid,
+                EventKind::Lost(Lost {
+                    records,
+                    until: sid.time,
+                }),
+            ),
+            Record::SwitchIn { prev_tid, sid } => (
+                sid,
+                EventKind::SwitchIn(SwitchIn {
+                    tid: sid.tid,
+                    tgid: sid.pid,
+                    prev_tid,
+                }),
+            ),
+        };
+        Ok(Some(Event {
+            time: sid.time,
+            cpu: sid.cpu,
+            kind,
+        }))
     }
 
-    /// Walks a sample body in `sample_type` order.
-    pub(crate) fn parse_sample<'a>(&self, body: &'a [u8]) -> Result<Sample<'a>> {
-        let l = &self.layout;
-        ensure!(
-            body.len() >= l.fixed,
-            "record truncated: wanted {} bytes of fixed sample fields, have {}",
-            l.fixed,
-            body.len()
-        );
-        let mut s = Sample {
-            // IDENTIFIER and ID are the same value; IDENTIFIER comes first.
-            id: l.identifier.or(l.id).map(|at| u64_at(body, at)),
-            ..Sample::default()
-        };
-        if let Some(at) = l.tid {
-            s.pid = u32_at(body, at);
-            s.tid = u32_at(body, at + 4);
-        }
-        if let Some(at) = l.time {
-            s.time = u64_at(body, at);
-        }
-        if let Some(at) = l.cpu {
-            s.cpu = u32_at(body, at);
-        }
-        s.running = l.running.map(|at| u64_at(body, at));
-        let mut c = Cursor {
-            buf: body,
-            pos: l.fixed,
-        };
-        if self.sample_type & SAMPLE_CALLCHAIN != 0 {
-            let nr = c.u64()?;
-            let bytes = usize::try_from(nr)
-                .ok()
-                .and_then(|n| n.checked_mul(8))
-                .ok_or_else(|| anyhow!("callchain length {nr} is absurd"))?;
-            s.callchain_bytes = c.take(bytes)?;
-        }
-        if self.sample_type & SAMPLE_RAW != 0 {
-            let n = c.u32()? as usize;
-            s.raw = c.take(n)?;
-        }
-        if self.sample_type & SAMPLE_REGS_USER != 0 && c.u64()? != 0 {
-            let [bp, sp, ip] = [c.u64()?, c.u64()?, c.u64()?];
-            s.user_regs = Some([bp, sp, ip]);
-        }
-        if self.sample_type & SAMPLE_STACK_USER != 0 {
-            let size = c.u64()?;
-            if size != 0 {
-                let size = usize::try_from(size)
-                    .map_err(|_| anyhow!("user stack size {size} is absurd"))?;
-                let copy = c.take(size)?;
-                let dyn_size = c.u64()?;
-                ensure!(
-                    dyn_size <= size as u64,
-                    "user stack copy of {dyn_size} bytes in {size}"
-                );
-                s.user_stack = &copy[..dyn_size as usize];
-            }
-        }
-        Ok(s)
-    }
-
-    fn tracepoint_of(&self, s: &Sample<'_>) -> Result<Tracepoint> {
+    fn tracepoint_of(&self, s: &Sample<'_>) -> Result<Tracepoint, DecodeError> {
         if let Some(id) = s.id
             && let Some(&tp) = self.ids.get(&id)
         {
@@ -489,23 +281,21 @@ impl Decoder {
         }
         // Unknown or absent id: the payload's common_type is the tracepoint id.
         let ty = self.sched.common_type(s.raw)?;
-        self.sched.tracepoint(ty).ok_or_else(|| {
-            anyhow!(
-                "sample of unknown tracepoint (id {:?}, common_type {ty})",
-                s.id
-            )
-        })
+        self.sched
+            .tracepoint(ty)
+            .ok_or(DecodeError::UnknownTracepoint {
+                id: s.id,
+                common_type: ty,
+            })
     }
 
-    fn decode_sample(&mut self, body: &[u8]) -> Result<Event> {
-        let s = self.parse_sample(body)?;
+    /// A sample's event: a tracepoint hit, or a traced thread's exit.
+    fn interpret_sample(&mut self, s: Sample<'_>) -> Result<Event, DecodeError> {
         if let Some(id) = s.id
             && let Some(switch) = self.running.exit_of(id)
         {
             // A traced thread's sched_process_exit: only its count matters.
-            let running = s
-                .running
-                .ok_or_else(|| anyhow!("sched_process_exit sample without its count"))?;
+            let running = s.running.ok_or(DecodeError::ExitWithoutCount)?;
             let since = self.running.exiting(s.tid, s.cpu, switch, s.time, running);
             return Ok(Event {
                 time: s.time,
@@ -556,162 +346,13 @@ impl Decoder {
             kind,
         })
     }
-
-    /// Parses the `sample_id` trailer at the end of `body`.
-    pub(crate) fn parse_trailer(&self, body: &[u8]) -> Result<SampleId> {
-        ensure!(
-            body.len() >= self.trailer_len,
-            "record too short for its {}-byte sample_id trailer",
-            self.trailer_len
-        );
-        let st = self.sample_type;
-        let mut c = Cursor::new(&body[body.len() - self.trailer_len..]);
-        let mut t = SampleId::default();
-        if st & SAMPLE_TID != 0 {
-            t.pid = c.u32()?;
-            t.tid = c.u32()?;
-        }
-        if st & SAMPLE_TIME != 0 {
-            t.time = c.u64()?;
-        }
-        if st & SAMPLE_ID != 0 {
-            t.id = Some(c.u64()?);
-        }
-        if st & SAMPLE_STREAM_ID != 0 {
-            c.u64()?;
-        }
-        if st & SAMPLE_CPU != 0 {
-            t.cpu = c.u32()?;
-            c.u32()?;
-        }
-        if st & SAMPLE_IDENTIFIER != 0 {
-            t.id = Some(c.u64()?);
-        }
-        Ok(t)
-    }
-
-    fn decode_side_band(&self, ty: u32, misc: u16, body: &[u8]) -> Result<Event> {
-        let trailer = self.parse_trailer(body)?;
-        let mut c = Cursor::new(&body[..body.len() - self.trailer_len]);
-        let kind = match ty {
-            RECORD_FORK | RECORD_EXIT => {
-                let pid = c.u32()?;
-                let ppid = c.u32()?;
-                let tid = c.u32()?;
-                let ptid = c.u32()?;
-                let _time = c.u64()?;
-                if ty == RECORD_FORK {
-                    EventKind::Fork(Fork {
-                        parent_tgid: ppid,
-                        parent_tid: ptid,
-                        tgid: pid,
-                        tid,
-                    })
-                } else {
-                    EventKind::Exit(Exit { tgid: pid, tid })
-                }
-            }
-            RECORD_COMM => {
-                let pid = c.u32()?;
-                let tid = c.u32()?;
-                let name = c.rest();
-                ensure!(!name.is_empty(), "COMM record without a name");
-                EventKind::Comm(CommChange {
-                    tgid: pid,
-                    tid,
-                    comm: Comm::from_bytes(name),
-                    exec: misc & RECORD_MISC_COMM_EXEC != 0,
-                })
-            }
-            RECORD_MMAP | RECORD_MMAP2 => {
-                let pid = c.u32()?;
-                let tid = c.u32()?;
-                let start = c.u64()?;
-                let len = c.u64()?;
-                let pgoff = c.u64()?;
-                let (executable, file) = if ty == RECORD_MMAP2 {
-                    // maj, min, ino, ino_generation (the build id instead
-                    // when the record says so; never asked for here).
-                    let maj = c.u32()?;
-                    let min = c.u32()?;
-                    let ino = c.u64()?;
-                    c.take(8)?;
-                    let prot = c.u32()?;
-                    let _flags = c.u32()?;
-                    let file =
-                        (misc & RECORD_MISC_MMAP_BUILD_ID == 0 && ino != 0).then(|| FileKey {
-                            dev: libc::makedev(maj, min),
-                            ino,
-                        });
-                    (prot & libc::PROT_EXEC as u32 != 0, file)
-                } else {
-                    // Without mmap_data, PERF_RECORD_MMAP is only emitted for
-                    // executable mappings.
-                    (true, None)
-                };
-                let name = c.rest();
-                let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
-                EventKind::Mmap(Mmap {
-                    tgid: pid,
-                    tid,
-                    start,
-                    len,
-                    pgoff,
-                    path: String::from_utf8_lossy(name).into_owned(),
-                    executable,
-                    file,
-                })
-            }
-            RECORD_LOST => {
-                let _id = c.u64()?;
-                let lost = c.u64()?;
-                // The window's start is known only to the ring reader,
-                // which moves the event's time back to it.
-                EventKind::Lost(Lost {
-                    records: lost,
-                    until: trailer.time,
-                })
-            }
-            RECORD_LOST_SAMPLES => {
-                let lost = c.u64()?;
-                EventKind::Lost(Lost {
-                    records: lost,
-                    until: trailer.time,
-                })
-            }
-            RECORD_SWITCH => {
-                // A per-task event's switch: the thread is the sample_id's,
-                // the one it replaced is not said.
-                EventKind::SwitchIn(SwitchIn {
-                    tid: trailer.tid,
-                    tgid: trailer.pid,
-                    prev_tid: 0,
-                })
-            }
-            RECORD_SWITCH_CPU_WIDE => {
-                // next_prev_pid, next_prev_tid: for a switch-in, the thread
-                // that left. The incoming thread is the sample_id's.
-                let _prev_pid = c.u32()?;
-                let prev_tid = c.u32()?;
-                EventKind::SwitchIn(SwitchIn {
-                    tid: trailer.tid,
-                    tgid: trailer.pid,
-                    prev_tid,
-                })
-            }
-            _ => bail!("record type {ty} is not side-band"),
-        };
-        Ok(Event {
-            time: trailer.time,
-            cpu: trailer.cpu,
-            kind,
-        })
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::perf::wire::SampleId;
+    use crate::sys::open::FileKey;
     use crate::tracepoint::{Field, Tracefs};
 
     const ST: u64 =
@@ -1415,7 +1056,7 @@ mod tests {
         b.extend_from_slice(&99u64.to_ne_bytes());
         b.extend_from_slice(&2u32.to_ne_bytes());
         b.extend_from_slice(&0u32.to_ne_bytes());
-        let t = d.parse_trailer(&b).unwrap();
+        let t = d.parser.parse_trailer(&b).unwrap();
         assert_eq!(
             t,
             SampleId {

@@ -144,7 +144,11 @@ fn paranoid_level() -> String {
 }
 
 /// Opens one system-wide-per-CPU tracepoint event (pid = -1).
-pub(crate) fn open_tracepoint(attr: &TracepointAttr, what: &str, cpu: u32) -> Result<OwnedFd> {
+pub(crate) fn open_tracepoint(
+    attr: &TracepointAttr,
+    what: &str,
+    cpu: u32,
+) -> Result<OwnedFd, OpenError> {
     open_attr(&mut attr.to_attr(), -1, Some(cpu)).map_err(|err| open_error(err, what, attr.id, cpu))
 }
 
@@ -156,8 +160,11 @@ pub(crate) fn open_task_tracepoint(
     what: &str,
     tid: u32,
     cpu: u32,
-) -> Result<Option<OwnedFd>> {
-    let pid = libc::pid_t::try_from(tid).map_err(|_| anyhow!("thread id {tid} is too large"))?;
+) -> Result<Option<OwnedFd>, OpenError> {
+    let pid = libc::pid_t::try_from(tid).map_err(|_| OpenError {
+        errno: libc::EINVAL,
+        message: format!("thread id {tid} is too large"),
+    })?;
     match open_attr(&mut attr.to_attr(), pid, Some(cpu)) {
         Ok(fd) => Ok(Some(fd)),
         Err(err) if err.raw_os_error() == Some(libc::ESRCH) => Ok(None),
@@ -247,7 +254,7 @@ pub(crate) fn open_ring_owner(
     stack_user: u32,
     wakeup_watermark: u32,
     cpu: u32,
-) -> Result<OwnedFd> {
+) -> Result<OwnedFd, OpenError> {
     let mut a = perf_event_attr {
         type_: b::PERF_TYPE_SOFTWARE,
         size: std::mem::size_of::<perf_event_attr>() as u32,
@@ -262,12 +269,9 @@ pub(crate) fn open_ring_owner(
     a.set_watermark(1);
     a.__bindgen_anon_2.wakeup_watermark = wakeup_watermark.max(1);
     ask_user_stack(&mut a, stack_user);
-    open_attr(&mut a, -1, Some(cpu)).map_err(|err| {
-        let errno = err.raw_os_error().unwrap_or(0);
-        anyhow::Error::new(OpenError {
-            errno,
-            message: format!("perf_event_open of the ring buffer of CPU {cpu} failed: {err}"),
-        })
+    open_attr(&mut a, -1, Some(cpu)).map_err(|err| OpenError {
+        errno: err.raw_os_error().unwrap_or(0),
+        message: format!("perf_event_open of the ring buffer of CPU {cpu} failed: {err}"),
     })
 }
 
@@ -310,15 +314,10 @@ impl OpenError {
     }
 }
 
-/// The `perf_event_open` failure somewhere in `err`'s chain, if any.
-pub(crate) fn open_error_of(err: &anyhow::Error) -> Option<&OpenError> {
-    err.chain().find_map(|e| e.downcast_ref::<OpenError>())
-}
-
-fn open_error(err: io::Error, what: &str, id: u64, cpu: u32) -> anyhow::Error {
+fn open_error(err: io::Error, what: &str, id: u64, cpu: u32) -> OpenError {
     let errno = err.raw_os_error().unwrap_or(0);
     let message = open_error_message(&err, what, id, cpu);
-    anyhow::Error::new(OpenError { errno, message })
+    OpenError { errno, message }
 }
 
 fn open_error_message(err: &io::Error, what: &str, id: u64, cpu: u32) -> String {

@@ -14,11 +14,12 @@ use std::collections::HashMap;
 
 use anyhow::Result;
 
+use crate::bytes::u64s;
 use crate::event::{Callchain, Comm, CommChange, Event, EventKind, Fork};
 use crate::kallsyms::Preload;
 use crate::probes::ProbeRanges;
 use crate::tracepoint::sched::{SchedFields, Tracepoint};
-use crate::tracepoint::{EventFormat, Field};
+use crate::tracepoint::{EventFormat, Field, FieldError};
 
 /// The `ftrace:kernel_stack` and `ftrace:user_stack` entry layouts.
 #[derive(Clone, Debug)]
@@ -159,7 +160,7 @@ impl Assembler {
         tgids: &mut dyn TgidSource,
         sink: &mut dyn FnMut(Event),
     ) {
-        if let Err(_e) = self.push_inner(cpu, time, raw, tgids, sink) {
+        if self.push_inner(cpu, time, raw, tgids, sink).is_err() {
             self.stats.malformed += 1;
         }
     }
@@ -171,7 +172,7 @@ impl Assembler {
         raw: &[u8],
         tgids: &mut dyn TgidSource,
         sink: &mut dyn FnMut(Event),
-    ) -> Result<()> {
+    ) -> Result<(), FieldError> {
         let ty = self.sched.common_type(raw)?;
         let pid = self.sched.common_pid(raw)?;
         if ty == self.stacks.kernel_id || ty == self.stacks.user_id {
@@ -219,7 +220,7 @@ impl Assembler {
         Ok(())
     }
 
-    fn attach_stack(&mut self, cpu: u32, ty: u64, pid: u32, raw: &[u8]) -> Result<()> {
+    fn attach_stack(&mut self, cpu: u32, ty: u64, pid: u32, raw: &[u8]) -> Result<(), FieldError> {
         let Some(p) = self.pending.get_mut(&cpu) else {
             self.stats.orphan_stacks += 1;
             return Ok(());
@@ -296,7 +297,12 @@ impl Assembler {
         t
     }
 
-    fn build(&mut self, cpu: u32, p: Pending, tgids: &mut dyn TgidSource) -> Result<Event> {
+    fn build(
+        &mut self,
+        cpu: u32,
+        p: Pending,
+        tgids: &mut dyn TgidSource,
+    ) -> Result<Event, FieldError> {
         let (user_tgid, user) = match p.user {
             Some((tgid, frames)) if self.user_stacks => (Some(tgid), frames),
             Some((tgid, _)) => (Some(tgid), Vec::new()),
@@ -391,10 +397,8 @@ fn words(raw: &[u8], offset: usize, max: usize) -> Vec<u64> {
     let Some(bytes) = raw.get(offset..) else {
         return Vec::new();
     };
-    bytes
-        .chunks_exact(8)
+    u64s(bytes)
         .take(max)
-        .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
         .take_while(|&w| w != 0 && w != u64::MAX)
         .collect()
 }

@@ -38,6 +38,8 @@
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 
+use crate::bytes::{u32_at, u64_at, word_at};
+
 /// `commit` flag: events were lost between the previous page and this one.
 const RB_MISSED_EVENTS: u64 = 1 << 31;
 /// `commit` flag: the number of lost events is stored after the data.
@@ -360,14 +362,14 @@ pub(crate) fn decode_page(
         page.len(),
         layout.data_offset
     );
-    let timestamp = read_u64(page, layout.timestamp_offset).ok_or_else(|| {
+    let timestamp = u64_at(page, layout.timestamp_offset).ok_or_else(|| {
         anyhow!(
             "page layout puts the timestamp (offset {}) outside a {}-byte page",
             layout.timestamp_offset,
             page.len()
         )
     })?;
-    let commit = read_word(page, layout.commit_offset, layout.commit_size).ok_or_else(|| {
+    let commit = word_at(page, layout.commit_offset, layout.commit_size).ok_or_else(|| {
         anyhow!(
             "page layout puts the commit (offset {}, size {}) outside a {}-byte page \
              or gives it a size other than 4 or 8",
@@ -400,7 +402,7 @@ pub(crate) fn decode_page(
         let fits = len
             .checked_add(layout.commit_size)
             .is_some_and(|end| end <= layout.data_size);
-        if fits && let Some(count) = read_word(data, len, layout.commit_size) {
+        if fits && let Some(count) = word_at(data, len, layout.commit_size) {
             info.missed = Missed::Count(count);
         }
     }
@@ -439,13 +441,13 @@ fn decode_records(
     let mut off = 0usize;
     let mut records = 0usize;
     while off < data.len() {
-        let Some(word) = read_u32(data, off) else {
+        let Some(word) = u32_at(data, off) else {
             return (records, End::Truncated);
         };
         let (type_len, delta) = split_header(word);
         if type_len <= h.data_max_type_len {
             let (start, end) = if type_len == 0 {
-                let Some(len) = read_u32(data, off + 4).and_then(array_len) else {
+                let Some(len) = u32_at(data, off + 4).and_then(array_len) else {
                     return (records, End::Truncated);
                 };
                 (off + 8, (off + 4).checked_add(len))
@@ -463,7 +465,7 @@ fn decode_records(
             if delta == 0 {
                 return (records, End::Empty);
             }
-            let end = read_u32(data, off + 4)
+            let end = u32_at(data, off + 4)
                 .and_then(array_len)
                 .and_then(|len| (off + 4).checked_add(len))
                 .filter(|&end| end <= data.len());
@@ -475,13 +477,13 @@ fn decode_records(
             }
             off = end;
         } else if type_len == h.time_extend {
-            let Some(hi) = read_u32(data, off + 4) else {
+            let Some(hi) = u32_at(data, off + 4) else {
                 return (records, End::Truncated);
             };
             time = time.wrapping_add(extended_time(hi, delta));
             off += 8;
         } else if type_len == h.time_stamp {
-            let Some(hi) = read_u32(data, off + 4) else {
+            let Some(hi) = u32_at(data, off + 4) else {
                 return (records, End::Truncated);
             };
             time = absolute_time(extended_time(hi, delta), time);
@@ -534,28 +536,6 @@ fn split_header(word: u32) -> (u32, u32) {
         (word >> 27, word & ((1 << 27) - 1))
     } else {
         (word & 0x1f, word >> 5)
-    }
-}
-
-#[inline]
-fn read_u32(b: &[u8], off: usize) -> Option<u32> {
-    let bytes = b.get(off..off.checked_add(4)?)?;
-    Some(u32::from_ne_bytes(bytes.try_into().ok()?))
-}
-
-#[inline]
-fn read_u64(b: &[u8], off: usize) -> Option<u64> {
-    let bytes = b.get(off..off.checked_add(8)?)?;
-    Some(u64::from_ne_bytes(bytes.try_into().ok()?))
-}
-
-/// Reads a native `long` of `size` bytes (4 or 8).
-#[inline]
-fn read_word(b: &[u8], off: usize, size: usize) -> Option<u64> {
-    match size {
-        4 => read_u32(b, off).map(u64::from),
-        8 => read_u64(b, off),
-        _ => None,
     }
 }
 

@@ -20,7 +20,9 @@
 //! Field offsets always come from here: nothing else in the crate hard-codes
 //! a tracepoint layout.
 
-use anyhow::{Context, Result, anyhow, bail, ensure};
+use anyhow::{Context, Result, anyhow, ensure};
+
+use crate::bytes;
 
 /// One field of a tracepoint payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,73 +38,55 @@ pub(crate) struct Field {
     pub(crate) array_len: Option<usize>,
 }
 
+/// A payload field that cannot be read as asked. Decoders count these
+/// (a malformed entry) rather than show them, so they carry numbers, not
+/// names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum FieldError {
+    #[error("a field of {size} bytes at offset {offset} lies outside the {len}-byte payload")]
+    Outside {
+        offset: usize,
+        size: usize,
+        len: usize,
+    },
+    #[error("a field of {size} bytes is not an integer of 1, 2, 4 or 8 bytes")]
+    NotInteger { size: usize },
+    #[error("the field is not a 4-byte __data_loc or __rel_loc field")]
+    NotDynamic,
+}
+
 impl Field {
     /// Reads an integer field (size 1, 2, 4 or 8, native endian),
     /// sign-extended when the field is signed.
-    pub(crate) fn read_i64(&self, raw: &[u8]) -> Result<i64> {
+    pub(crate) fn read_i64(&self, raw: &[u8]) -> Result<i64, FieldError> {
         let b = self.bytes(raw)?;
-        let v = match self.size {
-            1 => {
-                if self.signed {
-                    b[0] as i8 as i64
-                } else {
-                    b[0] as i64
-                }
-            }
-            2 => {
-                let x = [b[0], b[1]];
-                if self.signed {
-                    i16::from_ne_bytes(x) as i64
-                } else {
-                    u16::from_ne_bytes(x) as i64
-                }
-            }
-            4 => {
-                let x = [b[0], b[1], b[2], b[3]];
-                if self.signed {
-                    i32::from_ne_bytes(x) as i64
-                } else {
-                    u32::from_ne_bytes(x) as i64
-                }
-            }
-            8 => {
-                let mut x = [0u8; 8];
-                x.copy_from_slice(b);
-                i64::from_ne_bytes(x)
-            }
-            n => bail!(
-                "field `{}` ({}) has size {n}: not an integer of 1, 2, 4 or 8 bytes",
-                self.name,
-                self.type_name
-            ),
+        let v = match (self.size, self.signed) {
+            (1, true) => b[0] as i8 as i64,
+            (1, false) => b[0] as i64,
+            (2, true) => i16::from_ne_bytes([b[0], b[1]]) as i64,
+            (2, false) => u16::from_ne_bytes([b[0], b[1]]) as i64,
+            (4, true) => bytes::u32_at(b, 0).unwrap_or_default() as i32 as i64,
+            (4, false) => bytes::u32_at(b, 0).unwrap_or_default() as i64,
+            (8, _) => bytes::u64_at(b, 0).unwrap_or_default() as i64,
+            (size, _) => return Err(FieldError::NotInteger { size }),
         };
         Ok(v)
     }
 
     /// Same as [`Field::read_i64`], as u64 (bit pattern kept).
-    pub(crate) fn read_u64(&self, raw: &[u8]) -> Result<u64> {
+    pub(crate) fn read_u64(&self, raw: &[u8]) -> Result<u64, FieldError> {
         self.read_i64(raw).map(|v| v as u64)
     }
 
     /// The field's bytes (for `char[16]` comms and the like).
-    pub(crate) fn bytes<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8]> {
-        let end = self.offset.checked_add(self.size).ok_or_else(|| {
-            anyhow!(
-                "field `{}`: offset {} + size {} overflows",
-                self.name,
-                self.offset,
-                self.size
-            )
-        })?;
-        raw.get(self.offset..end).ok_or_else(|| {
-            anyhow!(
-                "field `{}` (offset {}, size {}) lies outside the {}-byte payload",
-                self.name,
-                self.offset,
-                self.size,
-                raw.len()
-            )
-        })
+    pub(crate) fn bytes<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8], FieldError> {
+        let outside = FieldError::Outside {
+            offset: self.offset,
+            size: self.size,
+            len: raw.len(),
+        };
+        let end = self.offset.checked_add(self.size).ok_or(outside)?;
+        raw.get(self.offset..end).ok_or(outside)
     }
 
     /// True for `__data_loc` / `__rel_loc` fields, whose payload lives after
@@ -115,25 +99,20 @@ impl Field {
     /// field itself is a u32 whose low 16 bits are the offset (from the start
     /// of the payload for `__data_loc`, from the end of the field for
     /// `__rel_loc`) and whose high 16 bits are the length.
-    pub(crate) fn dynamic_bytes<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8]> {
-        ensure!(
-            self.is_dynamic() && self.size == 4,
-            "field `{}` ({}) is not a 4-byte __data_loc/__rel_loc field",
-            self.name,
-            self.type_name
-        );
+    pub(crate) fn dynamic_bytes<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8], FieldError> {
+        if !self.is_dynamic() || self.size != 4 {
+            return Err(FieldError::NotDynamic);
+        }
         let loc = self.read_u64(raw)? as u32;
         let mut off = (loc & 0xffff) as usize;
         let len = (loc >> 16) as usize;
         if self.type_name.starts_with("__rel_loc") {
             off += self.offset + self.size;
         }
-        raw.get(off..off + len).ok_or_else(|| {
-            anyhow!(
-                "dynamic field `{}` (offset {off}, length {len}) lies outside the {}-byte payload",
-                self.name,
-                raw.len()
-            )
+        raw.get(off..off + len).ok_or(FieldError::Outside {
+            offset: off,
+            size: len,
+            len: raw.len(),
         })
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-pub(crate) use format::{EventFormat, Field};
+pub(crate) use format::{EventFormat, Field, FieldError};
 
 /// Where tracefs is mounted on current systems, and where we mount it.
 pub(crate) const DEFAULT_MOUNT: &str = "/sys/kernel/tracing";

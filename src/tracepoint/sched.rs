@@ -5,7 +5,7 @@
 
 use anyhow::Result;
 
-use super::{EventFormat, Field};
+use super::{EventFormat, Field, FieldError};
 use crate::event::{Callchain, Comm, RanSince, Switch, Waking};
 
 /// Which of the two tracepoints a payload belongs to.
@@ -59,13 +59,13 @@ impl SchedFields {
     }
 
     /// The payload's `common_type` (the event id).
-    pub(crate) fn common_type(&self, raw: &[u8]) -> Result<u64> {
+    pub(crate) fn common_type(&self, raw: &[u8]) -> Result<u64, FieldError> {
         self.common_type.read_u64(raw)
     }
 
     /// The payload's `common_pid`: the task whose context the entry was
     /// written in. Every trace entry starts with the same common fields.
-    pub(crate) fn common_pid(&self, raw: &[u8]) -> Result<u32> {
+    pub(crate) fn common_pid(&self, raw: &[u8]) -> Result<u32, FieldError> {
         Ok(self.common_pid.read_u64(raw)? as u32)
     }
 
@@ -93,7 +93,12 @@ impl SchedFields {
 
     /// A `sched_switch` payload; `prev_tgid` and the stack come from the
     /// backend.
-    pub(crate) fn switch(&self, raw: &[u8], prev_tgid: u32, stack: Callchain) -> Result<Switch> {
+    pub(crate) fn switch(
+        &self,
+        raw: &[u8],
+        prev_tgid: u32,
+        stack: Callchain,
+    ) -> Result<Switch, FieldError> {
         Ok(Switch {
             prev_tid: self.prev_pid.read_u64(raw)? as u32,
             prev_tgid,
@@ -108,7 +113,7 @@ impl SchedFields {
     }
 
     /// The `prev_pid` of a `sched_switch` payload.
-    pub(crate) fn prev_tid(&self, raw: &[u8]) -> Result<u32> {
+    pub(crate) fn prev_tid(&self, raw: &[u8]) -> Result<u32, FieldError> {
         Ok(self.prev_pid.read_u64(raw)? as u32)
     }
 
@@ -120,7 +125,7 @@ impl SchedFields {
         waker_tid: u32,
         waker_tgid: u32,
         stack: Callchain,
-    ) -> Result<Waking> {
+    ) -> Result<Waking, FieldError> {
         Ok(Waking {
             waker_tid,
             waker_tgid,

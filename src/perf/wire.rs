@@ -1,0 +1,500 @@
+//! Typed views over the records of a perf ring buffer, before any
+//! interpretation: the layouts of perf_event_open(2), read bounds-checked
+//! into [`Record`]s, with typed errors. [`super::record`] turns them into
+//! events.
+//!
+//! Layouts follow perf_event_open(2). A `PERF_RECORD_SAMPLE` holds, in this
+//! order and only when the bit is in `sample_type`:
+//!
+//! ```text
+//! u64 id            IDENTIFIER
+//! u64 ip            IP
+//! u32 pid, tid      TID
+//! u64 time          TIME
+//! u64 addr          ADDR
+//! u64 id            ID
+//! u64 stream_id     STREAM_ID
+//! u32 cpu, res      CPU
+//! u64 period        PERIOD
+//! u64 value, running  READ        -- read_format TOTAL_TIME_RUNNING only
+//! u64 nr; u64 ips[nr]   CALLCHAIN
+//! u32 size; u8 data[size]  RAW    -- the tracepoint payload
+//! u64 abi; u64 regs[3]     REGS_USER  -- BP, SP, IP; none when abi is 0
+//! u64 size; u8 data[size]; u64 dyn_size   STACK_USER  -- the copy is the
+//!                          first dyn_size bytes; size 0 has no dyn_size
+//! ```
+//!
+//! Other records carry, with `sample_id_all`, a trailer at their very end:
+//!
+//! ```text
+//! u32 pid, tid      TID
+//! u64 time          TIME
+//! u64 id            ID
+//! u64 stream_id     STREAM_ID
+//! u32 cpu, res      CPU
+//! u64 id            IDENTIFIER   -- last, unlike in a sample
+//! ```
+
+use anyhow::{Result, ensure};
+
+use super::sys::*;
+use crate::bytes::{Cursor, Truncated, u32_at, u64_at};
+use crate::sys::open::FileKey;
+
+/// A record that cannot be read as its header and `sample_type` say.
+/// Readers count these as malformed, so they carry numbers, not text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum WireError {
+    #[error("record shorter than its header")]
+    NoHeader,
+    #[error("record header says {said} bytes, record has {len}")]
+    Size { said: usize, len: usize },
+    #[error("record {0}")]
+    Truncated(#[from] Truncated),
+    #[error("record too short for its {0}-byte sample_id trailer")]
+    NoTrailer(usize),
+    #[error("callchain length {0} is absurd")]
+    CallchainLength(u64),
+    #[error("user stack size {0} is absurd")]
+    UserStackSize(u64),
+    #[error("user stack copy of {dyn_size} bytes in {size}")]
+    UserStackCopy { dyn_size: u64, size: usize },
+    #[error("COMM record without a name")]
+    NoComm,
+}
+
+/// One record, typed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Record<'a> {
+    Sample(Sample<'a>),
+    /// `PERF_RECORD_FORK`: task `tid` of process `pid` created by `ptid`
+    /// of `ppid`.
+    Fork {
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+        ptid: u32,
+        sid: SampleId,
+    },
+    /// `PERF_RECORD_EXIT`.
+    Exit {
+        pid: u32,
+        tid: u32,
+        sid: SampleId,
+    },
+    /// `PERF_RECORD_COMM`: a rename, or an exec (`exec`).
+    Comm {
+        pid: u32,
+        tid: u32,
+        /// The new name, NUL padding included.
+        name: &'a [u8],
+        exec: bool,
+        sid: SampleId,
+    },
+    /// `PERF_RECORD_MMAP` or `PERF_RECORD_MMAP2`.
+    Mmap {
+        pid: u32,
+        tid: u32,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        /// The file's device and inode (`MMAP2` without a build id).
+        file: Option<FileKey>,
+        executable: bool,
+        /// The path, up to its NUL.
+        path: &'a [u8],
+        sid: SampleId,
+    },
+    /// `PERF_RECORD_LOST` or `PERF_RECORD_LOST_SAMPLES`: `records` lost
+    /// before `sid.time`.
+    Lost {
+        records: u64,
+        sid: SampleId,
+    },
+    /// `PERF_RECORD_SWITCH[_CPU_WIDE]` into the sample_id's thread;
+    /// `prev_tid` is the thread that left (0 when a per-task record does
+    /// not say).
+    SwitchIn {
+        prev_tid: u32,
+        sid: SampleId,
+    },
+    /// A record of no use here (switch-outs, other types).
+    Ignored,
+}
+
+/// The `sample_id` trailer of a non-sample record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SampleId {
+    pub(crate) pid: u32,
+    pub(crate) tid: u32,
+    pub(crate) time: u64,
+    pub(crate) cpu: u32,
+    pub(crate) id: Option<u64>,
+}
+
+/// A `PERF_RECORD_SAMPLE`, before interpretation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Sample<'a> {
+    pub(crate) id: Option<u64>,
+    pub(crate) pid: u32,
+    pub(crate) tid: u32,
+    pub(crate) time: u64,
+    pub(crate) cpu: u32,
+    /// The event's `time_running` (`SAMPLE_READ`).
+    pub(crate) running: Option<u64>,
+    /// The callchain entries, markers included, as they are in the record
+    /// (native-endian u64s), split by `split_entries`.
+    pub(crate) callchain_bytes: &'a [u8],
+    pub(crate) raw: &'a [u8],
+    /// BP, SP and IP in user space (`REGS_USER`, asked for with
+    /// [`USER_REGS_MASK`]); `None` when the task has no user context.
+    pub(crate) user_regs: Option<[u64; 3]>,
+    /// The user stack copied from SP up (`STACK_USER`): the part the
+    /// kernel could copy (`dyn_size`).
+    pub(crate) user_stack: &'a [u8],
+}
+
+/// Reads the records of events opened with one `sample_type`.
+#[derive(Clone, Debug)]
+pub(crate) struct RecordParser {
+    sample_type: u64,
+    /// Where a sample's fixed-size fields are.
+    layout: SampleLayout,
+    /// Bytes of a non-sample record's `sample_id` trailer.
+    trailer_len: usize,
+}
+
+/// Offsets, in a sample's body, of the fields that come before the
+/// callchain (all of them fixed-size), for one `sample_type`.
+#[derive(Clone, Copy, Debug, Default)]
+struct SampleLayout {
+    identifier: Option<usize>,
+    id: Option<usize>,
+    tid: Option<usize>,
+    time: Option<usize>,
+    cpu: Option<usize>,
+    /// `time_running`, the second word of `READ` ([`READ_FORMAT`]).
+    running: Option<usize>,
+    /// Bytes before the callchain (or the raw data).
+    fixed: usize,
+}
+
+/// Every `sample_type` bit the parser can walk.
+pub(crate) const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
+    | SAMPLE_IP
+    | SAMPLE_TID
+    | SAMPLE_TIME
+    | SAMPLE_ADDR
+    | SAMPLE_ID
+    | SAMPLE_STREAM_ID
+    | SAMPLE_CPU
+    | SAMPLE_PERIOD
+    | SAMPLE_READ
+    | SAMPLE_CALLCHAIN
+    | SAMPLE_RAW
+    | SAMPLE_REGS_USER
+    | SAMPLE_STACK_USER;
+
+/// Bytes of a sample body of `sample_type` before its callchain (or its
+/// raw data): the one-word fields it has.
+pub(crate) fn fixed_sample_len(sample_type: u64) -> usize {
+    SampleLayout::new(sample_type).fixed
+}
+
+impl SampleLayout {
+    fn new(sample_type: u64) -> SampleLayout {
+        let mut l = SampleLayout::default();
+        for (bit, at) in [
+            (SAMPLE_IDENTIFIER, Some(&mut l.identifier)),
+            (SAMPLE_IP, None),
+            (SAMPLE_TID, Some(&mut l.tid)),
+            (SAMPLE_TIME, Some(&mut l.time)),
+            (SAMPLE_ADDR, None),
+            (SAMPLE_ID, Some(&mut l.id)),
+            (SAMPLE_STREAM_ID, None),
+            (SAMPLE_CPU, Some(&mut l.cpu)),
+            (SAMPLE_PERIOD, None),
+        ] {
+            if sample_type & bit != 0 {
+                if let Some(at) = at {
+                    *at = Some(l.fixed);
+                }
+                l.fixed += 8;
+            }
+        }
+        // Last before the callchain: the event's count, then its
+        // time_running (the only read_format asked for).
+        if sample_type & SAMPLE_READ != 0 {
+            l.running = Some(l.fixed + 8);
+            l.fixed += 16;
+        }
+        l
+    }
+}
+
+impl RecordParser {
+    /// A parser for `sample_type`, which must have TID, TIME, CPU and RAW
+    /// and nothing the parser cannot walk.
+    pub(crate) fn new(sample_type: u64) -> Result<RecordParser> {
+        ensure!(
+            sample_type & !SUPPORTED_SAMPLE_TYPE == 0,
+            "sample_type {sample_type:#x} has bits the decoder cannot walk"
+        );
+        let needed = SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW;
+        ensure!(
+            sample_type & needed == needed,
+            "sample_type {sample_type:#x} lacks TID, TIME, CPU or RAW"
+        );
+        let trailer_len = [
+            SAMPLE_TID,
+            SAMPLE_TIME,
+            SAMPLE_ID,
+            SAMPLE_STREAM_ID,
+            SAMPLE_CPU,
+            SAMPLE_IDENTIFIER,
+        ]
+        .iter()
+        .filter(|&&bit| sample_type & bit != 0)
+        .count()
+            * 8;
+        Ok(RecordParser {
+            sample_type,
+            layout: SampleLayout::new(sample_type),
+            trailer_len,
+        })
+    }
+
+    pub(crate) fn sample_type(&self) -> u64 {
+        self.sample_type
+    }
+
+    /// Reads one whole record, header included.
+    pub(crate) fn parse<'a>(&self, rec: &'a [u8]) -> Result<Record<'a>, WireError> {
+        let (Some(ty), Some(misc), Some(size)) = (
+            u32_at(rec, 0),
+            rec.get(4..6).map(|b| u16::from_ne_bytes([b[0], b[1]])),
+            rec.get(6..8)
+                .map(|b| u16::from_ne_bytes([b[0], b[1]]) as usize),
+        ) else {
+            return Err(WireError::NoHeader);
+        };
+        if size != rec.len() {
+            return Err(WireError::Size {
+                said: size,
+                len: rec.len(),
+            });
+        }
+        let body = &rec[8..];
+        match ty {
+            RECORD_SAMPLE => self.parse_sample(body).map(Record::Sample),
+            RECORD_FORK | RECORD_EXIT | RECORD_COMM | RECORD_MMAP | RECORD_MMAP2 | RECORD_LOST
+            | RECORD_LOST_SAMPLES => self.parse_side_band(ty, misc, body),
+            // Only switch-ins are of use; switch-outs come from sched_switch.
+            RECORD_SWITCH | RECORD_SWITCH_CPU_WIDE if misc & RECORD_MISC_SWITCH_OUT != 0 => {
+                Ok(Record::Ignored)
+            }
+            RECORD_SWITCH | RECORD_SWITCH_CPU_WIDE => self.parse_side_band(ty, misc, body),
+            _ => Ok(Record::Ignored),
+        }
+    }
+
+    /// Walks a sample body in `sample_type` order.
+    pub(crate) fn parse_sample<'a>(&self, body: &'a [u8]) -> Result<Sample<'a>, WireError> {
+        let l = &self.layout;
+        if body.len() < l.fixed {
+            return Err(WireError::Truncated(Truncated {
+                wanted: l.fixed,
+                at: 0,
+                have: body.len(),
+            }));
+        }
+        let mut s = Sample {
+            // IDENTIFIER and ID are the same value; IDENTIFIER comes first.
+            id: l
+                .identifier
+                .or(l.id)
+                .map(|at| u64_at(body, at).unwrap_or_default()),
+            ..Sample::default()
+        };
+        if let Some(at) = l.tid {
+            s.pid = u32_at(body, at).unwrap_or_default();
+            s.tid = u32_at(body, at + 4).unwrap_or_default();
+        }
+        if let Some(at) = l.time {
+            s.time = u64_at(body, at).unwrap_or_default();
+        }
+        if let Some(at) = l.cpu {
+            s.cpu = u32_at(body, at).unwrap_or_default();
+        }
+        s.running = l.running.map(|at| u64_at(body, at).unwrap_or_default());
+        let mut c = Cursor::at(body, l.fixed);
+        if self.sample_type & SAMPLE_CALLCHAIN != 0 {
+            let nr = c.u64()?;
+            let bytes = usize::try_from(nr)
+                .ok()
+                .and_then(|n| n.checked_mul(8))
+                .ok_or(WireError::CallchainLength(nr))?;
+            s.callchain_bytes = c.take(bytes)?;
+        }
+        if self.sample_type & SAMPLE_RAW != 0 {
+            let n = c.u32()? as usize;
+            s.raw = c.take(n)?;
+        }
+        if self.sample_type & SAMPLE_REGS_USER != 0 && c.u64()? != 0 {
+            let [bp, sp, ip] = [c.u64()?, c.u64()?, c.u64()?];
+            s.user_regs = Some([bp, sp, ip]);
+        }
+        if self.sample_type & SAMPLE_STACK_USER != 0 {
+            let size = c.u64()?;
+            if size != 0 {
+                let size = usize::try_from(size).map_err(|_| WireError::UserStackSize(size))?;
+                let copy = c.take(size)?;
+                let dyn_size = c.u64()?;
+                if dyn_size > size as u64 {
+                    return Err(WireError::UserStackCopy { dyn_size, size });
+                }
+                s.user_stack = &copy[..dyn_size as usize];
+            }
+        }
+        Ok(s)
+    }
+
+    /// Parses the `sample_id` trailer at the end of `body`.
+    pub(crate) fn parse_trailer(&self, body: &[u8]) -> Result<SampleId, WireError> {
+        if body.len() < self.trailer_len {
+            return Err(WireError::NoTrailer(self.trailer_len));
+        }
+        let st = self.sample_type;
+        let mut c = Cursor::new(&body[body.len() - self.trailer_len..]);
+        let mut t = SampleId::default();
+        if st & SAMPLE_TID != 0 {
+            t.pid = c.u32()?;
+            t.tid = c.u32()?;
+        }
+        if st & SAMPLE_TIME != 0 {
+            t.time = c.u64()?;
+        }
+        if st & SAMPLE_ID != 0 {
+            t.id = Some(c.u64()?);
+        }
+        if st & SAMPLE_STREAM_ID != 0 {
+            c.u64()?;
+        }
+        if st & SAMPLE_CPU != 0 {
+            t.cpu = c.u32()?;
+            c.u32()?;
+        }
+        if st & SAMPLE_IDENTIFIER != 0 {
+            t.id = Some(c.u64()?);
+        }
+        Ok(t)
+    }
+
+    fn parse_side_band<'a>(
+        &self,
+        ty: u32,
+        misc: u16,
+        body: &'a [u8],
+    ) -> Result<Record<'a>, WireError> {
+        let sid = self.parse_trailer(body)?;
+        let mut c = Cursor::new(&body[..body.len() - self.trailer_len]);
+        Ok(match ty {
+            RECORD_FORK | RECORD_EXIT => {
+                let pid = c.u32()?;
+                let ppid = c.u32()?;
+                let tid = c.u32()?;
+                let ptid = c.u32()?;
+                let _time = c.u64()?;
+                if ty == RECORD_FORK {
+                    Record::Fork {
+                        pid,
+                        ppid,
+                        tid,
+                        ptid,
+                        sid,
+                    }
+                } else {
+                    Record::Exit { pid, tid, sid }
+                }
+            }
+            RECORD_COMM => {
+                let pid = c.u32()?;
+                let tid = c.u32()?;
+                let name = c.rest();
+                if name.is_empty() {
+                    return Err(WireError::NoComm);
+                }
+                Record::Comm {
+                    pid,
+                    tid,
+                    name,
+                    exec: misc & RECORD_MISC_COMM_EXEC != 0,
+                    sid,
+                }
+            }
+            RECORD_MMAP | RECORD_MMAP2 => {
+                let pid = c.u32()?;
+                let tid = c.u32()?;
+                let start = c.u64()?;
+                let len = c.u64()?;
+                let pgoff = c.u64()?;
+                let (executable, file) = if ty == RECORD_MMAP2 {
+                    // maj, min, ino, ino_generation (the build id instead
+                    // when the record says so; never asked for here).
+                    let maj = c.u32()?;
+                    let min = c.u32()?;
+                    let ino = c.u64()?;
+                    c.take(8)?;
+                    let prot = c.u32()?;
+                    let _flags = c.u32()?;
+                    let file =
+                        (misc & RECORD_MISC_MMAP_BUILD_ID == 0 && ino != 0).then(|| FileKey {
+                            dev: libc::makedev(maj, min),
+                            ino,
+                        });
+                    (prot & libc::PROT_EXEC as u32 != 0, file)
+                } else {
+                    // Without mmap_data, PERF_RECORD_MMAP is only emitted for
+                    // executable mappings.
+                    (true, None)
+                };
+                let name = c.rest();
+                Record::Mmap {
+                    pid,
+                    tid,
+                    start,
+                    len,
+                    pgoff,
+                    file,
+                    executable,
+                    path: &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())],
+                    sid,
+                }
+            }
+            RECORD_LOST => {
+                let _id = c.u64()?;
+                Record::Lost {
+                    records: c.u64()?,
+                    sid,
+                }
+            }
+            RECORD_LOST_SAMPLES => Record::Lost {
+                records: c.u64()?,
+                sid,
+            },
+            // A per-task event's switch: the thread is the sample_id's,
+            // the one it replaced is not said.
+            RECORD_SWITCH => Record::SwitchIn { prev_tid: 0, sid },
+            RECORD_SWITCH_CPU_WIDE => {
+                // next_prev_pid, next_prev_tid: for a switch-in, the thread
+                // that left. The incoming thread is the sample_id's.
+                let _prev_pid = c.u32()?;
+                Record::SwitchIn {
+                    prev_tid: c.u32()?,
+                    sid,
+                }
+            }
+            _ => Record::Ignored,
+        })
+    }
+}
