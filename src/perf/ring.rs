@@ -13,10 +13,10 @@
 //! it can be tested on synthetic buffers.
 
 use std::os::fd::{AsRawFd, BorrowedFd};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Result, anyhow, bail};
+use memmap2::{MmapOptions, MmapRaw};
 use perf_event_open_sys::bindings::perf_event_mmap_page;
 
 use crate::sys::host::page_size;
@@ -133,16 +133,13 @@ fn extract_releasing(
 
 /// One mapped ring buffer: a metadata page followed by `2^n` data pages.
 pub(crate) struct Ring {
-    base: NonNull<u8>,
-    map_len: usize,
+    /// Shared with the kernel: only touched through `&mut self`, or
+    /// atomically on the control page.
+    map: MmapRaw,
     data_offset: usize,
     data_size: usize,
     scratch: Vec<u8>,
 }
-
-// SAFETY: the mapping is owned by this value and only touched through
-// `&mut self` (or atomics on the control page).
-unsafe impl Send for Ring {}
 
 impl Ring {
     /// Maps the ring of perf event `fd` with `data_pages` data pages (a
@@ -155,32 +152,21 @@ impl Ring {
         let map_len = (1 + data_pages)
             .checked_mul(page)
             .ok_or_else(|| anyhow!("{data_pages} mmap pages is too large"))?;
-        // SAFETY: a fresh shared mapping of a perf fd; checked below.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            let err = std::io::Error::last_os_error();
-            let hint = match err.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::ENOMEM) => {
-                    " (over the locked-memory budget: lower the mmap pages, or raise \
-                     kernel.perf_event_mlock_kb / `ulimit -l`)"
-                }
-                _ => "",
-            };
-            bail!("mmap of a {map_len}-byte perf ring buffer failed: {err}{hint}");
-        }
-        let base = NonNull::new(ptr as *mut u8).expect("mmap returned NULL");
+        let map = MmapOptions::new()
+            .len(map_len)
+            .map_raw(fd.as_raw_fd())
+            .map_err(|err| {
+                let hint = match err.raw_os_error() {
+                    Some(libc::EPERM) | Some(libc::ENOMEM) => {
+                        " (over the locked-memory budget: lower the mmap pages, or raise \
+                         kernel.perf_event_mlock_kb / `ulimit -l`)"
+                    }
+                    _ => "",
+                };
+                anyhow!("mmap of a {map_len}-byte perf ring buffer failed: {err}{hint}")
+            })?;
         let mut ring = Ring {
-            base,
-            map_len,
+            map,
             data_offset: page,
             data_size: data_pages * page,
             scratch: Vec::new(),
@@ -197,7 +183,7 @@ impl Ring {
             )
         };
         if sz != 0 {
-            if off as usize + sz as usize > map_len || !sz.is_power_of_two() {
+            if off as usize + sz as usize > ring.map.len() || !sz.is_power_of_two() {
                 bail!("perf control page describes an impossible data area ({off}+{sz})");
             }
             ring.data_offset = off as usize;
@@ -211,7 +197,7 @@ impl Ring {
     }
 
     fn meta(&self) -> *mut perf_event_mmap_page {
-        self.base.as_ptr() as *mut perf_event_mmap_page
+        self.map.as_mut_ptr() as *mut perf_event_mmap_page
     }
 
     fn head(&self) -> &AtomicU64 {
@@ -239,7 +225,7 @@ impl Ring {
         // write the bytes between tail and head until we advance data_tail,
         // and we only look at those bytes, each before data_tail passes it.
         let data = unsafe {
-            std::slice::from_raw_parts(self.base.as_ptr().add(self.data_offset), self.data_size)
+            std::slice::from_raw_parts(self.map.as_ptr().add(self.data_offset), self.data_size)
         };
         // Space is given back to the kernel an eighth of the ring at a time:
         // reading a full ring of large records (user stack copies) takes
@@ -253,15 +239,6 @@ impl Ring {
         tail_at.store(out.new_tail, Ordering::Release);
         self.scratch = scratch;
         out
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: we mapped exactly this range and nothing borrows it now.
-        unsafe {
-            libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.map_len);
-        }
     }
 }
 
