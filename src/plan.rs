@@ -10,9 +10,10 @@ use std::path::Path;
 use anyhow::{Result, bail};
 
 use crate::aggregate::StateFilter;
-use crate::aggregate::tasks::{parse_status_tgid, threads_of};
+use crate::aggregate::tasks::threads_of;
 use crate::cli::{Backend, CallGraph, Cli, DEFAULT_DWARF_SIZE};
 use crate::report::{ReportOptions, StackMode};
+use crate::sys::proc;
 
 /// Which threads are targets (`-p`, `-t`, `-u`, `-k`, `-- COMMAND`, or
 /// every thread). The backends derive what the kernel can drop from it;
@@ -216,12 +217,9 @@ impl Plan {
 fn targets(cli: &Cli) -> Result<Targets> {
     if let Some(pids) = &cli.pid {
         for &pid in pids {
-            let status = Path::new("/proc").join(pid.to_string()).join("status");
-            let raw = std::fs::read(&status)
-                .map_err(|_| anyhow::anyhow!("no process with PID {pid} exists"))?;
-            if let Some(tgid) = parse_status_tgid(&raw)
-                && tgid != pid
-            {
+            let tgid = proc::tgid(pid)
+                .ok_or_else(|| anyhow::anyhow!("no process with PID {pid} exists"))?;
+            if tgid != pid {
                 bail!(
                     "{pid} is a thread of process {tgid}, not a process; use -t {pid} or -p {tgid}"
                 );

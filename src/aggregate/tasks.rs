@@ -73,7 +73,6 @@ pub(crate) fn parse_stat(raw: &[u8]) -> Option<StatInfo> {
     })
 }
 
-/// Reads the `Tgid:` line of a `/proc/.../status` file.
 /// The threads of process `pid`, from `/proc/PID/task` (empty when it is
 /// gone).
 pub(crate) fn threads_of(pid: u32) -> Vec<u32> {
@@ -83,13 +82,6 @@ pub(crate) fn threads_of(pid: u32) -> Vec<u32> {
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .collect()
-}
-
-pub(crate) fn parse_status_tgid(raw: &[u8]) -> Option<u32> {
-    let text = String::from_utf8_lossy(raw);
-    text.lines()
-        .find_map(|line| line.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 fn numeric_entries(dir: &Path) -> Vec<u32> {
@@ -145,7 +137,7 @@ impl TaskTable {
     pub(crate) fn read_task_in(root: &Path, tid: u32) -> Option<TaskInfo> {
         let dir = root.join(tid.to_string());
         let stat = parse_stat(&fs::read(dir.join("stat")).ok()?)?;
-        let tgid = parse_status_tgid(&fs::read(dir.join("status")).ok()?)?;
+        let tgid = crate::sys::proc::tgid_under(root, tid)?;
         Some(TaskInfo {
             tgid,
             comm: stat.comm,
@@ -202,13 +194,6 @@ mod tests {
     }
 
     #[test]
-    fn status_tgid() {
-        let raw = b"Name:\tbash\nUmask:\t0022\nState:\tS\nTgid:\t 77\nNgid:\t0\nPid:\t78\n";
-        assert_eq!(parse_status_tgid(raw), Some(77));
-        assert_eq!(parse_status_tgid(b"Name:\tx\n"), None);
-    }
-
-    #[test]
     fn scan_fake_proc_tree() {
         let dir = std::env::temp_dir().join(format!("offwake-tasks-test-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
@@ -235,7 +220,20 @@ mod tests {
         assert!(table.get(2).unwrap().kthread);
 
         fs::write(dir.join("2/stat"), b"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0").unwrap();
-        fs::write(dir.join("2/status"), b"Name:\tkthreadd\nTgid:\t2\n").unwrap();
+        // A whole status file, as the kernel writes it, saying Tgid 2.
+        let own = fs::read_to_string("/proc/self/status").unwrap();
+        let status: String = own
+            .lines()
+            .map(|l| {
+                if l.starts_with("Tgid:") {
+                    "Tgid:\t2".to_string()
+                } else {
+                    l.to_string()
+                }
+            })
+            .map(|l| l + "\n")
+            .collect();
+        fs::write(dir.join("2/status"), status).unwrap();
         assert_eq!(
             TaskTable::read_task_in(&dir, 2),
             Some(TaskInfo {

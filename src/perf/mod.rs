@@ -604,7 +604,7 @@ impl PerfBackend {
         }
         let mut unknown = Vec::new();
         for pid in forecast.allocated(last) {
-            match nascent::owner(pid) {
+            match crate::sys::proc::owner(pid) {
                 Some((tgid, parent)) => {
                     let ours = wakees.contains(tgid)
                         || (self.follow == Follow::Everything && wakees.contains(parent));

@@ -203,22 +203,6 @@ fn in_use(p: u32) -> bool {
     Path::new(&format!("/proc/{p}")).exists()
 }
 
-/// The process (TGID) and parent process (PPid) of task `pid`, from
-/// `/proc/PID/status`; `None` when `/proc` does not show it.
-pub(crate) fn owner(pid: u32) -> Option<(u32, u32)> {
-    parse_owner(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?)
-}
-
-fn parse_owner(status: &str) -> Option<(u32, u32)> {
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-    };
-    Some((field("Tgid:")?, field("PPid:")?))
-}
-
 /// `ns_last_pid` now, if readable.
 pub(crate) fn last_pid() -> Option<u32> {
     kernel_sysctl("ns_last_pid")
@@ -345,15 +329,5 @@ mod tests {
     fn periods_grow_with_the_cpu_count() {
         assert_eq!(refresh_period(2), Duration::from_millis(10));
         assert_eq!(refresh_period(64), Duration::from_millis(64));
-    }
-
-    #[test]
-    fn owners_from_status() {
-        let status = "Name:\tnewborn\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\n\
-                      Ngid:\t0\nPid:\t4250\nPPid:\t17\n";
-        assert_eq!(parse_owner(status), Some((4242, 17)));
-        assert_eq!(parse_owner("Name:\tx\nTgid:\t1\n"), None);
-        let me = std::process::id();
-        assert_eq!(owner(me).map(|o| o.0), Some(me));
     }
 }

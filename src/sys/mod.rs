@@ -1,6 +1,7 @@
 //! OS calls and facts that more than one stage needs: the one way to open
-//! a file that a traced process names ([`open`]), and the page size, CPUs,
-//! clock and sysctls ([`host`]).
+//! a file that a traced process names ([`open`]); the page size, CPUs,
+//! clock and sysctls ([`host`]); facts from `/proc` ([`proc`]).
 
 pub(crate) mod host;
 pub(crate) mod open;
+pub(crate) mod proc;

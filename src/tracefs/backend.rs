@@ -16,7 +16,6 @@ use anyhow::{Context, Result, bail};
 use super::decode::{Assembler, ProcessFormats, StackFormats, TgidSource};
 use super::instance::{Instance, InstanceConfig, Owner};
 use super::page::{self, HeaderLayout, Missed, PageLayout};
-use crate::aggregate::tasks::parse_status_tgid;
 use crate::event::{Event, EventKind, EventSink, Lost, SourceStats};
 use crate::kallsyms::Preload;
 use crate::plan::{Follow, Stacks, Targets};
@@ -377,9 +376,7 @@ impl ProcTgids {
 
 impl TgidSource for ProcTgids {
     fn tgid(&mut self, tid: u32) -> Option<u32> {
-        if let Ok(raw) = std::fs::read(format!("/proc/{tid}/status"))
-            && let Some(t) = parse_status_tgid(&raw)
-        {
+        if let Some(t) = crate::sys::proc::tgid(tid) {
             return Some(t);
         }
         if let Some(&t) = self.saved.get(&tid) {

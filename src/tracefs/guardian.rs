@@ -308,8 +308,7 @@ mod tests {
 
     /// State letter of a process, or None once it is gone (reaped).
     fn state(pid: libc::pid_t) -> Option<char> {
-        let raw = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-        super::super::instance::parse_state(&raw)
+        crate::sys::proc::start_and_state(pid as u32).map(|(_, state)| state)
     }
 
     #[test]

@@ -16,6 +16,7 @@ use anyhow::{Context, Result, bail};
 use super::guardian::{self, Guardian};
 use crate::diag::diag;
 use crate::plan::{Follow, Stacks};
+use crate::sys::proc;
 use crate::tracepoint::Tracefs;
 
 /// Prefix of our instances' names: `offwake-perf.<pid>.<start time>`.
@@ -38,7 +39,7 @@ impl Owner {
     /// This process.
     pub(crate) fn current() -> Result<Owner> {
         let pid = std::process::id();
-        let start_time = process_start_time(pid)
+        let (start_time, _) = proc::start_and_state(pid)
             .context("reading this process's start time from /proc/self/stat")?;
         Ok(Owner { pid, start_time })
     }
@@ -66,34 +67,11 @@ impl Owner {
     /// True while the owning process runs: same PID, same start time, and
     /// not a zombie (a process that has exited but not been reaped yet).
     pub(crate) fn is_alive(&self) -> bool {
-        let Ok(raw) = std::fs::read(format!("/proc/{}/stat", self.pid)) else {
-            return false;
-        };
-        parse_start_time(&raw) == Some(self.start_time)
-            && !matches!(parse_state(&raw), Some('Z' | 'X' | 'x'))
+        matches!(
+            proc::start_and_state(self.pid),
+            Some((start, state)) if start == self.start_time && !matches!(state, 'Z' | 'X' | 'x')
+        )
     }
-}
-
-/// Field 22 (`starttime`) of `/proc/PID/stat`.
-pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
-    let raw = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    parse_start_time(&raw)
-}
-
-/// The state letter (field 3) of a `stat` file.
-pub(crate) fn parse_state(raw: &[u8]) -> Option<char> {
-    let close = raw.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&raw[close + 1..]).ok()?;
-    rest.split_ascii_whitespace().next()?.chars().next()
-}
-
-/// `starttime` from the text of a `stat` file: the 20th field after the
-/// comm's closing parenthesis (the comm may contain spaces and `)`).
-pub(crate) fn parse_start_time(raw: &[u8]) -> Option<u64> {
-    let close = raw.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&raw[close + 1..]).ok()?;
-    // state(3) ppid(4) … starttime(22): index 19 after the comm.
-    rest.split_ascii_whitespace().nth(19)?.parse().ok()
 }
 
 /// How to set the instance up.
@@ -361,15 +339,7 @@ mod tests {
     }
 
     #[test]
-    fn start_time_from_stat() {
-        let stat = b"4242 (a) b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 \
-                     987654 1000 100 18446744073709551615";
-        assert_eq!(parse_start_time(stat), Some(987654));
-        assert_eq!(parse_start_time(b"4242 (x) S 1 2"), None);
-        assert_eq!(parse_start_time(b"garbage"), None);
-        assert_eq!(parse_state(stat), Some('S'));
-        assert_eq!(parse_state(b"7 (x) Z 1"), Some('Z'));
-        assert_eq!(parse_state(b"garbage"), None);
+    fn this_process_owns_its_instances_while_it_lives() {
         let me = Owner::current().unwrap();
         assert!(me.is_alive());
         assert_eq!(me.pid, std::process::id());
