@@ -1,6 +1,7 @@
 //! The command line: bcc `offwaketime`'s options plus what perf users expect,
-//! parsed with clap and checked against the rules of SPEC section 1. Usage
-//! errors exit with status 2, as clap gives them.
+//! parsed with clap, then checked for conflicts between values that clap
+//! cannot see (`-m` over `-M`, a tracefs buffer too large). Usage errors
+//! exit with status 2, as clap gives them.
 
 use std::ffi::OsString;
 

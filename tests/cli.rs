@@ -1,4 +1,4 @@
-//! Bad input: every rule of SPEC section 1 gives a clear message and a
+//! Bad input: every rule of the command line gives a clear message and a
 //! non-zero exit, never a panic. These need no privileges.
 
 use crate::common::{run, suite};

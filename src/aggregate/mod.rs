@@ -2,7 +2,7 @@
 //! intervals, target filters, block-time limits, and interning of stacks.
 //! Keeps raw addresses: nothing is symbolized here.
 //!
-//! Rules (SPEC section 2): a target's interval opens at its switch-out (its
+//! The rules: a target's interval opens at its switch-out (its
 //! stacks interned then), takes the last `sched_waking` of it before its
 //! switch-in as its waker, and closes at its switch-in, where its whole
 //! microseconds are checked against `-m`/`-M` and summed under its

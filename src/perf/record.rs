@@ -157,7 +157,7 @@ impl Decoder {
         Ok(ev)
     }
 
-    /// Trims a sample's kernel stack as the contract wants it: with more
+    /// Trims a sample's kernel stack as the report shows it: with more
     /// than one tracer attached, callchains start inside the tracepoint's
     /// iterator (trimmed with the ranges of [`Decoder::set_probes`]); and a
     /// wakeup's first frame left is the tracepoint's site inside

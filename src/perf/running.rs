@@ -1,38 +1,23 @@
-//! Switch-ins of traced threads, derived from the `time_running` that each
-//! per-task `sched_switch` sample carries (`PERF_SAMPLE_READ`), instead of
-//! from context-switch records, which cost every context switch on the
-//! machine.
+//! Switch-ins of traced threads, told by the `time_running` each per-task
+//! `sched_switch` sample carries (`PERF_SAMPLE_READ`) instead of by
+//! context-switch records, which cost every switch on the machine.
 //!
-//! A per-task event on one CPU runs only while its thread is on that CPU,
-//! so its `time_running` grows by exactly the length of each slice the
-//! thread runs there. Every such slice ends in a switch-out, which the same
-//! event samples. The growth since the previous sample of that event is
-//! therefore the slice that the sample ends, and the slice began (the
-//! thread switched in) that long before the sample. Each `(thread, CPU,
-//! event)` is followed on its own: an inherited event reports its parent's
-//! id, and a thread attached twice has two events with different counts.
+//! A per-task event counts only while its thread is on the event's CPU,
+//! and it samples every switch-out there. So the growth of its count since
+//! its last sample is the slice the sample ends: the thread switched in
+//! that long before it. Each `(thread, CPU, event)` is followed apart.
 //!
-//! A thread's last slice ends in no switch-out that per-task events
-//! sample: it exits, and its events go with it. For a thread that
-//! inherited its events, a per-task `sched_process_exit` event, inherited
-//! with them (and so counting exactly the same time), tells that slice
-//! with its sample. A thread the tool attached itself has events it
-//! created no other thread from, whose final count the tool reads when
-//! the thread's exit is reported ([`RunningClock::set_finals`]). (An
-//! attached event that other threads inherited adds their counts to its
-//! own as they exit: the attached thread's own samples come from an event
-//! nothing inherits.)
+//! The last slice of a thread ends in its exit, not a switch-out. A thread
+//! that inherited its events tells it with an inherited
+//! `sched_process_exit` event, which counts the same time. A thread the
+//! tool attached has events nothing inherits, whose final counts are read
+//! when its exit is reported ([`RunningClock::set_finals`]).
 //!
-//! A sample reads the count a little before the switch it samples: the
-//! rest of that slice (a few microseconds) is counted into the next one,
-//! whose switch-in is therefore told that much early.
-//!
-//! The count starts at zero when the event is created. That is a true
-//! start for a thread that was not on that CPU then (every inherited event,
-//! created at fork, and most attached ones). A thread that was running
-//! there when its event was enabled has a first slice measured from the
-//! enable: that first switch-in is reported unknown. So is the next one on
-//! a CPU whose ring may have lost records.
+//! Unknown switch-ins: the first slice of a thread that was running when
+//! its event was enabled (the count began at the enable), and the next
+//! slice on a CPU whose ring may have lost records. A sample reads the
+//! count a few microseconds before its switch, so the next switch-in is
+//! told that much early.
 
 use rustc_hash::FxHashMap;
 
