@@ -12,6 +12,7 @@ pub(crate) mod record;
 pub(crate) mod ring;
 pub(crate) mod running;
 pub(crate) mod sys;
+mod threads;
 pub(crate) mod wire;
 
 #[cfg(test)]
@@ -19,22 +20,21 @@ mod live_tests;
 #[cfg(test)]
 mod proptests;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::event::{Event, EventKind, EventSink, Lost, Ran, SourceStats};
+use crate::event::{Event, EventKind, EventSink, Lost, SourceStats};
 use crate::kallsyms::Preload;
 use crate::plan::{Follow, Stacks, Targets};
 use crate::reorder::{Reorder, Rounds};
 use crate::sys::host::{self, online_cpus};
 use crate::tracepoint::{EventFormat, Tracefs};
-use filter::WakeeFilter;
-use nascent::Forecast;
 use record::{Decoder, Tracepoint};
 use ring::Ring;
+use threads::{TaskCpu, TaskEvent, Threads};
 
 /// What to open.
 #[derive(Clone, Debug)]
@@ -171,6 +171,55 @@ pub(crate) fn may_have_lost(data_size: u64, avail: u64, max_record: u64) -> bool
     data_size.saturating_sub(avail) < max_record
 }
 
+/// The bytes a ring of `pages` pages (a power of two) holds before its
+/// reader is woken: a quarter of it.
+fn wakeup_watermark(pages: usize) -> Result<u32> {
+    if pages == 0 || !pages.is_power_of_two() {
+        bail!("the ring buffer size must be a power of two number of pages (got {pages})");
+    }
+    let data_bytes = pages
+        .checked_mul(host::page_size())
+        .ok_or_else(|| anyhow!("{pages} mmap pages is too large"))?;
+    Ok(u32::try_from((data_bytes / 4).max(1)).unwrap_or(u32::MAX))
+}
+
+/// Where switch-ins come from, probing what the kernel can do with
+/// `probe` (a `sched_switch` event as it would be opened) on the first of
+/// `online`. Chosen threads (`per_task`) use the samples' `time_running`
+/// when their events are not inherited, or when the kernel samples
+/// inherited events with it and counts the exits of the threads that
+/// inherit them (then `sched_process_exit`'s id comes too); else, and
+/// under `--state`, context-switch records.
+fn switch_ins_for(
+    tracefs: &Tracefs,
+    config: &PerfConfig,
+    per_task: bool,
+    probe: &sys::TracepointAttr,
+    online: &[u32],
+    probes: &mut sys::Probes,
+) -> Result<(SwitchIns, Option<u64>)> {
+    if config.state_filter.is_some() {
+        return Ok((SwitchIns::Records, None));
+    }
+    if !per_task {
+        return Ok((SwitchIns::Tracepoint, None));
+    }
+    if !probe.inherit {
+        return Ok((SwitchIns::Running, None));
+    }
+    let first_cpu = online.first().copied().unwrap_or(0);
+    if !sys::samples_inherited_reads(probe, first_cpu, probes) {
+        return Ok((SwitchIns::Records, None));
+    }
+    let exit_id = tracefs.event_format("sched", "sched_process_exit")?.id as u64;
+    let counted = sys::counts_inherited_exits(exit_id, probes);
+    Ok(if counted {
+        (SwitchIns::Running, Some(exit_id))
+    } else {
+        (SwitchIns::Records, Some(exit_id))
+    })
+}
+
 /// One CPU's events and the ring they share.
 struct CpuRing {
     cpu: u32,
@@ -182,122 +231,6 @@ struct CpuRing {
     /// `fds[0]` owns the ring (and carries the side-band records);
     /// the others write into it through `PERF_EVENT_IOC_SET_OUTPUT`.
     fds: Vec<OwnedFd>,
-}
-
-/// A tracepoint, its name and how to open it.
-type TaskEvent = (Tracepoint, &'static str, sys::TracepointAttr);
-
-/// One attached thread's events on one CPU.
-struct TaskCpu {
-    cpu: u32,
-    /// Its `sched_switch` event. With [`SwitchIns::Running`] and threads
-    /// to follow, nothing inherits it, so that its counts are the
-    /// thread's own; else it is the only event, inherited as configured.
-    own: OwnedFd,
-    /// Its kernel id, with [`SwitchIns::Running`].
-    own_id: Option<u64>,
-    /// With [`SwitchIns::Running`] and threads to follow: `sched_switch`
-    /// and `sched_process_exit` for the threads it creates, inherited by
-    /// them, and filtered out for the thread itself.
-    kids: Option<[OwnedFd; 2]>,
-}
-
-impl TaskCpu {
-    fn fds(&self) -> impl Iterator<Item = &OwnedFd> {
-        std::iter::once(&self.own).chain(self.kids.iter().flatten())
-    }
-}
-
-/// What identifies one tracepoint hit or switch record: a thread attached
-/// twice (see [`PerfBackend::attach_threads`]) writes two copies of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Occurrence {
-    time: u64,
-    what: Occurred,
-    /// The two threads it names (the second 0 for a switch-in record).
-    tids: (u32, u32),
-}
-
-/// The kind of an [`Occurrence`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Occurred {
-    Switch,
-    Waking,
-    SwitchIn,
-}
-
-fn occurrence(ev: &Event) -> Option<Occurrence> {
-    let (what, tids) = match &ev.kind {
-        EventKind::Switch(s) => (Occurred::Switch, (s.prev_tid, s.next_tid)),
-        EventKind::Waking(w) => (Occurred::Waking, (w.waker_tid, w.wakee_tid)),
-        EventKind::SwitchIn(s) => (Occurred::SwitchIn, (s.tid, 0)),
-        _ => return None,
-    };
-    Some(Occurrence {
-        time: ev.time,
-        what,
-        tids,
-    })
-}
-
-/// Opens and enables a `sched_waking` event on `cpu` that keeps the wakees
-/// `filter` names and writes into `owner`'s ring.
-fn open_waking(
-    event: &TaskEvent,
-    cpu: u32,
-    owner: &OwnedFd,
-    filter: &str,
-) -> Result<OwnedFd, OpenFailure> {
-    let (_, what, attr) = event;
-    let fd = sys::open_tracepoint(attr, what, cpu)?;
-    sys::set_output(fd.as_fd(), owner.as_fd())
-        .with_context(|| format!("sharing the ring buffer of CPU {cpu}"))?;
-    sys::set_filter(fd.as_fd(), filter)
-        .with_context(|| format!("filtering {what} on CPU {cpu}"))?;
-    sys::enable(fd.as_fd()).with_context(|| format!("enabling {what} on CPU {cpu}"))?;
-    Ok(fd)
-}
-
-/// The `time_running` each of an attached thread's own events ended with
-/// (those [`SwitchIns::Running`] gave an id), as `(cpu, id, running)`.
-fn final_counts(cpus: &[TaskCpu]) -> Vec<(u32, u64, u64)> {
-    cpus.iter()
-        .filter_map(|t| {
-            let id = t.own_id?;
-            let running = sys::read_running(t.own.as_fd()).ok()?;
-            Some((t.cpu, id, running))
-        })
-        .collect()
-}
-
-/// Keeps the per-task events and the wakee filter current: a thread
-/// created by a traced one is a wakee to keep (if `follow` says so); an
-/// exited thread's events can record nothing more, so they are closed.
-fn track_targets(
-    kind: &EventKind,
-    follow: Follow,
-    tasks: &mut HashMap<u32, Vec<TaskCpu>>,
-    wakees: Option<&mut WakeeFilter>,
-) {
-    match kind {
-        EventKind::Fork(f) => {
-            let followed = match follow {
-                Follow::Nothing => false,
-                Follow::Threads => f.tgid == f.parent_tgid,
-                Follow::Everything => true,
-            };
-            if followed && let Some(w) = wakees {
-                w.add(f.tid);
-            }
-        }
-        EventKind::Exit(e) => {
-            tasks.remove(&e.tid);
-            if let Some(w) = wakees {
-                w.remove(e.tid);
-            }
-        }
-        _ => {}
-    }
 }
 
 /// How long [`PerfBackend::finish`] waits for [`visit_cpus`].
@@ -341,53 +274,12 @@ pub(crate) fn visit_cpus(cpus: &[u32], within: Duration) -> bool {
     spawned.is_ok() && visited.recv_timeout(within).is_ok()
 }
 
-/// Raises the soft limit on open files to cover `wanted` more descriptors
-/// (up to the hard limit), and explains when even that is too low.
-fn raise_fd_limit(wanted: usize) -> Result<()> {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).context("reading RLIMIT_NOFILE")?;
-    let need = (wanted as u64).saturating_add(64);
-    if need <= soft {
-        return Ok(());
-    }
-    if need > hard {
-        bail!(
-            "tracing these threads needs about {need} open files (one per thread, CPU and \
-             tracepoint) but the hard limit is {hard}: raise it (`ulimit -Hn`), or trace \
-             fewer threads or the whole system"
-        );
-    }
-    setrlimit(Resource::RLIMIT_NOFILE, need, hard).context("raising RLIMIT_NOFILE")
-}
-
 /// Open, enabled perf events and their rings.
 pub(crate) struct PerfBackend {
     cpus: Vec<CpuRing>,
     switch_ins: SwitchIns,
-    /// Per-task `sched_switch` events (chosen threads), by thread:
-    /// closed when the thread exits.
-    tasks: HashMap<u32, Vec<TaskCpu>>,
-    /// How to open a thread's `sched_switch` event.
-    switch_event: TaskEvent,
-    /// How to open `sched_process_exit` for the threads a traced one
-    /// creates ([`SwitchIns::Running`] with threads to follow).
-    exit_event: Option<(&'static str, sys::TracepointAttr)>,
-    /// The wakees the per-CPU `sched_waking` events keep
-    /// (chosen threads).
-    wakees: Option<WakeeFilter>,
-    /// How to open a CPU's `sched_waking` event.
-    waking_event: TaskEvent,
-    /// The pids the kernel allocates next, kept by the wakee filter while
-    /// tasks created by the targets are followed.
-    forecast: Option<Forecast>,
-    /// `ns_last_pid`, read every round while there is a forecast.
-    last_pid: Option<nascent::LastPid>,
-    /// What threads created by the traced ones get.
-    follow: Follow,
-    state_filter: Option<String>,
-    /// Per CPU ring, the last tracepoint hit or switch read from it
-    /// (per-task mode only), to drop duplicates.
-    last_occurrence: Vec<Option<Occurrence>>,
+    /// With chosen threads: their events and wakee filter.
+    threads: Option<Threads>,
     decoder: Decoder,
     reorder: Reorder,
     /// Events released in time order (and seen early by the sink) that
@@ -410,20 +302,9 @@ pub(crate) struct PerfBackend {
 impl PerfBackend {
     /// Opens and enables both tracepoints on every online CPU.
     pub(crate) fn open(tracefs: &Tracefs, config: &PerfConfig) -> Result<PerfBackend, OpenFailure> {
-        if config.mmap_pages == 0 || !config.mmap_pages.is_power_of_two() {
-            return Err(anyhow!(
-                "the ring buffer size must be a power of two number of pages (got {})",
-                config.mmap_pages
-            )
-            .into());
-        }
+        let watermark = wakeup_watermark(config.mmap_pages)?;
         let switch = tracefs.event_format("sched", "sched_switch")?;
         let waking = tracefs.event_format("sched", "sched_waking")?;
-        let data_bytes = config
-            .mmap_pages
-            .checked_mul(host::page_size())
-            .ok_or_else(|| anyhow!("{} mmap pages is too large", config.mmap_pages))?;
-        let watermark = u32::try_from((data_bytes / 4).max(1)).unwrap_or(u32::MAX);
         // The threads to attach to (`None`: every thread, per CPU).
         let threads = config.targets.threads_now();
         let follow = config.targets.follow();
@@ -444,114 +325,71 @@ impl PerfBackend {
         let online = online_cpus()?;
         // Kept until the first poll, after the real events.
         let mut probes = sys::Probes::default();
-        // sched_process_exit's id, read when inherited events are probed.
-        let mut exit_id = None;
-        let switch_ins = match &threads {
-            _ if config.state_filter.is_some() => SwitchIns::Records,
-            None => SwitchIns::Tracepoint,
-            Some(_) => {
-                let probe = sys::TracepointAttr {
-                    id: switch.id as u64,
-                    ..base
-                };
-                let first_cpu = online.first().copied().unwrap_or(0);
-                // Inherited events also need the exits of the threads
-                // that inherit them, to tell those threads' last slices.
-                let running = !base.inherit
-                    || (sys::samples_inherited_reads(&probe, first_cpu, &mut probes) && {
-                        let id = tracefs.event_format("sched", "sched_process_exit")?.id as u64;
-                        exit_id = Some(id);
-                        sys::counts_inherited_exits(id, &mut probes)
-                    });
-                if running {
-                    SwitchIns::Running
-                } else {
-                    SwitchIns::Records
-                }
-            }
-        };
+        let (switch_ins, exit_id) = switch_ins_for(
+            tracefs,
+            config,
+            threads.is_some(),
+            &sys::TracepointAttr {
+                id: switch.id as u64,
+                ..base
+            },
+            &online,
+            &mut probes,
+        )?;
         let st = sample_type(config, switch_ins);
         base.sample_type = st;
         let mut decoder = Decoder::new(st, &switch, &waking)?;
-        let events = [
-            (
-                Tracepoint::Switch,
-                "sched:sched_switch",
-                sys::TracepointAttr {
-                    id: switch.id as u64,
-                    side_band: true,
-                    context_switch: switch_ins != SwitchIns::Running,
-                    ..base
-                },
-            ),
-            (
-                Tracepoint::Waking,
-                "sched:sched_waking",
-                sys::TracepointAttr {
-                    id: waking.id as u64,
-                    ..base
-                },
-            ),
-        ];
-
-        let [switch_event, waking_event] = events;
-        // Threads created by traced ones tell their last slice with
-        // sched_process_exit (see `running`).
-        let exit_event = exit_id
-            .filter(|_| switch_ins == SwitchIns::Running)
-            .map(|id| {
-                (
-                    "sched:sched_process_exit",
-                    sys::TracepointAttr { id, ..base },
-                )
-            });
-        let mut forecast = None;
-        let (cpus, wakees) = match &threads {
+        let switch_event = TaskEvent {
+            tp: Tracepoint::Switch,
+            what: "sched:sched_switch",
+            attr: sys::TracepointAttr {
+                id: switch.id as u64,
+                side_band: true,
+                context_switch: switch_ins != SwitchIns::Running,
+                ..base
+            },
+        };
+        let waking_event = TaskEvent {
+            tp: Tracepoint::Waking,
+            what: "sched:sched_waking",
+            attr: sys::TracepointAttr {
+                id: waking.id as u64,
+                ..base
+            },
+        };
+        let (cpus, threads) = match threads {
             None => (
-                Self::open_per_cpu(&online, &events, config, &mut decoder)?,
+                Self::open_per_cpu(&online, &[switch_event, waking_event], config, &mut decoder)?,
                 None,
             ),
             Some(tids) => {
-                // sched_switch is per task (attached below); sched_waking
-                // is per CPU, filtered on the wakee, and owns the rings.
-                let mut wakees = WakeeFilter::new(tids.iter().copied());
-                if follow != Follow::Nothing
-                    && let Some(f) = Forecast::from_proc()
-                {
-                    wakees.set_nascent(f.ranges());
-                    forecast = Some(f);
-                }
-                let text = wakees.changed().unwrap_or_default();
-                let mut cpus = Vec::new();
-                for &cpu in &online {
-                    let owner = sys::open_ring_owner(st, base.stack_user, watermark, cpu)?;
-                    let ring = Ring::map(owner.as_fd(), config.mmap_pages)
-                        .with_context(|| format!("mapping the ring buffer of CPU {cpu}"))?;
-                    let waking = open_waking(&waking_event, cpu, &owner, &text)?;
-                    cpus.push(CpuRing {
-                        cpu,
-                        last_time: 0,
-                        ring,
-                        fds: vec![owner, waking],
+                // Threads created by traced ones tell their last slice with
+                // sched_process_exit (see `running`).
+                let exit_event = exit_id
+                    .filter(|_| switch_ins == SwitchIns::Running)
+                    .map(|id| TaskEvent {
+                        tp: Tracepoint::Switch,
+                        what: "sched:sched_process_exit",
+                        attr: sys::TracepointAttr { id, ..base },
                     });
-                }
-                (cpus, Some(wakees))
+                let mut threads = Threads::new(
+                    &tids,
+                    [switch_event, waking_event],
+                    exit_event,
+                    follow,
+                    config.state_filter.clone(),
+                    switch_ins == SwitchIns::Running,
+                );
+                let cpus = threads.open_rings(&online, st, watermark, config.mmap_pages)?;
+                (cpus, Some((threads, tids)))
             }
         };
+        let (threads, tids) = threads.unzip();
         let mut backend = PerfBackend {
             probes,
             cpus,
             switch_ins,
-            tasks: HashMap::new(),
-            switch_event,
-            exit_event,
-            waking_event,
-            last_pid: forecast.as_ref().and_then(|_| nascent::LastPid::open()),
-            forecast,
-            wakees,
-            follow,
-            state_filter: config.state_filter.clone(),
-            last_occurrence: Vec::new(),
+            threads,
             decoder,
             reorder: Reorder::new(),
             held: VecDeque::new(),
@@ -571,75 +409,24 @@ impl PerfBackend {
                 None
             },
         };
-        backend.last_occurrence = vec![None; backend.cpus.len()];
-        for c in &backend.cpus {
+        backend.enable()?;
+        if let (Some(t), Some(tids)) = (backend.threads.as_mut(), tids) {
+            let processes = config.targets.processes();
+            t.attach_threads(&backend.cpus, &mut backend.decoder, &tids, &processes)?;
+            t.update_wakee_filter(&mut backend.cpus)?;
+        }
+        Ok(backend)
+    }
+
+    /// Enables every CPU's events.
+    fn enable(&mut self) -> Result<()> {
+        for c in &self.cpus {
             for fd in &c.fds {
                 sys::enable(fd.as_fd())
                     .with_context(|| format!("enabling the events of CPU {}", c.cpu))?;
             }
         }
-        backend.enabled = true;
-        if let Some(tids) = &threads {
-            backend.attach_threads(tids, &config.targets.processes())?;
-            backend.update_wakee_filter()?;
-        }
-        Ok(backend)
-    }
-
-    /// Forecasts the next pids again when [`Forecast::due`], first sorting
-    /// out the pids the kernel allocated since the last forecast: a new
-    /// thread of a traced process (or, under `-- COMMAND`, a child of one)
-    /// becomes a kept wakee, other tasks leave the filter, and a pid
-    /// `/proc` does not show yet stays one more period.
-    fn refresh_forecast(&mut self) {
-        let (Some(forecast), Some(wakees)) = (&mut self.forecast, &mut self.wakees) else {
-            return;
-        };
-        let now = Instant::now();
-        let Some(last) = self.last_pid.as_ref().and_then(nascent::LastPid::read) else {
-            return;
-        };
-        if !forecast.due(last, now, nascent::refresh_period(self.cpus.len())) {
-            return;
-        }
-        let mut unknown = Vec::new();
-        for pid in forecast.allocated(last) {
-            match crate::sys::proc::owner(pid) {
-                Some((tgid, parent)) => {
-                    let ours = wakees.contains(tgid)
-                        || (self.follow == Follow::Everything && wakees.contains(parent));
-                    if ours {
-                        wakees.add(pid);
-                    }
-                }
-                // Being created (or gone already): looked at once more.
-                None if !forecast.was_unknown(pid) => unknown.push(pid),
-                None => {}
-            }
-        }
-        if let Some(f) = forecast.next_from_proc(last, unknown, now) {
-            wakees.set_nascent(f.ranges());
-            *forecast = f;
-        }
-    }
-
-    /// Gives the kernel the current `sched_waking` filter if it changed.
-    ///
-    /// The kernel takes a perf event's filter only once, so the events are
-    /// replaced: the new ones are enabled before the old ones are closed,
-    /// and the wakeups both recorded meanwhile are dropped as duplicates.
-    fn update_wakee_filter(&mut self) -> Result<(), OpenFailure> {
-        let Some(wakees) = &mut self.wakees else {
-            return Ok(());
-        };
-        let Some(text) = wakees.changed() else {
-            return Ok(());
-        };
-        for c in &mut self.cpus {
-            let new = open_waking(&self.waking_event, c.cpu, &c.fds[0], &text)?;
-            let old = std::mem::replace(&mut c.fds[1], new);
-            let _ = sys::disable(old.as_fd());
-        }
+        self.enabled = true;
         Ok(())
     }
 
@@ -654,7 +441,7 @@ impl PerfBackend {
         let mut cpus = Vec::new();
         for &cpu in online {
             let mut fds = Vec::with_capacity(events.len());
-            for (tp, what, attr) in events {
+            for TaskEvent { tp, what, attr } in events {
                 let fd = sys::open_tracepoint(attr, what, cpu)?;
                 let id = sys::event_id(fd.as_fd())
                     .with_context(|| format!("reading the id of {what} on CPU {cpu}"))?;
@@ -683,119 +470,6 @@ impl PerfBackend {
         Ok(cpus)
     }
 
-    /// Attaches per-task events to `tids`, then lists the threads of
-    /// `processes` again (until no new one appears) so that a thread
-    /// created while attaching is not missed. A thread created by one that
-    /// was already attached inherits the events and may be attached a
-    /// second time here: its duplicate records are dropped when read.
-    fn attach_threads(&mut self, tids: &[u32], processes: &[u32]) -> Result<(), OpenFailure> {
-        let per_cpu = if self.exit_event.is_some() { 3 } else { 1 };
-        let wanted = tids.len() * self.cpus.len() * per_cpu;
-        raise_fd_limit(wanted)?;
-        for &tid in tids {
-            self.attach(tid)?;
-        }
-        for _ in 0..16 {
-            let mut new = Vec::new();
-            for &pid in processes {
-                for tid in crate::aggregate::tasks::threads_of(pid) {
-                    if !self.tasks.contains_key(&tid) {
-                        new.push(tid);
-                    }
-                }
-            }
-            if new.is_empty() {
-                break;
-            }
-            for tid in new {
-                if let Some(w) = &mut self.wakees {
-                    w.add(tid);
-                }
-                self.attach(tid)?;
-            }
-        }
-        if self.tasks.is_empty() {
-            return Err(anyhow!("none of the threads to trace exists any more").into());
-        }
-        Ok(())
-    }
-
-    /// Opens and enables `tid`'s events on every CPU (see [`TaskCpu`]). A
-    /// thread that is already gone is skipped.
-    fn attach(&mut self, tid: u32) -> Result<(), OpenFailure> {
-        let mut cpus = Vec::with_capacity(self.cpus.len());
-        let (_, what, attr) = &self.switch_event;
-        // With an exit event, the thread's own events are inherited by
-        // nothing (they would add up the counts of the threads that did).
-        let own_attr = match &self.exit_event {
-            Some(_) => sys::TracepointAttr {
-                inherit: false,
-                side_band: false,
-                ..*attr
-            },
-            None => *attr,
-        };
-        for c in &self.cpus {
-            let open = |attr: &sys::TracepointAttr, what: &str, filter: Option<String>| {
-                let Some(fd) = sys::open_task_tracepoint(attr, what, tid, c.cpu)? else {
-                    return Ok(None);
-                };
-                sys::set_output(fd.as_fd(), c.fds[0].as_fd())
-                    .with_context(|| format!("sharing the ring buffer of CPU {}", c.cpu))?;
-                if let Some(filter) = filter {
-                    sys::set_filter(fd.as_fd(), &filter)
-                        .with_context(|| format!("filtering {what} of thread {tid}"))?;
-                }
-                Ok::<_, OpenFailure>(Some(fd))
-            };
-            let Some(own) = open(&own_attr, what, self.state_filter.clone())? else {
-                return Ok(());
-            };
-            let kids = match &self.exit_event {
-                Some((exit_what, exit_attr)) => {
-                    let Some(switch) = open(attr, what, Some(format!("prev_pid != {tid}")))? else {
-                        return Ok(());
-                    };
-                    let Some(exit) = open(exit_attr, exit_what, Some(format!("pid != {tid}")))?
-                    else {
-                        return Ok(());
-                    };
-                    Some([switch, exit])
-                }
-                None => None,
-            };
-            cpus.push(TaskCpu {
-                cpu: c.cpu,
-                own,
-                own_id: None,
-                kids,
-            });
-        }
-        let running = self.switch_ins == SwitchIns::Running;
-        for c in &mut cpus {
-            let id = |fd: &OwnedFd| {
-                sys::event_id(fd.as_fd())
-                    .with_context(|| format!("reading the id of an event of thread {tid}"))
-            };
-            if running {
-                c.own_id = Some(id(&c.own)?);
-                if let Some([switch, exit]) = &c.kids {
-                    let (switch, exit) = (id(switch)?, id(exit)?);
-                    self.decoder.running().exit_alias(exit, switch);
-                }
-            }
-            for fd in c.fds() {
-                sys::enable(fd.as_fd())
-                    .with_context(|| format!("enabling the events of thread {tid}"))?;
-            }
-            if let Some(id) = c.own_id {
-                self.decoder.running().enabled(id, host::monotonic_ns());
-            }
-        }
-        self.tasks.insert(tid, cpus);
-        Ok(())
-    }
-
     /// Waits up to `timeout` for data (returns early on EINTR), reads every
     /// ring, and passes to `sink`, in global time order, every event that
     /// can no longer be preceded by one not yet read (see [`Rounds`]).
@@ -806,8 +480,10 @@ impl PerfBackend {
             return Ok(());
         };
         self.read_all();
-        self.refresh_forecast();
-        self.update_wakee_filter()?;
+        if let Some(t) = self.threads.as_mut() {
+            t.refresh_forecast(self.cpus.len());
+            t.update_wakee_filter(&mut self.cpus)?;
+        }
         if let Some(upto) = self.rounds.end(start) {
             let held = &mut self.held;
             self.reorder.flush_upto(upto, &mut |mut ev| {
@@ -851,7 +527,8 @@ impl PerfBackend {
                     }
                 }
             }
-            for (tid, cpus) in &self.tasks {
+            let tasks = self.threads.iter().flat_map(|t| &t.tasks);
+            for (tid, cpus) in tasks {
                 for fd in cpus.iter().flat_map(TaskCpu::fds) {
                     if let Err(e) = sys::disable(fd.as_fd()) {
                         first_err.get_or_insert(e.context(format!("disabling thread {tid}")));
@@ -883,7 +560,7 @@ impl PerfBackend {
     /// forecast of new pids is sorted out ([`nascent::refresh_period`]),
     /// within about that time (an idle round costs one `poll`).
     pub(crate) fn round_period(&self) -> Duration {
-        if self.wakees.is_some() {
+        if self.threads.is_some() {
             Duration::from_millis(10)
         } else {
             Duration::from_millis(100)
@@ -919,10 +596,7 @@ impl PerfBackend {
     fn read_all(&mut self) {
         let PerfBackend {
             cpus,
-            tasks,
-            wakees,
-            follow,
-            last_occurrence,
+            threads,
             decoder,
             reorder,
             stats,
@@ -930,40 +604,17 @@ impl PerfBackend {
             max_sample,
             ..
         } = self;
-        // Per-task events (chosen threads) go with a wakee filter.
-        let per_task = wakees.is_some();
-        for (c, last) in cpus.iter_mut().zip(last_occurrence.iter_mut()) {
+        for (i, c) in cpus.iter_mut().enumerate() {
             let last_time = &mut c.last_time;
             let ex = c
                 .ring
                 .read(&mut |rec| match decoder.decode_unfinished(rec) {
                     Ok(Some(mut ev)) => {
                         stats.records += 1;
-                        if per_task {
-                            let this = occurrence(&ev);
-                            if this.is_some() && this == *last {
-                                return;
-                            }
-                            *last = this;
-                            if let EventKind::Exit(e) = &ev.kind {
-                                // An attached thread's last slice, if it ran on
-                                // this CPU, is in its final counts.
-                                if let Some(cpus) = tasks.get(&e.tid) {
-                                    decoder.running().set_finals(e.tid, final_counts(cpus));
-                                }
-                                if let Some(since) = decoder.running().exited(e.tid, c.cpu, ev.time)
-                                {
-                                    reorder.push(Event {
-                                        time: ev.time,
-                                        cpu: ev.cpu,
-                                        kind: EventKind::Ran(Ran {
-                                            tid: e.tid,
-                                            since: Some(since),
-                                        }),
-                                    });
-                                }
-                            }
-                            track_targets(&ev.kind, *follow, tasks, wakees.as_mut());
+                        if let Some(t) = threads.as_mut()
+                            && !t.keep(i, c.cpu, &ev, decoder, &mut |e| reorder.push(e))
+                        {
+                            return;
                         }
                         if let EventKind::Lost(l) = ev.kind {
                             decoder.running().forget_cpu(c.cpu);
@@ -1005,12 +656,11 @@ impl PerfBackend {
 impl Drop for PerfBackend {
     fn drop(&mut self) {
         if self.enabled {
-            for fd in self
-                .cpus
-                .iter()
-                .flat_map(|c| &c.fds)
-                .chain(self.tasks.values().flatten().flat_map(TaskCpu::fds))
-            {
+            for fd in self.cpus.iter().flat_map(|c| &c.fds).chain(
+                self.threads
+                    .iter()
+                    .flat_map(|t| t.tasks.values().flatten().flat_map(TaskCpu::fds)),
+            ) {
                 let _ = sys::disable(fd.as_fd());
             }
         }

@@ -1,0 +1,472 @@
+//! The per-thread half of the perf backend, for chosen targets (`-p`, `-t`,
+//! `-- COMMAND`): each thread's own `sched_switch` events, the per-CPU
+//! `sched_waking` events filtered on the wakees, the forecast of the pids
+//! new threads will get, and the duplicates a thread attached twice writes.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::Instant;
+
+use anyhow::{Context, Result, anyhow, bail};
+
+use super::filter::WakeeFilter;
+use super::nascent::{self, Forecast};
+use super::record::{Decoder, Tracepoint};
+use super::ring::Ring;
+use super::{CpuRing, OpenFailure, sys};
+use crate::event::{Event, EventKind};
+use crate::plan::Follow;
+use crate::sys::host;
+
+/// A tracepoint, its name and how to open it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct TaskEvent {
+    pub(super) tp: Tracepoint,
+    pub(super) what: &'static str,
+    pub(super) attr: sys::TracepointAttr,
+}
+
+/// The chosen threads' events and what keeps them current.
+pub(super) struct Threads {
+    /// Per-task `sched_switch` events, by thread: closed when the thread
+    /// exits.
+    pub(super) tasks: HashMap<u32, Vec<TaskCpu>>,
+    /// How to open a thread's `sched_switch` event.
+    pub(super) switch_event: TaskEvent,
+    /// How to open `sched_process_exit` for the threads a traced one
+    /// creates (switch-ins told by `time_running`, with threads to follow).
+    pub(super) exit_event: Option<TaskEvent>,
+    /// The wakees the per-CPU `sched_waking` events keep.
+    pub(super) wakees: WakeeFilter,
+    /// How to open a CPU's `sched_waking` event.
+    pub(super) waking_event: TaskEvent,
+    /// The pids the kernel allocates next, kept by the wakee filter while
+    /// tasks created by the targets are followed.
+    pub(super) forecast: Option<Forecast>,
+    /// `ns_last_pid`, read every round while there is a forecast.
+    pub(super) last_pid: Option<nascent::LastPid>,
+    /// What threads created by the traced ones get.
+    pub(super) follow: Follow,
+    /// `--state` as a filter on each thread's `sched_switch`.
+    pub(super) state_filter: Option<String>,
+    /// Switch-ins are told by the samples' `time_running`.
+    pub(super) running: bool,
+    /// Per CPU ring, the last tracepoint hit or switch read from it, to
+    /// drop duplicates.
+    pub(super) last_occurrence: Vec<Option<Occurrence>>,
+}
+
+/// One attached thread's events on one CPU.
+pub(super) struct TaskCpu {
+    cpu: u32,
+    /// Its `sched_switch` event. With [`SwitchIns::Running`] and threads
+    /// to follow, nothing inherits it, so that its counts are the
+    /// thread's own; else it is the only event, inherited as configured.
+    own: OwnedFd,
+    /// Its kernel id, with [`SwitchIns::Running`].
+    own_id: Option<u64>,
+    /// With [`SwitchIns::Running`] and threads to follow: `sched_switch`
+    /// and `sched_process_exit` for the threads it creates, inherited by
+    /// them, and filtered out for the thread itself.
+    kids: Option<[OwnedFd; 2]>,
+}
+
+impl TaskCpu {
+    pub(super) fn fds(&self) -> impl Iterator<Item = &OwnedFd> {
+        std::iter::once(&self.own).chain(self.kids.iter().flatten())
+    }
+}
+
+/// What identifies one tracepoint hit or switch record: a thread attached
+/// twice (see [`Threads::attach_threads`]) writes two copies of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Occurrence {
+    time: u64,
+    what: Occurred,
+    /// The two threads it names (the second 0 for a switch-in record).
+    tids: (u32, u32),
+}
+
+/// The kind of an [`Occurrence`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Occurred {
+    Switch,
+    Waking,
+    SwitchIn,
+}
+
+fn occurrence(ev: &Event) -> Option<Occurrence> {
+    let (what, tids) = match &ev.kind {
+        EventKind::Switch(s) => (Occurred::Switch, (s.prev_tid, s.next_tid)),
+        EventKind::Waking(w) => (Occurred::Waking, (w.waker_tid, w.wakee_tid)),
+        EventKind::SwitchIn(s) => (Occurred::SwitchIn, (s.tid, 0)),
+        _ => return None,
+    };
+    Some(Occurrence {
+        time: ev.time,
+        what,
+        tids,
+    })
+}
+
+/// Opens and enables a `sched_waking` event on `cpu` that keeps the wakees
+/// `filter` names and writes into `owner`'s ring.
+pub(super) fn open_waking(
+    event: &TaskEvent,
+    cpu: u32,
+    owner: &OwnedFd,
+    filter: &str,
+) -> Result<OwnedFd, OpenFailure> {
+    let TaskEvent { what, attr, .. } = event;
+    let fd = sys::open_tracepoint(attr, what, cpu)?;
+    sys::set_output(fd.as_fd(), owner.as_fd())
+        .with_context(|| format!("sharing the ring buffer of CPU {cpu}"))?;
+    sys::set_filter(fd.as_fd(), filter)
+        .with_context(|| format!("filtering {what} on CPU {cpu}"))?;
+    sys::enable(fd.as_fd()).with_context(|| format!("enabling {what} on CPU {cpu}"))?;
+    Ok(fd)
+}
+
+/// The `time_running` each of an attached thread's own events ended with
+/// (those [`SwitchIns::Running`] gave an id), as `(cpu, id, running)`.
+fn final_counts(cpus: &[TaskCpu]) -> Vec<(u32, u64, u64)> {
+    cpus.iter()
+        .filter_map(|t| {
+            let id = t.own_id?;
+            let running = sys::read_running(t.own.as_fd()).ok()?;
+            Some((t.cpu, id, running))
+        })
+        .collect()
+}
+
+/// Keeps the per-task events and the wakee filter current: a thread
+/// created by a traced one is a wakee to keep (if `follow` says so); an
+/// exited thread's events can record nothing more, so they are closed.
+fn track_targets(
+    kind: &EventKind,
+    follow: Follow,
+    tasks: &mut HashMap<u32, Vec<TaskCpu>>,
+    wakees: &mut WakeeFilter,
+) {
+    match kind {
+        EventKind::Fork(f) => {
+            let followed = match follow {
+                Follow::Nothing => false,
+                Follow::Threads => f.tgid == f.parent_tgid,
+                Follow::Everything => true,
+            };
+            if followed {
+                wakees.add(f.tid);
+            }
+        }
+        EventKind::Exit(e) => {
+            tasks.remove(&e.tid);
+            wakees.remove(e.tid);
+        }
+        _ => {}
+    }
+}
+
+/// Raises the soft limit on open files to cover `wanted` more descriptors
+/// (up to the hard limit), and explains when even that is too low.
+fn raise_fd_limit(wanted: usize) -> Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).context("reading RLIMIT_NOFILE")?;
+    let need = (wanted as u64).saturating_add(64);
+    if need <= soft {
+        return Ok(());
+    }
+    if need > hard {
+        bail!(
+            "tracing these threads needs about {need} open files (one per thread, CPU and \
+             tracepoint) but the hard limit is {hard}: raise it (`ulimit -Hn`), or trace \
+             fewer threads or the whole system"
+        );
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, need, hard).context("raising RLIMIT_NOFILE")
+}
+
+impl Threads {
+    /// Nothing attached yet: `tids` are the first wakees, and the events
+    /// are opened as `switch` and `waking` say (and `exit`, for the
+    /// threads a traced one creates).
+    pub(super) fn new(
+        tids: &[u32],
+        [switch_event, waking_event]: [TaskEvent; 2],
+        exit_event: Option<TaskEvent>,
+        follow: Follow,
+        state_filter: Option<String>,
+        running: bool,
+    ) -> Threads {
+        Threads {
+            tasks: HashMap::new(),
+            switch_event,
+            exit_event,
+            wakees: WakeeFilter::new(tids.iter().copied()),
+            waking_event,
+            forecast: None,
+            last_pid: None,
+            follow,
+            state_filter,
+            running,
+            last_occurrence: Vec::new(),
+        }
+    }
+
+    /// The rings of the `online` CPUs, each owned by a dummy event, with a
+    /// `sched_waking` event filtered on the wakees writing into it (the
+    /// threads' own events are attached later). Starts the forecast of new
+    /// pids when tasks the targets create are followed.
+    pub(super) fn open_rings(
+        &mut self,
+        online: &[u32],
+        sample_type: u64,
+        watermark: u32,
+        pages: usize,
+    ) -> Result<Vec<CpuRing>, OpenFailure> {
+        if self.follow != Follow::Nothing
+            && let Some(f) = Forecast::from_proc()
+        {
+            self.wakees.set_nascent(f.ranges());
+            self.forecast = Some(f);
+            self.last_pid = nascent::LastPid::open();
+        }
+        self.last_occurrence = vec![None; online.len()];
+        let text = self.wakees.changed().unwrap_or_default();
+        let stack_user = self.waking_event.attr.stack_user;
+        let mut cpus = Vec::new();
+        for &cpu in online {
+            let owner = sys::open_ring_owner(sample_type, stack_user, watermark, cpu)?;
+            let ring = Ring::map(owner.as_fd(), pages)
+                .with_context(|| format!("mapping the ring buffer of CPU {cpu}"))?;
+            let waking = open_waking(&self.waking_event, cpu, &owner, &text)?;
+            cpus.push(CpuRing {
+                cpu,
+                last_time: 0,
+                ring,
+                fds: vec![owner, waking],
+            });
+        }
+        Ok(cpus)
+    }
+
+    /// Whether a record read from ring `ring` (of CPU `cpu`) is news, and
+    /// what it changes: a duplicate of the last one is dropped; an exit
+    /// closes the thread's events and may tell its last slice, which is
+    /// passed to `push`; a fork may add a wakee.
+    pub(super) fn keep(
+        &mut self,
+        ring: usize,
+        cpu: u32,
+        ev: &Event,
+        decoder: &mut Decoder,
+        push: &mut dyn FnMut(Event),
+    ) -> bool {
+        let this = occurrence(ev);
+        if let Some(last) = self.last_occurrence.get_mut(ring) {
+            if this.is_some() && this == *last {
+                return false;
+            }
+            *last = this;
+        }
+        if let EventKind::Exit(e) = &ev.kind {
+            // An attached thread's last slice, if it ran on this CPU, is in
+            // its final counts.
+            if let Some(cpus) = self.tasks.get(&e.tid) {
+                decoder.running().set_finals(e.tid, final_counts(cpus));
+            }
+            if let Some(since) = decoder.running().exited(e.tid, cpu, ev.time) {
+                push(Event {
+                    time: ev.time,
+                    cpu: ev.cpu,
+                    kind: EventKind::Ran(crate::event::Ran {
+                        tid: e.tid,
+                        since: Some(since),
+                    }),
+                });
+            }
+        }
+        track_targets(&ev.kind, self.follow, &mut self.tasks, &mut self.wakees);
+        true
+    }
+
+    /// Forecasts the next pids again when [`Forecast::due`], first sorting
+    /// out the pids the kernel allocated since the last forecast: a new
+    /// thread of a traced process (or, under `-- COMMAND`, a child of one)
+    /// becomes a kept wakee, other tasks leave the filter, and a pid
+    /// `/proc` does not show yet stays one more period.
+    pub(super) fn refresh_forecast(&mut self, ncpus: usize) {
+        let (Some(forecast), wakees) = (&mut self.forecast, &mut self.wakees) else {
+            return;
+        };
+        let now = Instant::now();
+        let Some(last) = self.last_pid.as_ref().and_then(nascent::LastPid::read) else {
+            return;
+        };
+        if !forecast.due(last, now, nascent::refresh_period(ncpus)) {
+            return;
+        }
+        let mut unknown = Vec::new();
+        for pid in forecast.allocated(last) {
+            match crate::sys::proc::owner(pid) {
+                Some((tgid, parent)) => {
+                    let ours = wakees.contains(tgid)
+                        || (self.follow == Follow::Everything && wakees.contains(parent));
+                    if ours {
+                        wakees.add(pid);
+                    }
+                }
+                // Being created (or gone already): looked at once more.
+                None if !forecast.was_unknown(pid) => unknown.push(pid),
+                None => {}
+            }
+        }
+        if let Some(f) = forecast.next_from_proc(last, unknown, now) {
+            wakees.set_nascent(f.ranges());
+            *forecast = f;
+        }
+    }
+
+    /// Gives the kernel the current `sched_waking` filter if it changed.
+    ///
+    /// The kernel takes a perf event's filter only once, so the events are
+    /// replaced: the new ones are enabled before the old ones are closed,
+    /// and the wakeups both recorded meanwhile are dropped as duplicates.
+    pub(super) fn update_wakee_filter(&mut self, cpus: &mut [CpuRing]) -> Result<(), OpenFailure> {
+        let Some(text) = self.wakees.changed() else {
+            return Ok(());
+        };
+        for c in cpus {
+            let new = open_waking(&self.waking_event, c.cpu, &c.fds[0], &text)?;
+            let old = std::mem::replace(&mut c.fds[1], new);
+            let _ = sys::disable(old.as_fd());
+        }
+        Ok(())
+    }
+
+    /// Attaches per-task events to `tids`, then lists the threads of
+    /// `processes` again (until no new one appears) so that a thread
+    /// created while attaching is not missed. A thread created by one that
+    /// was already attached inherits the events and may be attached a
+    /// second time here: its duplicate records are dropped when read.
+    pub(super) fn attach_threads(
+        &mut self,
+        cpus: &[CpuRing],
+        decoder: &mut Decoder,
+        tids: &[u32],
+        processes: &[u32],
+    ) -> Result<(), OpenFailure> {
+        let per_cpu = if self.exit_event.is_some() { 3 } else { 1 };
+        let wanted = tids.len() * cpus.len() * per_cpu;
+        raise_fd_limit(wanted)?;
+        for &tid in tids {
+            self.attach(cpus, decoder, tid)?;
+        }
+        for _ in 0..16 {
+            let mut new = Vec::new();
+            for &pid in processes {
+                for tid in crate::aggregate::tasks::threads_of(pid) {
+                    if !self.tasks.contains_key(&tid) {
+                        new.push(tid);
+                    }
+                }
+            }
+            if new.is_empty() {
+                break;
+            }
+            for tid in new {
+                self.wakees.add(tid);
+                self.attach(cpus, decoder, tid)?;
+            }
+        }
+        if self.tasks.is_empty() {
+            return Err(anyhow!("none of the threads to trace exists any more").into());
+        }
+        Ok(())
+    }
+
+    /// Opens and enables `tid`'s events on every CPU (see [`TaskCpu`]). A
+    /// thread that is already gone is skipped.
+    fn attach(
+        &mut self,
+        rings: &[CpuRing],
+        decoder: &mut Decoder,
+        tid: u32,
+    ) -> Result<(), OpenFailure> {
+        let mut cpus = Vec::with_capacity(rings.len());
+        let TaskEvent { what, attr, .. } = &self.switch_event;
+        // With an exit event, the thread's own events are inherited by
+        // nothing (they would add up the counts of the threads that did).
+        let own_attr = match &self.exit_event {
+            Some(_) => sys::TracepointAttr {
+                inherit: false,
+                side_band: false,
+                ..*attr
+            },
+            None => *attr,
+        };
+        for c in rings {
+            let open = |attr: &sys::TracepointAttr, what: &str, filter: Option<String>| {
+                let Some(fd) = sys::open_task_tracepoint(attr, what, tid, c.cpu)? else {
+                    return Ok(None);
+                };
+                sys::set_output(fd.as_fd(), c.fds[0].as_fd())
+                    .with_context(|| format!("sharing the ring buffer of CPU {}", c.cpu))?;
+                if let Some(filter) = filter {
+                    sys::set_filter(fd.as_fd(), &filter)
+                        .with_context(|| format!("filtering {what} of thread {tid}"))?;
+                }
+                Ok::<_, OpenFailure>(Some(fd))
+            };
+            let Some(own) = open(&own_attr, what, self.state_filter.clone())? else {
+                return Ok(());
+            };
+            let kids = match &self.exit_event {
+                Some(TaskEvent {
+                    what: exit_what,
+                    attr: exit_attr,
+                    ..
+                }) => {
+                    let Some(switch) = open(attr, what, Some(format!("prev_pid != {tid}")))? else {
+                        return Ok(());
+                    };
+                    let Some(exit) = open(exit_attr, exit_what, Some(format!("pid != {tid}")))?
+                    else {
+                        return Ok(());
+                    };
+                    Some([switch, exit])
+                }
+                None => None,
+            };
+            cpus.push(TaskCpu {
+                cpu: c.cpu,
+                own,
+                own_id: None,
+                kids,
+            });
+        }
+        let running = self.running;
+        for c in &mut cpus {
+            let id = |fd: &OwnedFd| {
+                sys::event_id(fd.as_fd())
+                    .with_context(|| format!("reading the id of an event of thread {tid}"))
+            };
+            if running {
+                c.own_id = Some(id(&c.own)?);
+                if let Some([switch, exit]) = &c.kids {
+                    let (switch, exit) = (id(switch)?, id(exit)?);
+                    decoder.running().exit_alias(exit, switch);
+                }
+            }
+            for fd in c.fds() {
+                sys::enable(fd.as_fd())
+                    .with_context(|| format!("enabling the events of thread {tid}"))?;
+            }
+            if let Some(id) = c.own_id {
+                decoder.running().enabled(id, host::monotonic_ns());
+            }
+        }
+        self.tasks.insert(tid, cpus);
+        Ok(())
+    }
+}
