@@ -47,10 +47,29 @@ fn callchain(seed: u32) -> Vec<u64> {
     ips
 }
 
-fn record(id: u64, tid: u32, time: u64, cpu: u32, ips: &[u64], raw: &[u8]) -> Vec<u8> {
-    let mut b = vec![0u8; 8];
+/// A whole record of type `ty` around `body`.
+pub(crate) fn header(ty: u32, misc: u16, body: &[u8]) -> Vec<u8> {
+    let mut r = Vec::new();
+    r.extend_from_slice(&ty.to_ne_bytes());
+    r.extend_from_slice(&misc.to_ne_bytes());
+    r.extend_from_slice(&((8 + body.len()) as u16).to_ne_bytes());
+    r.extend_from_slice(body);
+    r
+}
+
+/// A sample body for sample_type `ST`.
+pub(crate) fn sample_body(
+    id: u64,
+    pid: u32,
+    tid: u32,
+    time: u64,
+    cpu: u32,
+    ips: &[u64],
+    raw: &[u8],
+) -> Vec<u8> {
+    let mut b = Vec::new();
     b.extend_from_slice(&id.to_ne_bytes());
-    b.extend_from_slice(&tid.to_ne_bytes());
+    b.extend_from_slice(&pid.to_ne_bytes());
     b.extend_from_slice(&tid.to_ne_bytes());
     b.extend_from_slice(&time.to_ne_bytes());
     b.extend_from_slice(&cpu.to_ne_bytes());
@@ -59,12 +78,23 @@ fn record(id: u64, tid: u32, time: u64, cpu: u32, ips: &[u64], raw: &[u8]) -> Ve
     for ip in ips {
         b.extend_from_slice(&ip.to_ne_bytes());
     }
-    b.extend_from_slice(&(raw.len() as u32).to_ne_bytes());
-    b.extend_from_slice(raw);
-    let size = b.len() as u16;
-    b[0..4].copy_from_slice(&RECORD_SAMPLE.to_ne_bytes());
-    b[6..8].copy_from_slice(&size.to_ne_bytes());
+    // RAW: u32 size + data, padded so the record is 8-byte aligned (the
+    // kernel counts the padding in size).
+    let mut data = raw.to_vec();
+    while !(4 + data.len()).is_multiple_of(8) {
+        data.push(0);
+    }
+    b.extend_from_slice(&(data.len() as u32).to_ne_bytes());
+    b.extend_from_slice(&data);
     b
+}
+
+fn record(id: u64, tid: u32, time: u64, cpu: u32, ips: &[u64], raw: &[u8]) -> Vec<u8> {
+    header(
+        RECORD_SAMPLE,
+        0,
+        &sample_body(id, tid, tid, time, cpu, ips, raw),
+    )
 }
 
 /// Runs `events` synthetic events through the pipeline and says how fast.

@@ -33,3 +33,5 @@ pub(crate) mod unwind;
 mod live_gate;
 #[cfg(test)]
 mod proptest_config;
+#[cfg(test)]
+mod testing;

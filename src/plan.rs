@@ -249,6 +249,7 @@ fn targets(cli: &Cli) -> Result<Targets> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::OtherThread;
 
     fn plan(args: &[&str]) -> Result<Plan> {
         let cli = Cli::try_parse_from_checked(
@@ -283,20 +284,10 @@ mod tests {
     #[test]
     fn a_thread_named_as_a_process_is_refused_with_the_fix() {
         let me = std::process::id();
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let helper = std::thread::spawn(move || {
-            ready_tx
-                .send(nix::unistd::gettid().as_raw() as u32)
-                .unwrap();
-            let _ = rx.recv();
-        });
-        let helper_tid = ready_rx.recv().unwrap();
-        let err = format!("{:#}", plan(&["-p", &helper_tid.to_string()]).unwrap_err());
-        drop(tx);
-        helper.join().unwrap();
+        let other = OtherThread::start();
+        let err = format!("{:#}", plan(&["-p", &other.tid.to_string()]).unwrap_err());
         assert!(
-            err.contains(&format!("use -t {helper_tid} or -p {me}")),
+            err.contains(&format!("use -t {} or -p {me}", other.tid)),
             "{err}"
         );
         let err = format!("{:#}", plan(&["-p", "4194304"]).unwrap_err());
@@ -310,22 +301,12 @@ mod tests {
     #[test]
     fn the_threads_of_named_processes_are_listed_with_them() {
         let me = std::process::id();
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let helper = std::thread::spawn(move || {
-            ready_tx
-                .send(nix::unistd::gettid().as_raw() as u32)
-                .unwrap();
-            let _ = rx.recv();
-        });
-        let helper_tid = ready_rx.recv().unwrap();
+        let other = OtherThread::start();
         let listed = Targets::Processes(BTreeSet::from([me]))
             .threads_now()
             .unwrap();
-        drop(tx);
-        helper.join().unwrap();
         assert!(
-            listed.contains(&me) && listed.contains(&helper_tid),
+            listed.contains(&me) && listed.contains(&other.tid),
             "{listed:?}"
         );
         assert!(listed.windows(2).all(|w| w[0] < w[1]), "{listed:?}");

@@ -10,10 +10,7 @@ use super::running::RunningClock;
 use super::sys::*;
 use super::wire::{Record, RecordParser, Sample, WireError};
 use crate::bytes::u64s;
-use crate::event::{
-    Callchain, ChainCache, Comm, CommChange, Event, EventKind, Exit, Fork, Lost, Mmap, Ran,
-    RanSince, SwitchIn, UserCopy,
-};
+use crate::event::{Callchain, ChainCache, Event, EventKind, Ran, RanSince, UserCopy};
 use crate::probes::ProbeRanges;
 use crate::tracepoint::sched::SchedFields;
 use crate::tracepoint::{EventFormat, FieldError};
@@ -191,86 +188,15 @@ impl Decoder {
     /// [`Decoder::decode`] without [`Decoder::finish_stacks`]: a backend
     /// that reads before kallsyms is loaded finishes the stacks later.
     pub(crate) fn decode_unfinished(&mut self, rec: &[u8]) -> Result<Option<Event>, DecodeError> {
-        let (sid, kind) = match self.parser.parse(rec)? {
-            Record::Sample(s) => return self.interpret_sample(s).map(Some),
-            Record::Ignored => return Ok(None),
-            Record::Fork {
-                pid,
-                ppid,
-                tid,
-                ptid,
-                sid,
-            } => (
-                sid,
-                EventKind::Fork(Fork {
-                    parent_tgid: ppid,
-                    parent_tid: ptid,
-                    tgid: pid,
-                    tid,
-                }),
-            ),
-            Record::Exit { pid, tid, sid } => (sid, EventKind::Exit(Exit { tgid: pid, tid })),
-            Record::Comm {
-                pid,
-                tid,
-                name,
-                exec,
-                sid,
-            } => (
-                sid,
-                EventKind::Comm(CommChange {
-                    tgid: pid,
-                    tid,
-                    comm: Comm::from_bytes(name),
-                    exec,
-                }),
-            ),
-            Record::Mmap {
-                pid,
-                tid,
-                start,
-                len,
-                pgoff,
-                file,
-                executable,
-                path,
-                sid,
-            } => (
-                sid,
-                EventKind::Mmap(Mmap {
-                    tgid: pid,
-                    tid,
-                    start,
-                    len,
-                    pgoff,
-                    path: String::from_utf8_lossy(path).into_owned(),
-                    executable,
-                    file,
-                }),
-            ),
-            // The window's start is known only to the ring reader, which
-            // moves the event's time back to it.
-            Record::Lost { records, sid } => (
-                sid,
-                EventKind::Lost(Lost {
-                    records,
-                    until: sid.time,
-                }),
-            ),
-            Record::SwitchIn { prev_tid, sid } => (
-                sid,
-                EventKind::SwitchIn(SwitchIn {
-                    tid: sid.tid,
-                    tgid: sid.pid,
-                    prev_tid,
-                }),
-            ),
-        };
-        Ok(Some(Event {
-            time: sid.time,
-            cpu: sid.cpu,
-            kind,
-        }))
+        match self.parser.parse(rec)? {
+            Record::Sample(s) => self.interpret_sample(s).map(Some),
+            Record::SideBand { kind, sid } => Ok(Some(Event {
+                time: sid.time,
+                cpu: sid.cpu,
+                kind,
+            })),
+            Record::Ignored => Ok(None),
+        }
     }
 
     fn tracepoint_of(&self, s: &Sample<'_>) -> Result<Tracepoint, DecodeError> {
@@ -351,6 +277,8 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::benchkit::{header, sample_body};
+    use crate::event::{Exit, Fork, Lost, Mmap, SwitchIn};
     use crate::perf::wire::SampleId;
     use crate::sys::open::FileKey;
     use crate::tracepoint::{Field, Tracefs};
@@ -372,15 +300,6 @@ mod tests {
         d.add_id(1001, Tracepoint::Switch);
         d.add_id(1002, Tracepoint::Waking);
         d
-    }
-
-    fn header(ty: u32, misc: u16, body: &[u8]) -> Vec<u8> {
-        let mut r = Vec::new();
-        r.extend_from_slice(&ty.to_ne_bytes());
-        r.extend_from_slice(&misc.to_ne_bytes());
-        r.extend_from_slice(&((8 + body.len()) as u16).to_ne_bytes());
-        r.extend_from_slice(body);
-        r
     }
 
     fn put_field(raw: &mut [u8], f: &Field, v: &[u8]) {
@@ -423,38 +342,6 @@ mod tests {
         put_field(&mut raw, wk.field("comm").unwrap(), b"worker\0");
         put_field(&mut raw, wk.field("pid").unwrap(), &777i32.to_ne_bytes());
         raw
-    }
-
-    /// Sample body for sample_type ST.
-    fn sample_body(
-        id: u64,
-        pid: u32,
-        tid: u32,
-        time: u64,
-        cpu: u32,
-        ips: &[u64],
-        raw: &[u8],
-    ) -> Vec<u8> {
-        let mut b = Vec::new();
-        b.extend_from_slice(&id.to_ne_bytes());
-        b.extend_from_slice(&pid.to_ne_bytes());
-        b.extend_from_slice(&tid.to_ne_bytes());
-        b.extend_from_slice(&time.to_ne_bytes());
-        b.extend_from_slice(&cpu.to_ne_bytes());
-        b.extend_from_slice(&0u32.to_ne_bytes());
-        b.extend_from_slice(&(ips.len() as u64).to_ne_bytes());
-        for ip in ips {
-            b.extend_from_slice(&ip.to_ne_bytes());
-        }
-        // RAW: u32 size + data, padded so the record is 8-byte aligned (the
-        // kernel counts the padding in size).
-        let mut data = raw.to_vec();
-        while !(4 + data.len()).is_multiple_of(8) {
-            data.push(0);
-        }
-        b.extend_from_slice(&(data.len() as u32).to_ne_bytes());
-        b.extend_from_slice(&data);
-        b
     }
 
     fn trailer(pid: u32, tid: u32, time: u64, cpu: u32, id: u64) -> Vec<u8> {

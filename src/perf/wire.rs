@@ -1,7 +1,8 @@
 //! Typed views over the records of a perf ring buffer, before any
 //! interpretation: the layouts of perf_event_open(2), read bounds-checked
-//! into [`Record`]s, with typed errors. [`super::record`] turns them into
-//! events.
+//! into [`Record`]s, with typed errors. Side-band records need no
+//! interpretation and come out as what they say; [`super::record`] turns
+//! samples into events.
 //!
 //! Layouts follow perf_event_open(2). A `PERF_RECORD_SAMPLE` holds, in this
 //! order and only when the bit is in `sample_type`:
@@ -39,6 +40,7 @@ use anyhow::{Result, ensure};
 
 use super::sys::*;
 use crate::bytes::{Cursor, Truncated, u32_at, u64_at};
+use crate::event::{Comm, CommChange, EventKind, Exit, Fork, Lost, Mmap, SwitchIn};
 use crate::sys::open::FileKey;
 
 /// A record that cannot be read as its header and `sample_type` say.
@@ -67,55 +69,12 @@ pub(crate) enum WireError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Record<'a> {
     Sample(Sample<'a>),
-    /// `PERF_RECORD_FORK`: task `tid` of process `pid` created by `ptid`
-    /// of `ppid`.
-    Fork {
-        pid: u32,
-        ppid: u32,
-        tid: u32,
-        ptid: u32,
-        sid: SampleId,
-    },
-    /// `PERF_RECORD_EXIT`.
-    Exit {
-        pid: u32,
-        tid: u32,
-        sid: SampleId,
-    },
-    /// `PERF_RECORD_COMM`: a rename, or an exec (`exec`).
-    Comm {
-        pid: u32,
-        tid: u32,
-        /// The new name, NUL padding included.
-        name: &'a [u8],
-        exec: bool,
-        sid: SampleId,
-    },
-    /// `PERF_RECORD_MMAP` or `PERF_RECORD_MMAP2`.
-    Mmap {
-        pid: u32,
-        tid: u32,
-        start: u64,
-        len: u64,
-        pgoff: u64,
-        /// The file's device and inode (`MMAP2` without a build id).
-        file: Option<FileKey>,
-        executable: bool,
-        /// The path, up to its NUL.
-        path: &'a [u8],
-        sid: SampleId,
-    },
-    /// `PERF_RECORD_LOST` or `PERF_RECORD_LOST_SAMPLES`: `records` lost
-    /// before `sid.time`.
-    Lost {
-        records: u64,
-        sid: SampleId,
-    },
-    /// `PERF_RECORD_SWITCH[_CPU_WIDE]` into the sample_id's thread;
-    /// `prev_tid` is the thread that left (0 when a per-task record does
-    /// not say).
-    SwitchIn {
-        prev_tid: u32,
+    /// A fork, exit, comm, mmap, lost or switch-in record: what it says
+    /// (it needs no interpretation), and when and where (its trailer).
+    /// Lost records say how many were lost before `sid.time`; a switch-in
+    /// names the thread that left only in a CPU-wide record (else 0).
+    SideBand {
+        kind: EventKind,
         sid: SampleId,
     },
     /// A record of no use here (switch-outs, other types).
@@ -398,103 +357,100 @@ impl RecordParser {
     ) -> Result<Record<'a>, WireError> {
         let sid = self.parse_trailer(body)?;
         let mut c = Cursor::new(&body[..body.len() - self.trailer_len]);
-        Ok(match ty {
+        let kind = match ty {
             RECORD_FORK | RECORD_EXIT => {
-                let pid = c.u32()?;
-                let ppid = c.u32()?;
-                let tid = c.u32()?;
-                let ptid = c.u32()?;
+                let [tgid, parent_tgid, tid, parent_tid] = [c.u32()?, c.u32()?, c.u32()?, c.u32()?];
                 let _time = c.u64()?;
                 if ty == RECORD_FORK {
-                    Record::Fork {
-                        pid,
-                        ppid,
+                    EventKind::Fork(Fork {
+                        parent_tgid,
+                        parent_tid,
+                        tgid,
                         tid,
-                        ptid,
-                        sid,
-                    }
+                    })
                 } else {
-                    Record::Exit { pid, tid, sid }
+                    EventKind::Exit(Exit { tgid, tid })
                 }
             }
             RECORD_COMM => {
-                let pid = c.u32()?;
-                let tid = c.u32()?;
+                let [tgid, tid] = [c.u32()?, c.u32()?];
                 let name = c.rest();
                 if name.is_empty() {
                     return Err(WireError::NoComm);
                 }
-                Record::Comm {
-                    pid,
+                EventKind::Comm(CommChange {
+                    tgid,
                     tid,
-                    name,
+                    comm: Comm::from_bytes(name),
                     exec: misc & RECORD_MISC_COMM_EXEC != 0,
-                    sid,
-                }
+                })
             }
-            RECORD_MMAP | RECORD_MMAP2 => {
-                let pid = c.u32()?;
-                let tid = c.u32()?;
-                let start = c.u64()?;
-                let len = c.u64()?;
-                let pgoff = c.u64()?;
-                let (executable, file) = if ty == RECORD_MMAP2 {
-                    // maj, min, ino, ino_generation (the build id instead
-                    // when the record says so; never asked for here).
-                    let maj = c.u32()?;
-                    let min = c.u32()?;
-                    let ino = c.u64()?;
-                    c.take(8)?;
-                    let prot = c.u32()?;
-                    let _flags = c.u32()?;
-                    let file =
-                        (misc & RECORD_MISC_MMAP_BUILD_ID == 0 && ino != 0).then(|| FileKey {
-                            dev: libc::makedev(maj, min),
-                            ino,
-                        });
-                    (prot & libc::PROT_EXEC as u32 != 0, file)
-                } else {
-                    // Without mmap_data, PERF_RECORD_MMAP is only emitted for
-                    // executable mappings.
-                    (true, None)
-                };
-                let name = c.rest();
-                Record::Mmap {
-                    pid,
-                    tid,
-                    start,
-                    len,
-                    pgoff,
-                    file,
-                    executable,
-                    path: &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())],
-                    sid,
+            RECORD_MMAP | RECORD_MMAP2 => EventKind::Mmap(mmap(ty, misc, &mut c)?),
+            RECORD_LOST | RECORD_LOST_SAMPLES => {
+                if ty == RECORD_LOST {
+                    let _id = c.u64()?;
                 }
-            }
-            RECORD_LOST => {
-                let _id = c.u64()?;
-                Record::Lost {
+                // The window's start is known only to the ring reader,
+                // which moves the event's time back to it.
+                EventKind::Lost(Lost {
                     records: c.u64()?,
-                    sid,
-                }
+                    until: sid.time,
+                })
             }
-            RECORD_LOST_SAMPLES => Record::Lost {
-                records: c.u64()?,
-                sid,
-            },
-            // A per-task event's switch: the thread is the sample_id's,
-            // the one it replaced is not said.
-            RECORD_SWITCH => Record::SwitchIn { prev_tid: 0, sid },
-            RECORD_SWITCH_CPU_WIDE => {
-                // next_prev_pid, next_prev_tid: for a switch-in, the thread
-                // that left. The incoming thread is the sample_id's.
-                let _prev_pid = c.u32()?;
-                Record::SwitchIn {
-                    prev_tid: c.u32()?,
-                    sid,
-                }
+            RECORD_SWITCH | RECORD_SWITCH_CPU_WIDE => {
+                // The incoming thread is the sample_id's. A CPU-wide record
+                // also names the one that left (next_prev_pid and _tid); a
+                // per-task one does not.
+                let prev_tid = if ty == RECORD_SWITCH_CPU_WIDE {
+                    let _prev_pid = c.u32()?;
+                    c.u32()?
+                } else {
+                    0
+                };
+                EventKind::SwitchIn(SwitchIn {
+                    tid: sid.tid,
+                    tgid: sid.pid,
+                    prev_tid,
+                })
             }
-            _ => Record::Ignored,
-        })
+            _ => return Ok(Record::Ignored),
+        };
+        Ok(Record::SideBand { kind, sid })
     }
+}
+
+/// The body of a `PERF_RECORD_MMAP` or `PERF_RECORD_MMAP2` of type `ty`.
+fn mmap(ty: u32, misc: u16, c: &mut Cursor<'_>) -> Result<Mmap, WireError> {
+    let [tgid, tid] = [c.u32()?, c.u32()?];
+    let [start, len, pgoff] = [c.u64()?, c.u64()?, c.u64()?];
+    let (executable, file) = if ty == RECORD_MMAP2 {
+        // maj, min, ino, ino_generation (the build id instead when the
+        // record says so; never asked for here).
+        let [maj, min] = [c.u32()?, c.u32()?];
+        let ino = c.u64()?;
+        c.take(8)?;
+        let prot = c.u32()?;
+        let _flags = c.u32()?;
+        let file = (misc & RECORD_MISC_MMAP_BUILD_ID == 0 && ino != 0).then(|| FileKey {
+            dev: libc::makedev(maj, min),
+            ino,
+        });
+        (prot & libc::PROT_EXEC as u32 != 0, file)
+    } else {
+        // Without mmap_data, PERF_RECORD_MMAP is only emitted for
+        // executable mappings.
+        (true, None)
+    };
+    let name = c.rest();
+    let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+    Ok(Mmap {
+        tgid,
+        tid,
+        start,
+        len,
+        pgoff,
+        path: String::from_utf8_lossy(name).into_owned(),
+        executable,
+        file,
+    })
 }

@@ -53,24 +53,16 @@ pub(crate) fn start_and_state(pid: u32) -> Option<(u64, char)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::OtherThread;
 
     #[test]
     fn own_task_facts() {
         let me = std::process::id();
         assert_eq!(tgid(me), Some(me));
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let helper = std::thread::spawn(move || {
-            ready_tx
-                .send(nix::unistd::gettid().as_raw() as u32)
-                .unwrap();
-            let _ = rx.recv();
-        });
-        let helper_tid = ready_rx.recv().unwrap();
-        assert_eq!(tgid(helper_tid), Some(me));
-        assert_eq!(owner(helper_tid).map(|o| o.0), Some(me));
-        drop(tx);
-        helper.join().unwrap();
+        let other = OtherThread::start();
+        assert_eq!(tgid(other.tid), Some(me));
+        assert_eq!(owner(other.tid).map(|o| o.0), Some(me));
+        drop(other);
         assert_eq!(
             owner(me).map(|o| o.1),
             Some(nix::unistd::getppid().as_raw() as u32)
