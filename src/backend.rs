@@ -1,6 +1,6 @@
 //! The event source of a run, chosen by `--backend`: perf, or the tracefs
 //! fallback when `perf_event_open` is denied. Both deliver the same
-//! [`Event`]s in global time order; everything after them is shared.
+//! [`crate::event::Event`]s in global time order; everything after them is shared.
 
 use std::time::Duration;
 

@@ -4,8 +4,8 @@
 //!
 //! Data flows one way:
 //! backend ([`perf`] | [`tracefs`]) → [`reorder`] → [`aggregate`] →
-//! [`symbolize`] → [`report`]; [`session`] wires them together for the CLI
-//! defined in [`cli`].
+//! [`symbolize`] → [`report`]; [`session`] runs them on the [`plan`] made
+//! from the command line ([`cli`]).
 
 pub(crate) mod aggregate;
 pub(crate) mod backend;

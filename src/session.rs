@@ -1,7 +1,8 @@
-//! One run of the tool: checks the targets, opens the backend, optionally
-//! starts the command, drives the event loop until the duration ends, a
-//! signal arrives or the command exits, then aggregates, symbolizes and
-//! prints.
+//! One run of the tool, in three steps over its [`Plan`]: [`attach`] opens
+//! the backend (and starts the command, held until tracing is active),
+//! [`trace`] reads events until the duration ends, a signal arrives or the
+//! command exits, and [`report`] symbolizes, prints, and says on stderr
+//! what the run's counters call for.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};

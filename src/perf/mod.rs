@@ -62,7 +62,7 @@ pub(crate) struct PerfConfig {
 }
 
 /// Why the perf backend could not be opened. A refused
-/// `perf_event_open` ([`OpenError::is_denial`]) is what the tracefs
+/// `perf_event_open` ([`sys::OpenError::is_denial`]) is what the tracefs
 /// backend can work around; anything else is an error either way.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum OpenFailure {

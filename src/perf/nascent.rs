@@ -10,7 +10,7 @@
 //! some of them, the forecast is made again ([`Forecast::due`], at most
 //! every [`refresh_period`]), and the caller sorts the pids allocated
 //! meanwhile ([`Forecast::allocated`]) by their `/proc/PID/status`
-//! ([`owner`]): a traced process's new thread becomes a kept wakee for
+//! ([`crate::sys::proc::owner`]): a traced process's new thread becomes a kept wakee for
 //! good, another task leaves the filter, and a pid `/proc` does not show
 //! (a task still being created, or gone already) stays one more period.
 //! So a task created on the machine by someone else passes the filter for

@@ -47,20 +47,20 @@ pub(crate) struct Decoder {
     running: RunningClock,
 }
 
-/// Splits raw callchain entries into kernel and user parts, dropping every
-/// `PERF_CONTEXT_*` marker (anything `>= PERF_CONTEXT_MAX`). Entries under
-/// a hypervisor or guest marker are dropped. Entries before any marker are
-/// classified by address (upper half = kernel).
+/// [`split_entries`] over a list of entries.
 #[cfg(test)]
 pub(crate) fn split_callchain(ips: &[u64]) -> Callchain {
     let bytes: Vec<u8> = ips.iter().flat_map(|ip| ip.to_ne_bytes()).collect();
     split_entries(&bytes, &mut ChainCache::new())
 }
 
-/// [`split_callchain`] over the entries as they are in a record
-/// (native-endian u64s), the chain shared through `cache` with the samples
-/// that had the same entries. Copies each run of frames between two
-/// markers at once.
+/// Splits callchain entries, as they are in a record (native-endian
+/// u64s), into kernel and user parts, dropping every `PERF_CONTEXT_*`
+/// marker (anything `>= PERF_CONTEXT_MAX`). Entries under a hypervisor or
+/// guest marker are dropped; entries before any marker are classified by
+/// address (upper half = kernel). The chain is shared through `cache` with
+/// the samples that had the same entries; each run of frames between two
+/// markers is copied at once.
 fn split_entries(entries: &[u8], cache: &mut ChainCache) -> Callchain {
     #[derive(Clone, Copy)]
     enum Ctx {

@@ -32,40 +32,40 @@ pub(super) struct Threads {
     /// exits.
     pub(super) tasks: HashMap<u32, Vec<TaskCpu>>,
     /// How to open a thread's `sched_switch` event.
-    pub(super) switch_event: TaskEvent,
+    switch_event: TaskEvent,
     /// How to open `sched_process_exit` for the threads a traced one
     /// creates (switch-ins told by `time_running`, with threads to follow).
-    pub(super) exit_event: Option<TaskEvent>,
+    exit_event: Option<TaskEvent>,
     /// The wakees the per-CPU `sched_waking` events keep.
-    pub(super) wakees: WakeeFilter,
+    wakees: WakeeFilter,
     /// How to open a CPU's `sched_waking` event.
-    pub(super) waking_event: TaskEvent,
+    waking_event: TaskEvent,
     /// The pids the kernel allocates next, kept by the wakee filter while
     /// tasks created by the targets are followed.
-    pub(super) forecast: Option<Forecast>,
+    forecast: Option<Forecast>,
     /// `ns_last_pid`, read every round while there is a forecast.
-    pub(super) last_pid: Option<nascent::LastPid>,
+    last_pid: Option<nascent::LastPid>,
     /// What threads created by the traced ones get.
-    pub(super) follow: Follow,
+    follow: Follow,
     /// `--state` as a filter on each thread's `sched_switch`.
-    pub(super) state_filter: Option<String>,
+    state_filter: Option<String>,
     /// Switch-ins are told by the samples' `time_running`.
-    pub(super) running: bool,
+    running: bool,
     /// Per CPU ring, the last tracepoint hit or switch read from it, to
     /// drop duplicates.
-    pub(super) last_occurrence: Vec<Option<Occurrence>>,
+    last_occurrence: Vec<Option<Occurrence>>,
 }
 
 /// One attached thread's events on one CPU.
 pub(super) struct TaskCpu {
     cpu: u32,
-    /// Its `sched_switch` event. With [`SwitchIns::Running`] and threads
+    /// Its `sched_switch` event. With [`super::SwitchIns::Running`] and threads
     /// to follow, nothing inherits it, so that its counts are the
     /// thread's own; else it is the only event, inherited as configured.
     own: OwnedFd,
-    /// Its kernel id, with [`SwitchIns::Running`].
+    /// Its kernel id, with [`super::SwitchIns::Running`].
     own_id: Option<u64>,
-    /// With [`SwitchIns::Running`] and threads to follow: `sched_switch`
+    /// With [`super::SwitchIns::Running`] and threads to follow: `sched_switch`
     /// and `sched_process_exit` for the threads it creates, inherited by
     /// them, and filtered out for the thread itself.
     kids: Option<[OwnedFd; 2]>,
@@ -128,7 +128,7 @@ pub(super) fn open_waking(
 }
 
 /// The `time_running` each of an attached thread's own events ended with
-/// (those [`SwitchIns::Running`] gave an id), as `(cpu, id, running)`.
+/// (those [`super::SwitchIns::Running`] gave an id), as `(cpu, id, running)`.
 fn final_counts(cpus: &[TaskCpu]) -> Vec<(u32, u64, u64)> {
     cpus.iter()
         .filter_map(|t| {
@@ -187,9 +187,9 @@ fn raise_fd_limit(wanted: usize) -> Result<()> {
 }
 
 impl Threads {
-    /// Nothing attached yet: `tids` are the first wakees, and the events
-    /// are opened as `switch` and `waking` say (and `exit`, for the
-    /// threads a traced one creates).
+    /// Nothing attached yet: `tids` are the first wakees. Threads get the
+    /// `sched_switch` event (and the `sched_process_exit` one, for those a
+    /// traced thread creates), CPUs the `sched_waking` one.
     pub(super) fn new(
         tids: &[u32],
         [switch_event, waking_event]: [TaskEvent; 2],

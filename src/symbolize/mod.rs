@@ -118,32 +118,33 @@ impl Symbolizer {
         })
     }
 
-    /// Names for a kernel stack, innermost first (one name per address;
-    /// `[unknown]` when unresolvable). `addrs[0]` is an exact instruction
-    /// pointer, later entries return addresses.
+    /// Names for a kernel stack, innermost first, one per address (`None`
+    /// where unresolvable). `addrs[0]` is an exact instruction pointer,
+    /// later entries return addresses.
+    pub(crate) fn kernel_frames(&mut self, addrs: &[u64]) -> Vec<Option<String>> {
+        self.kernel_names(addrs, 0)
+    }
+
+    /// [`Symbolizer::kernel_frames`] for a stack whose every entry is a
+    /// return address, `addrs[0]` included (a waker's stack, whose
+    /// tracepoint site was dropped, begins at the return address into the
+    /// caller of `try_to_wake_up`).
+    pub(crate) fn kernel_return_frames(&mut self, addrs: &[u64]) -> Vec<Option<String>> {
+        self.kernel_names(addrs, 1)
+    }
+
+    /// [`Symbolizer::kernel_frames`] with `[unknown]` for an unresolvable
+    /// address.
     #[cfg(test)]
     pub(crate) fn kernel(&mut self, addrs: &[u64]) -> Vec<String> {
         or_unknown(self.kernel_frames(addrs))
     }
 
-    /// Like [`Symbolizer::kernel`], for a stack whose every entry is a
-    /// return address, `addrs[0]` included (a waker's stack, whose
-    /// tracepoint site was dropped, begins at the return address into the
-    /// caller of `try_to_wake_up`).
+    /// [`Symbolizer::kernel_return_frames`] with `[unknown]` for an
+    /// unresolvable address.
     #[cfg(test)]
     pub(crate) fn kernel_returns(&mut self, addrs: &[u64]) -> Vec<String> {
         or_unknown(self.kernel_return_frames(addrs))
-    }
-
-    /// [`Symbolizer::kernel`] with `None` for an unresolvable address.
-    pub(crate) fn kernel_frames(&mut self, addrs: &[u64]) -> Vec<Option<String>> {
-        self.kernel_names(addrs, 0)
-    }
-
-    /// [`Symbolizer::kernel_returns`] with `None` for an unresolvable
-    /// address.
-    pub(crate) fn kernel_return_frames(&mut self, addrs: &[u64]) -> Vec<Option<String>> {
-        self.kernel_names(addrs, 1)
     }
 
     /// Kernel names for `addrs`, whose entry `i` is probed as frame
@@ -157,16 +158,17 @@ impl Symbolizer {
             .collect()
     }
 
-    /// Names for a user stack of process `tgid` sampled at `time`, innermost
-    /// first. An address inside inlined code yields several names (innermost
-    /// inline first); an unresolvable one yields `[unknown]`.
+    /// [`Symbolizer::user_frames`] with `[unknown]` for an unresolvable
+    /// address.
     #[cfg(test)]
     pub(crate) fn user(&mut self, tgid: u32, time: u64, addrs: &[u64]) -> Vec<String> {
         or_unknown(self.user_frames(tgid, time, addrs))
     }
 
-    /// [`Symbolizer::user`] with `None` for an unresolvable address, so
-    /// that it cannot be taken for a function a file names `[unknown]`.
+    /// Names for a user stack of process `tgid` sampled at `time`, innermost
+    /// first. An address inside inlined code yields several names (innermost
+    /// inline first); an unresolvable one yields `None`, so that it cannot
+    /// be taken for a function a file names `[unknown]`.
     pub(crate) fn user_frames(
         &mut self,
         tgid: u32,
