@@ -171,6 +171,19 @@ pub fn thread_count(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
 }
 
+/// Asserts that `total_us` of blocked time counts all of `n` sleeps of
+/// `ms` each. A sleep's interval off the CPU runs from its switch-out to
+/// its switch-in, and its timer was armed a moment before that switch-out
+/// (longer when something interrupts the thread in between, on a busy
+/// machine): so it can be a little shorter than the length slept, and
+/// 97% of it is asked for. One sleep missing would leave far less.
+pub fn assert_slept(what: &str, total_us: u64, n: u64, ms: u64, context: &str) {
+    assert!(
+        total_us * 100 >= n * ms * 1000 * 97,
+        "{what}: {total_us} us is less than 97% of {n} x {ms} ms\n{context}"
+    );
+}
+
 /// Asserts `got` is within [lo, hi] × `expected`.
 pub fn assert_ratio(what: &str, got: u64, expected: u64, lo: f64, hi: f64) {
     let ratio = got as f64 / expected as f64;
