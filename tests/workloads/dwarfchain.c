@@ -9,15 +9,8 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
-#include "rawsys.h"
-
-static int fds[2];
-static int rounds;
-static long delay_ms;
-static long long reader_blocked;
+#include "pipepair.h"
 
 /* noipa: no clones with other names; the empty asm after each call keeps
  * it a call (not a jump) so that every function keeps its frame. */
@@ -86,24 +79,5 @@ static void *waker_main(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3) {
-        fprintf(stderr, "usage: dwarfchain K MS [go]\n");
-        return 2;
-    }
-    maybe_pin();
-    rounds = atoi(argv[1]);
-    delay_ms = atol(argv[2]);
-    if (argc > 3 && strcmp(argv[3], "go") == 0)
-        wait_for_go();
-    if (pipe(fds) != 0) {
-        perror("pipe");
-        return 1;
-    }
-    pthread_t r, w;
-    pthread_create(&r, NULL, blocked_main, NULL);
-    pthread_create(&w, NULL, waker_main, NULL);
-    pthread_join(r, NULL);
-    pthread_join(w, NULL);
-    fprintf(stderr, "blocked_us=%lld\n", reader_blocked);
-    return 0;
+    return pipe_pair_main(argc, argv, "dwarfchain", blocked_main, waker_main);
 }

@@ -5,15 +5,8 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
-#include "rawsys.h"
-
-static int fds[2];
-static int rounds;
-static long delay_ms;
-static long long reader_blocked;
+#include "pipepair.h"
 
 __attribute__((noinline)) long reader_wait(void)
 {
@@ -53,25 +46,5 @@ __attribute__((noinline)) void *writer_main(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3) {
-        fprintf(stderr, "usage: pipewake K MS [go]\n");
-        return 2;
-    }
-    /* Threads inherit the affinity set here. */
-    maybe_pin();
-    rounds = atoi(argv[1]);
-    delay_ms = atol(argv[2]);
-    if (argc > 3 && strcmp(argv[3], "go") == 0)
-        wait_for_go();
-    if (pipe(fds) != 0) {
-        perror("pipe");
-        return 1;
-    }
-    pthread_t r, w;
-    pthread_create(&r, NULL, reader_main, NULL);
-    pthread_create(&w, NULL, writer_main, NULL);
-    pthread_join(r, NULL);
-    pthread_join(w, NULL);
-    fprintf(stderr, "blocked_us=%lld\n", reader_blocked);
-    return 0;
+    return pipe_pair_main(argc, argv, "pipewake", reader_main, writer_main);
 }
