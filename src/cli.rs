@@ -127,6 +127,11 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 16384, value_parser = nonzero_usize)]
     pub(crate) stack_storage_size: usize,
 
+    /// Print a user frame that nothing names as MODULE+0xOFFSET (the file's
+    /// base name and the offset in that file) instead of [unknown].
+    #[arg(long)]
+    pub(crate) module_offsets: bool,
+
     /// Event source.
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     pub(crate) backend: Backend,

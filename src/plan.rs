@@ -202,6 +202,7 @@ impl Plan {
                 folded: cli.folded,
                 delimited: cli.delimited,
                 stacks: stacks.mode(),
+                module_offsets: cli.module_offsets,
             },
         })
     }

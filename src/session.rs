@@ -23,7 +23,7 @@ use crate::event::{Event, EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::plan::{Plan, Targets};
 use crate::report::{self, Frame, Frames, ResolvedEntry};
-use crate::symbolize::{ProcessMaps, Symbolizer};
+use crate::symbolize::{ProcessMaps, Symbol, Symbolizer, UserStack};
 use crate::tracepoint::Tracefs;
 use crate::unwind::Unwinder;
 
@@ -316,7 +316,7 @@ fn report(traced: Traced) -> Result<Outcome> {
     } = traced;
     let result = Arc::new(result);
     if stdout_open {
-        let entries = symbolize_apart(&result, maps, kallsyms)?;
+        let entries = symbolize_apart(&result, maps, kallsyms, plan.report.module_offsets)?;
         let mut out = io::stdout().lock();
         let mut buffered = io::BufWriter::new(&mut out);
         let written = report::write_report(&mut buffered, &plan.report, &entries)
@@ -449,6 +449,7 @@ fn symbolize_apart(
     result: &Arc<aggregate::Aggregate>,
     maps: ProcessMaps,
     kallsyms: Option<Preload>,
+    module_offsets: bool,
 ) -> Result<Vec<ResolvedEntry>> {
     let before = SIGNALS.load(Ordering::SeqCst);
     let signalled = move || SIGNALS.load(Ordering::SeqCst) > before;
@@ -460,7 +461,13 @@ fn symbolize_apart(
         // (to a bounded depth).
         .stack_size(8 << 20)
         .spawn(move || {
-            let _ = tx.send(symbolize_entries(&result, maps, kallsyms, signalled));
+            let _ = tx.send(symbolize_entries(
+                &result,
+                maps,
+                kallsyms,
+                module_offsets,
+                signalled,
+            ));
         })
         .context("starting the symbolization thread")?;
     let mut stop_seen: Option<Instant> = None;
@@ -489,6 +496,7 @@ fn symbolize_entries(
     result: &aggregate::Aggregate,
     maps: ProcessMaps,
     kallsyms: Option<Preload>,
+    module_offsets: bool,
     stop: impl Fn() -> bool + Send + 'static,
 ) -> Result<Vec<ResolvedEntry>> {
     let mut symbolizer = Symbolizer::new(maps, kallsyms)?;
@@ -517,8 +525,8 @@ fn symbolize_entries(
             }
         }
     }
-    let total = target_kernel.len() + waker_kernel.len() + user.len();
-    let mut progress = Progress::new(total);
+    let total = target_kernel.len() + waker_kernel.len();
+    let mut progress = Progress::new("symbolizing kernel stacks", total);
     let sorted = |set: HashSet<u32>| {
         let mut v: Vec<u32> = set.into_iter().collect();
         v.sort_unstable();
@@ -540,15 +548,34 @@ fn symbolize_entries(
         }
         progress.step();
     }
-    let mut user_names: HashMap<u32, Vec<Frame>> = HashMap::new();
-    for id in sorted(user) {
-        if let Some(stack) = table.user.get(id as usize) {
-            let names = symbolizer.user_frames(stack.tgid, stack.time, &stack.addrs);
-            user_names.insert(id, frames_of(names));
-        }
-        progress.step();
-    }
     progress.done();
+    let user_ids: Vec<u32> = sorted(user)
+        .into_iter()
+        .filter(|&id| table.user.get(id as usize).is_some())
+        .collect();
+    let stacks: Vec<UserStack<'_>> = user_ids
+        .iter()
+        .filter_map(|&id| table.user.get(id as usize))
+        .map(|s| UserStack {
+            tgid: s.tgid,
+            time: s.time,
+            addrs: &s.addrs,
+        })
+        .collect();
+    let mut progress = Progress::new("reading files", 0);
+    let resolved = symbolizer.user_stacks(&stacks, &mut |done, total| progress.at(done, total));
+    progress.done();
+    let user_names: HashMap<u32, Vec<Frame>> = user_ids
+        .into_iter()
+        .zip(resolved)
+        .map(|(id, symbols)| {
+            let frames = symbols
+                .into_iter()
+                .map(|s| user_frame(s, module_offsets))
+                .collect();
+            (id, frames)
+        })
+        .collect();
     // Each warning carries its own "WARNING:" prefix.
     for w in symbolizer.warnings() {
         diag!("{w}");
@@ -583,9 +610,23 @@ fn symbolize_entries(
         .collect())
 }
 
-/// A `symbolizing stacks N/M` counter on stderr, shown only once the work
-/// has taken more than a second.
+/// How a user address's [`Symbol`] prints: its name, else `MODULE+0xOFF`
+/// with `--module-offsets` when it is in a file, else `[unknown]`.
+fn user_frame(symbol: Symbol, module_offsets: bool) -> Frame {
+    match symbol {
+        Symbol::Name(name) => Frame::Name(name),
+        Symbol::Unresolved {
+            module: Some(module),
+            offset,
+        } if module_offsets => Frame::InFile { module, offset },
+        Symbol::Unresolved { .. } => Frame::Unknown,
+    }
+}
+
+/// A `WHAT N/M` counter on stderr, shown only once the work has taken
+/// more than a second.
 struct Progress {
+    what: &'static str,
     started: Instant,
     done: usize,
     total: usize,
@@ -593,8 +634,9 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(total: usize) -> Progress {
+    fn new(what: &'static str, total: usize) -> Progress {
         Progress {
+            what,
             started: Instant::now(),
             done: 0,
             total,
@@ -603,13 +645,18 @@ impl Progress {
     }
 
     fn step(&mut self) {
-        self.done += 1;
-        if (self.done.is_multiple_of(64) || self.done == self.total)
+        self.at(self.done + 1, self.total);
+    }
+
+    /// `done` of `total` are done.
+    fn at(&mut self, done: usize, total: usize) {
+        (self.done, self.total) = (done, total);
+        if (self.done.is_multiple_of(64) || self.done == self.total || self.shown)
             && self.started.elapsed() > Duration::from_secs(1)
         {
             crate::diag::write(format_args!(
-                "\roffwake-perf: symbolizing stacks {}/{}",
-                self.done, self.total
+                "\roffwake-perf: {} {}/{}",
+                self.what, self.done, self.total
             ));
             self.shown = true;
         }

@@ -8,6 +8,7 @@ mod folded;
 
 use std::borrow::Cow;
 use std::io::{self, Write};
+use std::sync::Arc;
 
 use crate::event::Comm;
 pub(crate) use escape::{Place, escape};
@@ -28,6 +29,9 @@ pub(crate) struct ReportOptions {
     pub(crate) folded: bool,
     pub(crate) delimited: bool,
     pub(crate) stacks: StackMode,
+    /// `--module-offsets`: an unresolved user frame in a file prints as
+    /// [`Frame::InFile`].
+    pub(crate) module_offsets: bool,
 }
 
 /// A symbolized stack.
@@ -46,6 +50,9 @@ pub(crate) enum Frame {
     Name(String),
     /// Nothing resolved the address: printed `[unknown]`.
     Unknown,
+    /// Nothing resolved the address, which is at `offset` in a file whose
+    /// base name is `module`: printed `MODULE+0xOFFSET`, the module escaped.
+    InFile { module: Arc<str>, offset: u64 },
 }
 
 impl From<Option<String>> for Frame {
@@ -195,6 +202,9 @@ fn frame_names(
             let it = names.iter().map(|frame| match frame {
                 Frame::Name(name) => escape(name.as_bytes(), place),
                 Frame::Unknown => Cow::Borrowed(UNKNOWN),
+                Frame::InFile { module, offset } => {
+                    Cow::Owned(format!("{}+{offset:#x}", escape(module.as_bytes(), place)))
+                }
             });
             if outermost_first {
                 it.rev().collect()
@@ -275,7 +285,30 @@ mod tests {
             folded,
             delimited,
             stacks,
+            module_offsets: false,
         }
+    }
+
+    #[test]
+    fn module_offsets_print_escaped_base_names() {
+        let mut e = sleeper(100, 5);
+        e.target_user = Frames::Names(vec![
+            Frame::InFile {
+                module: Arc::from("libx.so"),
+                offset: 0x1f0a,
+            },
+            Frame::InFile {
+                module: Arc::from("a;b\n[unknown]"),
+                offset: 0,
+            },
+        ]);
+        let got = render(opts(true, false, StackMode::UserOnly), &[e.clone()]);
+        assert_eq!(
+            got,
+            "app;a\\x3bb\\n[unknown]+0x0;libx.so+0x1f0a;--;spin;main;waker 5\n"
+        );
+        let got = render(opts(false, false, StackMode::UserOnly), &[e]);
+        assert!(got.contains("\n    libx.so+0x1f0a\n"), "{got}");
     }
 
     fn render(options: ReportOptions, entries: &[ResolvedEntry]) -> String {

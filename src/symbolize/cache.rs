@@ -1,18 +1,19 @@
-//! Caches for user-space symbolization: each file parsed once (keyed by
+//! Caches for user-space symbolization: each file opened once (keyed by
 //! device and inode, so the same library seen through different paths or
-//! process roots is shared), and each unique `(file, address)` resolved once.
+//! process roots is shared), parsed for all its addresses at once and
+//! released, and each unique `(file, address)` resolved once.
 //! Also the account of files that gave no names, for the NOTE lines.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::elf::{DebugDirs, ElfFile, ParseError, Refused};
+use super::elf::{DebugDirs, ElfFile, ParseError, Refused, Wanted};
 use super::read::RunBudget;
 use crate::report::{Place, escape};
 use crate::sys::open::{OpenError, Opened};
 
 /// Identity of a parsed image.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum FileId {
     Inode {
         dev: u64,
@@ -22,11 +23,14 @@ pub(crate) enum FileId {
     Vdso,
 }
 
-/// Parsed files and resolved names.
+/// Files opened for symbolization, and the names resolved in them.
 #[derive(Debug, Default)]
 pub(crate) struct FileCache {
-    /// `None` records a file that could not be parsed (never retried).
-    files: HashMap<FileId, Option<ElfFile>>,
+    /// Each file as first opened, with the path it was mapped at: parsed
+    /// when its addresses are resolved, then dropped.
+    opened: HashMap<FileId, (Opened, String)>,
+    /// Files that could not be parsed (never retried).
+    bad: HashSet<FileId>,
     /// Keyed by file offset, which identifies an address within a file.
     names: HashMap<(FileId, u64), Arc<[String]>>,
     /// Diagnostics about files that failed to parse, one per file.
@@ -43,8 +47,8 @@ impl FileCache {
         FileCache::default()
     }
 
-    /// Parses (once) the file a process mapped at `path`, opened safely;
-    /// `None` when it could not be opened.
+    /// Takes the file a process mapped at `path`, opened safely, for
+    /// [`FileCache::resolve`]; `None` when it could not be opened.
     pub(crate) fn open(&mut self, opened: Result<Opened, OpenError>, path: &str) -> Option<FileId> {
         let opened = match opened {
             Ok(o) => o,
@@ -57,39 +61,80 @@ impl FileCache {
             dev: opened.key.dev,
             ino: opened.key.ino,
         };
-        if !self.files.contains_key(&id) {
-            let debug = self.debug.get_or_insert_with(DebugDirs::system);
-            let parsed = match ElfFile::from_opened(&opened, path, debug, &mut self.run) {
-                Ok(f) => {
-                    match f.dwarf_refused() {
-                        Some(Refused::Deep) => {
-                            let why = format!(
-                                "DWARF nested deeper than {} levels",
-                                super::elf::MAX_DIE_DEPTH
-                            );
-                            self.skip(&why, path);
-                        }
-                        Some(Refused::Shared) => {
-                            self.skip("DWARF units too many or sharing tables", path);
-                        }
-                        Some(Refused::Budget) => self.skip("DWARF over its budget", path),
-                        None => {}
-                    }
-                    Some(f)
-                }
-                Err(ParseError::OverBudget(limit)) => {
-                    self.skip(&format!("over its {} MiB budget", limit >> 20), path);
-                    None
-                }
-                Err(ParseError::Bad(e)) => {
-                    self.failures.push(format!("{path:?}: {e:#}"));
-                    self.skip("not a readable ELF file", path);
-                    None
-                }
-            };
-            self.files.insert(id, parsed);
-        }
+        self.opened
+            .entry(id)
+            .or_insert_with(|| (opened, path.to_string()));
         Some(id)
+    }
+
+    /// True when the names of `off` in `id` are known.
+    pub(crate) fn has(&self, id: FileId, off: u64) -> bool {
+        self.names.contains_key(&(id, off))
+    }
+
+    /// Resolves the file offsets `offsets` of file `id`: parses the file
+    /// for them, keeps their names, and drops what was parsed.
+    pub(crate) fn resolve(&mut self, id: FileId, offsets: &[u64]) {
+        let parsed = match id {
+            FileId::Vdso => super::vdso::load().ok(),
+            FileId::Inode { .. } if self.bad.contains(&id) => None,
+            FileId::Inode { .. } => self.parse(id, offsets),
+        };
+        for &off in offsets {
+            let names: Arc<[String]> = match &parsed {
+                Some(file) => match file.vaddr_of_offset(off) {
+                    Some(vaddr) => file.names(vaddr).into(),
+                    None => Arc::from(Vec::new()),
+                },
+                None => Arc::from(Vec::new()),
+            };
+            self.names.insert((id, off), names);
+        }
+    }
+
+    /// Parses opened file `id` for `offsets`; `None` (and noted) when it
+    /// gives no names.
+    fn parse(&mut self, id: FileId, offsets: &[u64]) -> Option<ElfFile> {
+        let (opened, path) = self.opened.get(&id)?;
+        let path = path.clone();
+        let debug = self.debug.get_or_insert_with(DebugDirs::system);
+        let parsed = ElfFile::from_opened(
+            opened,
+            &path,
+            debug,
+            &mut self.run,
+            Wanted::Offsets(offsets),
+        );
+        match parsed {
+            Ok(f) => {
+                match f.dwarf_refused() {
+                    Some(Refused::Deep) => {
+                        let why = format!(
+                            "DWARF nested deeper than {} levels",
+                            super::elf::MAX_DIE_DEPTH
+                        );
+                        self.skip(&why, &path);
+                    }
+                    Some(Refused::Shared) => {
+                        self.skip("DWARF units too many or sharing tables", &path);
+                    }
+                    Some(Refused::Budget) => self.skip("DWARF over its budget", &path),
+                    None => {}
+                }
+                Some(f)
+            }
+            Err(ParseError::OverBudget(limit)) => {
+                self.skip(&format!("over its {} MiB budget", limit >> 20), &path);
+                self.bad.insert(id);
+                None
+            }
+            Err(ParseError::Bad(e)) => {
+                self.failures.push(format!("{path:?}: {e:#}"));
+                self.skip("not a readable ELF file", &path);
+                self.bad.insert(id);
+                None
+            }
+        }
     }
 
     fn skip(&mut self, why: &str, path: &str) {
@@ -124,28 +169,12 @@ impl FileCache {
             .collect()
     }
 
-    /// The parsed vDSO of this kernel (read from this process's own vDSO).
-    pub(crate) fn vdso(&mut self) -> FileId {
-        self.files
-            .entry(FileId::Vdso)
-            .or_insert_with(|| super::vdso::load().ok());
-        FileId::Vdso
-    }
-
-    /// Names for file offset `off` of file `id`, resolved once; empty when
-    /// unknown.
-    pub(crate) fn names(&mut self, id: FileId, off: u64) -> Arc<[String]> {
-        if let Some(names) = self.names.get(&(id, off)) {
-            return names.clone();
-        }
-        let names: Arc<[String]> = match self.files.get(&id) {
-            Some(Some(file)) => match file.vaddr_of_offset(off) {
-                Some(vaddr) => file.names(vaddr).into(),
-                None => Arc::from(Vec::new()),
-            },
-            _ => Arc::from(Vec::new()),
-        };
-        self.names.insert((id, off), names.clone());
-        names
+    /// Names for file offset `off` of file `id`, once resolved; empty
+    /// when unknown.
+    pub(crate) fn names(&self, id: FileId, off: u64) -> Arc<[String]> {
+        self.names
+            .get(&(id, off))
+            .cloned()
+            .unwrap_or_else(|| Arc::from(Vec::new()))
     }
 }

@@ -15,11 +15,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Result;
-use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, ObjectSymbolTable};
 use typed_arena::Arena;
 
 use super::demangle::{Lang, demangle, demangle_as};
 use super::read::{Allowance, Reader as FileReader, RunBudget, Source};
+use super::symtab::{self, Sorted, Table};
 use crate::sys::open::{Dir, Opened, Scope};
 
 /// DWARF reader owning its bytes, so a parsed file outlives its reads.
@@ -57,11 +58,21 @@ pub(crate) fn load_segments<'a, R: object::ReadRef<'a>>(obj: &object::File<'a, R
         .collect()
 }
 
-#[derive(Debug, Clone)]
-struct Sym {
-    addr: u64,
-    size: u64,
-    name: String,
+/// A file's function symbols: all of them (an image looked up at any
+/// address), or only the names of the addresses asked for.
+#[derive(Debug)]
+enum Symbols {
+    All(Sorted),
+    At(HashMap<u64, String>),
+}
+
+/// Which addresses a file is parsed for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Wanted<'a> {
+    /// Any (the vDSO, tests).
+    All,
+    /// These file offsets: only their symbols' names are read.
+    Offsets(&'a [u64]),
 }
 
 /// One function of an address's inline chain.
@@ -113,8 +124,7 @@ impl DebugDirs {
 /// A parsed ELF file, ready for lookups.
 pub(crate) struct ElfFile {
     segments: Vec<Segment>,
-    /// Sorted by address, one entry per address.
-    symbols: Vec<Sym>,
+    symbols: Symbols,
     dwarf: Option<addr2line::Context<Reader>>,
     /// Why DWARF (or part of the file) was left out.
     dwarf_refused: Option<Refused>,
@@ -124,7 +134,13 @@ impl std::fmt::Debug for ElfFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ElfFile")
             .field("segments", &self.segments)
-            .field("symbols", &self.symbols.len())
+            .field(
+                "symbols",
+                &match &self.symbols {
+                    Symbols::All(all) => all.len(),
+                    Symbols::At(at) => at.len(),
+                },
+            )
             .field("dwarf", &self.dwarf.is_some())
             .finish()
     }
@@ -148,18 +164,21 @@ impl ElfFile {
             path.to_str(),
             &DebugDirs::system(),
             &mut run,
+            Wanted::All,
         )
         .map_err(anyhow::Error::from)
         .with_context(|| format!("parsing {}", path.display()))
     }
 
-    /// Parses a file that a process mapped, opened safely. `path` is the
-    /// path the process mapped it at, for finding its debug file.
+    /// Parses a file that a process mapped, opened safely, for the
+    /// addresses `wanted`. `path` is the path the process mapped it at,
+    /// for finding its debug file.
     pub(crate) fn from_opened(
         opened: &Opened,
         path: &str,
         debug: &DebugDirs,
         run: &mut RunBudget,
+        wanted: Wanted<'_>,
     ) -> Result<ElfFile, ParseError> {
         ElfFile::parse_source(
             Source::File(&opened.file),
@@ -167,6 +186,7 @@ impl ElfFile {
             Some(path),
             debug,
             run,
+            wanted,
         )
     }
 
@@ -180,6 +200,7 @@ impl ElfFile {
             path.and_then(Path::to_str),
             &DebugDirs::system(),
             &mut run,
+            Wanted::All,
         )
         .map_err(anyhow::Error::from)
     }
@@ -190,9 +211,10 @@ impl ElfFile {
         path: Option<&str>,
         debug: &DebugDirs,
         run: &mut RunBudget,
+        wanted: Wanted<'_>,
     ) -> Result<ElfFile, ParseError> {
         let allowance = run.allowance();
-        let parsed = parse_image(source, len, path, debug, run, &allowance);
+        let parsed = parse_image(source, len, path, debug, run, &allowance, wanted);
         run.spend(&allowance);
         parsed
     }
@@ -206,10 +228,7 @@ impl ElfFile {
     /// The virtual address of file offset `off`, through the `PT_LOAD`
     /// segment holding it.
     pub(crate) fn vaddr_of_offset(&self, off: u64) -> Option<u64> {
-        self.segments
-            .iter()
-            .find(|s| s.offset <= off && off - s.offset < s.filesz)
-            .map(|s| (off - s.offset).wrapping_add(s.vaddr))
+        vaddr_of_offset(&self.segments, off)
     }
 
     /// Names for virtual address `vaddr`, innermost inline first. Empty when
@@ -296,22 +315,28 @@ impl ElfFile {
             .is_some_and(|unit| super::split::inlined_back(unit, die))
     }
 
-    /// The raw (mangled) name of the function symbol containing `vaddr`.
+    /// The raw (mangled) name of the function symbol containing `vaddr`
+    /// (of a file parsed for some offsets, only theirs are known).
     pub(crate) fn symbol(&self, vaddr: u64) -> Option<&str> {
-        let idx = self.symbols.partition_point(|s| s.addr <= vaddr);
-        // Walk back a little past sized symbols that end before `vaddr`
-        // (a small symbol nested in or following a bigger one).
-        for s in self.symbols[..idx].iter().rev().take(8) {
-            if s.size == 0 || vaddr - s.addr < s.size {
-                return Some(&s.name);
-            }
+        match &self.symbols {
+            Symbols::All(all) => all.lookup(vaddr),
+            Symbols::At(at) => at.get(&vaddr).map(String::as_str),
         }
-        None
     }
 }
 
-/// Parses the image behind `source` within `allowance`, and its separate
-/// debug file (with an allowance of its own) when it has no DWARF.
+/// The virtual address of file offset `off`, through the `PT_LOAD`
+/// segment holding it.
+fn vaddr_of_offset(segments: &[Segment], off: u64) -> Option<u64> {
+    segments
+        .iter()
+        .find(|s| s.offset <= off && off - s.offset < s.filesz)
+        .map(|s| (off - s.offset).wrapping_add(s.vaddr))
+}
+
+/// Parses the image behind `source` within `allowance` for the addresses
+/// `wanted`, with its separate debug file (with an allowance of its own)
+/// when it has no DWARF.
 fn parse_image(
     source: Source<'_>,
     len: u64,
@@ -319,6 +344,7 @@ fn parse_image(
     debug: &DebugDirs,
     run: &mut RunBudget,
     allowance: &Allowance,
+    wanted: Wanted<'_>,
 ) -> Result<ElfFile, ParseError> {
     let arena = Arena::new();
     let reader = FileReader::new(source, len, allowance, &arena);
@@ -335,42 +361,102 @@ fn parse_image(
         return Err(anyhow::anyhow!("not an ELF file").into());
     }
     let segments = load_segments(&obj);
-    let mut symbols = function_symbols(&obj, allowance);
+    if matches!(wanted, Wanted::All) {
+        // Every name will be read: read each string table whole once, so
+        // that names are found in memory rather than by one read each.
+        for name in [".strtab", ".dynstr"] {
+            if let Some(s) = obj.section_by_name(name) {
+                let _ = s.data();
+            }
+        }
+    }
+    let mut entries = obj
+        .symbol_table()
+        .map(|t| symtab::entries(&t, Table::Symtab, allowance))
+        .unwrap_or_default();
+    let own_symtab = !entries.is_empty();
+    if !own_symtab {
+        entries = obj
+            .dynamic_symbol_table()
+            .map(|t| symtab::entries(&t, Table::Dynsym, allowance))
+            .unwrap_or_default();
+    }
+
+    // A separate debug file, for a binary without DWARF: its DWARF and,
+    // when the binary has no `.symtab`, its symbols.
+    let found = (!has_dwarf(&obj))
+        .then(|| find_debug_file(&obj, path, debug))
+        .flatten();
+    let dbg_allowance = run.allowance_besides(allowance);
+    let dbg_arena = Arena::new();
+    let dbg_reader = found.as_ref().map(|(file, _)| {
+        FileReader::new(
+            Source::File(&file.file),
+            file.size,
+            &dbg_allowance,
+            &dbg_arena,
+        )
+    });
+    let dbg = match (&dbg_reader, &found) {
+        (Some(r), Some((file, how))) => object::File::parse(r)
+            .ok()
+            .filter(|dbg| is_debug_file_of(&obj, dbg, how, file)),
+        _ => None,
+    };
+
     let mut dwarf = None;
     let mut over_budget = false;
     if has_dwarf(&obj) {
         dwarf = load_dwarf(&obj, &reader);
         over_budget = allowance.exceeded();
-    } else if let Some((found, how)) = find_debug_file(&obj, path, debug) {
-        // A separate debug file: its DWARF and, when the binary is
-        // stripped, its symbol table.
-        let dbg_allowance = run.allowance_besides(allowance);
-        let dbg_arena = Arena::new();
-        let dbg_reader = FileReader::new(
-            Source::File(&found.file),
-            found.size,
-            &dbg_allowance,
-            &dbg_arena,
-        );
-        if let Ok(dbg) = object::File::parse(&dbg_reader)
-            && is_debug_file_of(&obj, &dbg, &how, &found)
-        {
-            if has_dwarf(&dbg) {
-                dwarf = load_dwarf(&dbg, &dbg_reader);
-            }
-            if symbols.is_empty() {
-                symbols = function_symbols(&dbg, &dbg_allowance);
-            }
+    } else if let (Some(dbg), Some(r)) = (&dbg, &dbg_reader) {
+        if has_dwarf(dbg) {
+            dwarf = load_dwarf(dbg, r);
+        }
+        if !own_symtab && let Some(t) = dbg.symbol_table() {
+            entries.extend(symtab::entries(&t, Table::Debug, &dbg_allowance));
         }
         over_budget = dbg_allowance.exceeded();
-        run.spend(&dbg_allowance);
     }
+
+    let index = symtab::Index::new(entries);
+    let name_of = |e: &symtab::Entry| -> Option<String> {
+        let at = object::SymbolIndex(e.index());
+        let name = match e.table() {
+            Table::Symtab => obj.symbol_table()?.symbol_by_index(at).ok()?.name().ok()?,
+            Table::Dynsym => obj
+                .dynamic_symbol_table()?
+                .symbol_by_index(at)
+                .ok()?
+                .name()
+                .ok()?,
+            Table::Debug => dbg
+                .as_ref()?
+                .symbol_table()?
+                .symbol_by_index(at)
+                .ok()?
+                .name()
+                .ok()?,
+        };
+        Some(name.to_string())
+    };
+    let symbols = match wanted {
+        Wanted::All => Symbols::All(index.all(&name_of, allowance)),
+        Wanted::Offsets(offsets) => {
+            let vaddrs = offsets
+                .iter()
+                .filter_map(|&off| vaddr_of_offset(&segments, off));
+            Symbols::At(index.names_at(vaddrs, &name_of, allowance))
+        }
+    };
+    run.spend(&dbg_allowance);
+
     let dwarf_refused = match dwarf {
         Some(Err(refused)) => Some(refused),
         _ => over_budget.then_some(Refused::Budget),
     };
     let dwarf = dwarf.and_then(Result::ok);
-    if symbols.is_empty() && dwarf.is_none() && allowance.exceeded() {
+    if index.is_empty() && dwarf.is_none() && allowance.exceeded() {
         return Err(ParseError::OverBudget(allowance.limit()));
     }
     Ok(ElfFile {
@@ -385,64 +471,6 @@ fn parse_image(
 fn has_dwarf<'a, R: object::ReadRef<'a>>(obj: &object::File<'a, R>) -> bool {
     obj.section_by_name(".debug_info")
         .is_some_and(|s| s.size() > 0)
-}
-
-/// Function symbols of `.symtab`, else of `.dynsym`, sorted, one per
-/// address (preferring sized, then global, names). Symbols are kept
-/// within `allowance` (each its entry and name); the rest are left out.
-fn function_symbols<'a, R: object::ReadRef<'a>>(
-    obj: &object::File<'a, R>,
-    allowance: &Allowance,
-) -> Vec<Sym> {
-    // Read each string table whole once, so that names are found in
-    // memory rather than by one read each.
-    for name in [".strtab", ".dynstr"] {
-        if let Some(s) = obj.section_by_name(name) {
-            let _ = s.data();
-        }
-    }
-    let mut syms = collect_symbols(obj.symbols(), allowance);
-    if syms.is_empty() {
-        syms = collect_symbols(obj.dynamic_symbols(), allowance);
-    }
-    syms
-}
-
-fn collect_symbols<'data, 'file, S, I>(iter: I, allowance: &Allowance) -> Vec<Sym>
-where
-    'data: 'file,
-    S: ObjectSymbol<'data>,
-    I: Iterator<Item = S>,
-{
-    let mut syms: Vec<(Sym, bool)> = iter
-        .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
-        .filter_map(|s| {
-            let name = s.name().ok()?;
-            // What keeping it costs: the entry, and the name's bytes.
-            let cost = std::mem::size_of::<(Sym, bool)>() + name.len();
-            if name.is_empty() || !allowance.charge(cost as u64) {
-                return None;
-            }
-            Some((
-                Sym {
-                    addr: s.address(),
-                    size: s.size(),
-                    name: name.to_string(),
-                },
-                s.is_global(),
-            ))
-        })
-        .collect();
-    // Best first within an address: sized, then global, then by name.
-    syms.sort_unstable_by(|(a, ag), (b, bg)| {
-        a.addr
-            .cmp(&b.addr)
-            .then_with(|| (b.size != 0).cmp(&(a.size != 0)))
-            .then_with(|| bg.cmp(ag))
-            .then_with(|| a.name.cmp(&b.name))
-    });
-    syms.dedup_by(|b, a| a.0.addr == b.0.addr);
-    syms.into_iter().map(|(s, _)| s).collect()
 }
 
 /// The most deflate expands its input. A compressed section claiming more

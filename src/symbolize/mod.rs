@@ -16,9 +16,10 @@ pub(crate) mod kernel;
 pub(crate) mod maps;
 pub(crate) mod read;
 mod split;
+mod symtab;
 pub(crate) mod vdso;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -39,6 +40,57 @@ fn or_unknown(frames: Vec<Option<String>>) -> Vec<String> {
         .into_iter()
         .map(|f| f.unwrap_or_else(|| UNKNOWN.to_string()))
         .collect()
+}
+
+/// One user stack to symbolize: its process, when it was sampled, and its
+/// addresses, innermost first.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UserStack<'a> {
+    pub(crate) tgid: u32,
+    pub(crate) time: u64,
+    pub(crate) addrs: &'a [u64],
+}
+
+/// What a user address resolved to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Symbol {
+    /// A function name, demangled.
+    Name(String),
+    /// Nothing named it. `module` is the base name of the file it is in,
+    /// when it is in one, and `offset` its offset in that file (else the
+    /// address itself).
+    Unresolved {
+        module: Option<Arc<str>>,
+        offset: u64,
+    },
+}
+
+impl Symbol {
+    fn in_module(module: Arc<str>, offset: u64) -> Symbol {
+        Symbol::Unresolved {
+            module: Some(module),
+            offset,
+        }
+    }
+
+    fn nowhere(addr: u64) -> Symbol {
+        Symbol::Unresolved {
+            module: None,
+            offset: addr,
+        }
+    }
+}
+
+/// Where a user address is.
+enum Place {
+    /// At a file offset of a file, with the file's base name.
+    File(FileId, u64, Arc<str>),
+    Nowhere,
+}
+
+/// The last component of a mapped path.
+fn base_name(path: &str) -> Arc<str> {
+    Arc::from(path.rsplit('/').next().unwrap_or(path))
 }
 
 /// Resolves addresses to bare function names.
@@ -158,62 +210,116 @@ impl Symbolizer {
             .collect()
     }
 
-    /// [`Symbolizer::user_frames`] with `[unknown]` for an unresolvable
-    /// address.
+    /// [`Symbolizer::user_stacks`] of one stack, with `[unknown]` for an
+    /// unresolvable address.
     #[cfg(test)]
     pub(crate) fn user(&mut self, tgid: u32, time: u64, addrs: &[u64]) -> Vec<String> {
-        or_unknown(self.user_frames(tgid, time, addrs))
+        let stack = UserStack { tgid, time, addrs };
+        self.user_stacks(&[stack], &mut |_, _| {})
+            .remove(0)
+            .into_iter()
+            .map(|s| match s {
+                Symbol::Name(name) => name,
+                Symbol::Unresolved { .. } => UNKNOWN.to_string(),
+            })
+            .collect()
     }
 
-    /// Names for a user stack of process `tgid` sampled at `time`, innermost
-    /// first. An address inside inlined code yields several names (innermost
-    /// inline first); an unresolvable one yields `None`, so that it cannot
-    /// be taken for a function a file names `[unknown]`.
-    pub(crate) fn user_frames(
+    /// Names for user stacks, each innermost first. An address inside
+    /// inlined code yields several names (innermost inline first); an
+    /// unresolvable one yields [`Symbol::Unresolved`], so that it cannot be
+    /// taken for a function a file names `[unknown]`.
+    ///
+    /// Every address is first placed in its file; then each file is parsed
+    /// once for all of its addresses and released before the next, so that
+    /// memory holds one file's data at a time. `progress` is told
+    /// `(files done, files)` as files are read.
+    pub(crate) fn user_stacks(
         &mut self,
-        tgid: u32,
-        time: u64,
-        addrs: &[u64],
-    ) -> Vec<Option<String>> {
-        self.maps.ensure_known(tgid, time);
-        let mut out = Vec::with_capacity(addrs.len());
-        for (i, &addr) in addrs.iter().enumerate() {
-            let names = self.user_frame(tgid, time, probe(i, addr));
-            if names.is_empty() {
-                out.push(None);
-            } else {
-                out.extend(names.iter().cloned().map(Some));
+        stacks: &[UserStack<'_>],
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Vec<Vec<Symbol>> {
+        let mut wanted: BTreeMap<FileId, BTreeSet<u64>> = BTreeMap::new();
+        for stack in stacks {
+            self.maps.ensure_known(stack.tgid, stack.time);
+            for (i, &addr) in stack.addrs.iter().enumerate() {
+                if let Place::File(id, off, _) = self.place(stack.tgid, stack.time, probe(i, addr))
+                    && !self.files.has(id, off)
+                {
+                    wanted.entry(id).or_default().insert(off);
+                }
             }
         }
-        out
+        let total = wanted.len();
+        for (done, (id, offsets)) in wanted.into_iter().enumerate() {
+            progress(done, total);
+            if self.should_stop() {
+                break;
+            }
+            let offsets: Vec<u64> = offsets.into_iter().collect();
+            self.files.resolve(id, &offsets);
+        }
+        progress(total, total);
+        stacks
+            .iter()
+            .map(|stack| {
+                let mut out = Vec::with_capacity(stack.addrs.len());
+                for (i, &addr) in stack.addrs.iter().enumerate() {
+                    let probed = probe(i, addr);
+                    let (names, unresolved) = match self.place(stack.tgid, stack.time, probed) {
+                        // An unresolved frame shows the address as sampled,
+                        // as perf does.
+                        Place::File(id, off, module) => (
+                            self.files.names(id, off),
+                            Symbol::in_module(module, off + (addr - probed)),
+                        ),
+                        Place::Nowhere => (Arc::from(Vec::new()), Symbol::nowhere(addr)),
+                    };
+                    if names.is_empty() {
+                        out.push(unresolved);
+                    } else {
+                        out.extend(names.iter().cloned().map(Symbol::Name));
+                    }
+                }
+                out
+            })
+            .collect()
     }
 
-    /// Names for one (already adjusted) user address; empty when unknown.
-    fn user_frame(&mut self, tgid: u32, time: u64, addr: u64) -> Arc<[String]> {
+    /// True once `stop` said so (then it is not asked again).
+    fn should_stop(&mut self) -> bool {
+        if !self.stopped && self.stop.as_ref().is_some_and(|stop| stop()) {
+            self.stopped = true;
+        }
+        self.stopped
+    }
+
+    /// Where an (already adjusted) user address is: a file offset in a
+    /// mapped file (opened once per mapping), or nowhere known.
+    fn place(&mut self, tgid: u32, time: u64, addr: u64) -> Place {
         let Some((mapping, off)) = self.maps.lookup(tgid, time, addr) else {
-            return Arc::from(Vec::new());
+            return Place::Nowhere;
         };
-        let id = if mapping.is_vdso() {
-            Some(self.files.vdso())
-        } else {
-            let key = (tgid, mapping.start, mapping.from);
-            match self.opened.get(&key) {
-                Some(&id) => id,
-                None => {
-                    if self.stopped || self.stop.as_ref().is_some_and(|stop| stop()) {
-                        self.stopped = true;
-                        return Arc::from(Vec::new());
-                    }
-                    let opened = self.maps.open_file(tgid, mapping);
-                    let id = self.files.open(opened, &mapping.path);
-                    self.opened.insert(key, id);
-                    id
+        let module = base_name(&mapping.path);
+        if mapping.is_vdso() {
+            return Place::File(FileId::Vdso, off, module);
+        }
+        let key = (tgid, mapping.start, mapping.from);
+        let id = match self.opened.get(&key) {
+            Some(&id) => id,
+            None => {
+                if self.stopped {
+                    return Place::Nowhere;
                 }
+                let opened = self.maps.open_file(tgid, mapping);
+                let id = self.files.open(opened, &mapping.path);
+                self.opened.insert(key, id);
+                id
             }
         };
         match id {
-            Some(id) => self.files.names(id, off),
-            None => Arc::from(Vec::new()),
+            Some(id) => Place::File(id, off, module),
+            None => Place::Nowhere,
         }
     }
 

@@ -132,10 +132,27 @@ fn c_function_from_dwarf_and_return_address_convention() {
     // Outside any mapping, or before the mapping is valid: unknown.
     assert_eq!(s.user(FAKE_TGID, 10, &[0x1000]), vec![UNKNOWN]);
     assert_eq!(s.user(FAKE_TGID + 1, 10, &[start]), vec![UNKNOWN]);
-    // user_frames tells those apart from any name.
+    // user_stacks tells those apart from any name, with the file and
+    // offset of an address in a file.
+    let stack = UserStack {
+        tgid: FAKE_TGID,
+        time: 10,
+        addrs: &[0x1000, start + 1, BASE + 3],
+    };
+    let header = Symbol::Unresolved {
+        module: Some(Arc::from("work")),
+        offset: 3,
+    };
     assert_eq!(
-        s.user_frames(FAKE_TGID, 10, &[0x1000, start + 1]),
-        vec![None, Some("work".to_string())]
+        s.user_stacks(&[stack], &mut |_, _| {}),
+        vec![vec![
+            Symbol::Unresolved {
+                module: None,
+                offset: 0x1000
+            },
+            Symbol::Name("work".to_string()),
+            header,
+        ]]
     );
 }
 
@@ -584,6 +601,7 @@ fn finds_dwarf(bin: &Path, debug: &Path) -> bool {
         "/bin/work",
         &elf::DebugDirs::at(debug),
         &mut read::RunBudget::default(),
+        elf::Wanted::All,
     )
     .expect("parsing the binary");
     elf.has_dwarf()
