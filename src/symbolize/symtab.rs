@@ -26,7 +26,7 @@ pub(crate) enum Table {
 pub(crate) struct Entry {
     addr: u64,
     size: u64,
-    index: usize,
+    index: u32,
     table: Table,
     global: bool,
 }
@@ -42,17 +42,20 @@ pub(crate) fn entries<'data: 'file, 'file, T>(
 where
     T: ObjectSymbolTable<'data>,
 {
-    let cost = std::mem::size_of::<Entry>() as u64;
+    // The entry, and its place in [`Index::starts`].
+    let cost = (std::mem::size_of::<Entry>() + std::mem::size_of::<u32>()) as u64;
     table
         .symbols()
         .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
         .take_while(|_| allowance.charge(cost))
-        .map(|s| Entry {
-            addr: s.address(),
-            size: s.size(),
-            index: s.index().0,
-            table: which,
-            global: s.is_global(),
+        .filter_map(|s| {
+            Some(Entry {
+                addr: s.address(),
+                size: s.size(),
+                index: u32::try_from(s.index().0).ok()?,
+                table: which,
+                global: s.is_global(),
+            })
         })
         .collect()
 }
@@ -64,7 +67,7 @@ impl Entry {
 
     /// Its index in its table.
     pub(crate) fn index(&self) -> usize {
-        self.index
+        self.index as usize
     }
 }
 
@@ -78,12 +81,15 @@ pub(crate) type NameOf<'a> = dyn Fn(&Entry) -> Option<String> + 'a;
 pub(crate) struct Index {
     entries: Vec<Entry>,
     /// Where each address's run of entries begins.
-    starts: Vec<usize>,
+    starts: Vec<u32>,
 }
 
 /// How far back past sized symbols that end before an address a lookup
 /// walks (a small symbol nested in, or following, a bigger one).
 const WALK_BACK: usize = 8;
+/// Most aliases of one address whose names are compared (real files have
+/// a few; a hostile one may have millions).
+const MAX_ALIASES: usize = 16;
 
 impl Index {
     pub(crate) fn new(mut entries: Vec<Entry>) -> Index {
@@ -95,8 +101,11 @@ impl Index {
                 .then_with(|| a.table.cmp(&b.table))
                 .then_with(|| a.index.cmp(&b.index))
         });
+        // Entries are counted in u32 (a table holds fewer).
+        entries.truncate(u32::MAX as usize);
         let starts = (0..entries.len())
             .filter(|&i| i == 0 || entries[i].addr != entries[i - 1].addr)
+            .map(|i| i as u32)
             .collect();
         Index { entries, starts }
     }
@@ -110,12 +119,14 @@ impl Index {
     fn containing(&self, vaddr: u64) -> &[Entry] {
         let n = self
             .starts
-            .partition_point(|&i| self.entries[i].addr <= vaddr);
+            .partition_point(|&i| self.entries[i as usize].addr <= vaddr);
         for &start in self.starts[..n].iter().rev().take(WALK_BACK) {
+            let start = start as usize;
             let best = self.entries[start];
             if best.size == 0 || vaddr - best.addr < best.size {
                 let same = self.entries[start..]
                     .iter()
+                    .take(MAX_ALIASES)
                     .take_while(|e| {
                         e.addr == best.addr
                             && (e.size != 0) == (best.size != 0)
@@ -138,7 +149,7 @@ impl Index {
         name_of: &NameOf<'_>,
         allowance: &Allowance,
     ) -> HashMap<u64, String> {
-        let mut read: HashMap<(Table, usize), Option<String>> = HashMap::new();
+        let mut read: HashMap<(Table, u32), Option<String>> = HashMap::new();
         let mut out = HashMap::new();
         for vaddr in vaddrs {
             let mut best: Option<String> = None;
@@ -165,13 +176,13 @@ impl Index {
     /// Every symbol with its name, for looking up any address later
     /// ([`Sorted::lookup`]).
     pub(crate) fn all(&self, name_of: &NameOf<'_>, allowance: &Allowance) -> Sorted {
-        let addrs = self.starts.iter().map(|&i| self.entries[i].addr);
+        let addrs = self.starts.iter().map(|&i| self.entries[i as usize].addr);
         let names = self.names_at(addrs, name_of, allowance);
         let symbols = self
             .starts
             .iter()
             .filter_map(|&i| {
-                let e = self.entries[i];
+                let e = self.entries[i as usize];
                 let name = names.get(&e.addr)?.clone();
                 Some((e.addr, e.size, name))
             })
@@ -207,7 +218,7 @@ impl Sorted {
 mod tests {
     use super::*;
 
-    fn entry(addr: u64, size: u64, index: usize, global: bool) -> Entry {
+    fn entry(addr: u64, size: u64, index: u32, global: bool) -> Entry {
         Entry {
             addr,
             size,
@@ -230,8 +241,8 @@ mod tests {
         ]);
         let asked = std::cell::RefCell::new(Vec::new());
         let name_of = |e: &Entry| {
-            asked.borrow_mut().push(e.index);
-            Some(names[e.index].to_string())
+            asked.borrow_mut().push(e.index());
+            Some(names[e.index()].to_string())
         };
         let allowance = Allowance::new(1 << 20);
         let got = index.names_at(
@@ -253,7 +264,7 @@ mod tests {
     fn sorted_table_matches_lookups() {
         let names = ["", "a", "b"];
         let index = Index::new(vec![entry(0x10, 0x10, 1, true), entry(0x40, 0, 2, true)]);
-        let name_of = |e: &Entry| Some(names[e.index].to_string());
+        let name_of = |e: &Entry| Some(names[e.index()].to_string());
         let all = index.all(&name_of, &Allowance::new(1 << 20));
         assert_eq!(all.len(), 2);
         assert_eq!(all.lookup(0x18), Some("a"));
