@@ -419,6 +419,20 @@ fn parse_image(
         over_budget = dbg_allowance.exceeded();
     }
 
+    // MiniDebugInfo: the symbols a stripped binary keeps beside its
+    // `.dynsym`, in an xz-compressed ELF image of their own.
+    let mini_image = if own_symtab {
+        None
+    } else {
+        mini_debuginfo(&obj, &reader)
+    };
+    let mini = mini_image
+        .as_deref()
+        .and_then(|image| object::File::parse(image).ok());
+    if let Some(t) = mini.as_ref().and_then(|m| m.symbol_table()) {
+        entries.extend(symtab::entries(&t, Table::Mini, allowance));
+    }
+
     let index = symtab::Index::new(entries);
     let name_of = |e: &symtab::Entry| -> Option<String> {
         let at = object::SymbolIndex(e.index());
@@ -431,6 +445,13 @@ fn parse_image(
                 .name()
                 .ok()?,
             Table::Debug => dbg
+                .as_ref()?
+                .symbol_table()?
+                .symbol_by_index(at)
+                .ok()?
+                .name()
+                .ok()?,
+            Table::Mini => mini
                 .as_ref()?
                 .symbol_table()?
                 .symbol_by_index(at)
@@ -465,6 +486,53 @@ fn parse_image(
         dwarf,
         dwarf_refused,
     })
+}
+
+/// Most bytes a MiniDebugInfo image may expand to: real ones hold a symbol
+/// table and its strings, a few MiB at most.
+const MAX_MINI_IMAGE: u64 = 32 << 20;
+
+/// The ELF image inside `.gnu_debugdata` (xz-compressed), read and
+/// expanded within the file's allowance and [`MAX_MINI_IMAGE`]; `None`
+/// when there is none or it does not expand.
+fn mini_debuginfo<'a>(
+    obj: &object::File<'a, &'a FileReader<'a>>,
+    reader: &'a FileReader<'a>,
+) -> Option<Vec<u8>> {
+    let section = obj.section_by_name(".gnu_debugdata")?;
+    let (offset, size) = section.file_range()?;
+    let packed = reader.read_owned(offset, size)?;
+    let allowance = reader.allowance();
+    let mut out = Bounded {
+        bytes: Vec::new(),
+        limit: MAX_MINI_IMAGE,
+        allowance,
+    };
+    lzma_rs::xz_decompress(&mut &packed[..], &mut out).ok()?;
+    Some(out.bytes)
+}
+
+/// A buffer that refuses to grow past its limit or its file's allowance,
+/// so that a lying stream stops expanding at once.
+struct Bounded<'a> {
+    bytes: Vec<u8>,
+    limit: u64,
+    allowance: &'a Allowance,
+}
+
+impl std::io::Write for Bounded<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let len = buf.len() as u64;
+        if self.bytes.len() as u64 + len > self.limit || !self.allowance.charge(len) {
+            return Err(std::io::Error::other("MiniDebugInfo over its budget"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// True when `obj` carries a non-empty `.debug_info`.

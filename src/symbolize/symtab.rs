@@ -17,6 +17,8 @@ pub(crate) enum Table {
     Symtab,
     /// The binary's `.dynsym`.
     Dynsym,
+    /// The `.symtab` of the binary's MiniDebugInfo (`.gnu_debugdata`).
+    Mini,
     /// The `.symtab` of a separate debug file.
     Debug,
 }

@@ -363,6 +363,56 @@ fn stripped_binary_falls_back_to_dynsym() {
 }
 
 #[test]
+fn mini_debuginfo_names_what_strip_removed() {
+    let dir = TempDir::new("minidebuginfo");
+    let bin = dir.path("work");
+    compile("cc", "work.c", &bin, &["-g", "-O1"]);
+    let (work, _) = symbol(&bin, "work");
+    let (main, _) = symbol(&bin, "main");
+    let at = |a| runtime(&bin, a) + 1;
+    let (work_at, main_at) = (at(work), at(main));
+    let stripped = dir.path("work.stripped");
+    std::fs::copy(&bin, &stripped).expect("copying the binary");
+    binutil("strip", &[stripped.as_os_str()]);
+    assert_eq!(
+        symbolizer_for(&stripped).user(FAKE_TGID, 0, &[work_at, main_at]),
+        vec![UNKNOWN, UNKNOWN],
+        "stripped, nothing names them"
+    );
+    let mini = dir.path("work.mini");
+    std::fs::copy(&bin, &mini).expect("copying the binary");
+    binutil(
+        fixture("minidebuginfo.sh").to_str().unwrap(),
+        &[mini.as_os_str()],
+    );
+    let obj_data = std::fs::read(&mini).unwrap();
+    let obj = object::File::parse(&*obj_data).unwrap();
+    assert!(obj.section_by_name(".gnu_debugdata").is_some());
+    assert!(obj.symbol_table().is_none(), "no .symtab of its own");
+    assert_eq!(
+        symbolizer_for(&mini).user(FAKE_TGID, 0, &[work_at, main_at]),
+        vec!["work", "main"]
+    );
+
+    // A .gnu_debugdata that is not xz, or cut short, names nothing and
+    // breaks nothing.
+    for (tag, cut) in [("junk", 0usize), ("cut", 40)] {
+        let bad = dir.path(&format!("work.{tag}"));
+        let mut data = obj_data.clone();
+        let section = obj.section_by_name(".gnu_debugdata").unwrap();
+        let (off, size) = object::ObjectSection::file_range(&section).unwrap();
+        let (off, size) = (off as usize, size as usize);
+        data[off + cut..off + size].fill(0x5a);
+        std::fs::write(&bad, &data).unwrap();
+        assert_eq!(
+            symbolizer_for(&bad).user(FAKE_TGID, 0, &[work_at]),
+            vec![UNKNOWN],
+            "{tag}"
+        );
+    }
+}
+
+#[test]
 fn truncated_files_give_unknown() {
     let dir = TempDir::new("trunc");
     let bin = dir.path("work");
