@@ -13,4 +13,5 @@ mod hostile;
 mod live;
 mod loss;
 mod names;
+mod sources;
 mod tracefs;

@@ -84,6 +84,9 @@ struct Process {
     /// Bumped whenever `mappings` changes, so that a user of the current
     /// map (the unwinder) knows when to look again.
     version: u64,
+    /// Its pid in its own namespace and its effective uid, read while it
+    /// lived: which perf map is its, and who must own it.
+    perf_map: Option<(u32, u32)>,
 }
 
 /// The root directories of the processes seen, each held open once.
@@ -248,6 +251,7 @@ impl ProcessMaps {
                 image_since: from,
                 root,
                 read_at: crate::sys::host::monotonic_ns(),
+                perf_map: crate::sys::proc::ns_pid_and_euid(tgid),
                 ..Process::default()
             },
             Err(_) => Process {
@@ -311,9 +315,13 @@ impl ProcessMaps {
                 // what it showed is the new image already.
                 Some(p) if p.read_at > time => p.image_since = time,
                 Some(p) => {
-                    // It may have changed root before the exec.
+                    // It may have changed root before the exec, and its
+                    // effective uid with it.
                     if let Some(root) = self.roots.capture(c.tgid) {
                         p.root = Some(root);
+                    }
+                    if let Some(ids) = crate::sys::proc::ns_pid_and_euid(c.tgid) {
+                        p.perf_map = Some(ids);
                     }
                     end_all(&mut p.mappings, time);
                     p.image_since = time;
@@ -407,6 +415,25 @@ impl ProcessMaps {
         let p = self.procs.get(&tgid)?;
         let m = p.mappings.iter().rev().find(|m| m.contains(time, addr))?;
         Some((m, (addr - m.start).wrapping_add(m.pgoff)))
+    }
+
+    /// Opens the perf map of `tgid` (`/tmp/perf-PID.map` with its pid in
+    /// its own namespace) inside the root it had, if its owner is the
+    /// process's effective uid: a map it planted as a link to a file it
+    /// does not own is refused. Through the held root this works after the
+    /// process exited.
+    pub(crate) fn open_perf_map(&self, tgid: u32) -> Result<Opened, OpenError> {
+        let p = self.procs.get(&tgid).ok_or(OpenError::NoRoot)?;
+        let (ns_pid, euid) = p.perf_map.ok_or(OpenError::NoRoot)?;
+        let root = p
+            .root
+            .and_then(|i| self.roots.dirs.get(i))
+            .ok_or(OpenError::NoRoot)?;
+        let opened = root.open_file(&format!("/tmp/perf-{ns_pid}.map"))?;
+        if opened.uid != euid {
+            return Err(OpenError::NotOwned);
+        }
+        Ok(opened)
     }
 
     /// Opens the file of `mapping` of `tgid` for reading, as safely as a
@@ -536,6 +563,37 @@ fn parse_file_key(dev: &str, inode: &str) -> Option<FileKey> {
 mod tests {
     use super::*;
     use crate::event::{Comm, CommChange, Exit, Fork, Mmap};
+
+    #[test]
+    fn a_perf_map_must_be_owned_by_its_process_user() {
+        // A process of this root, as its pid in its namespace says.
+        let ns_pid = 0x7fff_0001u32;
+        let path = format!("/tmp/perf-{ns_pid}.map");
+        std::fs::write(&path, "10 10 f\n").unwrap();
+        let mut pm = ProcessMaps::new();
+        let root = pm.roots.capture(std::process::id());
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        for (euid, ok) in [(me, true), (me.wrapping_add(4242), false)] {
+            pm.procs.insert(
+                1,
+                Process {
+                    root,
+                    perf_map: Some((ns_pid, euid)),
+                    ..Process::default()
+                },
+            );
+            let got = pm.open_perf_map(1);
+            if ok {
+                assert_eq!(got.map(|o| o.size).ok(), Some(8));
+            } else {
+                assert_eq!(got.err(), Some(OpenError::NotOwned));
+            }
+        }
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(pm.open_perf_map(1).err(), Some(OpenError::Missing));
+        assert_eq!(pm.open_perf_map(2).err(), Some(OpenError::NoRoot));
+    }
 
     fn ev(time: u64, kind: EventKind) -> Event {
         Event { time, cpu: 0, kind }

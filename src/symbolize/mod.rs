@@ -1,19 +1,23 @@
 //! Symbolization, after tracing, once per unique address: kernel addresses
 //! through kallsyms, user addresses through each process's memory map as it
 //! was at the time of the sample, ELF symbols and DWARF (with inlined
-//! frames), and Rust/C++ demangling.
+//! frames), JIT code through perf maps, and Rust/C++ demangling. User
+//! addresses are resolved file by file, each file's data released before
+//! the next is read.
 //!
 //! Submodules: [`kernel`] (kallsyms), [`maps`] (map history, and opening a
 //! mapped file safely), [`read`] (reading a file within a byte budget),
-//! [`elf`] (one parsed ELF file: segments, symbols, DWARF), [`split`] (the
-//! inlined copy function splitting leaves), [`demangle`], [`cache`] (files
-//! parsed once, addresses resolved once) and [`vdso`].
+//! [`elf`] (one parsed ELF file: segments, symbols, DWARF), [`symtab`]
+//! (symbol tables read by range), [`split`] (the inlined copy function
+//! splitting leaves), [`perfmap`] (JIT code), [`demangle`], [`cache`]
+//! (files opened once, addresses resolved once) and [`vdso`].
 
 pub(crate) mod cache;
 pub(crate) mod demangle;
 pub(crate) mod elf;
 pub(crate) mod kernel;
 pub(crate) mod maps;
+pub(crate) mod perfmap;
 pub(crate) mod read;
 mod split;
 mod symtab;
@@ -25,6 +29,7 @@ use std::sync::Arc;
 use anyhow::Result;
 
 use crate::kallsyms::Preload;
+use crate::sys::open::OpenError;
 use cache::{FileCache, FileId};
 use kernel::KernelSymbols;
 pub(crate) use maps::{Mapping, ProcessMaps};
@@ -107,6 +112,11 @@ pub(crate) struct Symbolizer {
     stop: Option<Box<dyn Fn() -> bool + Send>>,
     /// Set when `stop` cut symbolization short.
     stopped: bool,
+    /// JIT code's names from perf maps, by process and address (`None`:
+    /// looked for, not found).
+    jit: HashMap<(u32, u64), Option<String>>,
+    /// What reading perf maps met, for NOTE lines.
+    perf_map_notes: Vec<String>,
     warnings: Vec<String>,
 }
 
@@ -134,6 +144,8 @@ impl Symbolizer {
             opened: HashMap::new(),
             stop: None,
             stopped: false,
+            jit: HashMap::new(),
+            perf_map_notes: Vec::new(),
             warnings: Vec::new(),
         })
     }
@@ -240,13 +252,20 @@ impl Symbolizer {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Vec<Vec<Symbol>> {
         let mut wanted: BTreeMap<FileId, BTreeSet<u64>> = BTreeMap::new();
+        let mut jit: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
         for stack in stacks {
             self.maps.ensure_known(stack.tgid, stack.time);
             for (i, &addr) in stack.addrs.iter().enumerate() {
-                if let Place::File(id, off, _) = self.place(stack.tgid, stack.time, probe(i, addr))
-                    && !self.files.has(id, off)
-                {
-                    wanted.entry(id).or_default().insert(off);
+                let probed = probe(i, addr);
+                match self.place(stack.tgid, stack.time, probed) {
+                    Place::File(id, off, _) if !self.files.has(id, off) => {
+                        wanted.entry(id).or_default().insert(off);
+                    }
+                    Place::File(..) => {}
+                    Place::Nowhere if !self.jit.contains_key(&(stack.tgid, probed)) => {
+                        jit.entry(stack.tgid).or_default().insert(probed);
+                    }
+                    Place::Nowhere => {}
                 }
             }
         }
@@ -260,6 +279,12 @@ impl Symbolizer {
             self.files.resolve(id, &offsets);
         }
         progress(total, total);
+        for (tgid, addrs) in jit {
+            if self.should_stop() {
+                break;
+            }
+            self.read_perf_map(tgid, &addrs);
+        }
         stacks
             .iter()
             .map(|stack| {
@@ -273,7 +298,10 @@ impl Symbolizer {
                             self.files.names(id, off),
                             Symbol::in_module(module, off + (addr - probed)),
                         ),
-                        Place::Nowhere => (Arc::from(Vec::new()), Symbol::nowhere(addr)),
+                        Place::Nowhere => {
+                            let name = self.jit.get(&(stack.tgid, probed)).cloned().flatten();
+                            (Arc::from(Vec::from_iter(name)), Symbol::nowhere(addr))
+                        }
                     };
                     if names.is_empty() {
                         out.push(unresolved);
@@ -284,6 +312,36 @@ impl Symbolizer {
                 out
             })
             .collect()
+    }
+
+    /// Names JIT code at `addrs` (in no mapped file) of process `tgid`
+    /// from its perf map, if it has one.
+    fn read_perf_map(&mut self, tgid: u32, addrs: &BTreeSet<u64>) {
+        let found = match self.maps.open_perf_map(tgid) {
+            Ok(file) => perfmap::read(&file, addrs),
+            Err(OpenError::Missing | OpenError::NoRoot) => perfmap::Found::default(),
+            Err(e) => {
+                self.perf_map_notes
+                    .push(format!("PID {tgid}'s perf map was not read: {e}"));
+                perfmap::Found::default()
+            }
+        };
+        if found.malformed > 0 {
+            self.perf_map_notes.push(format!(
+                "{} malformed lines of PID {tgid}'s perf map were skipped",
+                found.malformed
+            ));
+        }
+        if found.cut {
+            self.perf_map_notes.push(format!(
+                "PID {tgid}'s perf map was read up to its first {} MiB",
+                perfmap::MAX_MAP_BYTES >> 20
+            ));
+        }
+        for &addr in addrs {
+            self.jit
+                .insert((tgid, addr), found.names.get(&addr).cloned());
+        }
     }
 
     /// True once `stop` said so (then it is not asked again).
@@ -328,6 +386,7 @@ impl Symbolizer {
     pub(crate) fn warnings(&self) -> Vec<String> {
         let mut out = self.warnings.clone();
         out.extend(self.files.notes());
+        out.extend(self.perf_map_notes.iter().map(|n| format!("NOTE: {n}.")));
         if self.stopped {
             out.push(
                 "NOTE: symbolization was interrupted; frames of files not yet read print as \

@@ -29,6 +29,9 @@ pub(crate) enum OpenError {
     Fuse,
     #[error("not the file the process mapped")]
     Replaced,
+    /// Owned by someone other than the process that names it.
+    #[error("not owned by the process's user")]
+    NotOwned,
     /// The process was never seen alive, so its root is unknown.
     #[error("the process's root directory is unknown")]
     NoRoot,
@@ -49,6 +52,8 @@ pub(crate) struct Opened {
     pub(crate) file: File,
     pub(crate) key: FileKey,
     pub(crate) size: u64,
+    /// Its owner.
+    pub(crate) uid: u32,
 }
 
 /// How paths are resolved inside a [`Dir`].
@@ -156,6 +161,7 @@ fn reopen(path_fd: OwnedFd) -> Result<Opened, OpenError> {
         file: File::from(fd),
         key,
         size: u64::try_from(st2.st_size).unwrap_or(0),
+        uid: st2.st_uid,
     })
 }
 

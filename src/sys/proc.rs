@@ -50,6 +50,18 @@ pub(crate) fn start_and_state(pid: u32) -> Option<(u64, char)> {
     Some((stat.starttime, stat.state))
 }
 
+/// Process `pid`'s id in its own PID namespace (the last of `NSpid`)
+/// and its effective uid: whose `/tmp/perf-PID.map` it writes, and who
+/// must own it.
+pub(crate) fn ns_pid_and_euid(pid: u32) -> Option<(u32, u32)> {
+    let status = task(pid)?.status().ok()?;
+    let ns_pid = match status.nspid.as_deref() {
+        Some([.., last]) => u32::try_from(*last).ok()?,
+        _ => pid,
+    };
+    Some((ns_pid, status.euid))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
