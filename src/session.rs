@@ -563,7 +563,14 @@ fn symbolize_entries(
         })
         .collect();
     let mut progress = Progress::new("reading files", 0);
-    let resolved = symbolizer.user_stacks(&stacks, &mut |done, total| progress.at(done, total));
+    let resolved = symbolizer.user_stacks(&stacks, &mut |what, done, total| {
+        if what != progress.what {
+            // A new step: end the line of the last one.
+            progress.done();
+            progress = Progress::new(what, total);
+        }
+        progress.at(done, total);
+    });
     progress.done();
     let user_names: HashMap<u32, Vec<Frame>> = user_ids
         .into_iter()

@@ -47,7 +47,13 @@ fn trace_node(node_flags: &[&str]) -> Vec<Folded> {
     ];
     args.extend(node_flags);
     args.extend([script.to_str().expect("UTF-8 path"), "10"]);
-    let out = run(&args);
+    // node may write V8 logs into its working directory.
+    let cwd = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let out = tool()
+        .args(&args)
+        .current_dir(cwd)
+        .output()
+        .expect("running offwake-perf");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{args:?}: {}\n{stderr}", out.status);
     parse_folded(&String::from_utf8(out.stdout).expect("UTF-8 output"))
@@ -111,4 +117,162 @@ fn node_jit_frames_are_named_from_its_perf_map() {
             && has(&e.target, "[unknown]")),
         "JIT frames print as [unknown] without a perf map"
     );
+}
+
+/// Copies workload `name` to `dir`, stripped, and writes its debug file
+/// (`objcopy --only-keep-debug`) to `dir/serve/`; the stripped copy.
+fn stripped_with_debug_file(name: &str, dir: &Path) -> PathBuf {
+    let built = workload(name);
+    let serve = dir.join("serve");
+    std::fs::create_dir_all(&serve).expect("creating the served directory");
+    let debug = serve.join(format!("{name}.debug"));
+    let stripped = dir.join(format!("{name}.stripped"));
+    for (tool, args) in [
+        (
+            "objcopy",
+            vec!["--only-keep-debug".into(), built.clone(), debug],
+        ),
+        ("strip", vec!["-o".into(), stripped.clone(), built]),
+    ] {
+        let status = std::process::Command::new(tool)
+            .args(&args)
+            .status()
+            .unwrap_or_else(|e| panic!("running {tool}: {e}"));
+        assert!(status.success(), "{tool} {args:?}");
+    }
+    stripped
+}
+
+/// The GNU build-id of `path`, in hex (from `readelf -n`).
+fn build_id(path: &Path) -> String {
+    let out = std::process::Command::new("readelf")
+        .arg("-n")
+        .arg(path)
+        .output()
+        .expect("running readelf");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .unwrap_or_else(|| panic!("no build-id in {}", path.display()))
+        .to_string()
+}
+
+/// The HTTP status of GET `path` on 127.0.0.1:`port`.
+fn http_status(port: u16, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// elfutils' debuginfod serving the files of `dir` on a loopback port,
+/// stopped when dropped.
+struct Server {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Server {
+    /// Starts it, and waits until it serves build-id `id`.
+    fn start(dir: &Path, id: &str) -> Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("finding a free port")
+            .port();
+        let child = std::process::Command::new("debuginfod")
+            .arg("-F")
+            .arg(dir)
+            .args(["-p", &port.to_string(), "-d"])
+            .arg(dir.join("index.sqlite"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting debuginfod (Debian package debuginfod)");
+        let server = Server { child, port };
+        let path = format!("/buildid/{id}/debuginfo");
+        wait_for("debuginfod to serve the debug file", || {
+            http_status(port, &path) == Some(200)
+        });
+        server
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn debug_files_come_from_a_debuginfod_server() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("debuginfod-test");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating the test directory");
+    let stripped = stripped_with_debug_file("pipewake", &dir);
+    let id = build_id(&stripped);
+    let server = Server::start(&dir.join("serve"), &id);
+    let cache = dir.join("cache");
+
+    let trace = |env: &[(&str, &str)]| {
+        let bin = stripped.to_str().expect("UTF-8 path");
+        let args = ["-f", "--", "taskset", "-c", "0", bin, "3", "20"];
+        let out = run_env(env, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{env:?}: {}\n{stderr}", out.status);
+        let text = String::from_utf8(out.stdout).expect("UTF-8 output");
+        (parse_folded(&text), stderr)
+    };
+    let reader_blocks = |entries: &[Folded]| -> u64 {
+        entries
+            .iter()
+            .filter(|e| has(&e.target, "reader_wait") && has(&e.target, "reader_main"))
+            .filter(|e| e.waker.iter().any(|f| f == "writer_poke"))
+            .map(|e| e.total)
+            .sum()
+    };
+
+    // Without a server: the stripped binary's own functions are unknown.
+    let (plain, _) = trace(&[("DEBUGINFOD_URLS", "")]);
+    assert_eq!(reader_blocks(&plain), 0, "names without debuginfod");
+    assert!(
+        plain
+            .iter()
+            .any(|e| e.target_comm == "pipewake.stripp" && has(&e.target, "[unknown]")),
+        "no [unknown] frame of the stripped binary: {plain:#?}"
+    );
+
+    // With it: fetched into the cache, named, with the wakeups' time.
+    let url = server.url();
+    let cache_path = cache.to_str().expect("UTF-8 path");
+    let env = [
+        ("DEBUGINFOD_URLS", url.as_str()),
+        ("DEBUGINFOD_CACHE_PATH", cache_path),
+    ];
+    let (named, stderr) = trace(&env);
+    assert_slept(
+        "reader blocked until poked",
+        reader_blocks(&named),
+        3,
+        20,
+        &stderr,
+    );
+    let cached = cache.join(&id).join("debuginfo");
+    assert!(cached.is_file(), "{} not cached", cached.display());
+
+    // The cache is enough once filled: the server is gone.
+    drop(server);
+    let (again, stderr) = trace(&env);
+    assert_slept("from the cache", reader_blocks(&again), 3, 20, &stderr);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -67,6 +67,26 @@ impl FileCache {
         Some(id)
     }
 
+    /// The build-ids (hex) of the files among `ids` that have no symbols
+    /// or debug file at hand, and the cache's debug directories.
+    pub(crate) fn wanting_debug_files(&mut self, ids: impl Iterator<Item = FileId>) -> Vec<String> {
+        let debug = self.debug.get_or_insert_with(DebugDirs::system);
+        let mut out: Vec<String> = ids
+            .filter_map(|id| self.opened.get(&id))
+            .filter_map(|(opened, _)| super::elf::wants_debug_file(opened, debug))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Debug files of build-ids `found` are in the debuginfod cache `cache`.
+    pub(crate) fn add_fetched(&mut self, cache: &std::path::Path, found: HashSet<String>) {
+        self.debug
+            .get_or_insert_with(DebugDirs::system)
+            .add_fetched(cache, found);
+    }
+
     /// True when the names of `off` in `id` are known.
     pub(crate) fn has(&self, id: FileId, off: u64) -> bool {
         self.names.contains_key(&(id, off))

@@ -9,7 +9,7 @@
 //! than [`MAX_DIE_DEPTH`] are not walked, and an address yields at most
 //! [`MAX_INLINE_FRAMES`] names.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
@@ -95,16 +95,19 @@ pub(crate) enum ParseError {
     Bad(#[from] anyhow::Error),
 }
 
-/// The trusted debug directory, opened once.
+/// Where debug files are found: the trusted debug directory, opened once,
+/// and the debuginfod cache for the build-ids fetched into it.
 #[derive(Debug, Default)]
 pub(crate) struct DebugDirs {
     dir: Option<Dir>,
+    fetched: Option<(Dir, HashSet<String>)>,
 }
 
 impl DebugDirs {
     pub(crate) fn system() -> DebugDirs {
         DebugDirs {
             dir: Dir::open(Path::new(DEBUG_DIR), Scope::Beneath).ok(),
+            fetched: None,
         }
     }
 
@@ -113,12 +116,58 @@ impl DebugDirs {
     pub(crate) fn at(dir: &Path) -> DebugDirs {
         DebugDirs {
             dir: Dir::open(dir, Scope::Beneath).ok(),
+            fetched: None,
+        }
+    }
+
+    /// Adds the debug files of build-ids `found` (hex), fetched into the
+    /// debuginfod cache `cache`.
+    pub(crate) fn add_fetched(&mut self, cache: &Path, found: HashSet<String>) {
+        if let Ok(dir) = Dir::open(cache, Scope::Beneath) {
+            self.fetched = Some((dir, found));
         }
     }
 
     fn open(&self, rel: &str) -> Option<Opened> {
         self.dir.as_ref()?.open_file(rel).ok()
     }
+
+    /// The debug file of build-id `hex`: in the debug directory, else
+    /// fetched.
+    fn by_build_id(&self, hex: &str) -> Option<Opened> {
+        if hex.len() < 2 {
+            return None;
+        }
+        self.open(&format!(".build-id/{}/{}.debug", &hex[..2], &hex[2..]))
+            .or_else(|| {
+                let (dir, found) = self.fetched.as_ref()?;
+                if !found.contains(hex) {
+                    return None;
+                }
+                dir.open_file(&super::debuginfod::cached_name(hex)).ok()
+            })
+    }
+}
+
+/// A build-id as hex digits.
+fn hex(id: &[u8]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The build-id (hex) of the ELF file `opened` when nothing at hand names
+/// its functions fully: it has no DWARF and no `.symtab`, and no debug
+/// file for it is in the debug directory. Only its headers are read.
+pub(crate) fn wants_debug_file(opened: &Opened, debug: &DebugDirs) -> Option<String> {
+    // Headers, section and program tables and notes: a small read.
+    let allowance = Allowance::new(4 << 20);
+    let arena = Arena::new();
+    let reader = FileReader::new(Source::File(&opened.file), opened.size, &allowance, &arena);
+    let obj = object::File::parse(&reader).ok()?;
+    if has_dwarf(&obj) || obj.section_by_name(".symtab").is_some() {
+        return None;
+    }
+    let id = hex(obj.build_id().ok()??);
+    (debug.by_build_id(&id).is_none() && id.len() >= 2).then_some(id)
 }
 
 /// A parsed ELF file, ready for lookups.
@@ -817,12 +866,9 @@ fn find_debug_file<'a, R: object::ReadRef<'a>>(
     debug: &DebugDirs,
 ) -> Option<(Opened, Found)> {
     if let Ok(Some(id)) = obj.build_id()
-        && id.len() >= 2
+        && let Some(file) = debug.by_build_id(&hex(id))
     {
-        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-        if let Some(file) = debug.open(&format!(".build-id/{}/{}.debug", &hex[..2], &hex[2..])) {
-            return Some((file, Found::BuildId));
-        }
+        return Some((file, Found::BuildId));
     }
     let (name, crc) = obj.gnu_debuglink().ok()??;
     let name = std::str::from_utf8(name).ok()?;

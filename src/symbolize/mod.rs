@@ -13,6 +13,7 @@
 //! (files opened once, addresses resolved once) and [`vdso`].
 
 pub(crate) mod cache;
+pub(crate) mod debuginfod;
 pub(crate) mod demangle;
 pub(crate) mod elf;
 pub(crate) mod kernel;
@@ -117,6 +118,8 @@ pub(crate) struct Symbolizer {
     jit: HashMap<(u32, u64), Option<String>>,
     /// What reading perf maps met, for NOTE lines.
     perf_map_notes: Vec<String>,
+    /// Servers to fetch missing debug files from (`DEBUGINFOD_URLS`).
+    debuginfod: Option<debuginfod::Config>,
     warnings: Vec<String>,
 }
 
@@ -146,6 +149,7 @@ impl Symbolizer {
             stopped: false,
             jit: HashMap::new(),
             perf_map_notes: Vec::new(),
+            debuginfod: debuginfod::Config::from_env(),
             warnings: Vec::new(),
         })
     }
@@ -227,7 +231,7 @@ impl Symbolizer {
     #[cfg(test)]
     pub(crate) fn user(&mut self, tgid: u32, time: u64, addrs: &[u64]) -> Vec<String> {
         let stack = UserStack { tgid, time, addrs };
-        self.user_stacks(&[stack], &mut |_, _| {})
+        self.user_stacks(&[stack], &mut |_, _, _| {})
             .remove(0)
             .into_iter()
             .map(|s| match s {
@@ -244,12 +248,14 @@ impl Symbolizer {
     ///
     /// Every address is first placed in its file; then each file is parsed
     /// once for all of its addresses and released before the next, so that
-    /// memory holds one file's data at a time. `progress` is told
-    /// `(files done, files)` as files are read.
+    /// memory holds one file's data at a time. Before that, debug files
+    /// that files without symbols lack are fetched from debuginfod servers
+    /// when `DEBUGINFOD_URLS` names some. `progress` is told what it is
+    /// doing, and how far it is, `(step, done, total)`.
     pub(crate) fn user_stacks(
         &mut self,
         stacks: &[UserStack<'_>],
-        progress: &mut dyn FnMut(usize, usize),
+        progress: &mut dyn FnMut(&'static str, usize, usize),
     ) -> Vec<Vec<Symbol>> {
         let mut wanted: BTreeMap<FileId, BTreeSet<u64>> = BTreeMap::new();
         let mut jit: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
@@ -269,16 +275,22 @@ impl Symbolizer {
                 }
             }
         }
+        if let Some(config) = self.debuginfod.clone() {
+            let ids = self.files.wanting_debug_files(wanted.keys().copied());
+            if !ids.is_empty() {
+                self.fetch_debug_files(&config, &ids, progress);
+            }
+        }
         let total = wanted.len();
         for (done, (id, offsets)) in wanted.into_iter().enumerate() {
-            progress(done, total);
+            progress("reading files", done, total);
             if self.should_stop() {
                 break;
             }
             let offsets: Vec<u64> = offsets.into_iter().collect();
             self.files.resolve(id, &offsets);
         }
-        progress(total, total);
+        progress("reading files", total, total);
         for (tgid, addrs) in jit {
             if self.should_stop() {
                 break;
@@ -312,6 +324,36 @@ impl Symbolizer {
                 out
             })
             .collect()
+    }
+
+    /// Fetches the debug files of build-ids `ids` into the debuginfod
+    /// cache, for the files to find.
+    fn fetch_debug_files(
+        &mut self,
+        config: &debuginfod::Config,
+        ids: &[String],
+        progress: &mut dyn FnMut(&'static str, usize, usize),
+    ) {
+        let stop = self.stop.as_deref();
+        let stop = || stop.is_some_and(|s| s());
+        let fetched = debuginfod::fetch(config, ids, &stop, &mut |done, total| {
+            progress("fetching debug files", done, total)
+        });
+        if fetched.timed_out > 0 {
+            self.warnings.push(format!(
+                "NOTE: {} of {} debug files were still being fetched from debuginfod when \
+                 its timeout (DEBUGINFOD_TIMEOUT) or a signal ended the wait.",
+                fetched.timed_out,
+                ids.len()
+            ));
+        }
+        if let Some(first) = fetched.errors.first() {
+            self.warnings.push(format!(
+                "NOTE: {} debug files could not be fetched from debuginfod (first: {first}).",
+                fetched.errors.len()
+            ));
+        }
+        self.files.add_fetched(&config.cache, fetched.found);
     }
 
     /// Names JIT code at `addrs` (in no mapped file) of process `tgid`

@@ -144,7 +144,7 @@ fn c_function_from_dwarf_and_return_address_convention() {
         offset: 3,
     };
     assert_eq!(
-        s.user_stacks(&[stack], &mut |_, _| {}),
+        s.user_stacks(&[stack], &mut |_, _, _| {}),
         vec![vec![
             Symbol::Unresolved {
                 module: None,
