@@ -327,7 +327,7 @@ fn exited_process_still_symbolized() {
     for b in &mine {
         assert!(
             has(&b.target, "sleep_once") && has(&b.target, "main"),
-            "user frames of the exited process not symbolized: {b:?}"
+            "user frames of the exited process not symbolized: {b:?}\n{err}"
         );
     }
     let total: u64 = mine.iter().map(|b| b.total).sum();
