@@ -397,6 +397,8 @@ impl Symbolizer {
     /// Where an (already adjusted) user address is: a file offset in a
     /// mapped file (opened once per mapping), or nowhere known.
     fn place(&mut self, tgid: u32, time: u64, addr: u64) -> Place {
+        // Asked before any file is opened: a signal stops the opening.
+        let stop = self.should_stop();
         let Some((mapping, off)) = self.maps.lookup(tgid, time, addr) else {
             return Place::Nowhere;
         };
@@ -408,7 +410,7 @@ impl Symbolizer {
         let id = match self.opened.get(&key) {
             Some(&id) => id,
             None => {
-                if self.stopped {
+                if stop {
                     return Place::Nowhere;
                 }
                 let opened = self.maps.open_file(tgid, mapping);
