@@ -87,6 +87,23 @@ impl FileCache {
             .add_fetched(cache, found);
     }
 
+    /// Replaces the run's reading budget (tests).
+    #[cfg(test)]
+    pub(crate) fn set_run_budget(&mut self, run: RunBudget) {
+        self.run = run;
+    }
+
+    /// What the run may still read (tests).
+    #[cfg(test)]
+    pub(crate) fn run_budget_left(&self) -> u64 {
+        self.run.left()
+    }
+
+    /// The size of file `id` as opened (0 when not opened).
+    pub(crate) fn size(&self, id: FileId) -> u64 {
+        self.opened.get(&id).map_or(0, |(o, _)| o.size)
+    }
+
     /// True when the names of `off` in `id` are known.
     pub(crate) fn has(&self, id: FileId, off: u64) -> bool {
         self.names.contains_key(&(id, off))

@@ -281,6 +281,10 @@ impl Symbolizer {
                 self.fetch_debug_files(&config, &ids, progress);
             }
         }
+        // Smallest first: should the run's reading budget run out, the
+        // fewest files go unnamed.
+        let mut wanted: Vec<(FileId, BTreeSet<u64>)> = wanted.into_iter().collect();
+        wanted.sort_by_key(|(id, _)| (self.files.size(*id), *id));
         let total = wanted.len();
         for (done, (id, offsets)) in wanted.into_iter().enumerate() {
             progress("reading files", done, total);

@@ -543,6 +543,66 @@ fn live_probe_target() -> u64 {
 }
 
 #[test]
+fn a_big_file_does_not_starve_the_small_ones() {
+    // This test binary (tens of MiB) and a small one, in one process, with
+    // a run budget the big one alone would use up.
+    let dir = TempDir::new("starve");
+    let bin = dir.path("work");
+    compile("cc", "work.c", &bin, &["-g", "-O0"]);
+    let (work, _) = symbol(&bin, "work");
+    let big = std::env::current_exe().expect("own path");
+    let big_len = std::fs::metadata(&big).expect("stat").len();
+    assert!(big_len > 8 << 20, "the test binary is {big_len} bytes");
+    let files = [
+        (&big, BASE, big_len),
+        (&bin, 2 * BASE, std::fs::metadata(&bin).unwrap().len()),
+    ];
+    let small_at = 2 * BASE + file_offset(&bin, work) + 1;
+    let addrs = [BASE + 0x1000, small_at];
+    // What each file spends alone; then a budget that holds the big one's
+    // spending and only half the small one's.
+    let per_file = 4 << 20;
+    let spent = |i: usize| {
+        let mut maps = ProcessMaps::new();
+        let (path, start, len) = files[i];
+        maps.add_mapping(FAKE_TGID, mapping_of(path, start, len));
+        let mut s = Symbolizer::new(maps, None).expect("symbolizer");
+        s.files
+            .set_run_budget(read::RunBudget::new(per_file, 1 << 30));
+        s.user(FAKE_TGID, 0, &addrs);
+        (1 << 30) - s.files.run_budget_left()
+    };
+    let (big_spent, small_spent) = (spent(0), spent(1));
+    assert!(
+        small_spent > 0 && big_spent > small_spent,
+        "{big_spent} {small_spent}"
+    );
+    let mut maps = ProcessMaps::new();
+    for (path, start, len) in files {
+        maps.add_mapping(FAKE_TGID, mapping_of(path, start, len));
+    }
+    let mut s = Symbolizer::new(maps, None).expect("symbolizer");
+    s.files
+        .set_run_budget(read::RunBudget::new(per_file, big_spent + small_spent / 2));
+    let names = s.user(FAKE_TGID, 0, &addrs);
+    assert_eq!(names[1], "work", "{names:?}");
+}
+
+/// A mapping of the whole file at `path` at `start`.
+fn mapping_of(path: &Path, start: u64, len: u64) -> Mapping {
+    Mapping {
+        start,
+        end: start + len.next_multiple_of(4096),
+        pgoff: 0,
+        path: path.to_string_lossy().into_owned(),
+        deleted: false,
+        file: None,
+        from: 0,
+        until: u64::MAX,
+    }
+}
+
+#[test]
 fn own_process_resolves_rust_function() {
     let me = std::process::id();
     let mut maps = ProcessMaps::new();
