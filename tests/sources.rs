@@ -276,3 +276,173 @@ fn debug_files_come_from_a_debuginfod_server() {
     assert_slept("from the cache", reader_blocks(&again), 3, 20, &stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A one-file HTTPS server (Python's `http.server` over TLS) serving
+/// `root` on a loopback port with certificate `cert` and key `key`,
+/// stopped when dropped.
+struct TlsServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl TlsServer {
+    fn start(root: &Path, cert: &Path, key: &Path) -> TlsServer {
+        use std::io::BufRead;
+        let script = "import functools, http.server, ssl, sys\n\
+            handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
+            httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)\n\
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
+            ctx.load_cert_chain(sys.argv[2], sys.argv[3])\n\
+            httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)\n\
+            print(httpd.server_address[1], flush=True)\n\
+            httpd.serve_forever()\n";
+        let mut child = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .arg(root)
+            .arg(cert)
+            .arg(key)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting python3's HTTPS server");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("its stdout");
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("reading its port");
+        let port = line.trim().parse().expect("a port number");
+        TlsServer { child, port }
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Makes a CA and a certificate it signs for `localhost`, in `dir`:
+/// (CA certificate, server certificate, server key).
+fn make_certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let f = |n: &str| dir.join(n);
+    let openssl = |args: &[&str]| {
+        let status = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("running openssl");
+        assert!(status.success(), "openssl {args:?}");
+    };
+    std::fs::write(
+        f("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .expect("writing ext.cnf");
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=offwake test CA",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    (f("ca.pem"), f("server.pem"), f("server.key"))
+}
+
+#[test]
+fn debug_files_come_over_https_with_the_certificate_checked() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("debuginfod-https");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating the test directory");
+    let stripped = stripped_with_debug_file("pipewake", &dir);
+    let id = build_id(&stripped);
+    // The layout a debuginfod server answers with.
+    let served = dir.join("https");
+    std::fs::create_dir_all(served.join("buildid").join(&id)).expect("creating the tree");
+    std::fs::copy(
+        dir.join("serve/pipewake.debug"),
+        served.join("buildid").join(&id).join("debuginfo"),
+    )
+    .expect("placing the debug file");
+    let (ca, cert, key) = make_certificates(&dir);
+    let server = TlsServer::start(&served, &cert, &key);
+    let url = format!("https://localhost:{}", server.port);
+
+    let trace = |ca: Option<&Path>, cache: &str| {
+        let bin = stripped.to_str().expect("UTF-8 path");
+        let mut cmd = tool();
+        cmd.args(["-f", "--", "taskset", "-c", "0", bin, "3", "20"])
+            .env("DEBUGINFOD_URLS", &url)
+            .env("DEBUGINFOD_CACHE_PATH", dir.join(cache))
+            .env("DEBUGINFOD_TIMEOUT", "20");
+        // Only the test's CA, or only the system's.
+        match ca {
+            Some(ca) => cmd.env("SSL_CERT_FILE", ca).env("SSL_CERT_DIR", &dir),
+            None => cmd.env_remove("SSL_CERT_FILE").env_remove("SSL_CERT_DIR"),
+        };
+        let out = cmd.output().expect("running offwake-perf");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{}\n{stderr}", out.status);
+        let entries = parse_folded(&String::from_utf8(out.stdout).expect("UTF-8 output"));
+        let named = entries
+            .iter()
+            .any(|e| has(&e.target, "reader_wait") && has(&e.target, "reader_main"));
+        (named, stderr)
+    };
+    let (named, stderr) = trace(None, "cache-untrusted");
+    assert!(
+        !named,
+        "names from a server whose certificate no CA vouches for"
+    );
+    assert!(
+        stderr.contains("could not be fetched from debuginfod"),
+        "no NOTE on the refused certificate: {stderr}"
+    );
+    let (named, stderr) = trace(Some(&ca), "cache-trusted");
+    assert!(named, "no names over HTTPS with the CA trusted: {stderr}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
