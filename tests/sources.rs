@@ -446,3 +446,69 @@ fn debug_files_come_over_https_with_the_certificate_checked() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn mini_debuginfo_names_a_stripped_binary() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("minidebuginfo-test");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating the test directory");
+    let built = workload("pipewake");
+    let (plain, mini) = (dir.join("pipewake.plain"), dir.join("pipewake.mini"));
+    std::fs::copy(&built, &plain).expect("copying pipewake");
+    std::fs::copy(&built, &mini).expect("copying pipewake");
+    let status = std::process::Command::new("strip")
+        .arg(&plain)
+        .status()
+        .expect("running strip");
+    assert!(status.success());
+    // As Fedora's find-debuginfo builds it.
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/symbolize/minidebuginfo.sh");
+    let status = std::process::Command::new(&script)
+        .arg(&mini)
+        .status()
+        .expect("running minidebuginfo.sh");
+    assert!(status.success());
+
+    let trace = |bin: &Path| {
+        let args = [
+            "-f",
+            "--",
+            "taskset",
+            "-c",
+            "0",
+            bin.to_str().unwrap(),
+            "3",
+            "20",
+        ];
+        let out = run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{args:?}: {}\n{stderr}", out.status);
+        let entries = parse_folded(&String::from_utf8(out.stdout).expect("UTF-8 output"));
+        let blocked: u64 = entries
+            .iter()
+            .filter(|e| has(&e.target, "reader_wait") && has(&e.target, "reader_main"))
+            .filter(|e| e.waker.iter().any(|f| f == "writer_poke"))
+            .map(|e| e.total)
+            .sum();
+        (blocked, stderr)
+    };
+    let (blocked, _) = trace(&plain);
+    assert_eq!(
+        blocked, 0,
+        "names in a stripped binary without MiniDebugInfo"
+    );
+    let (blocked, stderr) = trace(&mini);
+    assert_slept(
+        "reader blocked, named from MiniDebugInfo",
+        blocked,
+        3,
+        20,
+        &stderr,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

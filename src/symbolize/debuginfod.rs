@@ -226,9 +226,9 @@ fn fetch_one(agent: &ureq::Agent, config: &Config, hex: &str) -> Result<bool, St
                 continue;
             }
         }
-        create_private_dir(&config.cache)
+        create_private_dir(&config.cache, true)
             .map_err(|e| format!("{}: {e}", config.cache.display()))?;
-        create_private_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        create_private_dir(&dir, false).map_err(|e| format!("{}: {e}", dir.display()))?;
         let body = response.body_mut().as_reader();
         return store(body, &dir).map(|()| true);
     }
@@ -238,10 +238,14 @@ fn fetch_one(agent: &ureq::Agent, config: &Config, hex: &str) -> Result<bool, St
     }
 }
 
-/// Creates `dir` (mode 0700 when new).
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+/// Creates `dir` (mode 0700 when new), with its parents when `parents`.
+fn create_private_dir(dir: &Path, parents: bool) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+    let created = std::fs::DirBuilder::new()
+        .recursive(parents)
+        .mode(0o700)
+        .create(dir);
+    match created {
         Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
         _ => Ok(()),
     }

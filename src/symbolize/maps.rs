@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::event::{Event, EventKind};
 use crate::sys::open::{Dir, FileKey, OpenError, Opened, Scope, open_magic};
@@ -87,6 +88,10 @@ struct Process {
     /// Its pid in its own namespace and its effective uid, read while it
     /// lived: which perf map is its, and who must own it.
     perf_map: Option<(u32, u32)>,
+    /// Its perf map, opened when its exit was seen: read later through
+    /// this descriptor, it is what the runtime wrote, even if the file is
+    /// removed meanwhile or its name taken by another process.
+    held_perf_map: Option<Arc<Opened>>,
 }
 
 /// The root directories of the processes seen, each held open once.
@@ -131,6 +136,9 @@ pub(crate) struct ProcessMaps {
     /// Roots taken before the process's first event (see
     /// [`ProcessMaps::hold_root`]).
     early_roots: HashMap<u32, usize>,
+    /// Perf maps held open for processes that exited (at most
+    /// [`MAX_HELD_PERF_MAPS`]).
+    held_perf_maps: usize,
     /// False when the backend delivers no mmap events (tracefs): maps are
     /// then re-read from /proc after an exec, and when a stack's address is
     /// not covered by what is known.
@@ -143,6 +151,9 @@ impl Default for ProcessMaps {
     }
 }
 
+/// Most perf maps of exited processes held open.
+const MAX_HELD_PERF_MAPS: usize = 256;
+
 /// Least event time between two re-reads of one process's /proc maps.
 const REREAD_INTERVAL_NS: u64 = 100_000_000;
 
@@ -153,6 +164,7 @@ impl ProcessMaps {
             roots: Roots::default(),
             own_root: Dir::open(Path::new("/"), Scope::Root).ok(),
             early_roots: HashMap::new(),
+            held_perf_maps: 0,
             mmap_events: true,
         }
     }
@@ -351,8 +363,17 @@ impl ProcessMaps {
                 }
             }
             EventKind::Exit(e) if e.tid == e.tgid => {
+                let held = if self.held_perf_maps < MAX_HELD_PERF_MAPS {
+                    self.open_perf_map(e.tgid).ok()
+                } else {
+                    None
+                };
                 if let Some(p) = self.procs.get_mut(&e.tgid) {
                     p.exited = true;
+                    if let Some(file) = held {
+                        p.held_perf_map = Some(Arc::new(file));
+                        self.held_perf_maps += 1;
+                    }
                 }
             }
             _ => {}
@@ -420,10 +441,13 @@ impl ProcessMaps {
     /// Opens the perf map of `tgid` (`/tmp/perf-PID.map` with its pid in
     /// its own namespace) inside the root it had, if its owner is the
     /// process's effective uid: a map it planted as a link to a file it
-    /// does not own is refused. Through the held root this works after the
-    /// process exited.
+    /// does not own is refused. For a process whose exit was seen, the map
+    /// as opened then.
     pub(crate) fn open_perf_map(&self, tgid: u32) -> Result<Opened, OpenError> {
         let p = self.procs.get(&tgid).ok_or(OpenError::NoRoot)?;
+        if let Some(held) = &p.held_perf_map {
+            return held.try_clone();
+        }
         let (ns_pid, euid) = p.perf_map.ok_or(OpenError::NoRoot)?;
         let root = p
             .root
@@ -593,6 +617,36 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert_eq!(pm.open_perf_map(1).err(), Some(OpenError::Missing));
         assert_eq!(pm.open_perf_map(2).err(), Some(OpenError::NoRoot));
+    }
+
+    #[test]
+    fn a_perf_map_is_held_from_its_process_exit() {
+        let ns_pid = 0x7fff_0002u32;
+        let path = format!("/tmp/perf-{ns_pid}.map");
+        std::fs::write(&path, "10 10 before_exit\n").unwrap();
+        let mut pm = ProcessMaps::new();
+        let root = pm.roots.capture(std::process::id());
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        pm.procs.insert(
+            5,
+            Process {
+                root,
+                perf_map: Some((ns_pid, me)),
+                ..Process::default()
+            },
+        );
+        pm.observe(&ev(1, EventKind::Exit(Exit { tgid: 5, tid: 5 })));
+        // Removed, and the name taken by another file: the held one reads.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "10 10 someone_else\n").unwrap();
+        let wanted = [0x12u64].into_iter().collect();
+        for _ in 0..2 {
+            let file = pm.open_perf_map(5).expect("held");
+            let found = crate::symbolize::perfmap::read(&file, &wanted);
+            assert_eq!(found.names[&0x12], "before_exit");
+        }
+        std::fs::remove_file(&path).unwrap();
     }
 
     fn ev(time: u64, kind: EventKind) -> Event {

@@ -31,7 +31,11 @@ pub(crate) struct Found {
 
 /// Reads the perf map `file` for the addresses `wanted`.
 pub(crate) fn read(file: &Opened, wanted: &BTreeSet<u64>) -> Found {
-    let limited = (&file.file).take(MAX_MAP_BYTES);
+    let limited = FromStart {
+        file: &file.file,
+        at: 0,
+    }
+    .take(MAX_MAP_BYTES);
     let mut found = Found {
         cut: file.size > MAX_MAP_BYTES,
         ..Found::default()
@@ -42,6 +46,22 @@ pub(crate) fn read(file: &Opened, wanted: &BTreeSet<u64>) -> Found {
         &mut found,
     );
     found
+}
+
+/// Reads a file from its start with `pread`, whatever its descriptor's
+/// offset (a held map is read again through shared descriptors).
+struct FromStart<'a> {
+    file: &'a std::fs::File,
+    at: u64,
+}
+
+impl Read for FromStart<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let n = self.file.read_at(buf, self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
 }
 
 /// Reads lines from `input` into `found`.

@@ -166,6 +166,19 @@ fn reopen(path_fd: OwnedFd) -> Result<Opened, OpenError> {
 }
 
 impl Opened {
+    /// Another descriptor of the same open file (its offset shared).
+    pub(crate) fn try_clone(&self) -> Result<Opened, OpenError> {
+        Ok(Opened {
+            file: self
+                .file
+                .try_clone()
+                .map_err(|e| OpenError::Os(Errno::from_raw(e.raw_os_error().unwrap_or(0))))?,
+            key: self.key,
+            size: self.size,
+            uid: self.uid,
+        })
+    }
+
     /// Checks that this is the file a process mapped: the device and inode
     /// it had. Both must match: an inode number alone is easy to meet
     /// again on another filesystem. (Overlayfs, and btrfs subvolumes,
