@@ -24,7 +24,33 @@ use super::symtab::{self, Sorted, Table};
 use crate::sys::open::{Dir, Opened, Scope};
 
 /// DWARF reader owning its bytes, so a parsed file outlives its reads.
-pub(crate) type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
+pub(crate) type Reader = gimli::EndianReader<gimli::RunTimeEndian, Bytes>;
+
+/// The bytes of a DWARF section: read whole, or read by unit into an
+/// anonymous mapping (see [`super::sparse`]).
+#[derive(Clone, Debug)]
+pub(crate) enum Bytes {
+    Heap(Arc<[u8]>),
+    Map(Arc<memmap2::Mmap>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Heap(b) => b,
+            Bytes::Map(m) => m,
+        }
+    }
+}
+
+// SAFETY: the bytes are behind an `Arc` (a heap slice, or a private
+// anonymous mapping never remapped or unmapped while referenced), so they
+// stay where they are however a `Bytes` is moved or cloned.
+unsafe impl stable_deref_trait::StableDeref for Bytes {}
+// SAFETY: as above; a clone refers to the same bytes.
+unsafe impl stable_deref_trait::CloneStableDeref for Bytes {}
 
 /// Deepest DIE nesting walked. addr2line recurses once per nested inlined
 /// function; real code stays far below this.
@@ -453,19 +479,19 @@ fn parse_image(
         _ => None,
     };
 
-    let mut dwarf = None;
-    let mut over_budget = false;
-    if has_dwarf(&obj) {
-        dwarf = load_dwarf(&obj, &reader);
-        over_budget = allowance.exceeded();
-    } else if let (Some(dbg), Some(r)) = (&dbg, &dbg_reader) {
-        if has_dwarf(dbg) {
-            dwarf = load_dwarf(dbg, r);
-        }
-        if !own_symtab && let Some(t) = dbg.symbol_table() {
-            entries.extend(symtab::entries(&t, Table::Debug, &dbg_allowance));
-        }
-        over_budget = dbg_allowance.exceeded();
+    // The addresses asked for, when not all of them.
+    let vaddrs: Option<Vec<u64>> = match wanted {
+        Wanted::All => None,
+        Wanted::Offsets(offsets) => Some(
+            offsets
+                .iter()
+                .filter_map(|&off| vaddr_of_offset(&segments, off))
+                .collect(),
+        ),
+    };
+    // A debug file's symbols join those of a binary without `.symtab`.
+    if !own_symtab && let Some(t) = dbg.as_ref().and_then(|d| d.symbol_table()) {
+        entries.extend(symtab::entries(&t, Table::Debug, &dbg_allowance));
     }
 
     // MiniDebugInfo: the symbols a stripped binary keeps beside its
@@ -510,15 +536,23 @@ fn parse_image(
         };
         Some(name.to_string())
     };
-    let symbols = match wanted {
-        Wanted::All => Symbols::All(index.all(&name_of, allowance)),
-        Wanted::Offsets(offsets) => {
-            let vaddrs = offsets
-                .iter()
-                .filter_map(|&off| vaddr_of_offset(&segments, off));
-            Symbols::At(index.names_at(vaddrs, &name_of, allowance))
-        }
+    // Names before DWARF, which may use up what is left of the allowance.
+    let symbols = match &vaddrs {
+        None => Symbols::All(index.all(&name_of, allowance)),
+        Some(vaddrs) => Symbols::At(index.names_at(vaddrs.iter().copied(), &name_of, allowance)),
     };
+
+    let mut dwarf = None;
+    let mut over_budget = false;
+    if has_dwarf(&obj) {
+        dwarf = load_dwarf(&obj, &reader, vaddrs.as_deref());
+        over_budget = allowance.exceeded();
+    } else if let (Some(dbg), Some(r)) = (&dbg, &dbg_reader) {
+        if has_dwarf(dbg) {
+            dwarf = load_dwarf(dbg, r, vaddrs.as_deref());
+        }
+        over_budget = dbg_allowance.exceeded();
+    }
     run.spend(&dbg_allowance);
 
     let dwarf_refused = match dwarf {
@@ -611,7 +645,7 @@ pub(crate) enum Refused {
 }
 
 /// Most units a file's DWARF may have.
-const MAX_UNITS: usize = 100_000;
+pub(crate) const MAX_UNITS: usize = 100_000;
 /// Most units that may share one line program or range list (compilers
 /// give each unit its own; dwz shares a few with partial units).
 const MAX_SHARING: u32 = 16;
@@ -623,6 +657,7 @@ const MAX_SHARING: u32 = 16;
 fn load_dwarf<'a>(
     obj: &object::File<'a, &'a FileReader<'a>>,
     reader: &'a FileReader<'a>,
+    vaddrs: Option<&[u64]>,
 ) -> Option<Result<addr2line::Context<Reader>, Refused>> {
     let endian = if obj.is_little_endian() {
         gimli::RunTimeEndian::Little
@@ -630,13 +665,27 @@ fn load_dwarf<'a>(
         gimli::RunTimeEndian::Big
     };
     let allowance = reader.allowance();
+    // Each section read once, whether by the sparse reading or for gimli.
+    let read: std::cell::RefCell<HashMap<gimli::SectionId, Option<Bytes>>> = Default::default();
+    let whole = |id: gimli::SectionId| -> Option<Bytes> {
+        read.borrow_mut()
+            .entry(id)
+            .or_insert_with(|| section_bytes(obj, reader, id.name()).map(Bytes::Heap))
+            .clone()
+    };
+    let sparse = vaddrs.and_then(|v| super::sparse::load(obj, reader, v, endian, &whole));
     let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
-        let bytes = section_bytes(obj, reader, id.name());
+        let bytes = match (&sparse, id) {
+            (Some(s), gimli::SectionId::DebugInfo) => Some(s.info.clone()),
+            (Some(s), gimli::SectionId::DebugLine) => Some(s.line.clone()),
+            (Some(s), gimli::SectionId::DebugStr) => Some(s.str.clone()),
+            _ => whole(id),
+        };
         if bytes.is_none() && allowance.exceeded() {
             return Err(gimli::Error::Io);
         }
-        let bytes: Arc<[u8]> = bytes.unwrap_or_else(|| Arc::from(&[][..]));
-        Ok(gimli::EndianArcSlice::new(bytes, endian))
+        let bytes = bytes.unwrap_or_else(|| Bytes::Heap(Arc::from(&[][..])));
+        Ok(gimli::EndianReader::new(bytes, endian))
     };
     let mut dwarf = gimli::Dwarf::load(load).ok()?;
     // Each abbreviation table parsed once, for the walk below and for
@@ -687,6 +736,9 @@ fn vet(dwarf: &gimli::Dwarf<Reader>, allowance: &Allowance) -> Result<(), Refuse
                 return Err(Refused::Deep);
             }
             let abbrev = match entries.read_abbreviation() {
+                // A unit without entries (one not read, see
+                // [`super::sparse`]): nothing to check.
+                Ok(None) if root => break,
                 // The end of a list of children.
                 Ok(None) => continue,
                 Ok(Some(abbrev)) => abbrev,

@@ -20,6 +20,7 @@ pub(crate) mod kernel;
 pub(crate) mod maps;
 pub(crate) mod perfmap;
 pub(crate) mod read;
+mod sparse;
 mod split;
 mod symtab;
 pub(crate) mod vdso;

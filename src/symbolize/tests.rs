@@ -603,6 +603,105 @@ fn mapping_of(path: &Path, start: u64, len: u64) -> Mapping {
 }
 
 #[test]
+fn dwarf_read_by_unit_names_as_dwarf_read_whole() {
+    // Sixty units, each with functions and an inlined helper.
+    let dir = TempDir::new("by-unit");
+    let mut sources = Vec::new();
+    for i in 0..60 {
+        let src = dir.path(&format!("u{i}.c"));
+        let mut text = format!(
+            "static inline int helper{i}(int x) {{ return x * {i} + (x >> 3); }}\n\
+             __attribute__((noinline)) int outer{i}(int x) {{ return helper{i}(x) + {i}; }}\n\
+             __attribute__((noinline)) int plain{i}(int x) {{ return x ^ {i}; }}\n"
+        );
+        // Bulk, so that each unit weighs what a real one does.
+        for j in 0..40 {
+            text += &format!(
+                "struct s{i}_{j} {{ int a{j}; long b{j}; char c{j}[{j} + 1]; }};\n\
+                 int bulk{i}_{j}(struct s{i}_{j} *s) {{ return s->a{j} + (int)s->b{j} + s->c{j}[0]; }}\n"
+            );
+        }
+        std::fs::write(&src, text).unwrap();
+        sources.push(src);
+    }
+    let main = dir.path("main.c");
+    std::fs::write(&main, "int main(void) { return 0; }\n").unwrap();
+    sources.push(main);
+    let bin = dir.path("units");
+    let status = Command::new("cc")
+        .args(["-g", "-O2", "-o"])
+        .arg(&bin)
+        .args(&sources)
+        .status()
+        .expect("running cc");
+    assert!(status.success());
+    let picks: Vec<u64> = (0..60)
+        .step_by(7)
+        .flat_map(|i| {
+            let (outer, size) = symbol(&bin, &format!("outer{i}"));
+            let (plain, _) = symbol(&bin, &format!("plain{i}"));
+            (outer..outer + size).chain([plain])
+        })
+        .collect();
+    let offsets: Vec<u64> = picks.iter().map(|&v| file_offset(&bin, v)).collect();
+    let dir_fd = crate::sys::open::Dir::open(&dir.path(""), crate::sys::open::Scope::Root)
+        .expect("opening the directory");
+    let opened = dir_fd.open_file("units").expect("opening the binary");
+    let parse = |wanted| {
+        let mut run = read::RunBudget::new(read::FILE_BUDGET, 1 << 40);
+        let elf = elf::ElfFile::from_opened(
+            &opened,
+            "/units",
+            &elf::DebugDirs::system(),
+            &mut run,
+            wanted,
+        )
+        .expect("parsing the binary");
+        assert!(elf.has_dwarf() && elf.dwarf_refused().is_none());
+        (elf, (1 << 40) - run.left())
+    };
+    let (whole, whole_cost) = parse(elf::Wanted::All);
+    // Read by unit, however small the file.
+    sparse::MIN_SPARSE_IN_TEST.with(|m| m.set(0));
+    let (by_unit, by_unit_cost) = parse(elf::Wanted::Offsets(&offsets));
+    sparse::MIN_SPARSE_IN_TEST.with(|m| m.set(u64::MAX));
+    let mut inlined = 0;
+    for &vaddr in &picks {
+        let names = by_unit.names(vaddr);
+        assert!(!names.is_empty(), "{vaddr:#x} unnamed");
+        assert_eq!(names, whole.names(vaddr), "at {vaddr:#x}");
+        inlined += usize::from(names.len() > 1);
+    }
+    assert!(inlined > 0, "no inlined frame among the addresses");
+    // 9 of 61 units, with their line programs and names.
+    assert!(
+        by_unit_cost * 2 < whole_cost,
+        "read by unit: {by_unit_cost} bytes; whole: {whole_cost}"
+    );
+
+    // DWARF over the file's budget: the symbols, read first, still name
+    // every address.
+    let mut run = read::RunBudget::new(whole_cost / 3, 1 << 40);
+    let elf = elf::ElfFile::from_opened(
+        &opened,
+        "/units",
+        &elf::DebugDirs::system(),
+        &mut run,
+        elf::Wanted::Offsets(&offsets),
+    )
+    .expect("parsing the binary");
+    assert_eq!(elf.dwarf_refused(), Some(elf::Refused::Budget));
+    for &vaddr in &picks {
+        let names = elf.names(vaddr);
+        assert_eq!(names.len(), 1, "at {vaddr:#x}: {names:?}");
+        assert_eq!(
+            Some(names[0].as_str()),
+            whole.names(vaddr).last().map(String::as_str)
+        );
+    }
+}
+
+#[test]
 fn own_process_resolves_rust_function() {
     let me = std::process::id();
     let mut maps = ProcessMaps::new();
