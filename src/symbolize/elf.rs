@@ -280,6 +280,21 @@ impl ElfFile {
         .map_err(anyhow::Error::from)
     }
 
+    /// [`ElfFile::parse`] for the file offsets `offsets` only (tests).
+    #[cfg(test)]
+    pub(crate) fn parse_for(data: &[u8], offsets: &[u64]) -> Result<ElfFile> {
+        let mut run = RunBudget::default();
+        ElfFile::parse_source(
+            Source::Bytes(data),
+            data.len() as u64,
+            None,
+            &DebugDirs::default(),
+            &mut run,
+            Wanted::Offsets(offsets),
+        )
+        .map_err(anyhow::Error::from)
+    }
+
     fn parse_source(
         source: Source<'_>,
         len: u64,

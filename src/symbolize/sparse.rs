@@ -19,7 +19,7 @@ use gimli::{AttributeValue, EndianSlice, RunTimeEndian};
 use object::{Object, ObjectSection};
 
 use super::elf::{Bytes, MAX_DIE_DEPTH, MAX_UNITS};
-use super::read::{MAX_NAME, Reader as FileReader};
+use super::read::{Allowance, MAX_NAME, Reader as FileReader};
 
 /// Below this size `.debug_info` is read whole: reading by unit would save
 /// little.
@@ -37,6 +37,8 @@ fn min_sparse() -> u64 {
     #[cfg(not(test))]
     MIN_SPARSE
 }
+/// The largest section read by unit (address space reserved, not memory).
+const MAX_SECTION: u64 = 4 << 30;
 /// How much of a string is read first; a longer one is read again up to
 /// [`MAX_NAME`].
 const STRING_WINDOW: u64 = 256;
@@ -67,6 +69,11 @@ impl Section {
         if range.format != object::CompressionFormat::None
             || range.offset.checked_add(range.compressed_size)? > file_len
         {
+            return None;
+        }
+        // A claim beyond what a mapping can reserve is read whole, and
+        // found over the budget there.
+        if range.compressed_size > MAX_SECTION {
             return None;
         }
         let size = usize::try_from(range.compressed_size).ok()?;
@@ -169,6 +176,7 @@ pub(crate) fn load<'a>(
             unit.offset,
             &mut lines,
             &mut names,
+            reader.allowance(),
         )?;
         for target in refs {
             let u = unit_at(target)?;
@@ -312,6 +320,7 @@ fn headers(
 /// line program and the strings naming its functions, and returns the
 /// `.debug_info` offsets it refers to in other units. `None` when it does
 /// not parse or nests too deep.
+#[allow(clippy::too_many_arguments)]
 fn scan(
     info: &[u8],
     abbrev: &[u8],
@@ -320,7 +329,10 @@ fn scan(
     offset: u64,
     lines: &mut BTreeSet<u64>,
     names: &mut BTreeSet<u64>,
+    allowance: &Allowance,
 ) -> Option<Vec<u64>> {
+    // What keeping one offset found costs (a set or list entry).
+    const KEPT: u64 = 48;
     let debug_info = gimli::DebugInfo::new(info, endian);
     let header = debug_info
         .header_from_offset(gimli::DebugInfoOffset(usize::try_from(offset).ok()?))
@@ -342,6 +354,16 @@ fn scan(
         };
         for spec in abbrev.attributes() {
             let attr = entries.read_attribute(*spec).ok()?;
+            let kept = matches!(
+                attr.value(),
+                AttributeValue::DebugInfoRef(_)
+                    | AttributeValue::DebugLineRef(_)
+                    | AttributeValue::DebugStrRef(_)
+                    | AttributeValue::DebugStrOffsetsIndex(_)
+            );
+            if kept && !allowance.charge(KEPT) {
+                return None;
+            }
             let naming = matches!(
                 attr.name(),
                 gimli::DW_AT_name | gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name

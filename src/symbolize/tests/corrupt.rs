@@ -456,6 +456,43 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(crate::proptest_config::config(192))]
+
+    /// The same damage, parsed for a few addresses, with DWARF read by
+    /// unit (see `sparse.rs`) however small the file.
+    #[test]
+    fn random_damage_read_by_unit_never_panics(
+        writes in proptest::collection::vec(damage(), 1..6),
+        cut in proptest::option::weighted(0.2, any::<usize>()),
+    ) {
+        let original = work_binary(false);
+        let regions = regions(original);
+        let mut data = original.to_vec();
+        for (r, at, bytes) in &writes {
+            let region = &regions[r % regions.len()];
+            let at = region.start + at % region.len();
+            let n = bytes.len().min(data.len() - at);
+            data[at..at + n].copy_from_slice(&bytes[..n]);
+        }
+        if let Some(cut) = cut {
+            data.truncate(cut % (data.len() + 1));
+        }
+        let offsets = [0x1000u64, 0x1100, 0x1180, u64::MAX];
+        sparse::MIN_SPARSE_IN_TEST.with(|m| m.set(0));
+        let parsed = elf::ElfFile::parse_for(&data, &offsets);
+        sparse::MIN_SPARSE_IN_TEST.with(|m| m.set(u64::MAX));
+        let Ok(elf) = parsed else {
+            return Ok(());
+        };
+        for off in offsets {
+            if let Some(vaddr) = elf.vaddr_of_offset(off) {
+                prop_assert!(elf.names(vaddr).len() <= 16);
+            }
+        }
+    }
+}
+
 /// One rewrite of a section header: (section, what its offset becomes,
 /// what its size becomes, whether it claims to be compressed).
 fn claim() -> impl Strategy<Value = (usize, usize, u64, bool)> {
