@@ -31,6 +31,8 @@ pub(crate) type Reader = gimli::EndianReader<gimli::RunTimeEndian, Bytes>;
 #[derive(Clone, Debug)]
 pub(crate) enum Bytes {
     Heap(Arc<[u8]>),
+    /// Decompressed, kept in the buffer the decompressor filled.
+    Vec(Arc<Vec<u8>>),
     Map(Arc<memmap2::Mmap>),
 }
 
@@ -40,14 +42,16 @@ impl std::ops::Deref for Bytes {
     fn deref(&self) -> &[u8] {
         match self {
             Bytes::Heap(b) => b,
+            Bytes::Vec(v) => v,
             Bytes::Map(m) => m,
         }
     }
 }
 
-// SAFETY: the bytes are behind an `Arc` (a heap slice, or a private
-// anonymous mapping never remapped or unmapped while referenced), so they
-// stay where they are however a `Bytes` is moved or cloned.
+// SAFETY: the bytes are behind an `Arc` (a heap slice, a vector never
+// changed once shared, or a private anonymous mapping never remapped or
+// unmapped while referenced), so they stay where they are however a
+// `Bytes` is moved or cloned.
 unsafe impl stable_deref_trait::StableDeref for Bytes {}
 // SAFETY: as above; a clone refers to the same bytes.
 unsafe impl stable_deref_trait::CloneStableDeref for Bytes {}
@@ -642,7 +646,7 @@ fn has_dwarf<'a, R: object::ReadRef<'a>>(obj: &object::File<'a, R>) -> bool {
 /// The most deflate expands its input. A compressed section claiming more
 /// lies (real DWARF compresses far less, with zstd too), and decompressing
 /// it would first allocate, and fill, whatever size it claims.
-const MAX_EXPANSION: u64 = 1032;
+pub(crate) const MAX_EXPANSION: u64 = 1032;
 
 /// Why DWARF that was read is left out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -685,7 +689,7 @@ fn load_dwarf<'a>(
     let whole = |id: gimli::SectionId| -> Option<Bytes> {
         read.borrow_mut()
             .entry(id)
-            .or_insert_with(|| section_bytes(obj, reader, id.name()).map(Bytes::Heap))
+            .or_insert_with(|| section_data(obj, reader, id.name()))
             .clone()
     };
     let sparse = vaddrs.and_then(|v| super::sparse::load(obj, reader, v, endian, &whole));
@@ -861,11 +865,23 @@ pub(crate) fn section_bytes<'a>(
     reader: &'a FileReader<'a>,
     name: &str,
 ) -> Option<Arc<[u8]>> {
+    match section_data(obj, reader, name)? {
+        Bytes::Heap(b) => Some(b),
+        other => Some(Arc::from(&*other)),
+    }
+}
+
+/// [`section_bytes`] without copying what was decompressed.
+fn section_data<'a>(
+    obj: &object::File<'a, &'a FileReader<'a>>,
+    reader: &'a FileReader<'a>,
+    name: &str,
+) -> Option<Bytes> {
     let section = obj.section_by_name(name)?;
     let range = section.compressed_file_range().ok()?;
     let raw = reader.read_owned(range.offset, range.compressed_size)?;
     if range.format == object::CompressionFormat::None {
-        return Some(raw);
+        return Some(Bytes::Heap(raw));
     }
     if range.uncompressed_size > range.compressed_size.saturating_mul(MAX_EXPANSION)
         || !reader
@@ -879,7 +895,10 @@ pub(crate) fn section_bytes<'a>(
         data: &raw,
         uncompressed_size: range.uncompressed_size,
     };
-    compressed.decompress().ok().map(|d| Arc::from(&*d))
+    match compressed.decompress().ok()? {
+        std::borrow::Cow::Owned(v) => Some(Bytes::Vec(Arc::new(v))),
+        std::borrow::Cow::Borrowed(b) => Some(Bytes::Heap(Arc::from(b))),
+    }
 }
 
 /// How a separate debug file was found, which says how it must match.

@@ -10,15 +10,19 @@
 //! are anonymous mappings of their full size: bytes never written are zero
 //! pages the kernel does not back, so memory holds what was read.
 //!
-//! When anything does not fit this reading (no aranges, compressed
-//! sections, an unknown unit version), the caller reads the sections whole.
+//! A compressed section is expanded as a stream, once per pass, keeping
+//! only the ranges wanted. When anything does not fit this reading (no
+//! aranges, an unknown unit version or compression), the caller reads the
+//! sections whole.
 
 use std::collections::{BTreeSet, HashSet};
+
+use std::io::Read;
 
 use gimli::{AttributeValue, EndianSlice, RunTimeEndian};
 use object::{Object, ObjectSection};
 
-use super::elf::{Bytes, MAX_DIE_DEPTH, MAX_UNITS};
+use super::elf::{Bytes, MAX_DIE_DEPTH, MAX_EXPANSION, MAX_UNITS};
 use super::read::{Allowance, MAX_NAME, Reader as FileReader};
 
 /// Below this size `.debug_info` is read whole: reading by unit would save
@@ -50,35 +54,65 @@ pub(crate) struct Sparse {
     pub(crate) str: Bytes,
 }
 
-/// One section being filled: where it is in the file, and its mapping.
+/// Where a section's bytes come from.
+enum Source {
+    /// Stored as is, at this file offset.
+    Plain { offset: u64 },
+    /// Compressed (`SHF_COMPRESSED`): these bytes, read whole, expand as a
+    /// stream, of which only the ranges wanted are kept.
+    Packed {
+        format: object::CompressionFormat,
+        data: std::sync::Arc<[u8]>,
+    },
+}
+
+/// One section being filled: where its bytes come from, and its mapping.
 struct Section {
-    offset: u64,
+    source: Source,
     map: memmap2::MmapMut,
 }
 
+/// The largest zstd window a packed section may need (more is read whole).
+const MAX_ZSTD_WINDOW: u64 = 8 << 20;
+
 impl Section {
-    /// An empty mapping for section `name` of `obj`, if uncompressed and
-    /// within the file.
+    /// An empty mapping for section `name` of `obj`, if it is within the
+    /// file and expands (when compressed) within [`MAX_EXPANSION`].
     fn of<'a>(
         obj: &object::File<'a, &'a FileReader<'a>>,
+        reader: &'a FileReader<'a>,
         name: &str,
         file_len: u64,
     ) -> Option<Section> {
         let section = obj.section_by_name(name)?;
         let range = section.compressed_file_range().ok()?;
-        if range.format != object::CompressionFormat::None
-            || range.offset.checked_add(range.compressed_size)? > file_len
-        {
+        if range.offset.checked_add(range.compressed_size)? > file_len {
             return None;
         }
+        let (source, size) = match range.format {
+            object::CompressionFormat::None => (
+                Source::Plain {
+                    offset: range.offset,
+                },
+                range.compressed_size,
+            ),
+            format @ (object::CompressionFormat::Zlib | object::CompressionFormat::Zstandard) => {
+                if range.uncompressed_size > range.compressed_size.saturating_mul(MAX_EXPANSION) {
+                    return None;
+                }
+                let data = reader.read_owned(range.offset, range.compressed_size)?;
+                (Source::Packed { format, data }, range.uncompressed_size)
+            }
+            _ => return None,
+        };
         // A claim beyond what a mapping can reserve is read whole, and
         // found over the budget there.
-        if range.compressed_size > MAX_SECTION {
+        if size > MAX_SECTION {
             return None;
         }
-        let size = usize::try_from(range.compressed_size).ok()?;
+        let size = usize::try_from(size).ok()?;
         Some(Section {
-            offset: range.offset,
+            source,
             map: memmap2::MmapMut::map_anon(size.max(1)).ok()?,
         })
     }
@@ -87,18 +121,62 @@ impl Section {
         self.map.len() as u64
     }
 
-    /// Reads `[at, at + len)` of the section (clipped to its end) from the
-    /// file, charged; false when it does not fit or cannot be read.
-    fn fill(&mut self, reader: &FileReader<'_>, at: u64, len: u64) -> bool {
-        let end = at.saturating_add(len).min(self.len());
-        if at >= end {
-            return at == end;
+    /// A front-to-back reading of the section.
+    fn walk<'s, 'r>(&'s mut self, reader: &'s FileReader<'r>) -> Option<Walk<'s, 'r>> {
+        let stream: Option<Box<dyn Read + 's>> = match &self.source {
+            Source::Plain { .. } => None,
+            Source::Packed { format, data } => Some(match format {
+                object::CompressionFormat::Zlib => {
+                    Box::new(flate2::read::ZlibDecoder::new(&data[..]))
+                }
+                _ => Box::new(
+                    ruzstd::decoding::StreamingDecoder::new_with_max_window_size(
+                        &data[..],
+                        MAX_ZSTD_WINDOW,
+                    )
+                    .ok()?,
+                ),
+            }),
+        };
+        let offset = match self.source {
+            Source::Plain { offset } => offset,
+            Source::Packed { .. } => 0,
+        };
+        Some(Walk {
+            map: &mut self.map,
+            reader,
+            offset,
+            stream,
+            at: 0,
+        })
+    }
+
+    /// Reads the ranges `ranges` (offset, length; clipped to the section)
+    /// into the mapping, in one front-to-back pass; false when one cannot
+    /// be read or does not fit the budget.
+    fn fill(
+        &mut self,
+        reader: &FileReader<'_>,
+        ranges: impl IntoIterator<Item = (u64, u64)>,
+    ) -> bool {
+        let len = self.len();
+        let mut ranges: Vec<(u64, u64)> = ranges
+            .into_iter()
+            .map(|(at, n)| (at.min(len), at.saturating_add(n).min(len)))
+            .filter(|(a, b)| a < b)
+            .collect();
+        ranges.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+        for (a, b) in ranges {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
         }
-        let Some(bytes) = reader.read_owned(self.offset + at, end - at) else {
+        let Some(mut walk) = self.walk(reader) else {
             return false;
         };
-        self.map[at as usize..end as usize].copy_from_slice(&bytes);
-        true
+        merged.into_iter().all(|(a, b)| walk.keep(a, b - a))
     }
 
     fn bytes(&self) -> &[u8] {
@@ -112,11 +190,76 @@ impl Section {
     }
 }
 
+/// A reading of one section, front to back, into its mapping: read in
+/// place when stored as is, expanded as a stream when compressed.
+struct Walk<'s, 'r> {
+    map: &'s mut memmap2::MmapMut,
+    reader: &'s FileReader<'r>,
+    /// File offset of a stored section.
+    offset: u64,
+    stream: Option<Box<dyn Read + 's>>,
+    /// Where the stream is.
+    at: u64,
+}
+
+impl Walk<'_, '_> {
+    /// Reads the next `n` bytes; where they are.
+    fn next(&mut self, n: u64) -> Option<u64> {
+        let from = self.at;
+        self.keep(from, n).then_some(from)
+    }
+
+    /// Reads `[at, at + len)` into the mapping, charged; `at` may not be
+    /// before the end of the last range read. False when it cannot be
+    /// read or does not fit the budget.
+    fn keep(&mut self, at: u64, len: u64) -> bool {
+        let Some(end) = at.checked_add(len).filter(|&e| e <= self.map.len() as u64) else {
+            return false;
+        };
+        if at < self.at {
+            return false;
+        }
+        let (from, to) = (at as usize, end as usize);
+        match &mut self.stream {
+            None => {
+                let Some(bytes) = self.reader.read_owned(self.offset + at, len) else {
+                    return false;
+                };
+                self.map[from..to].copy_from_slice(&bytes);
+            }
+            Some(stream) => {
+                let skip = at - self.at;
+                let skipped = std::io::copy(&mut stream.take(skip), &mut std::io::sink());
+                if skipped.ok() != Some(skip)
+                    || !self.reader.allowance().charge(len)
+                    || stream.read_exact(&mut self.map[from..to]).is_err()
+                {
+                    return false;
+                }
+            }
+        }
+        self.at = end;
+        true
+    }
+
+    /// The bytes read so far at `[at, at + len)`.
+    fn get(&self, at: u64, len: u64) -> Option<&[u8]> {
+        self.map
+            .get(usize::try_from(at).ok()?..usize::try_from(at.checked_add(len)?).ok()?)
+    }
+
+    fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+}
+
 /// One unit of `.debug_info`: its offset and total length.
 #[derive(Clone, Copy)]
 struct Unit {
     offset: u64,
     len: u64,
+    /// Read whole by the walk over the headers.
+    kept: bool,
 }
 
 /// The sections for `vaddrs`, or `None` when they must be read whole.
@@ -131,18 +274,22 @@ pub(crate) fn load<'a>(
 ) -> Option<Sparse> {
     use object::ReadRef;
     let file_len = reader.len().ok()?;
-    let mut info = Section::of(obj, ".debug_info", file_len)?;
+    let mut info = Section::of(obj, reader, ".debug_info", file_len)?;
     if info.len() < min_sparse() {
         return None;
     }
-    let mut line = Section::of(obj, ".debug_line", file_len)?;
-    let mut strs = Section::of(obj, ".debug_str", file_len)?;
+    let mut line = Section::of(obj, reader, ".debug_line", file_len)?;
+    let mut strs = Section::of(obj, reader, ".debug_str", file_len)?;
     let aranges = other(gimli::SectionId::DebugAranges)?;
     let abbrev = other(gimli::SectionId::DebugAbbrev)?;
     let str_offsets = other(gimli::SectionId::DebugStrOffsets);
 
     let (wanted, listed) = units_of(&aranges, endian, vaddrs)?;
-    let units = headers(&mut info, reader, endian)?;
+    // One pass: every unit's header, and whole the units holding the
+    // addresses and those the aranges do not list (only their own entries
+    // tell their addresses).
+    let keep = |offset: u64| wanted.contains(&offset) || !listed.contains(&offset);
+    let units = headers(&mut info, reader, endian, &keep)?;
     let unit_at = |offset: u64| -> Option<Unit> {
         let i = units
             .partition_point(|u| u.offset <= offset)
@@ -150,47 +297,54 @@ pub(crate) fn load<'a>(
         let u = units[i];
         (offset < u.offset + u.len).then_some(u)
     };
-
-    // The units holding the addresses, and those the aranges do not list,
-    // whose addresses only their own entries tell.
-    let mut todo: Vec<Unit> = wanted
+    if wanted
         .iter()
-        .map(|&o| unit_at(o).filter(|u| u.offset == o))
-        .collect::<Option<_>>()?;
-    todo.extend(units.iter().filter(|u| !listed.contains(&u.offset)));
-    let mut read: HashSet<u64> = HashSet::new();
-    let mut lines: BTreeSet<u64> = BTreeSet::new();
-    let mut names: BTreeSet<u64> = BTreeSet::new();
-    while let Some(unit) = todo.pop() {
-        if !read.insert(unit.offset) {
-            continue;
-        }
-        if !info.fill(reader, unit.offset, unit.len) {
-            return None;
-        }
-        let refs = scan(
-            info.bytes(),
-            &abbrev,
-            str_offsets.as_deref(),
-            endian,
-            unit.offset,
-            &mut lines,
-            &mut names,
-            reader.allowance(),
-        )?;
-        for target in refs {
-            let u = unit_at(target)?;
-            if !read.contains(&u.offset) {
-                todo.push(u);
-            }
-        }
+        .any(|&o| unit_at(o).is_none_or(|u| u.offset != o))
+    {
+        return None;
     }
 
-    for &at in &lines {
-        let len = initial_length(&line, reader, endian, at)?;
-        if !line.fill(reader, at, len) {
+    // Then the units those refer to, a pass per round.
+    let mut read: HashSet<u64> = units.iter().filter(|u| u.kept).map(|u| u.offset).collect();
+    let mut to_scan: Vec<Unit> = units.iter().filter(|u| u.kept).copied().collect();
+    let mut lines: BTreeSet<u64> = BTreeSet::new();
+    let mut names: BTreeSet<u64> = BTreeSet::new();
+    while !to_scan.is_empty() {
+        let mut next: Vec<Unit> = Vec::new();
+        for unit in &to_scan {
+            let refs = scan(
+                info.bytes(),
+                &abbrev,
+                str_offsets.as_deref(),
+                endian,
+                unit.offset,
+                &mut lines,
+                &mut names,
+                reader.allowance(),
+            )?;
+            for target in refs {
+                let u = unit_at(target)?;
+                if read.insert(u.offset) {
+                    next.push(u);
+                }
+            }
+        }
+        if !info.fill(reader, next.iter().map(|u| (u.offset, u.len))) {
             return None;
         }
+        to_scan = next;
+    }
+
+    // Line programs: their lengths, then their bytes.
+    if !line.fill(reader, lines.iter().map(|&at| (at, 12))) {
+        return None;
+    }
+    let programs: Vec<(u64, u64)> = lines
+        .iter()
+        .map(|&at| Some((at, initial_length(line.bytes(), endian, at)?)))
+        .collect::<Option<_>>()?;
+    if !line.fill(reader, programs) {
+        return None;
     }
     read_strings(&mut strs, reader, &names)?;
     Some(Sparse {
@@ -237,79 +391,97 @@ fn units_of(
     Some((out, listed))
 }
 
-/// Walks the unit headers of `.debug_info`, reading only their first bytes
-/// into `info`; the units in order. `None` for a unit this reading does not
-/// know.
+/// Walks the unit headers of `.debug_info` front to back, reading each
+/// header into `info`, and each unit `keep` names whole; the units in
+/// order. `None` for a unit this reading does not know.
 fn headers(
     info: &mut Section,
     reader: &FileReader<'_>,
     endian: RunTimeEndian,
+    keep: &dyn Fn(u64) -> bool,
 ) -> Option<Vec<Unit>> {
+    let little = endian == RunTimeEndian::Little;
+    let mut walk = info.walk(reader)?;
     let mut units = Vec::new();
     let mut at = 0u64;
-    while at < info.len() {
+    while at < walk.len() {
         if units.len() >= MAX_UNITS {
             return None;
         }
-        // Initial length, version, unit type: at most 40 bytes of header.
-        let head = reader.read_owned(info.offset + at, (info.len() - at).min(40))?;
-        let u32_at = |i: usize| -> Option<u32> {
-            let b: [u8; 4] = head.get(i..i + 4)?.try_into().ok()?;
-            Some(if endian == RunTimeEndian::Little {
-                u32::from_le_bytes(b)
-            } else {
-                u32::from_be_bytes(b)
+        let word = |b: &[u8]| -> Option<u64> {
+            Some(match b.len() {
+                1 => u64::from(b[0]),
+                2 => {
+                    let b: [u8; 2] = b.try_into().ok()?;
+                    u64::from(if little {
+                        u16::from_le_bytes(b)
+                    } else {
+                        u16::from_be_bytes(b)
+                    })
+                }
+                4 => {
+                    let b: [u8; 4] = b.try_into().ok()?;
+                    u64::from(if little {
+                        u32::from_le_bytes(b)
+                    } else {
+                        u32::from_be_bytes(b)
+                    })
+                }
+                8 => {
+                    let b: [u8; 8] = b.try_into().ok()?;
+                    if little {
+                        u64::from_le_bytes(b)
+                    } else {
+                        u64::from_be_bytes(b)
+                    }
+                }
+                _ => return None,
             })
         };
-        let u16_at = |i: usize| -> Option<u16> {
-            let b: [u8; 2] = head.get(i..i + 2)?.try_into().ok()?;
-            Some(if endian == RunTimeEndian::Little {
-                u16::from_le_bytes(b)
-            } else {
-                u16::from_be_bytes(b)
-            })
-        };
-        let (len, start, offset_size) = match u32_at(0)? {
+        // From the unit's start, past the end of the last unit read.
+        if !walk.keep(at, 4) {
+            return None;
+        }
+        let (len, offset_size) = match word(walk.get(at, 4)?)? {
             0xffff_ffff => {
-                let lo = u64::from(u32_at(4)?);
-                let hi = u64::from(u32_at(8)?);
-                let len = if endian == RunTimeEndian::Little {
-                    lo | hi << 32
-                } else {
-                    hi | lo << 32
-                };
-                (len, 12u64, 8u64)
+                let i = walk.next(8)?;
+                (word(walk.get(i, 8)?)?, 8u64)
             }
             l if l >= 0xffff_fff0 => return None,
-            l => (u64::from(l), 4, 4),
+            l => (l, 4),
         };
-        let version = u16_at(start as usize)?;
-        let header = match version {
-            2..=4 => start + 2 + offset_size + 1,
+        let start = walk.at - at;
+        let i = walk.next(2)?;
+        let rest = match word(walk.get(i, 2)?)? {
+            2..=4 => offset_size + 1,
             5 => {
-                let kind = *head.get(start as usize + 2)?;
-                let base = start + 2 + 1 + 1 + offset_size;
-                match kind {
+                let i = walk.next(1)?;
+                match word(walk.get(i, 1)?)? {
                     // DW_UT_compile, DW_UT_partial
-                    1 | 3 => base,
+                    1 | 3 => 1 + offset_size,
                     // DW_UT_skeleton, DW_UT_split_compile
-                    4 | 5 => base + 8,
+                    4 | 5 => 1 + offset_size + 8,
                     // DW_UT_type, DW_UT_split_type
-                    2 | 6 => base + 8 + offset_size,
+                    2 | 6 => 1 + offset_size + 8 + offset_size,
                     _ => return None,
                 }
             }
             _ => return None,
         };
         let total = start.checked_add(len)?;
-        if header > total || at.checked_add(total)? > info.len() {
+        let header = walk.at - at + rest;
+        if header > total || at.checked_add(total)? > walk.len() {
             return None;
         }
-        let end = at as usize + header as usize;
-        info.map[at as usize..end].copy_from_slice(head.get(..header as usize)?);
+        walk.next(rest)?;
+        let kept = keep(at);
+        if kept {
+            walk.next(total - header)?;
+        }
         units.push(Unit {
             offset: at,
             len: total,
+            kept,
         });
         at += total;
     }
@@ -398,16 +570,11 @@ fn scan(
 }
 
 /// The length (initial length field included) of the line program at
-/// `at`, read from the file.
-fn initial_length(
-    line: &Section,
-    reader: &FileReader<'_>,
-    endian: RunTimeEndian,
-    at: u64,
-) -> Option<u64> {
-    let head = reader.read_owned(line.offset + at, (line.len().checked_sub(at)?).min(12))?;
+/// `at` of `line`.
+fn initial_length(line: &[u8], endian: RunTimeEndian, at: u64) -> Option<u64> {
+    let at = usize::try_from(at).ok()?;
     let word = |i: usize| -> Option<u32> {
-        let b: [u8; 4] = head.get(i..i + 4)?.try_into().ok()?;
+        let b: [u8; 4] = line.get(at + i..at + i + 4)?.try_into().ok()?;
         Some(if endian == RunTimeEndian::Little {
             u32::from_le_bytes(b)
         } else {
@@ -429,35 +596,27 @@ fn initial_length(
     }
 }
 
-/// Reads the strings at `offsets` of `.debug_str`: a short window each
-/// (merged where they meet), then up to [`MAX_NAME`] for any not yet ended.
+/// Reads the strings at `offsets` of `.debug_str`: a short window each,
+/// then up to [`MAX_NAME`] for any not ended within it.
 fn read_strings(
     strs: &mut Section,
     reader: &FileReader<'_>,
     offsets: &BTreeSet<u64>,
 ) -> Option<()> {
-    let mut windows: Vec<(u64, u64)> = Vec::new();
-    for &at in offsets {
-        let end = at.saturating_add(STRING_WINDOW);
-        match windows.last_mut() {
-            Some(last) if at <= last.1 => last.1 = last.1.max(end),
-            _ => windows.push((at, end)),
-        }
+    if !strs.fill(reader, offsets.iter().map(|&at| (at, STRING_WINDOW))) {
+        return None;
     }
-    for (at, end) in &windows {
-        if !strs.fill(reader, *at, end - at) {
-            return None;
-        }
-    }
-    for &at in offsets {
-        let bytes = strs.bytes();
-        let Some(from) = usize::try_from(at).ok().filter(|&a| a < bytes.len()) else {
-            continue;
-        };
-        let window = &bytes[from..bytes.len().min(from + STRING_WINDOW as usize)];
-        if !window.contains(&0) && !strs.fill(reader, at, MAX_NAME as u64 + 1) {
-            return None;
-        }
-    }
-    Some(())
+    let bytes = strs.bytes();
+    let long: Vec<(u64, u64)> = offsets
+        .iter()
+        .filter(|&&at| {
+            let Some(from) = usize::try_from(at).ok().filter(|&a| a < bytes.len()) else {
+                return false;
+            };
+            let window = &bytes[from..bytes.len().min(from + STRING_WINDOW as usize)];
+            !window.contains(&0)
+        })
+        .map(|&at| (at, MAX_NAME as u64 + 1))
+        .collect();
+    strs.fill(reader, long).then_some(())
 }

@@ -627,11 +627,24 @@ fn dwarf_read_by_unit_names_as_dwarf_read_whole() {
     let main = dir.path("main.c");
     std::fs::write(&main, "int main(void) { return 0; }\n").unwrap();
     sources.push(main);
-    let bin = dir.path("units");
+    // Stored as is, and compressed (read as a stream).
+    for (name, flags) in [
+        ("units", &["-g", "-O2"][..]),
+        ("units-z", &["-g", "-O2", "-gz=zlib"]),
+    ] {
+        by_unit_matches_whole(&dir, name, flags, &sources);
+    }
+}
+
+/// Builds `sources` into `name` with `flags` and compares the names of
+/// some of its addresses, DWARF read by unit and read whole.
+fn by_unit_matches_whole(dir: &TempDir, name: &str, flags: &[&str], sources: &[PathBuf]) {
+    let bin = dir.path(name);
     let status = Command::new("cc")
-        .args(["-g", "-O2", "-o"])
+        .args(flags)
+        .arg("-o")
         .arg(&bin)
-        .args(&sources)
+        .args(sources)
         .status()
         .expect("running cc");
     assert!(status.success());
@@ -646,17 +659,12 @@ fn dwarf_read_by_unit_names_as_dwarf_read_whole() {
     let offsets: Vec<u64> = picks.iter().map(|&v| file_offset(&bin, v)).collect();
     let dir_fd = crate::sys::open::Dir::open(&dir.path(""), crate::sys::open::Scope::Root)
         .expect("opening the directory");
-    let opened = dir_fd.open_file("units").expect("opening the binary");
+    let opened = dir_fd.open_file(name).expect("opening the binary");
     let parse = |wanted| {
         let mut run = read::RunBudget::new(read::FILE_BUDGET, 1 << 40);
-        let elf = elf::ElfFile::from_opened(
-            &opened,
-            "/units",
-            &elf::DebugDirs::system(),
-            &mut run,
-            wanted,
-        )
-        .expect("parsing the binary");
+        let elf =
+            elf::ElfFile::from_opened(&opened, name, &elf::DebugDirs::system(), &mut run, wanted)
+                .expect("parsing the binary");
         assert!(elf.has_dwarf() && elf.dwarf_refused().is_none());
         (elf, (1 << 40) - run.left())
     };
