@@ -157,6 +157,45 @@ fn build_id(path: &Path) -> String {
         .to_string()
 }
 
+/// An empty scratch directory `name` under the target's temporary one.
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating the test directory");
+    dir
+}
+
+/// A pipewake run (3 pokes of 20 ms, pinned to CPU 0) of binary `bin`,
+/// traced with `-f` and the environment `env` (`None` removes a
+/// variable): the folded entries, the microseconds of the reader's blocks
+/// named in its own functions with the writer's poke as waker, and stderr.
+fn trace_pipewake(
+    bin: &Path,
+    env: &[(&str, Option<&std::ffi::OsStr>)],
+) -> (Vec<Folded>, u64, String) {
+    let mut cmd = tool();
+    cmd.args(["-f", "--", "taskset", "-c", "0"])
+        .arg(bin)
+        .args(["3", "20"]);
+    for (k, v) in env {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd.output().expect("running offwake-perf");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{env:?}: {}\n{stderr}", out.status);
+    let entries = parse_folded(&String::from_utf8(out.stdout).expect("UTF-8 output"));
+    let blocked = entries
+        .iter()
+        .filter(|e| has(&e.target, "reader_wait") && has(&e.target, "reader_main"))
+        .filter(|e| e.waker.iter().any(|f| f == "writer_poke"))
+        .map(|e| e.total)
+        .sum();
+    (entries, blocked, stderr)
+}
+
 /// The HTTP status of GET `path` on 127.0.0.1:`port`.
 fn http_status(port: u16, path: &str) -> Option<u16> {
     use std::io::{Read, Write};
@@ -216,35 +255,15 @@ fn debug_files_come_from_a_debuginfod_server() {
     if !live() {
         return;
     }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("debuginfod-test");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("creating the test directory");
+    let dir = fresh_dir("debuginfod-test");
     let stripped = stripped_with_debug_file("pipewake", &dir);
     let id = build_id(&stripped);
     let server = Server::start(&dir.join("serve"), &id);
     let cache = dir.join("cache");
 
-    let trace = |env: &[(&str, &str)]| {
-        let bin = stripped.to_str().expect("UTF-8 path");
-        let args = ["-f", "--", "taskset", "-c", "0", bin, "3", "20"];
-        let out = run_env(env, &args);
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{env:?}: {}\n{stderr}", out.status);
-        let text = String::from_utf8(out.stdout).expect("UTF-8 output");
-        (parse_folded(&text), stderr)
-    };
-    let reader_blocks = |entries: &[Folded]| -> u64 {
-        entries
-            .iter()
-            .filter(|e| has(&e.target, "reader_wait") && has(&e.target, "reader_main"))
-            .filter(|e| e.waker.iter().any(|f| f == "writer_poke"))
-            .map(|e| e.total)
-            .sum()
-    };
-
     // Without a server: the stripped binary's own functions are unknown.
-    let (plain, _) = trace(&[("DEBUGINFOD_URLS", "")]);
-    assert_eq!(reader_blocks(&plain), 0, "names without debuginfod");
+    let (plain, blocked, _) = trace_pipewake(&stripped, &[("DEBUGINFOD_URLS", None)]);
+    assert_eq!(blocked, 0, "names without debuginfod");
     assert!(
         plain
             .iter()
@@ -254,26 +273,19 @@ fn debug_files_come_from_a_debuginfod_server() {
 
     // With it: fetched into the cache, named, with the wakeups' time.
     let url = server.url();
-    let cache_path = cache.to_str().expect("UTF-8 path");
     let env = [
-        ("DEBUGINFOD_URLS", url.as_str()),
-        ("DEBUGINFOD_CACHE_PATH", cache_path),
+        ("DEBUGINFOD_URLS", Some(url.as_ref())),
+        ("DEBUGINFOD_CACHE_PATH", Some(cache.as_os_str())),
     ];
-    let (named, stderr) = trace(&env);
-    assert_slept(
-        "reader blocked until poked",
-        reader_blocks(&named),
-        3,
-        20,
-        &stderr,
-    );
+    let (_, blocked, stderr) = trace_pipewake(&stripped, &env);
+    assert_slept("reader blocked until poked", blocked, 3, 20, &stderr);
     let cached = cache.join(&id).join("debuginfo");
     assert!(cached.is_file(), "{} not cached", cached.display());
 
     // The cache is enough once filled: the server is gone.
     drop(server);
-    let (again, stderr) = trace(&env);
-    assert_slept("from the cache", reader_blocks(&again), 3, 20, &stderr);
+    let (_, blocked, stderr) = trace_pipewake(&stripped, &env);
+    assert_slept("from the cache", blocked, 3, 20, &stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -394,9 +406,7 @@ fn debug_files_come_over_https_with_the_certificate_checked() {
     if !live() {
         return;
     }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("debuginfod-https");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("creating the test directory");
+    let dir = fresh_dir("debuginfod-https");
     let stripped = stripped_with_debug_file("pipewake", &dir);
     let id = build_id(&stripped);
     // The layout a debuginfod server answers with.
@@ -411,26 +421,18 @@ fn debug_files_come_over_https_with_the_certificate_checked() {
     let server = TlsServer::start(&served, &cert, &key);
     let url = format!("https://localhost:{}", server.port);
 
+    // Only the test's CA, or only the system's.
     let trace = |ca: Option<&Path>, cache: &str| {
-        let bin = stripped.to_str().expect("UTF-8 path");
-        let mut cmd = tool();
-        cmd.args(["-f", "--", "taskset", "-c", "0", bin, "3", "20"])
-            .env("DEBUGINFOD_URLS", &url)
-            .env("DEBUGINFOD_CACHE_PATH", dir.join(cache))
-            .env("DEBUGINFOD_TIMEOUT", "20");
-        // Only the test's CA, or only the system's.
-        match ca {
-            Some(ca) => cmd.env("SSL_CERT_FILE", ca).env("SSL_CERT_DIR", &dir),
-            None => cmd.env_remove("SSL_CERT_FILE").env_remove("SSL_CERT_DIR"),
-        };
-        let out = cmd.output().expect("running offwake-perf");
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{}\n{stderr}", out.status);
-        let entries = parse_folded(&String::from_utf8(out.stdout).expect("UTF-8 output"));
-        let named = entries
-            .iter()
-            .any(|e| has(&e.target, "reader_wait") && has(&e.target, "reader_main"));
-        (named, stderr)
+        let cache = dir.join(cache);
+        let env = [
+            ("DEBUGINFOD_URLS", Some(url.as_ref())),
+            ("DEBUGINFOD_CACHE_PATH", Some(cache.as_os_str())),
+            ("DEBUGINFOD_TIMEOUT", Some("20".as_ref())),
+            ("SSL_CERT_FILE", ca.map(Path::as_os_str)),
+            ("SSL_CERT_DIR", ca.map(|_| dir.as_os_str())),
+        ];
+        let (_, blocked, stderr) = trace_pipewake(&stripped, &env);
+        (blocked > 0, stderr)
     };
     let (named, stderr) = trace(None, "cache-untrusted");
     assert!(
@@ -453,9 +455,7 @@ fn mini_debuginfo_names_a_stripped_binary() {
     if !live() {
         return;
     }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("minidebuginfo-test");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("creating the test directory");
+    let dir = fresh_dir("minidebuginfo-test");
     let built = workload("pipewake");
     let (plain, mini) = (dir.join("pipewake.plain"), dir.join("pipewake.mini"));
     std::fs::copy(&built, &plain).expect("copying pipewake");
@@ -474,35 +474,12 @@ fn mini_debuginfo_names_a_stripped_binary() {
         .expect("running minidebuginfo.sh");
     assert!(status.success());
 
-    let trace = |bin: &Path| {
-        let args = [
-            "-f",
-            "--",
-            "taskset",
-            "-c",
-            "0",
-            bin.to_str().unwrap(),
-            "3",
-            "20",
-        ];
-        let out = run(&args);
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{args:?}: {}\n{stderr}", out.status);
-        let entries = parse_folded(&String::from_utf8(out.stdout).expect("UTF-8 output"));
-        let blocked: u64 = entries
-            .iter()
-            .filter(|e| has(&e.target, "reader_wait") && has(&e.target, "reader_main"))
-            .filter(|e| e.waker.iter().any(|f| f == "writer_poke"))
-            .map(|e| e.total)
-            .sum();
-        (blocked, stderr)
-    };
-    let (blocked, _) = trace(&plain);
+    let (_, blocked, _) = trace_pipewake(&plain, &[]);
     assert_eq!(
         blocked, 0,
         "names in a stripped binary without MiniDebugInfo"
     );
-    let (blocked, stderr) = trace(&mini);
+    let (_, blocked, stderr) = trace_pipewake(&mini, &[]);
     assert_slept(
         "reader blocked, named from MiniDebugInfo",
         blocked,

@@ -530,30 +530,12 @@ fn parse_image(
     let index = symtab::Index::new(entries);
     let name_of = |e: &symtab::Entry| -> Option<String> {
         let at = object::SymbolIndex(e.index());
-        let name = match e.table() {
-            Table::Symtab => obj.symbol_table()?.symbol_by_index(at).ok()?.name().ok()?,
-            Table::Dynsym => obj
-                .dynamic_symbol_table()?
-                .symbol_by_index(at)
-                .ok()?
-                .name()
-                .ok()?,
-            Table::Debug => dbg
-                .as_ref()?
-                .symbol_table()?
-                .symbol_by_index(at)
-                .ok()?
-                .name()
-                .ok()?,
-            Table::Mini => mini
-                .as_ref()?
-                .symbol_table()?
-                .symbol_by_index(at)
-                .ok()?
-                .name()
-                .ok()?,
-        };
-        Some(name.to_string())
+        match e.table() {
+            Table::Symtab => name_at(obj.symbol_table()?, at),
+            Table::Dynsym => name_at(obj.dynamic_symbol_table()?, at),
+            Table::Debug => name_at(dbg.as_ref()?.symbol_table()?, at),
+            Table::Mini => name_at(mini.as_ref()?.symbol_table()?, at),
+        }
     };
     // Names before DWARF, which may use up what is left of the allowance.
     let symbols = match &vaddrs {
@@ -588,6 +570,14 @@ fn parse_image(
         dwarf,
         dwarf_refused,
     })
+}
+
+/// The name of symbol `at` of `table`.
+fn name_at<'data, T: ObjectSymbolTable<'data>>(
+    table: T,
+    at: object::SymbolIndex,
+) -> Option<String> {
+    Some(table.symbol_by_index(at).ok()?.name().ok()?.to_string())
 }
 
 /// Most bytes a MiniDebugInfo image may expand to: real ones hold a symbol

@@ -66,8 +66,12 @@ impl Drop for SuiteTurn {
     }
 }
 
+/// The built tool, without debuginfod servers the environment may name:
+/// a test that wants one sets it.
 pub fn tool() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_offwake-perf"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_offwake-perf"));
+    cmd.env_remove("DEBUGINFOD_URLS");
+    cmd
 }
 
 static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);

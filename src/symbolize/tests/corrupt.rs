@@ -416,6 +416,23 @@ fn damage() -> impl Strategy<Value = (usize, usize, Vec<u8>)> {
     (any::<usize>(), any::<usize>(), value)
 }
 
+/// `original` with `writes` (region, offset, bytes) applied, each into
+/// one of its regions, and cut at `cut` if given.
+fn damaged(original: &[u8], writes: &[(usize, usize, Vec<u8>)], cut: Option<usize>) -> Vec<u8> {
+    let regions = regions(original);
+    let mut data = original.to_vec();
+    for (r, at, bytes) in writes {
+        let region = &regions[r % regions.len()];
+        let at = region.start + at % region.len();
+        let n = bytes.len().min(data.len() - at);
+        data[at..at + n].copy_from_slice(&bytes[..n]);
+    }
+    if let Some(cut) = cut {
+        data.truncate(cut % (data.len() + 1));
+    }
+    data
+}
+
 proptest! {
     #![proptest_config(crate::proptest_config::config(192))]
 
@@ -426,17 +443,7 @@ proptest! {
         cut in proptest::option::weighted(0.2, any::<usize>()),
     ) {
         let original = work_binary(compressed);
-        let regions = regions(original);
-        let mut data = original.to_vec();
-        for (r, at, bytes) in &writes {
-            let region = &regions[r % regions.len()];
-            let at = region.start + at % region.len();
-            let n = bytes.len().min(data.len() - at);
-            data[at..at + n].copy_from_slice(&bytes[..n]);
-        }
-        if let Some(cut) = cut {
-            data.truncate(cut % (data.len() + 1));
-        }
+        let data = damaged(original, &writes, cut);
         let Ok(elf) = elf::ElfFile::parse(&data, None) else {
             return Ok(());
         };
@@ -467,17 +474,7 @@ proptest! {
         cut in proptest::option::weighted(0.2, any::<usize>()),
     ) {
         let original = work_binary(false);
-        let regions = regions(original);
-        let mut data = original.to_vec();
-        for (r, at, bytes) in &writes {
-            let region = &regions[r % regions.len()];
-            let at = region.start + at % region.len();
-            let n = bytes.len().min(data.len() - at);
-            data[at..at + n].copy_from_slice(&bytes[..n]);
-        }
-        if let Some(cut) = cut {
-            data.truncate(cut % (data.len() + 1));
-        }
+        let data = damaged(original, &writes, cut);
         let offsets = [0x1000u64, 0x1100, 0x1180, u64::MAX];
         sparse::MIN_SPARSE_IN_TEST.with(|m| m.set(0));
         let parsed = elf::ElfFile::parse_for(&data, &offsets);
