@@ -16,7 +16,6 @@
 //! sections whole.
 
 use std::collections::{BTreeSet, HashSet};
-
 use std::io::Read;
 
 use gimli::{AttributeValue, EndianSlice, RunTimeEndian};
@@ -41,6 +40,7 @@ fn min_sparse() -> u64 {
     #[cfg(not(test))]
     MIN_SPARSE
 }
+
 /// The largest section read by unit (address space reserved, not memory).
 const MAX_SECTION: u64 = 4 << 30;
 /// How much of a string is read first; a longer one is read again up to
