@@ -1,8 +1,11 @@
-//! One ELF file, parsed once: its `PT_LOAD` segments (file offset → virtual
-//! address), a sorted function-symbol table (`.symtab`, else `.dynsym`) and,
-//! when present, its DWARF (or that of a separate debug file found by GNU
-//! build-id or debuglink in the trusted debug directory) for names with
-//! inlined frames.
+//! One ELF file, parsed once for the addresses wanted: its `PT_LOAD`
+//! segments (file offset → virtual address), the names of its function
+//! symbols at those addresses (`.symtab`, else `.dynsym` with its
+//! MiniDebugInfo and its debug file's; see [`super::symtab`]) and, when
+//! present, its DWARF (or that of a separate debug file found by GNU
+//! build-id or debuglink in the trusted debug directory, or fetched from
+//! debuginfod) for names with inlined frames, read by unit where it can
+//! be (see [`super::sparse`]).
 //!
 //! Files come from traced processes and may be hostile: they are read
 //! within a byte budget (see [`super::read`]), DWARF units nested deeper
