@@ -127,6 +127,12 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 16384, value_parser = nonzero_usize)]
     pub(crate) stack_storage_size: usize,
 
+    /// Write the report to FILE instead of stdout (`-` is stdout). It is
+    /// written to a temporary file beside FILE and renamed over it at the
+    /// end, so FILE never holds half a report.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub(crate) output: Option<std::path::PathBuf>,
+
     /// Print a user frame that nothing names as MODULE+0xOFFSET (the file's
     /// base name and the offset in that file) instead of [unknown].
     #[arg(long)]

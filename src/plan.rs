@@ -163,6 +163,8 @@ pub(crate) struct Plan {
     /// The command to start and trace (empty: none).
     pub(crate) command: Vec<OsString>,
     pub(crate) report: ReportOptions,
+    /// Where the report goes: a file, or stdout (`None`).
+    pub(crate) output: Option<std::path::PathBuf>,
 }
 
 impl Plan {
@@ -204,6 +206,7 @@ impl Plan {
                 stacks: stacks.mode(),
                 module_offsets: cli.module_offsets,
             },
+            output: cli.output.clone().filter(|p| p.as_os_str() != "-"),
         })
     }
 

@@ -5,7 +5,6 @@
 //! what the run's counters call for.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{self, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
@@ -22,7 +21,7 @@ use crate::diag::diag;
 use crate::event::{Event, EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::plan::{Plan, Targets};
-use crate::report::{self, Frame, Frames, ResolvedEntry};
+use crate::report::{self, Frame, Frames, Output, ResolvedEntry};
 use crate::symbolize::{ProcessMaps, Symbol, Symbolizer, UserStack};
 use crate::tracepoint::Tracefs;
 use crate::unwind::Unwinder;
@@ -93,8 +92,11 @@ impl Outcome {
 pub fn run(cli: &Cli) -> Result<Outcome> {
     let launch = Instant::now();
     let plan = Plan::from_cli(cli)?;
+    // Before anything starts: a FILE that cannot be written stops the run
+    // before a command is started or an event opened.
+    let output = Output::open(plan.output.as_deref())?;
     let attached = attach(plan, launch)?;
-    let traced = trace(attached)?;
+    let traced = trace(attached, output)?;
     report(traced)
 }
 
@@ -190,13 +192,13 @@ struct Traced {
     switch_ins_from_records: bool,
     /// Files whose unwind tables could not be read.
     unwind_note: Option<String>,
-    /// False once stdout turned out to be a closed pipe.
-    stdout_open: bool,
+    /// Where the report goes.
+    output: Output,
 }
 
 /// Writes the header, then reads events until the duration ends, a signal
 /// arrives or the command exits, and drains the source.
-fn trace(attached: Attached) -> Result<Traced> {
+fn trace(attached: Attached, mut output: Output) -> Result<Traced> {
     let Attached {
         plan,
         mut source,
@@ -206,9 +208,9 @@ fn trace(attached: Attached) -> Result<Traced> {
         kallsyms,
     } = attached;
     let header = report::header(&plan.report, plan.duration, child.is_some());
-    // A closed stdout (EPIPE) ends nothing early: the run goes on and
-    // ends as it would have, with nothing more written to stdout.
-    let stdout_open = header.is_empty() || write_out(&mut io::stdout().lock(), header.as_bytes())?;
+    if !header.is_empty() {
+        output.write_with(|w| w.write_all(header.as_bytes()))?;
+    }
 
     let mut aggregator = Aggregator::new(
         aggregate::Config {
@@ -294,7 +296,7 @@ fn trace(attached: Attached) -> Result<Traced> {
         source_stats: source.stats(),
         switch_ins_from_records: source.switch_ins_from_records(),
         unwind_note,
-        stdout_open,
+        output,
     })
 }
 
@@ -312,23 +314,16 @@ fn report(traced: Traced) -> Result<Outcome> {
         source_stats,
         switch_ins_from_records,
         unwind_note,
-        stdout_open,
+        mut output,
     } = traced;
     let result = Arc::new(result);
-    if stdout_open {
+    if output.is_open() {
         let entries = symbolize_apart(&result, maps, kallsyms, plan.report.module_offsets)?;
-        let mut out = io::stdout().lock();
-        let mut buffered = io::BufWriter::new(&mut out);
-        let written = report::write_report(&mut buffered, &plan.report, &entries)
-            .and_then(|()| buffered.flush());
-        drop(buffered);
-        match written {
-            // A reader that stopped reading (`| head`): the rest goes on.
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-            Err(e) => return Err(e).context("writing the report"),
-        }
+        output
+            .write_with(|w| report::write_report(w, &plan.report, &entries))
+            .context("writing the report")?;
     }
+    output.finish()?;
     let command = match (child_status, grace_until) {
         (None, Some(until)) => command_status_after_tracing(child.as_mut(), Some(until)),
         // Known, or taken when tracing stopped.
@@ -389,15 +384,6 @@ fn command_status_after_tracing(
                 return None;
             }
         }
-    }
-}
-
-/// Writes to stdout: false when it is a closed pipe (EPIPE).
-fn write_out(out: &mut dyn Write, bytes: &[u8]) -> Result<bool> {
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
-        Err(e) => Err(e).context("writing to stdout"),
     }
 }
 

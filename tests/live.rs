@@ -502,3 +502,61 @@ fn command_children_are_traced() {
         );
     }
 }
+
+/// `-o FILE`: the report goes to FILE, which appears whole at the end (no
+/// temporary file left beside it), and nothing goes to stdout. A FILE
+/// that cannot be created stops the run before tracing, naming it.
+#[test]
+fn report_to_a_file() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let _cpu = shared();
+    let dir = std::env::temp_dir().join(format!("offwake-report-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating the directory");
+    let path = dir.join("offwake.folded");
+    std::fs::write(&path, "an older report\n").expect("writing the old file");
+    let exe = workload("sleeploop");
+    let out = run_env(
+        &[("OFFWAKE_PIN_CPU", "0")],
+        &[
+            "-f",
+            "-o",
+            path.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+            "3",
+            "20",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    assert!(
+        out.stdout.is_empty(),
+        "stdout: {:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let text = std::fs::read_to_string(&path).expect("reading the report");
+    let slept: u64 = parse_folded(&text)
+        .iter()
+        .filter(|l| has(&l.target, "sleep_once") && has(&l.target, "do_nanosleep"))
+        .map(|l| l.total)
+        .sum();
+    assert_slept("sleeploop's sleeps, in the file", slept, 3, 20, &stderr);
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .expect("listing the directory")
+        .map(|e| e.expect("an entry").file_name())
+        .collect();
+    assert_eq!(left, ["offwake.folded"], "files beside the report");
+
+    let out = run(&["-o", "/nonexistent-offwake-dir/x.txt", "1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("/nonexistent-offwake-dir/x.txt"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,10 +1,12 @@
 //! bcc-compatible output: the header, the default multi-line blocks (with
-//! `-d` delimiters) and the folded format, byte for byte. Every name from
-//! outside the tool goes through [`escape`].
+//! `-d` delimiters) and the folded format, byte for byte, to stdout or a
+//! file ([`Output`]). Every name from outside the tool goes through
+//! [`escape`].
 
 mod default;
 mod escape;
 mod folded;
+mod output;
 
 use std::borrow::Cow;
 use std::io::{self, Write};
@@ -12,6 +14,7 @@ use std::sync::Arc;
 
 use crate::event::Comm;
 pub(crate) use escape::{Place, escape};
+pub(crate) use output::Output;
 
 /// Which stacks are shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
