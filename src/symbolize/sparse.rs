@@ -18,7 +18,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::io::Read;
 
-use gimli::{AttributeValue, EndianSlice, RunTimeEndian};
+use gimli::{AttributeValue, EndianSlice, Reader as _, RunTimeEndian};
 use object::{Object, ObjectSection};
 
 use super::elf::{Bytes, MAX_DIE_DEPTH, MAX_EXPANSION, MAX_UNITS};
@@ -242,10 +242,17 @@ impl Walk<'_, '_> {
         true
     }
 
-    /// The bytes read so far at `[at, at + len)`.
-    fn get(&self, at: u64, len: u64) -> Option<&[u8]> {
-        self.map
-            .get(usize::try_from(at).ok()?..usize::try_from(at.checked_add(len)?).ok()?)
+    /// The bytes read so far at `[at, at + len)`, to parse.
+    fn slice(
+        &self,
+        at: u64,
+        len: u64,
+        endian: RunTimeEndian,
+    ) -> Option<EndianSlice<'_, RunTimeEndian>> {
+        let bytes = self
+            .map
+            .get(usize::try_from(at).ok()?..usize::try_from(at.checked_add(len)?).ok()?)?;
+        Some(EndianSlice::new(bytes, endian))
     }
 
     fn len(&self) -> u64 {
@@ -400,7 +407,6 @@ fn headers(
     endian: RunTimeEndian,
     keep: &dyn Fn(u64) -> bool,
 ) -> Option<Vec<Unit>> {
-    let little = endian == RunTimeEndian::Little;
     let mut walk = info.walk(reader)?;
     let mut units = Vec::new();
     let mut at = 0u64;
@@ -408,67 +414,34 @@ fn headers(
         if units.len() >= MAX_UNITS {
             return None;
         }
-        let word = |b: &[u8]| -> Option<u64> {
-            Some(match b.len() {
-                1 => u64::from(b[0]),
-                2 => {
-                    let b: [u8; 2] = b.try_into().ok()?;
-                    u64::from(if little {
-                        u16::from_le_bytes(b)
-                    } else {
-                        u16::from_be_bytes(b)
-                    })
-                }
-                4 => {
-                    let b: [u8; 4] = b.try_into().ok()?;
-                    u64::from(if little {
-                        u32::from_le_bytes(b)
-                    } else {
-                        u32::from_be_bytes(b)
-                    })
-                }
-                8 => {
-                    let b: [u8; 8] = b.try_into().ok()?;
-                    if little {
-                        u64::from_le_bytes(b)
-                    } else {
-                        u64::from_be_bytes(b)
-                    }
-                }
-                _ => return None,
-            })
-        };
-        // From the unit's start, past the end of the last unit read.
+        // From the unit's start, past the end of the last unit read: the
+        // initial length (4 bytes, or 12 for 64-bit DWARF).
         if !walk.keep(at, 4) {
             return None;
         }
-        let (len, offset_size) = match word(walk.get(at, 4)?)? {
-            0xffff_ffff => {
-                let i = walk.next(8)?;
-                (word(walk.get(i, 8)?)?, 8u64)
-            }
-            l if l >= 0xffff_fff0 => return None,
-            l => (l, 4),
-        };
+        if walk.slice(at, 4, endian)?.read_u32().ok()? == 0xffff_ffff {
+            walk.next(8)?;
+        }
         let start = walk.at - at;
+        let (len, format) = walk.slice(at, start, endian)?.read_initial_length().ok()?;
+        let offset_size = u64::from(format.word_size());
         let i = walk.next(2)?;
-        let rest = match word(walk.get(i, 2)?)? {
+        let rest = match walk.slice(i, 2, endian)?.read_u16().ok()? {
             2..=4 => offset_size + 1,
             5 => {
                 let i = walk.next(1)?;
-                match word(walk.get(i, 1)?)? {
-                    // DW_UT_compile, DW_UT_partial
-                    1 | 3 => 1 + offset_size,
-                    // DW_UT_skeleton, DW_UT_split_compile
-                    4 | 5 => 1 + offset_size + 8,
-                    // DW_UT_type, DW_UT_split_type
-                    2 | 6 => 1 + offset_size + 8 + offset_size,
+                match gimli::DwUt(walk.slice(i, 1, endian)?.read_u8().ok()?) {
+                    gimli::DW_UT_compile | gimli::DW_UT_partial => 1 + offset_size,
+                    gimli::DW_UT_skeleton | gimli::DW_UT_split_compile => 1 + offset_size + 8,
+                    gimli::DW_UT_type | gimli::DW_UT_split_type => {
+                        1 + offset_size + 8 + offset_size
+                    }
                     _ => return None,
                 }
             }
             _ => return None,
         };
-        let total = start.checked_add(len)?;
+        let total = start.checked_add(u64::try_from(len).ok()?)?;
         let header = walk.at - at + rest;
         if header > total || at.checked_add(total)? > walk.len() {
             return None;
@@ -572,28 +545,11 @@ fn scan(
 /// The length (initial length field included) of the line program at
 /// `at` of `line`.
 fn initial_length(line: &[u8], endian: RunTimeEndian, at: u64) -> Option<u64> {
-    let at = usize::try_from(at).ok()?;
-    let word = |i: usize| -> Option<u32> {
-        let b: [u8; 4] = line.get(at + i..at + i + 4)?.try_into().ok()?;
-        Some(if endian == RunTimeEndian::Little {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        })
-    };
-    match word(0)? {
-        0xffff_ffff => {
-            let (lo, hi) = (u64::from(word(4)?), u64::from(word(8)?));
-            let len = if endian == RunTimeEndian::Little {
-                lo | hi << 32
-            } else {
-                hi | lo << 32
-            };
-            len.checked_add(12)
-        }
-        l if l >= 0xffff_fff0 => None,
-        l => Some(u64::from(l) + 4),
-    }
+    let bytes = line.get(usize::try_from(at).ok()?..)?;
+    let (len, format) = EndianSlice::new(bytes, endian).read_initial_length().ok()?;
+    u64::try_from(len)
+        .ok()?
+        .checked_add(u64::from(format.initial_length_size()))
 }
 
 /// Reads the strings at `offsets` of `.debug_str`: a short window each,
