@@ -95,6 +95,9 @@ enum Place {
     Nowhere,
 }
 
+/// A mapping's file, and its base name (what `--module-offsets` prints).
+type InFile = (FileId, Arc<str>);
+
 /// The last component of a mapped path.
 fn base_name(path: &str) -> Arc<str> {
     Arc::from(path.rsplit('/').next().unwrap_or(path))
@@ -108,8 +111,9 @@ pub(crate) struct Symbolizer {
     /// Where kernel symbols come from when read before tracing.
     preload: Option<Preload>,
     files: FileCache,
-    /// The file each mapping opened to, by process, start and since when.
-    opened: HashMap<(u32, u64, u64), Option<FileId>>,
+    /// The file each mapping opened to, with its base name, by process,
+    /// start and since when (`None`: it could not be opened).
+    opened: HashMap<(u32, u64, u64), Option<InFile>>,
     /// Polled before each file is opened: once true, no more are.
     stop: Option<Box<dyn Fn() -> bool + Send>>,
     /// Set when `stop` cut symbolization short.
@@ -407,25 +411,27 @@ impl Symbolizer {
         let Some((mapping, off)) = self.maps.lookup(tgid, time, addr) else {
             return Place::Nowhere;
         };
-        let module = base_name(&mapping.path);
-        if mapping.is_vdso() {
-            return Place::File(FileId::Vdso, off, module);
-        }
         let key = (tgid, mapping.start, mapping.from);
-        let id = match self.opened.get(&key) {
-            Some(&id) => id,
+        let found = match self.opened.get(&key) {
+            Some(found) => found.clone(),
             None => {
-                if stop {
-                    return Place::Nowhere;
-                }
-                let opened = self.maps.open_file(tgid, mapping);
-                let id = self.files.open(opened, &mapping.path);
-                self.opened.insert(key, id);
-                id
+                let found = if mapping.is_vdso() {
+                    Some((FileId::Vdso, base_name(&mapping.path)))
+                } else {
+                    if stop {
+                        return Place::Nowhere;
+                    }
+                    let opened = self.maps.open_file(tgid, mapping);
+                    self.files
+                        .open(opened, &mapping.path)
+                        .map(|id| (id, base_name(&mapping.path)))
+                };
+                self.opened.insert(key, found.clone());
+                found
             }
         };
-        match id {
-            Some(id) => Place::File(id, off, module),
+        match found {
+            Some((id, module)) => Place::File(id, off, module),
             None => Place::Nowhere,
         }
     }
