@@ -535,19 +535,18 @@ fn symbolize_entries(
         progress.step();
     }
     progress.done();
-    let user_ids: Vec<u32> = sorted(user)
+    let (user_ids, stacks): (Vec<u32>, Vec<UserStack<'_>>) = sorted(user)
         .into_iter()
-        .filter(|&id| table.user.get(id as usize).is_some())
-        .collect();
-    let stacks: Vec<UserStack<'_>> = user_ids
-        .iter()
-        .filter_map(|&id| table.user.get(id as usize))
-        .map(|s| UserStack {
-            tgid: s.tgid,
-            time: s.time,
-            addrs: &s.addrs,
+        .filter_map(|id| {
+            let s = table.user.get(id as usize)?;
+            let stack = UserStack {
+                tgid: s.tgid,
+                time: s.time,
+                addrs: &s.addrs,
+            };
+            Some((id, stack))
         })
-        .collect();
+        .unzip();
     let mut progress = Progress::new("reading files", 0);
     let resolved = symbolizer.user_stacks(&stacks, &mut |what, done, total| {
         if what != progress.what {

@@ -58,8 +58,8 @@ impl Output {
         }
     }
 
-    /// Writes `bytes` (with `write` given the writer): a closed stdout
-    /// only marks the output closed.
+    /// Lets `write` write to the output: a closed stdout only marks the
+    /// output closed.
     pub(crate) fn write_with(
         &mut self,
         write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
