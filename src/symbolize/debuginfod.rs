@@ -178,8 +178,7 @@ pub(crate) fn fetch(
 fn usable(path: &Path) -> bool {
     let ours = |p: &Path, file: bool| {
         std::fs::symlink_metadata(p).is_ok_and(|m| {
-            // SAFETY: geteuid has no preconditions and cannot fail.
-            let me = unsafe { libc::geteuid() };
+            let me = nix::unistd::geteuid().as_raw();
             let kind = if file {
                 m.file_type().is_file() && m.len() > 0
             } else {

@@ -596,8 +596,7 @@ mod tests {
         std::fs::write(&path, "10 10 f\n").unwrap();
         let mut pm = ProcessMaps::new();
         let root = pm.roots.capture(std::process::id());
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let me = unsafe { libc::geteuid() };
+        let me = nix::unistd::geteuid().as_raw();
         for (euid, ok) in [(me, true), (me.wrapping_add(4242), false)] {
             pm.procs.insert(
                 1,
@@ -626,8 +625,7 @@ mod tests {
         std::fs::write(&path, "10 10 before_exit\n").unwrap();
         let mut pm = ProcessMaps::new();
         let root = pm.roots.capture(std::process::id());
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let me = unsafe { libc::geteuid() };
+        let me = nix::unistd::geteuid().as_raw();
         pm.procs.insert(
             5,
             Process {
