@@ -25,6 +25,9 @@ examples:
     offwake-perf --state 2        # only uninterruptible (D) sleeps
     offwake-perf -f -- make -j2   # run a command and trace it and its children
     offwake-perf --call-graph dwarf,32768 -p 185   # deeper user stacks (node)
+    offwake-perf -o offwake.svg 10              # an off-wake flame graph
+    offwake-perf -o offwake.pb.gz -p 185 10     # pprof, for Pyroscope or Parca
+    offwake-perf -o offwake.json -- make -j2    # speedscope
     offwake-perf -f 10 | flamegraph.pl --color=chain --countname=us > offwake.svg";
 
 /// Where events come from.
@@ -104,8 +107,14 @@ pub struct Cli {
     pub(crate) delimited: bool,
 
     /// Folded output, one line per entry (input for flamegraph.pl).
-    #[arg(short = 'f', long)]
+    #[arg(short = 'f', long, conflicts_with = "format")]
     pub(crate) folded: bool,
+
+    /// Report format. Without it, -o's extension chooses: .svg (an
+    /// off-wake flame graph), .json (speedscope), .pb.gz or .pprof
+    /// (pprof); else text (folded with -f).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub(crate) format: Option<crate::report::Format>,
 
     /// Drop blocks shorter than this many microseconds.
     #[arg(short = 'm', long = "min-block-time", value_name = "US", default_value_t = 1,
@@ -129,9 +138,11 @@ pub struct Cli {
 
     /// Write the report to FILE instead of stdout (`-` is stdout). It is
     /// written to a temporary file beside FILE and renamed over it at the
-    /// end, so FILE never holds half a report.
-    #[arg(short = 'o', long, value_name = "FILE")]
-    pub(crate) output: Option<std::path::PathBuf>,
+    /// end, so FILE never holds half a report. Its extension chooses the
+    /// format when --format is absent. Repeat it to write one trace in
+    /// several formats.
+    #[arg(short = 'o', long, value_name = "FILE", action = clap::ArgAction::Append)]
+    pub(crate) output: Vec<std::path::PathBuf>,
 
     /// Print a user frame that nothing names as MODULE+0xOFFSET (the file's
     /// base name and the offset in that file) instead of [unknown].
@@ -439,6 +450,16 @@ mod tests {
             ErrorKind::ArgumentConflict
         );
         assert!(parse(&["-m", "5", "-M", "5"]).is_ok());
+    }
+
+    #[test]
+    fn folded_and_format_exclude_each_other() {
+        assert_eq!(
+            err_kind(&["-f", "--format", "svg"]),
+            ErrorKind::ArgumentConflict
+        );
+        assert_eq!(err_kind(&["--format", "png"]), ErrorKind::InvalidValue);
+        assert_eq!(parse(&["-o", "a", "-o", "b"]).unwrap().output.len(), 2);
     }
 
     #[test]

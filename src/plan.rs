@@ -5,14 +5,14 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 
 use crate::aggregate::StateFilter;
 use crate::aggregate::tasks::threads_of;
 use crate::cli::{Backend, CallGraph, Cli, DEFAULT_DWARF_SIZE};
-use crate::report::{ReportOptions, StackMode};
+use crate::report::{Format, ReportOptions, StackMode};
 use crate::sys::proc;
 
 /// Which threads are targets (`-p`, `-t`, `-u`, `-k`, `-- COMMAND`, or
@@ -162,9 +162,29 @@ pub(crate) struct Plan {
     pub(crate) duration: Option<u64>,
     /// The command to start and trace (empty: none).
     pub(crate) command: Vec<OsString>,
+    /// How the report looks; each destination writes it in its own
+    /// format.
     pub(crate) report: ReportOptions,
-    /// Where the report goes: a file, or stdout (`None`).
-    pub(crate) output: Option<std::path::PathBuf>,
+    /// Where the report goes, each at most once: files, or stdout.
+    pub(crate) outputs: Vec<Destination>,
+}
+
+/// One place the report is written to, and the format it is written in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Destination {
+    /// `None`: stdout.
+    pub(crate) path: Option<PathBuf>,
+    pub(crate) format: Format,
+}
+
+impl Destination {
+    /// The report options for this destination.
+    pub(crate) fn options(&self, report: &ReportOptions) -> ReportOptions {
+        ReportOptions {
+            format: self.format,
+            ..*report
+        }
+    }
 }
 
 impl Plan {
@@ -189,6 +209,7 @@ impl Plan {
             call_graph: cli.call_graph.unwrap_or(default_graph),
             call_graph_asked: cli.call_graph.is_some(),
         };
+        let outputs = destinations(cli)?;
         Ok(Plan {
             targets,
             stacks,
@@ -201,12 +222,12 @@ impl Plan {
             duration: cli.duration,
             command: cli.command.clone(),
             report: ReportOptions {
-                folded: cli.folded,
+                format: outputs[0].format,
                 delimited: cli.delimited,
                 stacks: stacks.mode(),
                 module_offsets: cli.module_offsets,
             },
-            output: cli.output.clone().filter(|p| p.as_os_str() != "-"),
+            outputs,
         })
     }
 
@@ -214,6 +235,33 @@ impl Plan {
     pub(crate) fn command_started(&mut self, root: u32) {
         self.targets = Targets::Command { root };
     }
+}
+
+/// Where the report goes (`-o`, repeated; stdout without it), each place
+/// once, with the format each asks for.
+fn destinations(cli: &Cli) -> Result<Vec<Destination>> {
+    let mut outputs: Vec<Destination> = Vec::new();
+    let paths: Vec<Option<&Path>> = if cli.output.is_empty() {
+        vec![None]
+    } else {
+        cli.output
+            .iter()
+            .map(|p| (p.as_os_str() != "-").then_some(p.as_path()))
+            .collect()
+    };
+    for path in paths {
+        if outputs.iter().any(|d| d.path.as_deref() == path) {
+            match path {
+                Some(p) => bail!("-o {} is given twice", p.display()),
+                None => bail!("stdout (-o -) is given twice"),
+            }
+        }
+        outputs.push(Destination {
+            path: path.map(Path::to_path_buf),
+            format: Format::choose(cli.format, cli.folded, path),
+        });
+    }
+    Ok(outputs)
 }
 
 /// The targets from `-p`/`-t`/`-u`/`-k`, after checking that every named
@@ -316,5 +364,48 @@ mod tests {
         assert!(listed.windows(2).all(|w| w[0] < w[1]), "{listed:?}");
         assert_eq!(Targets::All.threads_now(), None);
         assert_eq!(Targets::Command { root: 7 }.threads_now(), Some(vec![7]));
+    }
+
+    fn formats(args: &[&str]) -> Vec<(Option<String>, Format)> {
+        plan(args)
+            .unwrap()
+            .outputs
+            .into_iter()
+            .map(|d| (d.path.map(|p| p.display().to_string()), d.format))
+            .collect()
+    }
+
+    #[test]
+    fn the_format_follows_the_extension_unless_asked() {
+        let one = |args: &[&str]| formats(args)[0].1;
+        assert_eq!(one(&[]), Format::Text);
+        assert_eq!(one(&["-f"]), Format::Folded);
+        assert_eq!(one(&["-o", "x.svg"]), Format::Svg);
+        assert_eq!(one(&["-o", "X.SVG"]), Format::Svg);
+        assert_eq!(one(&["-o", "x.json"]), Format::Speedscope);
+        assert_eq!(one(&["-o", "x.pb.gz"]), Format::Pprof);
+        assert_eq!(one(&["-o", "x.pprof"]), Format::Pprof);
+        assert_eq!(one(&["-o", "x.gz"]), Format::Text);
+        assert_eq!(one(&["-f", "-o", "x.txt"]), Format::Folded);
+        assert_eq!(one(&["-f", "-o", "x.svg"]), Format::Svg);
+        assert_eq!(one(&["--format", "pprof", "-o", "x.svg"]), Format::Pprof);
+        assert_eq!(one(&["--format", "svg"]), Format::Svg);
+        assert_eq!(formats(&["-o", "-"]), [(None, Format::Text)]);
+    }
+
+    #[test]
+    fn one_trace_can_go_to_several_places_each_once() {
+        assert_eq!(
+            formats(&["-f", "-o", "a.folded", "-o", "a.svg", "-o", "-"]),
+            [
+                (Some("a.folded".to_string()), Format::Folded),
+                (Some("a.svg".to_string()), Format::Svg),
+                (None, Format::Folded),
+            ]
+        );
+        let err = format!("{:#}", plan(&["-o", "a.svg", "-o", "a.svg"]).unwrap_err());
+        assert!(err.contains("-o a.svg is given twice"), "{err}");
+        let err = format!("{:#}", plan(&["-o", "-", "-o", "-"]).unwrap_err());
+        assert!(err.contains("stdout"), "{err}");
     }
 }

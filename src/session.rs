@@ -5,6 +5,7 @@
 //! what the run's counters call for.
 
 use std::collections::{HashMap, HashSet};
+use std::io::{self, IsTerminal};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use crate::diag::diag;
 use crate::event::{Event, EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::plan::{Plan, Targets};
-use crate::report::{self, Frame, Frames, Output, ResolvedEntry};
+use crate::report::{self, Frame, Frames, Output, ReportOptions, ResolvedEntry};
 use crate::symbolize::{ProcessMaps, Symbol, Symbolizer, UserStack};
 use crate::tracepoint::Tracefs;
 use crate::unwind::Unwinder;
@@ -92,11 +93,22 @@ impl Outcome {
 pub fn run(cli: &Cli) -> Result<Outcome> {
     let launch = Instant::now();
     let plan = Plan::from_cli(cli)?;
+    for d in &plan.outputs {
+        if d.path.is_none() && d.format.is_binary() && io::stdout().is_terminal() {
+            bail!(
+                "pprof output is binary: write it to a file with -o FILE.pb.gz, or redirect stdout"
+            );
+        }
+    }
     // Before anything starts: a FILE that cannot be written stops the run
     // before a command is started or an event opened.
-    let output = Output::open(plan.output.as_deref())?;
+    let outputs = plan
+        .outputs
+        .iter()
+        .map(|d| Ok((Output::open(d.path.as_deref())?, d.options(&plan.report))))
+        .collect::<Result<Vec<_>>>()?;
     let attached = attach(plan, launch)?;
-    let traced = trace(attached, output)?;
+    let traced = trace(attached, outputs)?;
     report(traced)
 }
 
@@ -192,13 +204,13 @@ struct Traced {
     switch_ins_from_records: bool,
     /// Files whose unwind tables could not be read.
     unwind_note: Option<String>,
-    /// Where the report goes.
-    output: Output,
+    /// Where the report goes, and how it looks there.
+    outputs: Vec<(Output, ReportOptions)>,
 }
 
 /// Writes the header, then reads events until the duration ends, a signal
 /// arrives or the command exits, and drains the source.
-fn trace(attached: Attached, mut output: Output) -> Result<Traced> {
+fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Result<Traced> {
     let Attached {
         plan,
         mut source,
@@ -207,9 +219,11 @@ fn trace(attached: Attached, mut output: Output) -> Result<Traced> {
         mut maps,
         kallsyms,
     } = attached;
-    let header = report::header(&plan.report, plan.duration, child.is_some());
-    if !header.is_empty() {
-        output.write_with(|w| w.write_all(header.as_bytes()))?;
+    for (output, options) in &mut outputs {
+        let header = report::header(options, plan.duration, child.is_some());
+        if !header.is_empty() {
+            output.write_with(|w| w.write_all(header.as_bytes()))?;
+        }
     }
 
     let mut aggregator = Aggregator::new(
@@ -296,7 +310,7 @@ fn trace(attached: Attached, mut output: Output) -> Result<Traced> {
         source_stats: source.stats(),
         switch_ins_from_records: source.switch_ins_from_records(),
         unwind_note,
-        output,
+        outputs,
     })
 }
 
@@ -314,16 +328,20 @@ fn report(traced: Traced) -> Result<Outcome> {
         source_stats,
         switch_ins_from_records,
         unwind_note,
-        mut output,
+        mut outputs,
     } = traced;
     let result = Arc::new(result);
-    if output.is_open() {
+    if outputs.iter().any(|(output, _)| output.is_open()) {
         let entries = symbolize_apart(&result, maps, kallsyms, plan.report.module_offsets)?;
-        output
-            .write_with(|w| report::write_report(w, &plan.report, &entries))
-            .context("writing the report")?;
+        for (output, options) in &mut outputs {
+            output
+                .write_with(|w| report::write_report(w, options, &entries))
+                .context("writing the report")?;
+        }
     }
-    output.finish()?;
+    for (output, _) in outputs {
+        output.finish()?;
+    }
     let command = match (child_status, grace_until) {
         (None, Some(until)) => command_status_after_tracing(child.as_mut(), Some(until)),
         // Known, or taken when tracing stopped.

@@ -3,37 +3,17 @@
 //! `flamegraph.pl --color=chain` reads. Names are escaped so that each
 //! stays one field (see [`super::escape`]).
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use super::{Part, Place, ReportOptions, ResolvedEntry, comm, frame_names};
+use super::{ReportOptions, ResolvedEntry, chain};
 
 /// The `;`-joined frames of one entry, without its total.
 pub(super) fn line(options: &ReportOptions, e: &ResolvedEntry) -> String {
-    let place = Place::Folded;
-    let mut fields: Vec<Cow<'_, str>> = vec![comm(&e.target_comm, place)];
-    if options.shows_user() {
-        fields.extend(frame_names(&e.target_user, Part::User, true, place));
-    }
-    if options.delimits(&e.target_kernel, &e.target_user) {
-        fields.push("-".into());
-    }
-    if options.shows_kernel() {
-        fields.extend(frame_names(&e.target_kernel, Part::Kernel, true, place));
-    }
-    fields.push("--".into());
-    if options.shows_kernel() {
-        fields.extend(frame_names(&e.waker_kernel, Part::Kernel, false, place));
-    }
-    if options.delimits(&e.waker_kernel, &e.waker_user) {
-        fields.push("-".into());
-    }
-    if options.shows_user() {
-        fields.extend(frame_names(&e.waker_user, Part::User, false, place));
-    }
-    // Always the last field, even when empty (no waker).
-    fields.push(e.waker_comm(place));
+    let fields: Vec<_> = chain::fields(options, e)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
     fields.join(";")
 }
 

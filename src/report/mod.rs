@@ -1,15 +1,20 @@
-//! bcc-compatible output: the header, the default multi-line blocks (with
-//! `-d` delimiters) and the folded format, byte for byte, to stdout or a
-//! file ([`Output`]). Every name from outside the tool goes through
-//! [`escape`].
+//! The report: bcc's header, default multi-line blocks (with `-d`
+//! delimiters) and folded lines, byte for byte, and the same entries as an
+//! off-wake flame graph, speedscope JSON or pprof, to stdout or a file
+//! ([`Output`]). Every name from outside the tool goes through [`escape`].
 
+mod chain;
 mod default;
 mod escape;
+mod flame;
 mod folded;
 mod output;
+mod pprof;
+mod speedscope;
 
 use std::borrow::Cow;
 use std::io::{self, Write};
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::event::Comm;
@@ -26,10 +31,57 @@ pub(crate) enum StackMode {
     KernelOnly,
 }
 
+/// What the report is written as (`--format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// bcc's multi-line blocks.
+    Text,
+    /// One `;`-joined line per entry (`-f`).
+    Folded,
+    /// An off-wake flame graph, as `flamegraph.pl --color=chain` draws it.
+    Svg,
+    /// speedscope's JSON file format.
+    Speedscope,
+    /// Gzipped pprof `profile.proto`.
+    Pprof,
+}
+
+impl Format {
+    /// The format of a report written to `path` (`None`: stdout): the one
+    /// asked for with `--format`; else the one its extension implies
+    /// (`.svg`, `.json` for speedscope, `.pb.gz` or `.pprof`); else text,
+    /// or folded under `-f`.
+    pub(crate) fn choose(asked: Option<Format>, folded: bool, path: Option<&Path>) -> Format {
+        if let Some(format) = asked {
+            return format;
+        }
+        let name = path
+            .and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        if name.ends_with(".svg") {
+            Format::Svg
+        } else if name.ends_with(".json") {
+            Format::Speedscope
+        } else if name.ends_with(".pb.gz") || name.ends_with(".pprof") {
+            Format::Pprof
+        } else if folded {
+            Format::Folded
+        } else {
+            Format::Text
+        }
+    }
+
+    /// True for the formats that are not text a terminal can show.
+    pub(crate) fn is_binary(self) -> bool {
+        self == Format::Pprof
+    }
+}
+
 /// Output options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ReportOptions {
-    pub(crate) folded: bool,
+    pub(crate) format: Format,
     pub(crate) delimited: bool,
     pub(crate) stacks: StackMode,
     /// `--module-offsets`: an unresolved user frame in a file prints as
@@ -80,11 +132,11 @@ pub(crate) struct ResolvedEntry {
     pub(crate) total_us: u64,
 }
 
-/// The header line (with its newline) printed at start, or "" for folded
-/// output. `duration` is the traced seconds, None until Ctrl-C; `command`
+/// The header line (with its newline) printed at start, or "" for any
+/// format but text. `duration` is the traced seconds, None until Ctrl-C; `command`
 /// is true when a command was started, whose exit also ends tracing.
 pub(crate) fn header(options: &ReportOptions, duration: Option<u64>, command: bool) -> String {
-    if options.folded {
+    if options.format != Format::Text {
         return String::new();
     }
     let what = match options.stacks {
@@ -101,17 +153,20 @@ pub(crate) fn header(options: &ReportOptions, duration: Option<u64>, command: bo
     format!("Tracing blocked time (us) by {what} off-CPU and waker stack{tail}\n")
 }
 
-/// Writes the report: the blank line after tracing (not folded), then the
-/// entries in ascending order of total (folded: identical lines merged).
+/// Writes the report: for text, the blank line after tracing, then the
+/// entries in ascending order of total (folded: identical lines merged);
+/// the other formats whole.
 pub(crate) fn write_report(
     out: &mut dyn Write,
     options: &ReportOptions,
     entries: &[ResolvedEntry],
 ) -> io::Result<()> {
-    if options.folded {
-        folded::write(out, options, entries)
-    } else {
-        default::write(out, options, entries)
+    match options.format {
+        Format::Text => default::write(out, options, entries),
+        Format::Folded => folded::write(out, options, entries),
+        Format::Svg => flame::write(out, options, entries),
+        Format::Speedscope => speedscope::write(out, options, entries),
+        Format::Pprof => pprof::write(out, options, entries),
     }
 }
 
@@ -225,12 +280,12 @@ mod tests {
 
     use super::*;
 
-    fn names(frames: &[&str]) -> Frames {
+    pub(super) fn names(frames: &[&str]) -> Frames {
         Frames::Names(frames.iter().map(|s| Frame::Name(s.to_string())).collect())
     }
 
     /// A thread sleeping in nanosleep, woken by a timer in another process.
-    fn sleeper(tid: u32, total_us: u64) -> ResolvedEntry {
+    pub(super) fn sleeper(tid: u32, total_us: u64) -> ResolvedEntry {
         ResolvedEntry {
             target_comm: "app".into(),
             target_tid: tid,
@@ -249,7 +304,7 @@ mod tests {
     }
 
     /// A kernel thread that was never woken (no user stack, no waker).
-    fn unwoken() -> ResolvedEntry {
+    pub(super) fn unwoken() -> ResolvedEntry {
         ResolvedEntry {
             target_comm: "kworker/0:1".into(),
             target_tid: 300,
@@ -264,7 +319,7 @@ mod tests {
     }
 
     /// A reader whose kernel stack did not fit, woken by idle.
-    fn missed() -> ResolvedEntry {
+    pub(super) fn missed() -> ResolvedEntry {
         ResolvedEntry {
             target_comm: "app".into(),
             target_tid: 101,
@@ -279,13 +334,13 @@ mod tests {
     }
 
     /// Out of order on purpose; the first and last give the same folded line.
-    fn sample() -> Vec<ResolvedEntry> {
+    pub(super) fn sample() -> Vec<ResolvedEntry> {
         vec![sleeper(100, 500), missed(), unwoken(), sleeper(102, 7)]
     }
 
-    fn opts(folded: bool, delimited: bool, stacks: StackMode) -> ReportOptions {
+    pub(super) fn opts(folded: bool, delimited: bool, stacks: StackMode) -> ReportOptions {
         ReportOptions {
-            folded,
+            format: if folded { Format::Folded } else { Format::Text },
             delimited,
             stacks,
             module_offsets: false,
@@ -314,7 +369,7 @@ mod tests {
         assert!(got.contains("\n    libx.so+0x1f0a\n"), "{got}");
     }
 
-    fn render(options: ReportOptions, entries: &[ResolvedEntry]) -> String {
+    pub(super) fn render(options: ReportOptions, entries: &[ResolvedEntry]) -> String {
         let mut out = Vec::new();
         write_report(&mut out, &options, entries).unwrap();
         String::from_utf8(out).unwrap()
@@ -539,7 +594,7 @@ mod tests {
     /// Names a traced process chose: comms (the target's with separators and
     /// a newline, the waker's a real 15-byte one) and symbols with the folded
     /// separator, spaces, a newline, a terminal escape and the tool's words.
-    fn hostile() -> ResolvedEntry {
+    pub(super) fn hostile() -> ResolvedEntry {
         let name = |n: &str| Frame::Name(n.to_string());
         ResolvedEntry {
             target_comm: "ev;il c\nFAKE;9".into(),

@@ -1,0 +1,196 @@
+//! The off-wake flame graph (`--format svg`), drawn by inferno as
+//! `flamegraph.pl --color=chain --countname=us` draws it: the target's
+//! stack grows from the bottom, then the grey `--`, then the waker's stack
+//! and comm on top. Target frames are blue, waker frames aqua, each name
+//! keeping its shade across the graph. Search and click-to-zoom are
+//! inferno's own script.
+
+use std::io::{self, Write};
+
+use inferno::flamegraph::color::{BackgroundColor, BasicPalette, Color, PaletteMap};
+use inferno::flamegraph::{self, Options, Palette};
+
+use super::chain::{self, Side, WAKER_MARK};
+use super::{ReportOptions, ResolvedEntry};
+
+/// The graph's title.
+const TITLE: &str = "Off-Wake Time Flame Graph";
+
+/// Writes the flame graph of `entries`.
+pub(super) fn write(
+    out: &mut dyn Write,
+    options: &ReportOptions,
+    entries: &[ResolvedEntry],
+) -> io::Result<()> {
+    let mut palette = PaletteMap::default();
+    let mut lines: Vec<String> = Vec::with_capacity(entries.len());
+    for e in entries {
+        let frames = chain::frames(options, e);
+        for (name, side) in &frames {
+            if palette.get(name).is_none() {
+                let shade = shade(name);
+                match side {
+                    Side::Target => palette.insert(name, blue(shade)),
+                    Side::Waker => palette.insert(name, aqua(shade)),
+                    // inferno greys `--` and `-` itself.
+                    Side::Delimiter => None,
+                };
+            }
+        }
+        let mut line = frames
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect::<Vec<_>>()
+            .join(";");
+        // inferno skips a line that starts "# " as a comment: a comm may.
+        if line.starts_with('#') {
+            line.replace_range(..1, "\\x23");
+        }
+        line.push(' ');
+        line.push_str(&e.total_us.to_string());
+        lines.push(line);
+    }
+    if lines.is_empty() {
+        return write_empty(out);
+    }
+    let mut opts = Options::default();
+    opts.title = TITLE.to_string();
+    opts.count_name = "us".to_string();
+    opts.colors = Palette::Basic(BasicPalette::Blue);
+    opts.bgcolors = Some(BackgroundColor::Blue);
+    opts.palette_map = Some(&mut palette);
+    flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut *out)?;
+    out.flush()
+}
+
+/// An SVG that says the trace gave nothing to draw (inferno refuses an
+/// empty graph).
+fn write_empty(out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "<?xml version=\"1.0\" standalone=\"no\"?>\n\
+         <svg version=\"1.1\" width=\"1200\" height=\"60\" xmlns=\"http://www.w3.org/2000/svg\">\
+         <text x=\"600\" y=\"24\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"17\">\
+         {TITLE}</text><text x=\"600\" y=\"48\" text-anchor=\"middle\" font-family=\"Verdana\" \
+         font-size=\"12\">No blocked time was recorded.</text></svg>"
+    )?;
+    out.flush()
+}
+
+/// A shade in 0..1 for `name`, the same on every run (FNV-1a, without
+/// the waker mark so that a function keeps its shade on both sides).
+fn shade(name: &str) -> f32 {
+    let name = name.strip_suffix(WAKER_MARK).unwrap_or(name);
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (hash >> 40) as f32 / (1u64 << 24) as f32
+}
+
+/// flamegraph.pl's "blue", which its chain palette gives off-CPU frames.
+fn blue(v: f32) -> Color {
+    rgb(80.0 + 60.0 * v, 80.0 + 60.0 * v, 205.0 + 50.0 * v)
+}
+
+/// flamegraph.pl's "aqua", which its chain palette gives waker frames.
+fn aqua(v: f32) -> Color {
+    rgb(50.0 + 60.0 * v, 165.0 + 55.0 * v, 165.0 + 55.0 * v)
+}
+
+fn rgb(r: f32, g: f32, b: f32) -> Color {
+    // In 0..=255 by construction (v < 1).
+    let c = |x: f32| x.clamp(0.0, 255.0) as u8;
+    Color {
+        r: c(r),
+        g: c(g),
+        b: c(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::{hostile, opts, sample, sleeper};
+    use crate::report::{Format, StackMode};
+
+    fn svg(entries: &[ResolvedEntry]) -> String {
+        let options = ReportOptions {
+            format: Format::Svg,
+            ..opts(false, false, StackMode::Both)
+        };
+        let mut out = Vec::new();
+        write(&mut out, &options, entries).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// The fill of the frame whose title starts with `name (`.
+    fn fill_of(svg: &str, name: &str) -> (u8, u8, u8) {
+        let title = format!("<title>{name} (");
+        let at = svg
+            .find(&title)
+            .unwrap_or_else(|| panic!("no frame {name}"));
+        let rest = &svg[at..];
+        let fill = &rest[rest.find("fill=\"rgb(").unwrap() + 10..];
+        let rgb: Vec<u8> = fill[..fill.find(')').unwrap()]
+            .split(',')
+            .map(|c| c.parse().unwrap())
+            .collect();
+        (rgb[0], rgb[1], rgb[2])
+    }
+
+    fn is_blue((r, g, b): (u8, u8, u8)) -> bool {
+        (80..=140).contains(&r) && r == g && (205..=255).contains(&b)
+    }
+
+    fn is_aqua((r, g, b): (u8, u8, u8)) -> bool {
+        (50..=110).contains(&r) && g == b && (165..=220).contains(&g)
+    }
+
+    #[test]
+    fn target_frames_are_blue_waker_frames_aqua_and_the_separator_grey() {
+        let got = svg(&sample());
+        for target in ["app", "schedule", "do_nanosleep", "clock_nanosleep"] {
+            assert!(is_blue(fill_of(&got, target)), "{target}");
+        }
+        // `main` is on both sides: one blue frame, one aqua.
+        for waker in ["hrtimer_wakeup", "spin", "waker"] {
+            assert!(is_aqua(fill_of(&got, waker)), "{waker}");
+        }
+        assert_eq!(fill_of(&got, "--"), (160, 160, 160));
+        // The mark only colours: titles do not show it.
+        assert!(!got.contains("_[w]"));
+        // Microseconds and percentages in the titles.
+        assert!(got.contains("<title>app (1,007 us, 96.00%)"), "{got}");
+        assert!(got.contains("<title>all (1,049 us, 100%)"), "{got}");
+    }
+
+    #[test]
+    fn the_graph_has_inferno_search_and_zoom() {
+        let got = svg(&[sleeper(1, 5)]);
+        assert!(got.contains("function search("), "no search");
+        assert!(got.contains("function zoom("), "no zoom");
+        assert!(got.contains(TITLE));
+    }
+
+    #[test]
+    fn hostile_names_cannot_add_markup() {
+        let got = svg(&[hostile()]);
+        assert!(!got.contains("\x1b"));
+        assert!(got.contains("\\x1b[31mred"), "escaped as in folded output");
+        let mut e = sleeper(1, 5);
+        e.target_comm = "# <script>alert(1)</script>".into();
+        let got = svg(&[e]);
+        assert!(!got.contains("<script>alert"), "{got}");
+        assert!(got.contains("\\x23 &lt;script&gt;"), "kept, not a comment");
+    }
+
+    #[test]
+    fn an_empty_trace_is_a_valid_svg_that_says_so() {
+        let got = svg(&[]);
+        assert!(got.starts_with("<?xml"));
+        assert!(got.contains("No blocked time was recorded."));
+        assert!(got.trim_end().ends_with("</svg>"));
+    }
+}
