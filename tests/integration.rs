@@ -9,6 +9,7 @@ mod cli;
 mod dwarf;
 mod exit_status;
 mod filters;
+mod formats;
 mod hostile;
 mod live;
 mod loss;
