@@ -1,6 +1,7 @@
 //! The event source of a run, chosen by `--backend`: perf, or the tracefs
-//! fallback when `perf_event_open` is denied. Both deliver the same
-//! [`crate::event::Event`]s in global time order; everything after them is shared.
+//! fallback when `perf_event_open` is denied; or a perf.data recording
+//! (`-i`). All deliver the same [`crate::event::Event`]s in global time
+//! order; everything after them is shared.
 
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use crate::cli::Backend;
 use crate::event::{EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::perf::{PerfBackend, PerfConfig};
+use crate::perfdata::RecordedSource;
 use crate::plan::Plan;
 use crate::tracefs::backend::{TracefsBackend, TracefsConfig};
 use crate::tracepoint::Tracefs;
@@ -18,6 +20,8 @@ use crate::tracepoint::Tracefs;
 pub(crate) enum Source {
     Perf(Box<PerfBackend>),
     Tracefs(Box<TracefsBackend>),
+    /// A perf.data file, read to its end.
+    Recorded(Box<RecordedSource>),
 }
 
 /// What opening a source said besides the source itself.
@@ -125,11 +129,20 @@ impl Source {
         ))
     }
 
-    /// `perf` or `tracefs`.
+    /// `perf`, `tracefs` or `perf.data`.
     pub(crate) fn name(&self) -> &'static str {
         match self {
             Source::Perf(_) => "perf",
             Source::Tracefs(_) => "tracefs",
+            Source::Recorded(_) => "perf.data",
+        }
+    }
+
+    /// True once a recording was read to its end; a live source never is.
+    pub(crate) fn is_exhausted(&self) -> bool {
+        match self {
+            Source::Recorded(r) => r.is_done(),
+            _ => false,
         }
     }
 
@@ -138,14 +151,14 @@ impl Source {
     pub(crate) fn copies_user_stacks(&self) -> bool {
         match self {
             Source::Perf(p) => p.copies_user_stacks(),
-            Source::Tracefs(_) => false,
+            Source::Tracefs(_) | Source::Recorded(_) => false,
         }
     }
 
     /// True when the source reports mmap, fork and exit events as they
     /// happen (perf); the tracefs backend does not.
     pub(crate) fn delivers_mmaps(&self) -> bool {
-        matches!(self, Source::Perf(_))
+        matches!(self, Source::Perf(_) | Source::Recorded(_))
     }
 
     /// True when switch-ins are expected to come from context-switch
@@ -154,7 +167,7 @@ impl Source {
     pub(crate) fn switch_ins_from_records(&self) -> bool {
         match self {
             Source::Perf(p) => p.switch_ins_from_records(),
-            Source::Tracefs(_) => false,
+            Source::Tracefs(_) | Source::Recorded(_) => false,
         }
     }
 
@@ -163,6 +176,7 @@ impl Source {
         match self {
             Source::Perf(p) => p.round_period(),
             Source::Tracefs(_) => Duration::from_millis(100),
+            Source::Recorded(_) => Duration::ZERO,
         }
     }
 
@@ -170,6 +184,10 @@ impl Source {
         match self {
             Source::Perf(p) => p.poll(timeout, sink),
             Source::Tracefs(t) => t.poll(timeout, sink),
+            Source::Recorded(r) => {
+                r.read(sink);
+                Ok(())
+            }
         }
     }
 
@@ -177,6 +195,16 @@ impl Source {
         match self {
             Source::Perf(p) => p.finish(sink),
             Source::Tracefs(t) => t.finish(sink),
+            // What was read is the run (a signal may stop it early).
+            Source::Recorded(_) => Ok(()),
+        }
+    }
+
+    /// Warnings about what was read, for the end of the run.
+    pub(crate) fn notes(&self) -> Vec<String> {
+        match self {
+            Source::Recorded(r) => r.notes(),
+            _ => Vec::new(),
         }
     }
 
@@ -184,6 +212,7 @@ impl Source {
         match self {
             Source::Perf(p) => p.stats(),
             Source::Tracefs(t) => t.stats(),
+            Source::Recorded(r) => r.stats(),
         }
     }
 }

@@ -28,6 +28,7 @@ examples:
     offwake-perf -o offwake.svg 10              # an off-wake flame graph
     offwake-perf -o offwake.pb.gz -p 185 10     # pprof, for Pyroscope or Parca
     offwake-perf -o offwake.json -- make -j2    # speedscope
+    offwake-perf -i perf.data -o offwake.svg    # a recording of stock perf (see README)
     offwake-perf -f 10 | flamegraph.pl --color=chain --countname=us > offwake.svg";
 
 /// Where events come from.
@@ -168,6 +169,13 @@ pub struct Cli {
     #[arg(long, value_name = "fp|dwarf[,SIZE]", value_parser = call_graph,
           conflicts_with = "kernel_stacks_only")]
     pub(crate) call_graph: Option<CallGraph>,
+
+    /// Read a perf.data that stock perf recorded of the two tracepoints
+    /// with callchains, instead of tracing (`perf record -e
+    /// sched:sched_switch -e sched:sched_waking -a -g`).
+    #[arg(short = 'i', long, value_name = "FILE",
+          conflicts_with_all = ["duration", "command", "backend", "mmap_pages", "call_graph"])]
+    pub(crate) input: Option<std::path::PathBuf>,
 
     /// Start COMMAND with tracing already active, trace it and every process
     /// it starts, and stop when it exits; then exit with its status (128+N

@@ -18,6 +18,7 @@ pub mod diag;
 pub(crate) mod event;
 pub(crate) mod kallsyms;
 pub(crate) mod perf;
+pub(crate) mod perfdata;
 pub(crate) mod plan;
 pub(crate) mod probes;
 pub(crate) mod reorder;

@@ -167,6 +167,8 @@ pub(crate) struct Plan {
     pub(crate) report: ReportOptions,
     /// Where the report goes, each at most once: files, or stdout.
     pub(crate) outputs: Vec<Destination>,
+    /// The perf.data to read instead of tracing (`-i`).
+    pub(crate) input: Option<PathBuf>,
 }
 
 /// One place the report is written to, and the format it is written in.
@@ -196,13 +198,14 @@ impl Plan {
         // When `--call-graph` does not say: complete stacks cost little
         // for chosen threads (see `bench/README.md`); the whole system
         // keeps to frame pointers.
-        let default_graph = if targets.system_wide() && cli.command.is_empty() {
-            CallGraph::Fp
-        } else {
-            CallGraph::Dwarf {
-                size: DEFAULT_DWARF_SIZE,
-            }
-        };
+        let default_graph =
+            if (targets.system_wide() && cli.command.is_empty()) || cli.input.is_some() {
+                CallGraph::Fp
+            } else {
+                CallGraph::Dwarf {
+                    size: DEFAULT_DWARF_SIZE,
+                }
+            };
         let stacks = Stacks {
             kernel: !cli.user_stacks_only,
             user: !cli.kernel_stacks_only,
@@ -228,6 +231,7 @@ impl Plan {
                 module_offsets: cli.module_offsets,
             },
             outputs,
+            input: cli.input.clone(),
         })
     }
 
@@ -265,10 +269,11 @@ fn destinations(cli: &Cli) -> Result<Vec<Destination>> {
 }
 
 /// The targets from `-p`/`-t`/`-u`/`-k`, after checking that every named
-/// PID and TID exists.
+/// PID and TID exists (when tracing: a recording's need not exist now).
 fn targets(cli: &Cli) -> Result<Targets> {
+    let tracing = cli.input.is_none();
     if let Some(pids) = &cli.pid {
-        for &pid in pids {
+        for &pid in pids.iter().filter(|_| tracing) {
             let tgid = proc::tgid(pid)
                 .ok_or_else(|| anyhow::anyhow!("no process with PID {pid} exists"))?;
             if tgid != pid {
@@ -280,7 +285,7 @@ fn targets(cli: &Cli) -> Result<Targets> {
         return Ok(Targets::Processes(pids.iter().copied().collect()));
     }
     if let Some(tids) = &cli.tid {
-        for &tid in tids {
+        for &tid in tids.iter().filter(|_| tracing) {
             // /proc/TID resolves for any thread, even one that is not a
             // process leader.
             if !Path::new("/proc").join(tid.to_string()).exists() {

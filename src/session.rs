@@ -7,6 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::{self, IsTerminal};
 use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -21,6 +22,7 @@ use crate::command;
 use crate::diag::diag;
 use crate::event::{Event, EventSink, SourceStats};
 use crate::kallsyms::Preload;
+use crate::perfdata::RecordedSource;
 use crate::plan::{Plan, Targets};
 use crate::report::{self, Frame, Frames, Output, ReportOptions, ResolvedEntry};
 use crate::symbolize::{ProcessMaps, Symbol, Symbolizer, UserStack};
@@ -128,6 +130,9 @@ struct Attached {
 /// Opens the source on the plan's targets and, once tracing is active,
 /// lets the command (if any) run.
 fn attach(mut plan: Plan, launch: Instant) -> Result<Attached> {
+    if let Some(input) = plan.input.clone() {
+        return attach_recorded(plan, &input);
+    }
     let tracefs = Tracefs::open()?;
     // Whatever the backend: one listing of `instances/`.
     let stale = crate::tracefs::instance::remove_stale(&tracefs);
@@ -189,6 +194,37 @@ fn attach(mut plan: Plan, launch: Instant) -> Result<Attached> {
     })
 }
 
+/// Opens the recording `input` in place of a live source. Its processes
+/// are known from its records only: nothing of them is read from /proc.
+fn attach_recorded(plan: Plan, input: &Path) -> Result<Attached> {
+    let kallsyms = plan.stacks.kernel.then(Preload::spawn);
+    install_signal_handlers()?;
+    let source = RecordedSource::open(input, kallsyms.as_ref())?;
+    if plan.stacks.kernel
+        && let Some(recorded) = source.os_release()
+    {
+        let here = nix::sys::utsname::uname()
+            .map(|u| u.release().to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if recorded != here {
+            diag!(
+                "WARNING: {} was recorded on Linux {recorded}, and kernel frames are named from \
+                 this machine's /proc/kallsyms (Linux {here}): they may be wrong",
+                input.display()
+            );
+        }
+    }
+    let maps = ProcessMaps::recorded(source.build_ids());
+    Ok(Attached {
+        plan,
+        source: Source::Recorded(Box::new(source)),
+        child: None,
+        tasks: TaskTable::default(),
+        maps,
+        kallsyms,
+    })
+}
+
 /// Tracing has stopped: what [`trace`] gathered.
 struct Traced {
     plan: Plan,
@@ -201,6 +237,8 @@ struct Traced {
     maps: ProcessMaps,
     kallsyms: Option<Preload>,
     source_stats: SourceStats,
+    /// Warnings the source has about what it read.
+    source_notes: Vec<String>,
     switch_ins_from_records: bool,
     /// Files whose unwind tables could not be read.
     unwind_note: Option<String>,
@@ -220,7 +258,10 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         kallsyms,
     } = attached;
     for (output, options) in &mut outputs {
-        let header = report::header(options, plan.duration, child.is_some());
+        let header = match &plan.input {
+            Some(input) => report::header_recorded(options, input),
+            None => report::header(options, plan.duration, child.is_some()),
+        };
         if !header.is_empty() {
             output.write_with(|w| w.write_all(header.as_bytes()))?;
         }
@@ -237,6 +278,10 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         },
         tasks,
     );
+    if plan.input.is_some() {
+        // A recording's threads are not this machine's threads now.
+        aggregator = aggregator.with_task_lookup(Box::new(|_| None));
+    }
     let mut sink = Stages {
         keep_user: plan.stacks.user,
         maps: &mut maps,
@@ -249,7 +294,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         .map(|s| Instant::now() + Duration::from_secs(s));
     let mut child_status = None;
     loop {
-        if STOP.load(Ordering::SeqCst) {
+        if STOP.load(Ordering::SeqCst) || source.is_exhausted() {
             break;
         }
         let now = Instant::now();
@@ -308,6 +353,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         maps,
         kallsyms,
         source_stats: source.stats(),
+        source_notes: source.notes(),
         switch_ins_from_records: source.switch_ins_from_records(),
         unwind_note,
         outputs,
@@ -326,6 +372,7 @@ fn report(traced: Traced) -> Result<Outcome> {
         maps,
         kallsyms,
         source_stats,
+        source_notes,
         switch_ins_from_records,
         unwind_note,
         mut outputs,
@@ -358,7 +405,8 @@ fn report(traced: Traced) -> Result<Outcome> {
         .notes(switch_ins_from_records)
         .into_iter()
         .chain(aggregate::quiet::notes(&result.quiet, plan.state.is_some()))
-        .chain(unwind_note);
+        .chain(unwind_note)
+        .chain(source_notes);
     for note in notes {
         diag!("{note}");
     }

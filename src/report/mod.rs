@@ -78,6 +78,17 @@ impl Format {
     }
 }
 
+impl StackMode {
+    /// The stacks shown, as the header names them.
+    fn shown(self) -> &'static str {
+        match self {
+            StackMode::Both => "user + kernel",
+            StackMode::UserOnly => "user",
+            StackMode::KernelOnly => "kernel",
+        }
+    }
+}
+
 /// Output options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ReportOptions {
@@ -139,11 +150,7 @@ pub(crate) fn header(options: &ReportOptions, duration: Option<u64>, command: bo
     if options.format != Format::Text {
         return String::new();
     }
-    let what = match options.stacks {
-        StackMode::Both => "user + kernel",
-        StackMode::UserOnly => "user",
-        StackMode::KernelOnly => "kernel",
-    };
+    let what = options.stacks.shown();
     let tail = match (duration, command) {
         (Some(secs), false) => format!(" for {secs} secs."),
         (Some(secs), true) => format!(" for {secs} secs, or until the command exits."),
@@ -151,6 +158,17 @@ pub(crate) fn header(options: &ReportOptions, duration: Option<u64>, command: bo
         (None, true) => " until the command exits.".to_string(),
     };
     format!("Tracing blocked time (us) by {what} off-CPU and waker stack{tail}\n")
+}
+
+/// The header line of a report read from a recording (`-i`), or "" for
+/// any format but text.
+pub(crate) fn header_recorded(options: &ReportOptions, path: &Path) -> String {
+    if options.format != Format::Text {
+        return String::new();
+    }
+    let what = options.stacks.shown();
+    let path = escape(path.as_os_str().as_encoded_bytes(), Place::Text);
+    format!("Reading blocked time (us) by {what} off-CPU and waker stack from {path}.\n")
 }
 
 /// Writes the report: for text, the blank line after tracing, then the

@@ -29,6 +29,9 @@ pub(crate) struct Mapping {
     /// The mapped file's device and inode, when known: a file opened later
     /// by path must be this one.
     pub(crate) file: Option<FileKey>,
+    /// The mapped file's GNU build-id, when a recording gave it: a file
+    /// with this build-id is the one mapped, wherever it is found.
+    pub(crate) build_id: Option<Arc<[u8]>>,
     pub(crate) from: u64,
     pub(crate) until: u64,
 }
@@ -49,6 +52,7 @@ impl Mapping {
             path: strip_deleted(path).to_string(),
             deleted: path.ends_with(" (deleted)"),
             file: None,
+            build_id: None,
             from,
             until: u64::MAX,
         }
@@ -100,6 +104,9 @@ struct Roots {
     dirs: Vec<Dir>,
     /// By the directory's identity and its mount namespace.
     index: HashMap<(FileKey, u64), usize>,
+    /// True when the processes are from a recording: a process of that
+    /// pid now is another, whose root is never taken.
+    recorded: bool,
 }
 
 /// Most distinct process roots held open; processes beyond are resolved
@@ -109,6 +116,9 @@ const MAX_ROOTS: usize = 256;
 impl Roots {
     /// Opens the root of live process `tgid`; `None` when it is gone.
     fn capture(&mut self, tgid: u32) -> Option<usize> {
+        if self.recorded {
+            return None;
+        }
         let dir = Dir::open(Path::new(&format!("/proc/{tgid}/root")), Scope::Root).ok()?;
         let key = dir.key().ok()?;
         let ns = std::fs::metadata(format!("/proc/{tgid}/ns/mnt"))
@@ -143,6 +153,13 @@ pub(crate) struct ProcessMaps {
     /// then re-read from /proc after an exec, and when a stack's address is
     /// not covered by what is known.
     mmap_events: bool,
+    /// The processes are from a recording (`-i`): nothing of them is read
+    /// from /proc, whose pids are other processes now; their files are
+    /// found by the paths, device and inode the recording gave, or by
+    /// build-id.
+    recorded: bool,
+    /// Build-ids of mapped files by path, as a recording listed them.
+    build_ids: HashMap<String, Arc<[u8]>>,
 }
 
 impl Default for ProcessMaps {
@@ -166,7 +183,19 @@ impl ProcessMaps {
             early_roots: HashMap::new(),
             held_perf_maps: 0,
             mmap_events: true,
+            recorded: false,
+            build_ids: HashMap::new(),
         }
+    }
+
+    /// Maps for the processes of a recording: learnt from its mmap, fork,
+    /// exec and exit records only, and `build_ids` (by path) for its files.
+    pub(crate) fn recorded(build_ids: HashMap<String, Arc<[u8]>>) -> ProcessMaps {
+        let mut maps = ProcessMaps::new();
+        maps.recorded = true;
+        maps.roots.recorded = true;
+        maps.build_ids = build_ids;
+        maps
     }
 
     /// Says whether the backend delivers mmap events (the tracefs backend
@@ -253,6 +282,11 @@ impl ProcessMaps {
         if self.procs.contains_key(&tgid) {
             return;
         }
+        if self.recorded {
+            // Known from the recording's records only.
+            self.procs.insert(tgid, Process::default());
+            return;
+        }
         let path = format!("/proc/{tgid}/maps");
         // The root first: maps read after it are of a process that had it.
         let early = self.early_roots.remove(&tgid);
@@ -332,7 +366,9 @@ impl ProcessMaps {
                     if let Some(root) = self.roots.capture(c.tgid) {
                         p.root = Some(root);
                     }
-                    if let Some(ids) = crate::sys::proc::ns_pid_and_euid(c.tgid) {
+                    if !self.recorded
+                        && let Some(ids) = crate::sys::proc::ns_pid_and_euid(c.tgid)
+                    {
                         p.perf_map = Some(ids);
                     }
                     end_all(&mut p.mappings, time);
@@ -354,6 +390,7 @@ impl ProcessMaps {
                 let end = m.start.saturating_add(m.len);
                 let mut mapping = Mapping::new(m.start, end, m.pgoff, &m.path, time);
                 mapping.file = m.file;
+                mapping.build_id = self.build_ids.get(&mapping.path).cloned();
                 if let Some(p) = self.procs.get_mut(&m.tgid) {
                     if p.root.is_none() {
                         p.root = self.roots.capture(m.tgid);
@@ -472,7 +509,7 @@ impl ProcessMaps {
     /// event was read), is looked for in this tool's root, and taken only
     /// when proven the mapped one (same device and inode).
     pub(crate) fn open_file(&self, tgid: u32, mapping: &Mapping) -> Result<Opened, OpenError> {
-        let alive = !self.has_exited(tgid);
+        let alive = !self.recorded && !self.has_exited(tgid);
         if alive && mapping.until == u64::MAX {
             let path = format!(
                 "/proc/{tgid}/map_files/{:x}-{:x}",

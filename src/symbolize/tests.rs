@@ -94,6 +94,7 @@ fn symbolizer_for(path: &Path) -> Symbolizer {
             path: path.to_string_lossy().into_owned(),
             deleted: false,
             file: None,
+            build_id: None,
             from: 0,
             until: u64::MAX,
         },
@@ -597,6 +598,7 @@ fn mapping_of(path: &Path, start: u64, len: u64) -> Mapping {
         path: path.to_string_lossy().into_owned(),
         deleted: false,
         file: None,
+        build_id: None,
         from: 0,
         until: u64::MAX,
     }
@@ -960,6 +962,7 @@ fn a_file_that_is_not_the_mapped_one_is_not_read() {
         path: bin.to_string_lossy().into_owned(),
         deleted: false,
         file,
+        build_id: None,
         from: 0,
         until: u64::MAX,
     };

@@ -126,6 +126,7 @@ fn text_mapping(path: &Path, file: &Path, base: u64, vaddr: u64) -> (Mapping, u6
         path: file.to_string_lossy().into_owned(),
         deleted: false,
         file: None,
+        build_id: None,
         from: 0,
         until: u64::MAX,
     };

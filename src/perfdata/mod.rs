@@ -1,0 +1,307 @@
+//! The recorded source (`-i FILE`): a perf.data written by stock
+//! `perf record` of `sched:sched_switch` and `sched:sched_waking` with
+//! callchains. mstange's `linux-perf-data` reads the file's header,
+//! attributes and feature sections and hands its records over in time
+//! order; each record's bytes then go through the live perf backend's own
+//! decoder, so a recording is paired, filtered and symbolized as a live
+//! trace of the whole system is.
+
+mod tracing;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use linux_perf_data::linux_perf_event_reader::AttrFlags;
+use linux_perf_data::{
+    DsoKey, Endianness, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter,
+};
+
+use crate::event::{EventKind, EventSink, SourceStats};
+use crate::kallsyms::Preload;
+use crate::perf::record::{Decoder, Tracepoint};
+use crate::perf::sys::{SAMPLE_CALLCHAIN, SAMPLE_RAW};
+use crate::tracepoint::{EventFormat, Tracefs};
+
+/// The `perf record` command whose file this source reads.
+pub(crate) const RECORD_COMMAND: &str =
+    "perf record -e sched:sched_switch -e sched:sched_waking -a -g -- sleep 10";
+
+/// Records decoded per [`RecordedSource::read`], between checks for a
+/// signal.
+const BATCH: usize = 4096;
+
+/// An open recording, read in batches.
+pub(crate) struct RecordedSource {
+    path: PathBuf,
+    file: PerfFile,
+    records: PerfRecordIter<BufReader<File>>,
+    /// A decoder per attribute (event) of the file: the two tracepoints'
+    /// samples, and the side-band records perf's other events carry.
+    decoders: Vec<Decoder>,
+    /// Time of the last record of each CPU, where a loss on it begins.
+    last_time: HashMap<u32, u64>,
+    stats: SourceStats,
+    done: bool,
+    /// Why the file could not be read to its end.
+    cut_short: Option<String>,
+}
+
+impl RecordedSource {
+    /// Opens `path`, checks that it holds both tracepoints with callchains
+    /// (else the error gives the `perf record` command that does), and
+    /// reads their formats from the file, or from this machine's tracefs
+    /// when the file has none. Kernel stacks are trimmed with `kallsyms`.
+    pub(crate) fn open(path: &Path, kallsyms: Option<&Preload>) -> Result<RecordedSource> {
+        let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let PerfFileReader {
+            perf_file: file,
+            record_iter: records,
+        } = PerfFileReader::parse_file(BufReader::new(f))
+            .with_context(|| format!("{}: not a perf.data file perf can read", path.display()))?;
+        let shown = path.display();
+        if file.endian() != native_endian() {
+            bail!("{shown} was recorded on a machine of another byte order");
+        }
+        let attrs = file.event_attributes();
+        let find = |name: &str| attrs.iter().position(|a| a.name() == Some(name));
+        let (Some(switch_at), Some(waking_at)) =
+            (find("sched:sched_switch"), find("sched:sched_waking"))
+        else {
+            let names: Vec<&str> = attrs.iter().filter_map(|a| a.name()).collect();
+            bail!(
+                "{shown} does not record both sched:sched_switch and sched:sched_waking (it has: \
+                 {}); record them with:\n    {RECORD_COMMAND}",
+                if names.is_empty() {
+                    "no named events".to_string()
+                } else {
+                    names.join(", ")
+                }
+            );
+        };
+        for at in [switch_at, waking_at] {
+            let attr = attrs[at].attributes();
+            let name = attrs[at].name().unwrap_or_default();
+            let sample_type = attr.sample_format.bits();
+            if sample_type & SAMPLE_CALLCHAIN == 0 {
+                bail!(
+                    "{shown} has no callchains for {name} (recorded without -g); record it \
+                     with:\n    {RECORD_COMMAND}"
+                );
+            }
+            if !attr.flags.contains(AttrFlags::SAMPLE_ID_ALL) {
+                bail!(
+                    "{shown}: {name} was recorded without sample_id_all, which every perf since \
+                     Linux 2.6.38 sets; record it again with:\n    {RECORD_COMMAND}"
+                );
+            }
+        }
+        let (switch, waking) = formats(&file, path)?;
+        let probes = match kallsyms {
+            Some(k) => Some(k.wait()?.probes.clone()),
+            None => None,
+        };
+        let mut decoders = Vec::with_capacity(attrs.len());
+        for a in attrs {
+            // Every record goes through the decoder of its event. Only the
+            // tracepoints' samples carry a payload; the others' side-band
+            // records are read by their trailers, which RAW does not change.
+            let sample_type = a.attributes().sample_format.bits() | SAMPLE_RAW;
+            let mut d = Decoder::new(sample_type, &switch, &waking).with_context(|| {
+                format!(
+                    "{shown}: the samples of {} cannot be read; record them with:\n    \
+                     {RECORD_COMMAND}",
+                    a.name().unwrap_or("an event")
+                )
+            })?;
+            for (at, tp) in [
+                (switch_at, Tracepoint::Switch),
+                (waking_at, Tracepoint::Waking),
+            ] {
+                for &id in attrs[at].ids() {
+                    d.add_id(id, tp);
+                }
+            }
+            if let Some(p) = &probes {
+                d.set_probes(p.clone());
+            }
+            decoders.push(d);
+        }
+        Ok(RecordedSource {
+            path: path.to_path_buf(),
+            file,
+            records,
+            decoders,
+            last_time: HashMap::new(),
+            stats: SourceStats::default(),
+            done: false,
+            cut_short: None,
+        })
+    }
+
+    /// The build-ids the file lists for the user-space files it saw, by
+    /// path.
+    pub(crate) fn build_ids(&self) -> HashMap<String, Arc<[u8]>> {
+        let Ok(ids) = self.file.build_ids() else {
+            return HashMap::new();
+        };
+        ids.into_iter()
+            .filter(|(key, _)| matches!(key, DsoKey::User { .. }))
+            .filter_map(|(_, info)| {
+                let path = String::from_utf8(info.path).ok()?;
+                Some((path, Arc::from(info.build_id)))
+            })
+            .collect()
+    }
+
+    /// The kernel release the file was recorded on (`uname -r`).
+    pub(crate) fn os_release(&self) -> Option<String> {
+        self.file.os_release().ok().flatten().map(str::to_string)
+    }
+
+    /// True once every record was read (or the rest could not be).
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Reads up to [`BATCH`] records into `sink`, in time order.
+    pub(crate) fn read(&mut self, sink: &mut dyn EventSink) {
+        for _ in 0..BATCH {
+            let record = match self.records.next_record(&mut self.file) {
+                Ok(Some(r)) => r,
+                Ok(None) => {
+                    self.done = true;
+                    return;
+                }
+                Err(e) => {
+                    self.cut_short = Some(e.to_string());
+                    self.done = true;
+                    return;
+                }
+            };
+            let PerfFileRecord::EventRecord { attr_index, record } = record else {
+                continue;
+            };
+            let Some(decoder) = self.decoders.get_mut(attr_index) else {
+                self.stats.malformed += 1;
+                continue;
+            };
+            // The record as the kernel wrote it: its header, then its body.
+            let body = record.data.as_slice();
+            let Ok(size) = u16::try_from(body.len() + 8) else {
+                self.stats.malformed += 1;
+                continue;
+            };
+            let mut bytes = Vec::with_capacity(usize::from(size));
+            bytes.extend_from_slice(&record.record_type.0.to_ne_bytes());
+            bytes.extend_from_slice(&record.misc.to_ne_bytes());
+            bytes.extend_from_slice(&size.to_ne_bytes());
+            bytes.extend_from_slice(&body);
+            self.stats.records += 1;
+            match decoder.decode(&bytes) {
+                Ok(Some(mut ev)) => {
+                    if let EventKind::Lost(l) = ev.kind {
+                        self.stats.lost_records += l.records;
+                        ev.time = self
+                            .last_time
+                            .get(&ev.cpu)
+                            .copied()
+                            .unwrap_or(0)
+                            .min(l.until);
+                    } else {
+                        self.last_time.insert(ev.cpu, ev.time);
+                    }
+                    sink.early(&mut ev);
+                    sink.event(ev);
+                }
+                Ok(None) => {}
+                Err(_) => self.stats.malformed += 1,
+            }
+        }
+    }
+
+    pub(crate) fn stats(&self) -> SourceStats {
+        self.stats
+    }
+
+    /// Warnings for the end of the run: a file that ended before its
+    /// records did, or a read a signal stopped.
+    pub(crate) fn notes(&self) -> Vec<String> {
+        let shown = self.path.display();
+        let read = self.stats.records;
+        match &self.cut_short {
+            Some(why) => vec![format!(
+                "WARNING: {shown} ends before its last record ({why}): the report holds the \
+                 {read} records before that"
+            )],
+            None if !self.done => vec![format!(
+                "WARNING: reading {shown} was interrupted: the report holds its first {read} \
+                 records"
+            )],
+            None => Vec::new(),
+        }
+    }
+}
+
+fn native_endian() -> Endianness {
+    if cfg!(target_endian = "big") {
+        Endianness::BigEndian
+    } else {
+        Endianness::LittleEndian
+    }
+}
+
+/// The formats of the two tracepoints: from the file's tracing data, else
+/// from this machine's tracefs (right only for a file recorded on this
+/// kernel).
+fn formats(file: &PerfFile, path: &Path) -> Result<(EventFormat, EventFormat)> {
+    use linux_perf_data::Feature;
+    if let Some(data) = file.feature_section_data(Feature::TRACING_DATA) {
+        let found = tracing::event_formats(data, "sched", &["sched_switch", "sched_waking"])
+            .with_context(|| format!("reading the tracing data of {}", path.display()))?;
+        if let [Some(switch), Some(waking)] = <[_; 2]>::try_from(found).unwrap_or([None, None]) {
+            return Ok((switch, waking));
+        }
+    }
+    let tracefs = Tracefs::open().with_context(|| {
+        format!(
+            "{} has no tracepoint formats, and this machine's cannot be read",
+            path.display()
+        )
+    })?;
+    Ok((
+        tracefs.event_format("sched", "sched_switch")?,
+        tracefs.event_format("sched", "sched_waking")?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_command_records_what_the_source_needs() {
+        for needed in ["sched:sched_switch", "sched:sched_waking", " -a ", " -g "] {
+            assert!(RECORD_COMMAND.contains(needed), "{needed}");
+        }
+    }
+
+    #[test]
+    fn a_file_that_is_not_perf_data_is_an_error_naming_it() {
+        let path = std::env::temp_dir().join(format!("offwake-notperf-{}", std::process::id()));
+        std::fs::write(
+            &path,
+            b"not a perf.data file at all, but long enough to be read",
+        )
+        .unwrap();
+        let err = format!(
+            "{:#}",
+            RecordedSource::open(&path, None).err().expect("an error")
+        );
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        std::fs::remove_file(&path).unwrap();
+    }
+}
