@@ -6,6 +6,7 @@
 //! decoder, so a recording is paired, filtered and symbolized as a live
 //! trace of the whole system is.
 
+mod cut;
 mod tracing;
 
 use std::collections::HashMap;
@@ -15,11 +16,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use linux_perf_data::linux_perf_event_reader::AttrFlags;
+use linux_perf_data::linux_perf_event_reader::{AttrFlags, PerfEventType};
 use linux_perf_data::{
     DsoKey, Endianness, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter,
 };
 
+use self::cut::{Repair, View};
 use crate::event::{EventKind, EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::perf::record::{Decoder, Tracepoint};
@@ -38,7 +40,7 @@ const BATCH: usize = 4096;
 pub(crate) struct RecordedSource {
     path: PathBuf,
     file: PerfFile,
-    records: PerfRecordIter<BufReader<File>>,
+    records: PerfRecordIter<BufReader<View>>,
     /// A decoder per attribute (event) of the file: the two tracepoints'
     /// samples, and the side-band records perf's other events carry.
     decoders: Vec<Decoder>,
@@ -48,6 +50,8 @@ pub(crate) struct RecordedSource {
     done: bool,
     /// Why the file could not be read to its end.
     cut_short: Option<String>,
+    /// What of the file's header had to be set right to read it.
+    repair: Repair,
 }
 
 impl RecordedSource {
@@ -57,20 +61,35 @@ impl RecordedSource {
     /// when the file has none. Kernel stacks are trimmed with `kallsyms`.
     pub(crate) fn open(path: &Path, kallsyms: Option<&Preload>) -> Result<RecordedSource> {
         let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let (view, repair) = View::new(f).with_context(|| format!("reading {}", path.display()))?;
         let PerfFileReader {
             perf_file: file,
             record_iter: records,
-        } = PerfFileReader::parse_file(BufReader::new(f))
+        } = PerfFileReader::parse_file(BufReader::new(view))
             .with_context(|| format!("{}: not a perf.data file perf can read", path.display()))?;
         let shown = path.display();
         if file.endian() != native_endian() {
             bail!("{shown} was recorded on a machine of another byte order");
         }
+        let (switch, waking) = formats(&file, path)?;
         let attrs = file.event_attributes();
-        let find = |name: &str| attrs.iter().position(|a| a.name() == Some(name));
-        let (Some(switch_at), Some(waking_at)) =
-            (find("sched:sched_switch"), find("sched:sched_waking"))
-        else {
+        // By name; in a file whose names were lost, by tracepoint id.
+        let find = |name: &str, format: &EventFormat| {
+            attrs
+                .iter()
+                .position(|a| a.name() == Some(name))
+                .or_else(|| {
+                    attrs.iter().position(|a| {
+                        a.name().is_none()
+                            && matches!(a.attributes().type_,
+                            PerfEventType::Tracepoint(id) if id == u64::from(format.id))
+                    })
+                })
+        };
+        let (Some(switch_at), Some(waking_at)) = (
+            find("sched:sched_switch", &switch),
+            find("sched:sched_waking", &waking),
+        ) else {
             let names: Vec<&str> = attrs.iter().filter_map(|a| a.name()).collect();
             bail!(
                 "{shown} does not record both sched:sched_switch and sched:sched_waking (it has: \
@@ -99,7 +118,6 @@ impl RecordedSource {
                 );
             }
         }
-        let (switch, waking) = formats(&file, path)?;
         let probes = match kallsyms {
             Some(k) => Some(k.wait()?.probes.clone()),
             None => None,
@@ -139,6 +157,7 @@ impl RecordedSource {
             stats: SourceStats::default(),
             done: false,
             cut_short: None,
+            repair,
         })
     }
 
@@ -232,7 +251,20 @@ impl RecordedSource {
     pub(crate) fn notes(&self) -> Vec<String> {
         let shown = self.path.display();
         let read = self.stats.records;
-        match &self.cut_short {
+        let mut notes = Vec::new();
+        match self.repair {
+            Repair::None => {}
+            Repair::Data => notes.push(format!(
+                "WARNING: {shown} is cut short or unfinished: its header does not say where its \
+                 records end, and they were read to the end of the file"
+            )),
+            Repair::DataAndFeatures => notes.push(format!(
+                "WARNING: {shown} is cut short: the sections after its records (event names, \
+                 tracepoint formats, build-ids) are missing, so this machine's tracepoint \
+                 formats were used"
+            )),
+        }
+        notes.extend(match &self.cut_short {
             Some(why) => vec![format!(
                 "WARNING: {shown} ends before its last record ({why}): the report holds the \
                  {read} records before that"
@@ -242,7 +274,8 @@ impl RecordedSource {
                  records"
             )],
             None => Vec::new(),
-        }
+        });
+        notes
     }
 }
 
