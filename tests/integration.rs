@@ -14,5 +14,6 @@ mod hostile;
 mod live;
 mod loss;
 mod names;
+mod recorded;
 mod sources;
 mod tracefs;
