@@ -151,7 +151,8 @@ impl Source {
     pub(crate) fn copies_user_stacks(&self) -> bool {
         match self {
             Source::Perf(p) => p.copies_user_stacks(),
-            Source::Tracefs(_) | Source::Recorded(_) => false,
+            Source::Tracefs(_) => false,
+            Source::Recorded(r) => r.copies_user_stacks(),
         }
     }
 

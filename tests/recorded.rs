@@ -296,3 +296,52 @@ fn what_a_recording_lacks_is_said() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A recording made with `perf record --call-graph dwarf` (all user
+/// registers and 8 KiB of stack per sample) is unwound as the live tool
+/// unwinds: `dwarfchain`, built without frame pointers, shows its whole
+/// chain, which a frame-pointer recording of it cannot.
+#[test]
+fn a_dwarf_recording_is_unwound() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let dir = scratch("dwarf");
+    let exe = workload("dwarfchain");
+    let chain = |graph: &[&str]| -> (String, String) {
+        let data = dir.join("perf.data");
+        let mut args = EVENTS.to_vec();
+        args.push("-a");
+        args.extend_from_slice(graph);
+        let rec = perf_record(&data, &args, &[exe.to_str().unwrap(), "10", "5"]);
+        let out = run(&["-f", "-i", data.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        (text(&out.stdout), text(&rec.stderr))
+    };
+    let (dwarf, rec_err) = chain(&["--call-graph", "dwarf"]);
+    let blocked: Vec<Folded> = parse_folded(&dwarf)
+        .into_iter()
+        .filter(|l| l.target_comm == "blocked" && has(&l.target, "chain_inner"))
+        .collect();
+    assert!(!blocked.is_empty(), "no chain_inner line in:\n{dwarf}");
+    let l = blocked.iter().max_by_key(|l| l.total).unwrap();
+    for f in ["chain_outer", "chain_middle", "chain_inner", "blocked_main"] {
+        assert!(has(&l.target, f), "{f} missing from {l:?}");
+    }
+    assert!(
+        has(&l.waker, "wake_inner") && has(&l.waker, "wake_outer"),
+        "{l:?}"
+    );
+    let total: u64 = blocked.iter().map(|l| l.total).sum();
+    assert_slept("dwarfchain's reads", total, 10, 5, &rec_err);
+
+    let (fp, _) = chain(&["-g"]);
+    assert!(
+        !parse_folded(&fp)
+            .iter()
+            .any(|l| has(&l.target, "chain_middle")),
+        "frame pointers found what only DWARF can:\n{fp}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -138,6 +138,12 @@ impl Decoder {
         self.parser.sample_type()
     }
 
+    /// Samples dump the user registers of `mask` (`sample_regs_user`),
+    /// not only those this tool asks for.
+    pub(crate) fn set_user_regs(&mut self, mask: u64) -> Result<()> {
+        self.parser.set_user_regs(mask)
+    }
+
     /// Switch-ins told by per-task events' counts.
     pub(crate) fn running(&mut self) -> &mut RunningClock {
         &mut self.running

@@ -117,6 +117,8 @@ pub(crate) struct Sample<'a> {
 #[derive(Clone, Debug)]
 pub(crate) struct RecordParser {
     sample_type: u64,
+    /// Where BP, SP and IP are in a sample's user registers.
+    regs: RegsLayout,
     /// Where a sample's fixed-size fields are.
     layout: SampleLayout,
     /// Bytes of a non-sample record's `sample_id` trailer.
@@ -138,6 +140,33 @@ struct SampleLayout {
     fixed: usize,
 }
 
+/// Where BP, SP and IP ([`USER_REGS`]) are among the user registers a
+/// sample carries (`sample_regs_user`), and how many it carries: this
+/// tool asks for those three; stock perf, recording with `--call-graph
+/// dwarf`, for all of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RegsLayout {
+    count: usize,
+    at: [usize; 3],
+}
+
+impl RegsLayout {
+    /// `None` when `mask` lacks one of the three.
+    fn new(mask: u64) -> Option<RegsLayout> {
+        let mut at = [0; 3];
+        for (slot, bit) in at.iter_mut().zip(USER_REGS) {
+            if mask & (1 << bit) == 0 {
+                return None;
+            }
+            *slot = (mask & ((1 << bit) - 1)).count_ones() as usize;
+        }
+        Some(RegsLayout {
+            count: mask.count_ones() as usize,
+            at,
+        })
+    }
+}
+
 /// Every `sample_type` bit the parser can walk.
 pub(crate) const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
     | SAMPLE_IP
@@ -152,7 +181,25 @@ pub(crate) const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
     | SAMPLE_CALLCHAIN
     | SAMPLE_RAW
     | SAMPLE_REGS_USER
-    | SAMPLE_STACK_USER;
+    | SAMPLE_STACK_USER
+    | AFTER_STACK_USER;
+
+/// The `sample_type` bits of fields a sample holds after its user stack
+/// (weight, data source, transaction, interrupt registers, addresses,
+/// page sizes, cgroup; perf asks for some with `--call-graph dwarf`):
+/// never read, so they need no walking.
+const AFTER_STACK_USER: u64 = {
+    use perf_event_open_sys::bindings as b;
+    (b::PERF_SAMPLE_WEIGHT
+        | b::PERF_SAMPLE_DATA_SRC
+        | b::PERF_SAMPLE_TRANSACTION
+        | b::PERF_SAMPLE_REGS_INTR
+        | b::PERF_SAMPLE_PHYS_ADDR
+        | b::PERF_SAMPLE_CGROUP
+        | b::PERF_SAMPLE_DATA_PAGE_SIZE
+        | b::PERF_SAMPLE_CODE_PAGE_SIZE
+        | b::PERF_SAMPLE_WEIGHT_STRUCT) as u64
+};
 
 /// Bytes of a sample body of `sample_type` before its callchain (or its
 /// raw data): the one-word fields it has.
@@ -218,6 +265,10 @@ impl RecordParser {
             * 8;
         Ok(RecordParser {
             sample_type,
+            regs: RegsLayout::new(USER_REGS_MASK).unwrap_or(RegsLayout {
+                count: 3,
+                at: [0, 1, 2],
+            }),
             layout: SampleLayout::new(sample_type),
             trailer_len,
         })
@@ -225,6 +276,15 @@ impl RecordParser {
 
     pub(crate) fn sample_type(&self) -> u64 {
         self.sample_type
+    }
+
+    /// Reads user registers dumped with `mask` (`sample_regs_user`), which
+    /// must hold BP, SP and IP; by default, samples carry only those.
+    pub(crate) fn set_user_regs(&mut self, mask: u64) -> Result<()> {
+        self.regs = RegsLayout::new(mask).ok_or_else(|| {
+            anyhow::anyhow!("sample_regs_user {mask:#x} lacks BP, SP or IP, which unwinding needs")
+        })?;
+        Ok(())
     }
 
     /// Reads one whole record, header included.
@@ -300,7 +360,11 @@ impl RecordParser {
             s.raw = c.take(n)?;
         }
         if self.sample_type & SAMPLE_REGS_USER != 0 && c.u64()? != 0 {
-            let [bp, sp, ip] = [c.u64()?, c.u64()?, c.u64()?];
+            let regs = c.take(self.regs.count * 8)?;
+            let [bp, sp, ip] = self
+                .regs
+                .at
+                .map(|i| u64_at(regs, i * 8).unwrap_or_default());
             s.user_regs = Some([bp, sp, ip]);
         }
         if self.sample_type & SAMPLE_STACK_USER != 0 {
@@ -453,4 +517,40 @@ fn mmap(ty: u32, misc: u16, c: &mut Cursor<'_>) -> Result<Mmap, WireError> {
         executable,
         file,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_registers_are_found_in_any_dump_that_holds_them() {
+        assert_eq!(
+            RegsLayout::new(USER_REGS_MASK),
+            Some(RegsLayout {
+                count: 3,
+                at: [0, 1, 2]
+            })
+        );
+        // Stock perf's --call-graph dwarf on x86_64: every register.
+        assert_eq!(
+            RegsLayout::new(0xff0fff),
+            Some(RegsLayout {
+                count: 20,
+                at: [6, 7, 8]
+            })
+        );
+        assert_eq!(RegsLayout::new(0xff0fff & !(1 << 7)), None);
+        let mut p = RecordParser::new(SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW).unwrap();
+        assert!(p.set_user_regs(1 << 6).is_err());
+        assert!(p.set_user_regs(0xff0fff).is_ok());
+    }
+
+    #[test]
+    fn fields_after_the_user_stack_need_no_walking() {
+        let st = SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW;
+        assert!(RecordParser::new(st | AFTER_STACK_USER).is_ok());
+        // A branch stack comes before the user registers: refused.
+        assert!(RecordParser::new(st | (1 << 11)).is_err());
+    }
 }

@@ -25,7 +25,7 @@ use self::cut::{Repair, View};
 use crate::event::{EventKind, EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::perf::record::{Decoder, Tracepoint};
-use crate::perf::sys::{SAMPLE_CALLCHAIN, SAMPLE_RAW};
+use crate::perf::sys::{SAMPLE_CALLCHAIN, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER};
 use crate::tracepoint::{EventFormat, Tracefs};
 
 /// The `perf record` command whose file this source reads.
@@ -128,13 +128,18 @@ impl RecordedSource {
             // tracepoints' samples carry a payload; the others' side-band
             // records are read by their trailers, which RAW does not change.
             let sample_type = a.attributes().sample_format.bits() | SAMPLE_RAW;
-            let mut d = Decoder::new(sample_type, &switch, &waking).with_context(|| {
-                format!(
-                    "{shown}: the samples of {} cannot be read; record them with:\n    \
-                     {RECORD_COMMAND}",
-                    a.name().unwrap_or("an event")
+            let event = a.name().unwrap_or("an event");
+            let unreadable = |e: anyhow::Error| {
+                anyhow::anyhow!(
+                    "{shown}: the samples of {event} cannot be read ({e:#}); record them \
+                     with:\n    {RECORD_COMMAND}"
                 )
-            })?;
+            };
+            let mut d = Decoder::new(sample_type, &switch, &waking).map_err(unreadable)?;
+            if sample_type & SAMPLE_REGS_USER != 0 {
+                d.set_user_regs(a.attributes().sample_regs_user)
+                    .map_err(unreadable)?;
+            }
             for (at, tp) in [
                 (switch_at, Tracepoint::Switch),
                 (waking_at, Tracepoint::Waking),
@@ -179,6 +184,14 @@ impl RecordedSource {
     /// The kernel release the file was recorded on (`uname -r`).
     pub(crate) fn os_release(&self) -> Option<String> {
         self.file.os_release().ok().flatten().map(str::to_string)
+    }
+
+    /// True when the samples carry user stack copies to unwind (recorded
+    /// with `--call-graph dwarf`).
+    pub(crate) fn copies_user_stacks(&self) -> bool {
+        self.decoders
+            .iter()
+            .any(|d| d.sample_type() & SAMPLE_STACK_USER != 0)
     }
 
     /// True once every record was read (or the rest could not be).
