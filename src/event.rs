@@ -428,6 +428,8 @@ pub(crate) struct Mmap {
     pub(crate) executable: bool,
     /// The mapped file's device and inode, when the record gives them.
     pub(crate) file: Option<crate::sys::open::FileKey>,
+    /// The mapped file's build-id, when the record gives it instead.
+    pub(crate) build_id: Option<std::sync::Arc<[u8]>>,
 }
 
 /// A thread came onto a CPU, from perf's context-switch record (emitted in

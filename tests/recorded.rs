@@ -345,3 +345,62 @@ fn a_dwarf_recording_is_unwound() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A recording's binaries are found by the build-ids it lists (perf
+/// record --buildid-all), whatever is at their paths now: a copy of the
+/// same binary there is used, another binary there never is, and a
+/// binary gone from its path is taken from perf's build-id cache.
+#[test]
+fn binaries_are_found_by_build_id() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let dir = scratch("buildid");
+    let exe = dir.join("pw");
+    std::fs::copy(workload("pipewake"), &exe).expect("copying pipewake");
+    let record = |name: &str, extra: &[&str]| -> PathBuf {
+        let data = dir.join(name);
+        let mut args = EVENTS.to_vec();
+        args.extend_from_slice(&["-a", "-g"]);
+        args.extend_from_slice(extra);
+        perf_record(&data, &args, &[exe.to_str().unwrap(), "10", "5"]);
+        data
+    };
+    let names = |data: &Path| -> String {
+        let out = run(&["-f", "-i", data.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let no_ids = record("no-ids.data", &["--no-buildid-cache"]);
+    let ids = record("ids.data", &["--buildid-all", "--no-buildid-cache"]);
+    let cached = record("cached.data", &["--buildid-all"]);
+    assert!(
+        names(&no_ids).contains(";reader_wait;"),
+        "the file itself, unchanged"
+    );
+
+    // The same binary, copied over its path: another inode.
+    let copy = dir.join("pw.copy");
+    std::fs::copy(&exe, &copy).expect("copying");
+    std::fs::rename(&copy, &exe).expect("replacing");
+    assert!(names(&ids).contains(";reader_wait;"), "found by build-id");
+    assert!(
+        !names(&no_ids).contains(";reader_wait;"),
+        "without build-ids, a file with another inode is not the one mapped"
+    );
+
+    // Another binary at the path: never named from it (the right one may
+    // still be found in perf's build-id cache, which earlier runs fill).
+    std::fs::copy(workload("sleeploop"), &exe).expect("copying sleeploop");
+    let other = names(&ids);
+    assert!(!other.contains("sleep_once"), "{other}");
+
+    // Gone: from perf's build-id cache.
+    std::fs::remove_file(&exe).expect("removing the binary");
+    assert!(
+        names(&cached).contains(";reader_wait;"),
+        "from perf's build-id cache"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -2069,6 +2069,7 @@ mod tests {
                         path: "/bin/app2".into(),
                         executable: true,
                         file: None,
+                        build_id: None,
                     }),
                 ),
                 out(7_000, 0, 100),

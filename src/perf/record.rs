@@ -868,7 +868,32 @@ mod tests {
                     dev: libc::makedev(8, 1),
                     ino: 4242,
                 }),
+                build_id: None,
             })
+        );
+        // With a build-id in place of device and inode (--buildid-mmap).
+        let mut with_id = b.clone();
+        with_id[8 + 24..8 + 24 + 24].copy_from_slice(&{
+            let mut ids = [0u8; 24];
+            ids[0] = 20;
+            for (i, x) in ids[4..].iter_mut().enumerate() {
+                *x = i as u8 + 1;
+            }
+            ids
+        });
+        let misc = 2 | RECORD_MISC_MMAP_BUILD_ID;
+        let EventKind::Mmap(m) = d
+            .decode(&header(RECORD_MMAP2, misc, &with_id))
+            .unwrap()
+            .unwrap()
+            .kind
+        else {
+            panic!()
+        };
+        assert_eq!(m.file, None);
+        assert_eq!(
+            m.build_id.as_deref(),
+            Some(&(1..=20).collect::<Vec<u8>>()[..])
         );
         // Non-executable MMAP2.
         let prot_at = 8 + 24 + 24;

@@ -36,6 +36,8 @@
 //! u64 id            IDENTIFIER   -- last, unlike in a sample
 //! ```
 
+use std::sync::Arc;
+
 use anyhow::{Result, ensure};
 
 use super::sys::*;
@@ -487,23 +489,30 @@ impl RecordParser {
 fn mmap(ty: u32, misc: u16, c: &mut Cursor<'_>) -> Result<Mmap, WireError> {
     let [tgid, tid] = [c.u32()?, c.u32()?];
     let [start, len, pgoff] = [c.u64()?, c.u64()?, c.u64()?];
-    let (executable, file) = if ty == RECORD_MMAP2 {
-        // maj, min, ino, ino_generation (the build id instead when the
-        // record says so; never asked for here).
-        let [maj, min] = [c.u32()?, c.u32()?];
-        let ino = c.u64()?;
-        c.take(8)?;
+    let (mut file, mut build_id) = (None, None);
+    let executable = if ty == RECORD_MMAP2 {
+        // maj, min, ino, ino_generation; or, when the record says so (perf
+        // record --buildid-mmap), the build-id's size, 3 reserved bytes and
+        // the build-id in those 24 bytes.
+        let ids = c.take(24)?;
+        if misc & RECORD_MISC_MMAP_BUILD_ID != 0 {
+            let size = usize::from(ids[0]).min(20);
+            build_id = (size > 0).then(|| Arc::from(&ids[4..4 + size]));
+        } else {
+            let [maj, min] = [0, 4].map(|at| u32_at(ids, at).unwrap_or_default());
+            let ino = u64_at(ids, 8).unwrap_or_default();
+            file = (ino != 0).then(|| FileKey {
+                dev: libc::makedev(maj, min),
+                ino,
+            });
+        }
         let prot = c.u32()?;
         let _flags = c.u32()?;
-        let file = (misc & RECORD_MISC_MMAP_BUILD_ID == 0 && ino != 0).then(|| FileKey {
-            dev: libc::makedev(maj, min),
-            ino,
-        });
-        (prot & libc::PROT_EXEC as u32 != 0, file)
+        prot & libc::PROT_EXEC as u32 != 0
     } else {
         // Without mmap_data, PERF_RECORD_MMAP is only emitted for
         // executable mappings.
-        (true, None)
+        true
     };
     let name = c.rest();
     let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
@@ -516,6 +525,7 @@ fn mmap(ty: u32, misc: u16, c: &mut Cursor<'_>) -> Result<Mmap, WireError> {
         path: String::from_utf8_lossy(name).into_owned(),
         executable,
         file,
+        build_id,
     })
 }
 

@@ -182,6 +182,73 @@ impl DebugDirs {
     }
 }
 
+/// Where a recording's files are found by build-id when their path no
+/// longer holds them: perf's build-id cache of this user
+/// (`~/.debug/.build-id/xx/rest/elf`, which perf record fills), then the
+/// debug directory (`.build-id/xx/rest.debug`). A file found there is
+/// used only when its own build-id is the one looked for.
+#[derive(Debug, Default)]
+pub(crate) struct BuildIdDirs {
+    perf_cache: Option<Dir>,
+    debug: Option<Dir>,
+}
+
+impl BuildIdDirs {
+    pub(crate) fn system() -> BuildIdDirs {
+        let me = nix::unistd::geteuid();
+        // Where perf puts it ($HOME, else the user's home), and only a
+        // cache this user owns and no one else may write.
+        let home = std::env::var_os("HOME")
+            .map(std::path::PathBuf::from)
+            .or_else(|| {
+                nix::unistd::User::from_uid(me)
+                    .ok()
+                    .flatten()
+                    .map(|u| u.dir)
+            });
+        let perf_cache = home
+            .map(|home| home.join(".debug"))
+            .filter(|dir| {
+                use std::os::unix::fs::{MetadataExt, PermissionsExt};
+                std::fs::symlink_metadata(dir).is_ok_and(|m| {
+                    m.is_dir() && m.uid() == me.as_raw() && m.permissions().mode() & 0o022 == 0
+                })
+            })
+            .and_then(|dir| Dir::open(&dir, Scope::Beneath).ok());
+        BuildIdDirs {
+            perf_cache,
+            debug: Dir::open(Path::new(DEBUG_DIR), Scope::Beneath).ok(),
+        }
+    }
+
+    /// The file whose build-id is `id`.
+    pub(crate) fn open(&self, id: &[u8]) -> Option<Opened> {
+        let hex = hex(id);
+        if hex.len() < 3 {
+            return None;
+        }
+        let (head, rest) = hex.split_at(2);
+        let candidates = [
+            (&self.perf_cache, format!(".build-id/{head}/{rest}/elf")),
+            (&self.debug, format!(".build-id/{head}/{rest}.debug")),
+        ];
+        candidates.into_iter().find_map(|(dir, rel)| {
+            let opened = dir.as_ref()?.open_file(&rel).ok()?;
+            (build_id(&opened).as_deref() == Some(id)).then_some(opened)
+        })
+    }
+}
+
+/// The GNU build-id of the ELF file `opened`; only its headers and notes
+/// are read.
+pub(crate) fn build_id(opened: &Opened) -> Option<Vec<u8>> {
+    let allowance = Allowance::new(4 << 20);
+    let arena = Arena::new();
+    let reader = FileReader::new(Source::File(&opened.file), opened.size, &allowance, &arena);
+    let obj = object::File::parse(&reader).ok()?;
+    obj.build_id().ok()?.map(<[u8]>::to_vec)
+}
+
 /// A build-id as hex digits.
 fn hex(id: &[u8]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()

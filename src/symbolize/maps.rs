@@ -10,6 +10,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::elf::{BuildIdDirs, build_id};
 use crate::event::{Event, EventKind};
 use crate::sys::open::{Dir, FileKey, OpenError, Opened, Scope, open_magic};
 
@@ -160,6 +161,8 @@ pub(crate) struct ProcessMaps {
     recorded: bool,
     /// Build-ids of mapped files by path, as a recording listed them.
     build_ids: HashMap<String, Arc<[u8]>>,
+    /// Where a recording's files are looked for by build-id.
+    build_id_dirs: BuildIdDirs,
 }
 
 impl Default for ProcessMaps {
@@ -185,6 +188,7 @@ impl ProcessMaps {
             mmap_events: true,
             recorded: false,
             build_ids: HashMap::new(),
+            build_id_dirs: BuildIdDirs::default(),
         }
     }
 
@@ -195,6 +199,7 @@ impl ProcessMaps {
         maps.recorded = true;
         maps.roots.recorded = true;
         maps.build_ids = build_ids;
+        maps.build_id_dirs = BuildIdDirs::system();
         maps
     }
 
@@ -390,7 +395,10 @@ impl ProcessMaps {
                 let end = m.start.saturating_add(m.len);
                 let mut mapping = Mapping::new(m.start, end, m.pgoff, &m.path, time);
                 mapping.file = m.file;
-                mapping.build_id = self.build_ids.get(&mapping.path).cloned();
+                mapping.build_id = m
+                    .build_id
+                    .clone()
+                    .or_else(|| self.build_ids.get(&mapping.path).cloned());
                 if let Some(p) = self.procs.get_mut(&m.tgid) {
                     if p.root.is_none() {
                         p.root = self.roots.capture(m.tgid);
@@ -509,7 +517,10 @@ impl ProcessMaps {
     /// event was read), is looked for in this tool's root, and taken only
     /// when proven the mapped one (same device and inode).
     pub(crate) fn open_file(&self, tgid: u32, mapping: &Mapping) -> Result<Opened, OpenError> {
-        let alive = !self.recorded && !self.has_exited(tgid);
+        if self.recorded {
+            return self.open_recorded(mapping);
+        }
+        let alive = !self.has_exited(tgid);
         if alive && mapping.until == u64::MAX {
             let path = format!(
                 "/proc/{tgid}/map_files/{:x}-{:x}",
@@ -551,6 +562,33 @@ impl ProcessMaps {
             // device and inode prove it the mapped one.
             (Err(_), Some(_), Some(own)) => in_root(own),
             (Err(e), _, _) => Err(e),
+        }
+    }
+}
+
+impl ProcessMaps {
+    /// Opens the file of a recording's `mapping`: at its path in this
+    /// tool's root when that is the file mapped (the same device and inode,
+    /// or the same build-id); else by its build-id, from perf's build-id
+    /// cache or the debug directory. A file that merely has the path is
+    /// never used.
+    fn open_recorded(&self, mapping: &Mapping) -> Result<Opened, OpenError> {
+        let own = self.own_root.as_ref().ok_or(OpenError::NoRoot)?;
+        let at_path = own.open_file(&mapping.path);
+        let wanted_id = mapping.build_id.as_deref();
+        if let Ok(opened) = &at_path {
+            let same_file = mapping.file.is_some_and(|k| opened.check_is(k).is_ok());
+            let same_build = wanted_id.is_some_and(|id| build_id(opened).as_deref() == Some(id));
+            if same_file || same_build {
+                return at_path;
+            }
+        }
+        if let Some(found) = wanted_id.and_then(|id| self.build_id_dirs.open(id)) {
+            return Ok(found);
+        }
+        match at_path {
+            Ok(_) => Err(OpenError::Replaced),
+            Err(e) => Err(e),
         }
     }
 }
@@ -698,6 +736,7 @@ mod tests {
             path: path.to_string(),
             executable: true,
             file: None,
+            build_id: None,
         })
     }
 
