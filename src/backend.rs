@@ -201,6 +201,14 @@ impl Source {
         }
     }
 
+    /// Where a recording's kernel text was (`_text`); `None` when live.
+    pub(crate) fn recorded_kernel_text(&self) -> Option<u64> {
+        match self {
+            Source::Recorded(r) => r.kernel_text(),
+            _ => None,
+        }
+    }
+
     /// Warnings about what was read, for the end of the run.
     pub(crate) fn notes(&self) -> Vec<String> {
         match self {

@@ -239,6 +239,8 @@ struct Traced {
     source_stats: SourceStats,
     /// Warnings the source has about what it read.
     source_notes: Vec<String>,
+    /// Where a recording's kernel text was.
+    kernel_text: Option<u64>,
     switch_ins_from_records: bool,
     /// Files whose unwind tables could not be read.
     unwind_note: Option<String>,
@@ -354,6 +356,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         kallsyms,
         source_stats: source.stats(),
         source_notes: source.notes(),
+        kernel_text: source.recorded_kernel_text(),
         switch_ins_from_records: source.switch_ins_from_records(),
         unwind_note,
         outputs,
@@ -373,13 +376,20 @@ fn report(traced: Traced) -> Result<Outcome> {
         kallsyms,
         source_stats,
         source_notes,
+        kernel_text,
         switch_ins_from_records,
         unwind_note,
         mut outputs,
     } = traced;
     let result = Arc::new(result);
     if outputs.iter().any(|(output, _)| output.is_open()) {
-        let entries = symbolize_apart(&result, maps, kallsyms, plan.report.module_offsets)?;
+        let entries = symbolize_apart(
+            &result,
+            maps,
+            kallsyms,
+            kernel_text.filter(|_| plan.stacks.kernel),
+            plan.report.module_offsets,
+        )?;
         for (output, options) in &mut outputs {
             output
                 .write_with(|w| report::write_report(w, options, &entries))
@@ -501,6 +511,7 @@ fn symbolize_apart(
     result: &Arc<aggregate::Aggregate>,
     maps: ProcessMaps,
     kallsyms: Option<Preload>,
+    kernel_text: Option<u64>,
     module_offsets: bool,
 ) -> Result<Vec<ResolvedEntry>> {
     let before = SIGNALS.load(Ordering::SeqCst);
@@ -517,6 +528,7 @@ fn symbolize_apart(
                 &result,
                 maps,
                 kallsyms,
+                kernel_text,
                 module_offsets,
                 signalled,
             ));
@@ -543,16 +555,21 @@ fn symbolize_apart(
 
 /// Symbolizes every stack that some entry uses, once, then builds the
 /// printable entries. Shows progress on stderr when it takes a while.
-/// Once `stop` says so, no more files are opened.
+/// Once `stop` says so, no more files are opened. A recording's kernel
+/// addresses are moved to where this kernel's text is (`kernel_text`).
 fn symbolize_entries(
     result: &aggregate::Aggregate,
     maps: ProcessMaps,
     kallsyms: Option<Preload>,
+    kernel_text: Option<u64>,
     module_offsets: bool,
     stop: impl Fn() -> bool + Send + 'static,
 ) -> Result<Vec<ResolvedEntry>> {
     let mut symbolizer = Symbolizer::new(maps, kallsyms)?;
     symbolizer.stop_when(stop);
+    if let Some(text) = kernel_text {
+        symbolizer.relocate_kernel(text);
+    }
     let table: &StackTable = &result.stacks;
 
     // Target kernel stacks start at an exact IP; waker kernel stacks start at

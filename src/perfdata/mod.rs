@@ -52,6 +52,9 @@ pub(crate) struct RecordedSource {
     cut_short: Option<String>,
     /// What of the file's header had to be set right to read it.
     repair: Repair,
+    /// Where the kernel's text was (`_text`), as the file's kernel mmap
+    /// record says.
+    kernel_text: Option<u64>,
 }
 
 impl RecordedSource {
@@ -163,6 +166,7 @@ impl RecordedSource {
             done: false,
             cut_short: None,
             repair,
+            kernel_text: None,
         })
     }
 
@@ -192,6 +196,11 @@ impl RecordedSource {
         self.decoders
             .iter()
             .any(|d| d.sample_type() & SAMPLE_STACK_USER != 0)
+    }
+
+    /// Where the kernel's text was when recorded, as far as read.
+    pub(crate) fn kernel_text(&self) -> Option<u64> {
+        self.kernel_text
     }
 
     /// True once every record was read (or the rest could not be).
@@ -235,6 +244,13 @@ impl RecordedSource {
             self.stats.records += 1;
             match decoder.decode(&bytes) {
                 Ok(Some(mut ev)) => {
+                    if let EventKind::Mmap(m) = &ev.kind
+                        && m.path.starts_with("[kernel.kallsyms]")
+                    {
+                        // perf gives the kernel's map the address of _text
+                        // as its offset.
+                        self.kernel_text = Some(m.pgoff);
+                    }
                     if let EventKind::Lost(l) = ev.kind {
                         self.stats.lost_records += l.records;
                         ev.time = self

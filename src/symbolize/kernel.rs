@@ -14,6 +14,8 @@ pub(crate) struct KernelSymbols {
     /// True when kallsyms listed symbols but every address read 0
     /// (kptr_restrict, or not privileged).
     hidden: bool,
+    /// Where the kernel's text begins (`_text`): KASLR moves it each boot.
+    text: Option<u64>,
 }
 
 impl KernelSymbols {
@@ -27,8 +29,12 @@ impl KernelSymbols {
         let mut syms = Vec::new();
         let mut seen = 0usize;
         let mut nonzero = 0usize;
+        let mut start = None;
         // The optional `[module]` field is dropped.
         for sym in kallsyms::symbols(text) {
+            if sym.name == "_text" && sym.module.is_none() && sym.addr != 0 {
+                start = Some(sym.addr);
+            }
             if !matches!(sym.kind, "t" | "T" | "w" | "W") {
                 continue;
             }
@@ -46,7 +52,13 @@ impl KernelSymbols {
         KernelSymbols {
             syms,
             hidden: seen > 0 && nonzero == 0,
+            text: start,
         }
+    }
+
+    /// The address of `_text`, where the kernel's text begins.
+    pub(crate) fn text(&self) -> Option<u64> {
+        self.text
     }
 
     /// True when every address was 0: nothing can be resolved.

@@ -126,6 +126,8 @@ pub(crate) struct Symbolizer {
     /// Servers to fetch missing debug files from (`DEBUGINFOD_URLS`).
     debuginfod: Option<debuginfod::Config>,
     warnings: Vec<String>,
+    /// Added to kernel addresses before lookup ([`Symbolizer::relocate_kernel`]).
+    kernel_shift: u64,
 }
 
 /// The address to look up for frame `index`: the exact instruction pointer
@@ -156,7 +158,27 @@ impl Symbolizer {
             perf_map_notes: Vec::new(),
             debuginfod: debuginfod::Config::from_env(),
             warnings: Vec::new(),
+            kernel_shift: 0,
         })
+    }
+
+    /// Kernel addresses were recorded with the kernel's text at
+    /// `recorded_text` (a recording's `_text`): when this kernel's text is
+    /// elsewhere (KASLR placed it anew at another boot), they are moved by
+    /// the difference before they are looked up, and a warning says so.
+    pub(crate) fn relocate_kernel(&mut self, recorded_text: u64) {
+        let Some(here) = self.kernel_symbols().text() else {
+            return;
+        };
+        if here == recorded_text {
+            return;
+        }
+        self.kernel_shift = here.wrapping_sub(recorded_text);
+        self.warnings.push(format!(
+            "WARNING: the kernel's text was at {recorded_text:#x} when recorded and is at \
+             {here:#x} now (another boot): kernel addresses were moved by the difference; \
+             frames in modules may be wrong"
+        ));
     }
 
     /// Makes symbolization poll `stop` before each file it opens, and open
@@ -223,11 +245,15 @@ impl Symbolizer {
     /// Kernel names for `addrs`, whose entry `i` is probed as frame
     /// `i + first_index` (see [`probe`]).
     fn kernel_names(&mut self, addrs: &[u64], first_index: usize) -> Vec<Option<String>> {
+        let shift = self.kernel_shift;
         let k = self.kernel_symbols();
         addrs
             .iter()
             .enumerate()
-            .map(|(i, &a)| k.lookup(probe(i + first_index, a)).map(str::to_string))
+            .map(|(i, &a)| {
+                k.lookup(probe(i + first_index, a.wrapping_add(shift)))
+                    .map(str::to_string)
+            })
             .collect()
     }
 

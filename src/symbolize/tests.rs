@@ -779,6 +779,26 @@ fn kernel_frames_one_name_each() {
     assert_eq!(names.last().map(String::as_str), Some(UNKNOWN));
 }
 
+/// A recording made at another boot, when KASLR put the kernel's text
+/// elsewhere: its addresses are moved to where the text is now.
+#[test]
+fn a_recordings_kernel_addresses_follow_the_text() {
+    let k = kernel::KernelSymbols::load().expect("reading kallsyms");
+    let (Some(text), Some(addr)) = (k.text(), k.address_of("schedule")) else {
+        // kptr_restrict hides the addresses: nothing to move.
+        return;
+    };
+    let elsewhere = 0x2a00_0000u64;
+    let mut s = Symbolizer::new(ProcessMaps::new(), None).expect("symbolizer");
+    s.relocate_kernel(text.wrapping_add(elsewhere));
+    assert_eq!(s.kernel(&[addr.wrapping_add(elsewhere)]), ["schedule"]);
+    assert!(s.warnings().iter().any(|w| w.contains("another boot")));
+    let mut same = Symbolizer::new(ProcessMaps::new(), None).expect("symbolizer");
+    same.relocate_kernel(text);
+    assert_eq!(same.kernel(&[addr]), ["schedule"]);
+    assert!(same.warnings().is_empty());
+}
+
 #[test]
 fn symbolizer_can_move_between_threads() {
     fn is_send<T: Send>() {}
