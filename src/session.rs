@@ -295,6 +295,8 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         .duration
         .map(|s| Instant::now() + Duration::from_secs(s));
     let mut child_status = None;
+    // Reading a large recording takes a while: say how far it is.
+    let mut reading = Progress::new("records read", 0);
     loop {
         if STOP.load(Ordering::SeqCst) || source.is_exhausted() {
             break;
@@ -314,7 +316,11 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
             timeout = timeout.min(d.saturating_duration_since(now));
         }
         source.poll(timeout, &mut sink)?;
+        if plan.input.is_some() {
+            reading.at(source.stats().records as usize, 0);
+        }
     }
+    reading.done();
     // A signal that ended tracing (Ctrl-C reaches the command too) gives
     // the command a moment to clean up and exit, for its status.
     let grace_until = STOP
@@ -723,16 +729,20 @@ impl Progress {
         self.at(self.done + 1, self.total);
     }
 
-    /// `done` of `total` are done.
+    /// `done` of `total` are done (a total of 0: unknown).
     fn at(&mut self, done: usize, total: usize) {
         (self.done, self.total) = (done, total);
         if (self.done.is_multiple_of(64) || self.done == self.total || self.shown)
             && self.started.elapsed() > Duration::from_secs(1)
         {
-            crate::diag::write(format_args!(
-                "\roffwake-perf: {} {}/{}",
-                self.what, self.done, self.total
-            ));
+            if self.total == 0 {
+                crate::diag::write(format_args!("\roffwake-perf: {} {}", self.done, self.what));
+            } else {
+                crate::diag::write(format_args!(
+                    "\roffwake-perf: {} {}/{}",
+                    self.what, self.done, self.total
+                ));
+            }
             self.shown = true;
         }
     }

@@ -55,6 +55,8 @@ pub(crate) struct RecordedSource {
     /// Where the kernel's text was (`_text`), as the file's kernel mmap
     /// record says.
     kernel_text: Option<u64>,
+    /// The record being decoded, header and body (reused).
+    bytes: Vec<u8>,
 }
 
 impl RecordedSource {
@@ -167,6 +169,7 @@ impl RecordedSource {
             cut_short: None,
             repair,
             kernel_text: None,
+            bytes: Vec::new(),
         })
     }
 
@@ -236,13 +239,14 @@ impl RecordedSource {
                 self.stats.malformed += 1;
                 continue;
             };
-            let mut bytes = Vec::with_capacity(usize::from(size));
+            let bytes = &mut self.bytes;
+            bytes.clear();
             bytes.extend_from_slice(&record.record_type.0.to_ne_bytes());
             bytes.extend_from_slice(&record.misc.to_ne_bytes());
             bytes.extend_from_slice(&size.to_ne_bytes());
             bytes.extend_from_slice(&body);
             self.stats.records += 1;
-            match decoder.decode(&bytes) {
+            match decoder.decode(bytes) {
                 Ok(Some(mut ev)) => {
                     if let EventKind::Mmap(m) = &ev.kind
                         && m.path.starts_with("[kernel.kallsyms]")
