@@ -201,18 +201,9 @@ fn attach_recorded(plan: Plan, input: &Path) -> Result<Attached> {
     install_signal_handlers()?;
     let source = RecordedSource::open(input, kallsyms.as_ref())?;
     if plan.stacks.kernel
-        && let Some(recorded) = source.os_release()
+        && let Some(warning) = source.other_kernel()
     {
-        let here = nix::sys::utsname::uname()
-            .map(|u| u.release().to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if recorded != here {
-            diag!(
-                "WARNING: {} was recorded on Linux {recorded}, and kernel frames are named from \
-                 this machine's /proc/kallsyms (Linux {here}): they may be wrong",
-                input.display()
-            );
-        }
+        diag!("{warning}");
     }
     let maps = ProcessMaps::recorded(source.build_ids());
     Ok(Attached {

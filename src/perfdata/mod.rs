@@ -188,9 +188,20 @@ impl RecordedSource {
             .collect()
     }
 
-    /// The kernel release the file was recorded on (`uname -r`).
-    pub(crate) fn os_release(&self) -> Option<String> {
-        self.file.os_release().ok().flatten().map(str::to_string)
+    /// The warning for a file recorded on another kernel release than
+    /// this machine's, whose kallsyms name its kernel frames.
+    pub(crate) fn other_kernel(&self) -> Option<String> {
+        let recorded = self.file.os_release().ok().flatten()?;
+        let here = nix::sys::utsname::uname()
+            .map(|u| u.release().to_string_lossy().into_owned())
+            .unwrap_or_default();
+        (recorded != here).then(|| {
+            format!(
+                "WARNING: {} was recorded on Linux {recorded}, and kernel frames are named from \
+                 this machine's /proc/kallsyms (Linux {here}): they may be wrong",
+                self.path.display()
+            )
+        })
     }
 
     /// True when the samples carry user stack copies to unwind (recorded
