@@ -227,6 +227,12 @@ impl Cli {
                 );
             }
         }
+        if let Some(twice) = repeated_output(&cli.output) {
+            return Err(Cli::command().error(
+                ErrorKind::ArgumentConflict,
+                format!("-o {twice} names a place another -o names too"),
+            ));
+        }
         if cli.min_block_time > cli.max_block_time {
             return Err(Cli::command().error(
                 ErrorKind::ArgumentConflict,
@@ -238,6 +244,34 @@ impl Cli {
         }
         Ok(cli)
     }
+}
+
+/// The first `-o` that names the same place as an earlier one: stdout
+/// (`-`) twice, or one file by two paths (links and `..` resolved).
+fn repeated_output(outputs: &[std::path::PathBuf]) -> Option<String> {
+    use std::path::{Path, PathBuf};
+    let place = |p: &Path| -> Option<PathBuf> {
+        if p.as_os_str() == "-" {
+            return None;
+        }
+        std::fs::canonicalize(p).ok().or_else(|| {
+            // Not there yet: its directory, resolved, and its name.
+            let dir = match p.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
+        })
+    };
+    let mut seen: Vec<Option<PathBuf>> = Vec::new();
+    for p in outputs {
+        let here = place(p).or_else(|| (p.as_os_str() != "-").then(|| p.clone()));
+        if seen.contains(&here) {
+            return Some(p.display().to_string());
+        }
+        seen.push(here);
+    }
+    None
 }
 
 fn parse_u64(s: &str) -> Result<u64, String> {
@@ -468,6 +502,19 @@ mod tests {
         );
         assert_eq!(err_kind(&["--format", "png"]), ErrorKind::InvalidValue);
         assert_eq!(parse(&["-o", "a", "-o", "b"]).unwrap().output.len(), 2);
+    }
+
+    #[test]
+    fn one_place_is_written_once() {
+        for args in [
+            &["-o", "a.svg", "-o", "a.svg"][..],
+            &["-o", "a.svg", "-o", "./a.svg"],
+            &["-o", "-", "-o", "-"],
+            &["-o", "/tmp/x.json", "-o", "/tmp/../tmp/x.json"],
+        ] {
+            assert_eq!(err_kind(args), ErrorKind::ArgumentConflict, "{args:?}");
+        }
+        assert!(parse(&["-o", "a.svg", "-o", "-", "-o", "b/a.svg"]).is_ok());
     }
 
     #[test]
