@@ -201,6 +201,14 @@ impl Source {
         }
     }
 
+    /// When a recording ran; `None` when live.
+    pub(crate) fn recorded_span(&self) -> Option<crate::report::Span> {
+        match self {
+            Source::Recorded(r) => r.span(),
+            _ => None,
+        }
+    }
+
     /// Where a recording's kernel text was (`_text`); `None` when live.
     pub(crate) fn recorded_kernel_text(&self) -> Option<u64> {
         match self {

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 
@@ -24,7 +24,7 @@ use crate::event::{Event, EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::perfdata::RecordedSource;
 use crate::plan::{Plan, Targets};
-use crate::report::{self, Frame, Frames, Output, ReportOptions, ResolvedEntry};
+use crate::report::{self, Frame, Frames, Output, ReportOptions, ResolvedEntry, Span};
 use crate::symbolize::{ProcessMaps, Symbol, Symbolizer, UserStack};
 use crate::tracepoint::Tracefs;
 use crate::unwind::Unwinder;
@@ -232,6 +232,8 @@ struct Traced {
     source_notes: Vec<String>,
     /// Where a recording's kernel text was.
     kernel_text: Option<u64>,
+    /// When the trace ran.
+    span: Span,
     switch_ins_from_records: bool,
     /// Files whose unwind tables could not be read.
     unwind_note: Option<String>,
@@ -288,6 +290,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
     let mut child_status = None;
     // Reading a large recording takes a while: say how far it is.
     let mut reading = Progress::new("records read", 0);
+    let (started, began) = (SystemTime::now(), Instant::now());
     loop {
         if STOP.load(Ordering::SeqCst) || source.is_exhausted() {
             break;
@@ -312,6 +315,10 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         }
     }
     reading.done();
+    let span = source.recorded_span().unwrap_or(Span {
+        start: started,
+        duration: began.elapsed(),
+    });
     // A signal that ended tracing (Ctrl-C reaches the command too) gives
     // the command a moment to clean up and exit, for its status.
     let grace_until = STOP
@@ -353,6 +360,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         kallsyms,
         source_stats: source.stats(),
         source_notes: source.notes(),
+        span,
         kernel_text: source.recorded_kernel_text(),
         switch_ins_from_records: source.switch_ins_from_records(),
         unwind_note,
@@ -374,6 +382,7 @@ fn report(traced: Traced) -> Result<Outcome> {
         source_stats,
         source_notes,
         kernel_text,
+        span,
         switch_ins_from_records,
         unwind_note,
         mut outputs,
@@ -389,7 +398,7 @@ fn report(traced: Traced) -> Result<Outcome> {
         )?;
         for (output, options) in &mut outputs {
             output
-                .write_with(|w| report::write_report(w, options, &entries))
+                .write_with(|w| report::write_report(w, options, &entries, span))
                 .context("writing the report")?;
         }
     }
@@ -408,8 +417,12 @@ fn report(traced: Traced) -> Result<Outcome> {
     }
 
     let stats = result.stats;
+    let larger_buffer = match plan.input {
+        Some(_) => "buffer when recording (perf record -m PAGES)",
+        None => "--mmap-pages",
+    };
     let notes = stats
-        .notes(switch_ins_from_records)
+        .notes(switch_ins_from_records, larger_buffer)
         .into_iter()
         .chain(aggregate::quiet::notes(&result.quiet, plan.state.is_some()))
         .chain(unwind_note)

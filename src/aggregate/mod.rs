@@ -133,8 +133,9 @@ impl Stats {
     /// The WARNING and NOTE lines (without newlines) these counts call
     /// for. `switch_ins_from_records` says the source takes switch-ins
     /// from context-switch records by design, so that their count is no
-    /// news.
-    pub(crate) fn notes(&self, switch_ins_from_records: bool) -> Vec<String> {
+    /// news; `larger_buffer` is how to get larger ring buffers from it
+    /// (the option, or for a recording, perf record's).
+    pub(crate) fn notes(&self, switch_ins_from_records: bool, larger_buffer: &str) -> Vec<String> {
         let mut out = Vec::new();
         if self.missed_stacks > 0 {
             out.push(format!(
@@ -146,7 +147,7 @@ impl Stats {
         if self.lost_records > 0 || self.discarded_lost > 0 {
             out.push(format!(
                 "WARNING: {} records lost; {} intervals that could span a loss were \
-                 discarded. Consider a larger --mmap-pages.",
+                 discarded. Consider a larger {larger_buffer}.",
                 self.lost_records, self.discarded_lost
             ));
         }

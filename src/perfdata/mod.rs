@@ -10,13 +10,13 @@ mod cut;
 mod tracing;
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::BufReader;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use linux_perf_data::linux_perf_event_reader::{AttrFlags, PerfEventType};
+use linux_perf_data::linux_perf_event_reader::{AttrFlags, PerfEventType, SamplingPolicy};
 use linux_perf_data::{
     DsoKey, Endianness, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter,
 };
@@ -25,7 +25,10 @@ use self::cut::{Repair, View};
 use crate::event::{EventKind, EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::perf::record::{Decoder, Tracepoint};
-use crate::perf::sys::{SAMPLE_CALLCHAIN, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER};
+use crate::perf::sys::{
+    RECORD_SAMPLE, SAMPLE_CALLCHAIN, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER,
+};
+use crate::report::Span;
 use crate::tracepoint::{EventFormat, Tracefs};
 
 /// The `perf record` command whose file this source reads.
@@ -44,6 +47,14 @@ pub(crate) struct RecordedSource {
     /// A decoder per attribute (event) of the file: the two tracepoints'
     /// samples, and the side-band records perf's other events carry.
     decoders: Vec<Decoder>,
+    /// The attributes of the two tracepoints: samples of other events
+    /// (recorded along) are skipped.
+    sched_attrs: [usize; 2],
+    /// Samples of other events skipped.
+    other_samples: u64,
+    /// The times of the first and the last record (perf's clock), for how
+    /// long the recording ran.
+    times: Option<(u64, u64)>,
     /// Time of the last record of each CPU, where a loss on it begins.
     last_time: HashMap<u32, u64>,
     stats: SourceStats,
@@ -65,7 +76,18 @@ impl RecordedSource {
     /// reads their formats from the file, or from this machine's tracefs
     /// when the file has none. Kernel stacks are trimmed with `kallsyms`.
     pub(crate) fn open(path: &Path, kallsyms: Option<&Preload>) -> Result<RecordedSource> {
-        let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        // A FIFO or device could block the open, or be read forever.
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        let meta = f
+            .metadata()
+            .with_context(|| format!("reading {}", path.display()))?;
+        if !meta.is_file() {
+            bail!("{}: not a regular file", path.display());
+        }
         let (view, repair) = View::new(f).with_context(|| format!("reading {}", path.display()))?;
         let PerfFileReader {
             perf_file: file,
@@ -114,6 +136,13 @@ impl RecordedSource {
                 bail!(
                     "{shown} has no callchains for {name} (recorded without -g); record it \
                      with:\n    {RECORD_COMMAND}"
+                );
+            }
+            if !matches!(attr.sampling_policy, SamplingPolicy::Period(p) if p.get() == 1) {
+                bail!(
+                    "{shown} samples {name} not on every event (perf record -c or -F): \
+                     blocked intervals need every switch and wakeup; record with:\n    \
+                     {RECORD_COMMAND}"
                 );
             }
             if !attr.flags.contains(AttrFlags::SAMPLE_ID_ALL) {
@@ -170,6 +199,9 @@ impl RecordedSource {
             repair,
             kernel_text: None,
             bytes: Vec::new(),
+            sched_attrs: [switch_at, waking_at],
+            other_samples: 0,
+            times: None,
         })
     }
 
@@ -212,6 +244,20 @@ impl RecordedSource {
             .any(|d| d.sample_type() & SAMPLE_STACK_USER != 0)
     }
 
+    /// When the recording ran: as long as its records span, ending when
+    /// the file was last written (perf writes it as recording ends).
+    pub(crate) fn span(&self) -> Option<Span> {
+        let (first, last) = self.times?;
+        let duration = std::time::Duration::from_nanos(last - first);
+        let written = std::fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .ok()?;
+        Some(Span {
+            start: written.checked_sub(duration)?,
+            duration,
+        })
+    }
+
     /// Where the kernel's text was when recorded, as far as read.
     pub(crate) fn kernel_text(&self) -> Option<u64> {
         self.kernel_text
@@ -240,6 +286,10 @@ impl RecordedSource {
             let PerfFileRecord::EventRecord { attr_index, record } = record else {
                 continue;
             };
+            if record.record_type.0 == RECORD_SAMPLE && !self.sched_attrs.contains(&attr_index) {
+                self.other_samples += 1;
+                continue;
+            }
             let Some(decoder) = self.decoders.get_mut(attr_index) else {
                 self.stats.malformed += 1;
                 continue;
@@ -276,6 +326,11 @@ impl RecordedSource {
                             .min(l.until);
                     } else {
                         self.last_time.insert(ev.cpu, ev.time);
+                        // perf writes the records it synthesizes at time 0.
+                        if ev.time > 0 {
+                            let (first, last) = self.times.get_or_insert((ev.time, ev.time));
+                            (*first, *last) = ((*first).min(ev.time), (*last).max(ev.time));
+                        }
                     }
                     sink.early(&mut ev);
                     sink.event(ev);
@@ -296,6 +351,22 @@ impl RecordedSource {
         let shown = self.path.display();
         let read = self.stats.records;
         let mut notes = Vec::new();
+        if let Ok(Some(cmdline)) = self.file.cmdline()
+            && !recorded_system_wide(&cmdline)
+        {
+            notes.push(format!(
+                "WARNING: {shown} was not recorded system-wide ({}): a thread's switch-in is \
+                 a sched_switch in the context of the thread it replaces, which only perf \
+                 record -a records, so most intervals could not be paired",
+                cmdline.join(" ")
+            ));
+        }
+        if self.other_samples > 0 {
+            notes.push(format!(
+                "NOTE: {} samples of other events recorded in {shown} were skipped",
+                self.other_samples
+            ));
+        }
         match self.repair {
             Repair::None => {}
             Repair::Data => notes.push(format!(
@@ -321,6 +392,24 @@ impl RecordedSource {
         });
         notes
     }
+}
+
+/// True when the `perf record` command line `cmdline` traced every CPU:
+/// `--all-cpus`, or `-a` alone or among short options that take no value
+/// (`-ag`). (perf record with no command, pid or tid is system-wide too;
+/// such a file only gets a needless warning.)
+fn recorded_system_wide(cmdline: &[&str]) -> bool {
+    /// perf record's short options that take no value.
+    const FLAGS: &str = "agqvsnRidTPNBWX";
+    cmdline
+        .iter()
+        .take_while(|a| **a != "--")
+        .any(|a| match a.strip_prefix('-') {
+            Some(short) if !short.starts_with('-') => {
+                short.contains('a') && short.chars().all(|c| FLAGS.contains(c))
+            }
+            _ => *a == "--all-cpus",
+        })
 }
 
 fn native_endian() -> Endianness {
@@ -363,6 +452,28 @@ mod tests {
     fn the_record_command_records_what_the_source_needs() {
         for needed in ["sched:sched_switch", "sched:sched_waking", " -a ", " -g "] {
             assert!(RECORD_COMMAND.contains(needed), "{needed}");
+        }
+    }
+
+    #[test]
+    fn system_wide_recordings_are_told_by_their_command_line() {
+        let wide = [
+            "perf record -e x -a -g -- sleep 1",
+            "perf record -ag -- sleep 1",
+            "perf record --all-cpus -g sleep 1",
+        ];
+        for c in wide {
+            let args: Vec<&str> = c.split(' ').collect();
+            assert!(recorded_system_wide(&args), "{c}");
+        }
+        let narrow = [
+            "perf record -e x -g -- sleep -a",
+            "perf record -p 5 -g",
+            "perf record -e sched:sched_switch -g -- sleep 1",
+        ];
+        for c in narrow {
+            let args: Vec<&str> = c.split(' ').collect();
+            assert!(!recorded_system_wide(&args), "{c}");
         }
     }
 

@@ -8,7 +8,7 @@
 use std::io::{self, Write};
 
 use inferno::flamegraph::color::{BackgroundColor, BasicPalette, Color, PaletteMap};
-use inferno::flamegraph::{self, Options, Palette};
+use inferno::flamegraph::{self, Options, Palette, TextTruncateDirection};
 
 use super::chain::{self, Side, WAKER_MARK};
 use super::{ReportOptions, ResolvedEntry};
@@ -59,6 +59,8 @@ pub(super) fn write(
     opts.colors = Palette::Basic(BasicPalette::Blue);
     opts.bgcolors = Some(BackgroundColor::Blue);
     opts.palette_map = Some(&mut palette);
+    // flamegraph.pl keeps a long name's start: `sche..`.
+    opts.text_truncate_direction = TextTruncateDirection::Right;
     flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut *out)?;
     out.flush()
 }
@@ -172,6 +174,8 @@ mod tests {
         assert!(got.contains("function search("), "no search");
         assert!(got.contains("function zoom("), "no zoom");
         assert!(got.contains(TITLE));
+        // Long names keep their start, as flamegraph.pl shows them.
+        assert!(got.contains("truncate_text_right = true"), "{got}");
     }
 
     #[test]

@@ -171,6 +171,22 @@ pub(crate) fn header_recorded(options: &ReportOptions, path: &Path) -> String {
     format!("Reading blocked time (us) by {what} off-CPU and waker stack from {path}.\n")
 }
 
+/// When the trace ran, for the formats that say so (pprof).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) start: std::time::SystemTime,
+    pub(crate) duration: std::time::Duration,
+}
+
+impl Default for Span {
+    fn default() -> Span {
+        Span {
+            start: std::time::UNIX_EPOCH,
+            duration: std::time::Duration::ZERO,
+        }
+    }
+}
+
 /// Writes the report: for text, the blank line after tracing, then the
 /// entries in ascending order of total (folded: identical lines merged);
 /// the other formats whole.
@@ -178,13 +194,14 @@ pub(crate) fn write_report(
     out: &mut dyn Write,
     options: &ReportOptions,
     entries: &[ResolvedEntry],
+    span: Span,
 ) -> io::Result<()> {
     match options.format {
         Format::Text => default::write(out, options, entries),
         Format::Folded => folded::write(out, options, entries),
         Format::Svg => flame::write(out, options, entries),
         Format::Speedscope => speedscope::write(out, options, entries),
-        Format::Pprof => pprof::write(out, options, entries),
+        Format::Pprof => pprof::write(out, options, entries, span),
     }
 }
 
@@ -389,7 +406,7 @@ mod tests {
 
     pub(super) fn render(options: ReportOptions, entries: &[ResolvedEntry]) -> String {
         let mut out = Vec::new();
-        write_report(&mut out, &options, entries).unwrap();
+        write_report(&mut out, &options, entries, Span::default()).unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -732,6 +749,7 @@ mod tests {
                 &mut Closed,
                 &opts(folded, false, StackMode::Both),
                 &sample(),
+                Span::default(),
             )
             .unwrap_err();
             assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);

@@ -12,7 +12,7 @@ use flate2::write::GzEncoder;
 use prost::Message;
 
 use super::chain;
-use super::{ReportOptions, ResolvedEntry, comm};
+use super::{ReportOptions, ResolvedEntry, Span, comm};
 use crate::report::Place;
 
 /// The messages of google/pprof's `proto/profile.proto` that the report
@@ -31,6 +31,10 @@ mod proto {
         pub(super) function: Vec<Function>,
         #[prost(string, repeated, tag = "6")]
         pub(super) string_table: Vec<String>,
+        #[prost(int64, tag = "9")]
+        pub(super) time_nanos: i64,
+        #[prost(int64, tag = "10")]
+        pub(super) duration_nanos: i64,
         #[prost(message, optional, tag = "11")]
         pub(super) period_type: Option<ValueType>,
         #[prost(int64, tag = "12")]
@@ -201,12 +205,20 @@ impl Builder {
 }
 
 /// Writes the gzipped profile of `entries`.
+/// `span` is when the trace ran: viewers place the profile in time by it.
 pub(super) fn write(
     out: &mut dyn Write,
     options: &ReportOptions,
     entries: &[ResolvedEntry],
+    span: Span,
 ) -> io::Result<()> {
     let mut builder = Builder::new();
+    let nanos = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+    builder.profile.time_nanos = span
+        .start
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, nanos);
+    builder.profile.duration_nanos = nanos(span.duration);
     for e in entries {
         builder.add(options, e);
     }
@@ -237,7 +249,11 @@ mod tests {
             ..opts(false, true, StackMode::Both)
         };
         let mut out = Vec::new();
-        write(&mut out, &options, entries).unwrap();
+        let span = Span {
+            start: std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000),
+            duration: std::time::Duration::from_millis(2500),
+        };
+        write(&mut out, &options, entries, span).unwrap();
         decode(&out)
     }
 
@@ -274,6 +290,8 @@ mod tests {
         let entries = sample();
         let p = pprof(&entries);
         assert_eq!(p.string_table[0], "");
+        assert_eq!(p.time_nanos, 1_700_000_000_000_000_000);
+        assert_eq!(p.duration_nanos, 2_500_000_000);
         let st = &p.sample_type[0];
         assert_eq!(p.string_table[st.r#type as usize], "blocked");
         assert_eq!(p.string_table[st.unit as usize], "microseconds");
