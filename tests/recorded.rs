@@ -6,11 +6,32 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::common::*;
 
 /// What `perf record` is given to record, as the README says.
 const EVENTS: [&str; 4] = ["-e", "sched:sched_switch", "-e", "sched:sched_waking"];
+
+/// The recordings are of the whole system: a test's workload would be in
+/// another's file. They run one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn alone() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// How many records the tool says it read, from its stderr.
+fn records_read(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("offwake-perf: ")?
+                .split_once(" records read")
+        })
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no records read in:\n{stderr}"))
+}
 
 fn scratch(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("offwake-recorded-{tag}-{}", std::process::id()));
@@ -68,6 +89,7 @@ fn a_recording_agrees_with_a_live_trace_of_the_same_run() {
     if !live() {
         return;
     }
+    let _alone = alone();
     let dir = scratch("agree");
     let data = dir.join("perf.data");
     let pipewake = workload("pipewake");
@@ -150,6 +172,7 @@ fn filters_apply_to_a_recording() {
     if !live() {
         return;
     }
+    let _alone = alone();
     let dir = scratch("filters");
     let data = dir.join("perf.data");
     let pipewake = workload("pipewake");
@@ -243,6 +266,7 @@ fn what_a_recording_lacks_is_said() {
     if !live() {
         return;
     }
+    let _alone = alone();
     let dir = scratch("lacks");
     let command = "perf record -e sched:sched_switch -e sched:sched_waking -a -g -- sleep 10";
     let cases: [(&str, &[&str], &str); 2] = [
@@ -276,12 +300,13 @@ fn what_a_recording_lacks_is_said() {
     let bytes = std::fs::read(&data).expect("reading the recording");
     let whole = run(&["-f", "-i", data.to_str().unwrap()]);
     let whole_total = reader_total(&text(&whole.stdout));
+    let whole_records = records_read(&text(&whole.stderr));
     let cut = dir.join("cut.data");
-    // Cut in the middle of its records (the data section's offset and
-    // size are at 40 and 48 in the header).
+    // Cut inside the last records (the data section's offset and size
+    // are at 40 and 48 in the header).
     let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
-    let middle = word(40) + word(48) / 2;
-    std::fs::write(&cut, &bytes[..middle]).expect("writing the cut file");
+    let end = word(40) + word(48);
+    std::fs::write(&cut, &bytes[..end - 100]).expect("writing the cut file");
     let out = run(&["-f", "-i", cut.to_str().unwrap()]);
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
@@ -289,9 +314,14 @@ fn what_a_recording_lacks_is_said() {
         err.contains("WARNING") && err.contains("cut short"),
         "{err}"
     );
+    let cut_records = records_read(&err);
+    assert!(
+        cut_records > 0 && cut_records < whole_records,
+        "cut: {cut_records} records, whole: {whole_records}\n{err}"
+    );
     let cut_total = reader_total(&text(&out.stdout));
     assert!(
-        cut_total > 0 && cut_total < whole_total,
+        cut_total > 0 && cut_total <= whole_total,
         "cut {cut_total} us, whole {whole_total} us\n{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -307,6 +337,7 @@ fn a_dwarf_recording_is_unwound() {
     if !live() {
         return;
     }
+    let _alone = alone();
     let dir = scratch("dwarf");
     let exe = workload("dwarfchain");
     let chain = |graph: &[&str]| -> (String, String) {
@@ -356,6 +387,7 @@ fn binaries_are_found_by_build_id() {
     if !live() {
         return;
     }
+    let _alone = alone();
     let dir = scratch("buildid");
     let exe = dir.join("pw");
     std::fs::copy(workload("pipewake"), &exe).expect("copying pipewake");
