@@ -15,20 +15,20 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use linux_perf_data::linux_perf_event_reader::{AttrFlags, PerfEventType, SamplingPolicy};
 use linux_perf_data::{
-    DsoKey, Endianness, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter,
+    DsoKey, Endianness, Feature, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter,
 };
 
-use self::cut::{Repair, View};
+use self::cut::{DataCut, Repair, View};
 use crate::event::{EventKind, EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::perf::record::{Decoder, Tracepoint};
 use crate::perf::sys::{
     RECORD_SAMPLE, SAMPLE_CALLCHAIN, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER,
 };
-use crate::report::Span;
+use crate::report::{Place, Span, escape};
 use crate::tracepoint::{EventFormat, Tracefs};
 
 /// The `perf record` command whose file this source reads.
@@ -44,9 +44,11 @@ pub(crate) struct RecordedSource {
     path: PathBuf,
     file: PerfFile,
     records: PerfRecordIter<BufReader<View>>,
-    /// A decoder per attribute (event) of the file: the two tracepoints'
+    /// The decoders of the file's record layouts: the two tracepoints'
     /// samples, and the side-band records perf's other events carry.
     decoders: Vec<Decoder>,
+    /// The decoder of each attribute (event), by its index.
+    decoder_of: Vec<usize>,
     /// The attributes of the two tracepoints: samples of other events
     /// (recorded along) are skipped.
     sched_attrs: [usize; 2],
@@ -88,11 +90,13 @@ impl RecordedSource {
         if !meta.is_file() {
             bail!("{}: not a regular file", path.display());
         }
-        let (view, repair) = View::new(f).with_context(|| format!("reading {}", path.display()))?;
+        let (view, repair) =
+            View::new(f).with_context(|| format!("{} cannot be read", path.display()))?;
         let PerfFileReader {
             perf_file: file,
             record_iter: records,
-        } = PerfFileReader::parse_file(BufReader::new(view))
+        } = contained(|| PerfFileReader::parse_file(BufReader::new(view)))
+            .and_then(|r| r.map_err(anyhow::Error::from))
             .with_context(|| format!("{}: not a perf.data file perf can read", path.display()))?;
         let shown = path.display();
         if file.endian() != native_endian() {
@@ -100,24 +104,35 @@ impl RecordedSource {
         }
         let (switch, waking) = formats(&file, path)?;
         let attrs = file.event_attributes();
-        // By name; in a file whose names were lost, by tracepoint id.
-        let find = |name: &str, format: &EventFormat| {
-            attrs
+        // By name (which must agree with the tracepoint id the attribute
+        // opened); in a file whose names were lost, by tracepoint id.
+        let is_tracepoint = |a: &linux_perf_data::AttributeDescription, format: &EventFormat| {
+            matches!(a.attributes().type_,
+                PerfEventType::Tracepoint(id) if id == u64::from(format.id))
+        };
+        let find = |name: &str, format: &EventFormat| -> Result<Option<usize>> {
+            if let Some(at) = attrs.iter().position(|a| a.name() == Some(name)) {
+                ensure!(
+                    is_tracepoint(&attrs[at], format),
+                    "{shown}: the event named {name} is not that tracepoint (id {}) in the file's \
+                     own formats",
+                    format.id
+                );
+                return Ok(Some(at));
+            }
+            Ok(attrs
                 .iter()
-                .position(|a| a.name() == Some(name))
-                .or_else(|| {
-                    attrs.iter().position(|a| {
-                        a.name().is_none()
-                            && matches!(a.attributes().type_,
-                            PerfEventType::Tracepoint(id) if id == u64::from(format.id))
-                    })
-                })
+                .position(|a| a.name().is_none() && is_tracepoint(a, format)))
         };
         let (Some(switch_at), Some(waking_at)) = (
-            find("sched:sched_switch", &switch),
-            find("sched:sched_waking", &waking),
+            find("sched:sched_switch", &switch)?,
+            find("sched:sched_waking", &waking)?,
         ) else {
-            let names: Vec<&str> = attrs.iter().filter_map(|a| a.name()).collect();
+            let names: Vec<String> = attrs
+                .iter()
+                .filter_map(|a| a.name())
+                .map(|n| escape(n.as_bytes(), Place::Quoted).into_owned())
+                .collect();
             bail!(
                 "{shown} does not record both sched:sched_switch and sched:sched_waking (it has: \
                  {}); record them with:\n    {RECORD_COMMAND}",
@@ -128,9 +143,11 @@ impl RecordedSource {
                 }
             );
         };
-        for at in [switch_at, waking_at] {
+        for (at, name) in [
+            (switch_at, "sched:sched_switch"),
+            (waking_at, "sched:sched_waking"),
+        ] {
             let attr = attrs[at].attributes();
-            let name = attrs[at].name().unwrap_or_default();
             let sample_type = attr.sample_format.bits();
             if sample_type & SAMPLE_CALLCHAIN == 0 {
                 bail!(
@@ -156,13 +173,22 @@ impl RecordedSource {
             Some(k) => Some(k.wait()?.probes.clone()),
             None => None,
         };
-        let mut decoders = Vec::with_capacity(attrs.len());
+        // One decoder per record layout (sample type and user registers),
+        // shared by the events that have it: perf's events share one.
+        let mut decoders: Vec<Decoder> = Vec::new();
+        let mut layouts: Vec<(u64, u64)> = Vec::new();
+        let mut decoder_of = Vec::with_capacity(attrs.len());
         for a in attrs {
             // Every record goes through the decoder of its event. Only the
             // tracepoints' samples carry a payload; the others' side-band
             // records are read by their trailers, which RAW does not change.
             let sample_type = a.attributes().sample_format.bits() | SAMPLE_RAW;
-            let event = a.name().unwrap_or("an event");
+            let regs = a.attributes().sample_regs_user;
+            if let Some(i) = layouts.iter().position(|&l| l == (sample_type, regs)) {
+                decoder_of.push(i);
+                continue;
+            }
+            let event = escape(a.name().unwrap_or("an event").as_bytes(), Place::Quoted);
             let unreadable = |e: anyhow::Error| {
                 anyhow::anyhow!(
                     "{shown}: the samples of {event} cannot be read ({e:#}); record them \
@@ -171,8 +197,7 @@ impl RecordedSource {
             };
             let mut d = Decoder::new(sample_type, &switch, &waking).map_err(unreadable)?;
             if sample_type & SAMPLE_REGS_USER != 0 {
-                d.set_user_regs(a.attributes().sample_regs_user)
-                    .map_err(unreadable)?;
+                d.set_user_regs(regs).map_err(unreadable)?;
             }
             for (at, tp) in [
                 (switch_at, Tracepoint::Switch),
@@ -185,13 +210,16 @@ impl RecordedSource {
             if let Some(p) = &probes {
                 d.set_probes(p.clone());
             }
+            decoder_of.push(decoders.len());
             decoders.push(d);
+            layouts.push((sample_type, regs));
         }
         Ok(RecordedSource {
             path: path.to_path_buf(),
             file,
             records,
             decoders,
+            decoder_of,
             last_time: HashMap::new(),
             stats: SourceStats::default(),
             done: false,
@@ -203,6 +231,28 @@ impl RecordedSource {
             other_samples: 0,
             times: None,
         })
+    }
+
+    /// The strings of a feature section that holds one (`OSRELEASE`) or a
+    /// list (`CMDLINE`): a u32 count for a list, then for each string its
+    /// u32 length and its bytes, NUL-padded. Read here, within the section,
+    /// rather than by a parser that reserves what the counts say.
+    fn strings(&self, feature: Feature) -> Option<Vec<String>> {
+        let data = self.file.feature_section_data(feature)?;
+        let mut c = crate::bytes::Cursor::new(data);
+        let count = if feature == Feature::CMDLINE {
+            c.u32().ok()?
+        } else {
+            1
+        };
+        let mut out = Vec::new();
+        for _ in 0..count {
+            let len = c.u32().ok()? as usize;
+            let bytes = c.take(len).ok()?;
+            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+            out.push(String::from_utf8_lossy(&bytes[..end]).into_owned());
+        }
+        Some(out)
     }
 
     /// The build-ids the file lists for the user-space files it saw, by
@@ -223,15 +273,16 @@ impl RecordedSource {
     /// The warning for a file recorded on another kernel release than
     /// this machine's, whose kallsyms name its kernel frames.
     pub(crate) fn other_kernel(&self) -> Option<String> {
-        let recorded = self.file.os_release().ok().flatten()?;
+        let recorded = self.strings(Feature::OSRELEASE)?.into_iter().next()?;
         let here = nix::sys::utsname::uname()
             .map(|u| u.release().to_string_lossy().into_owned())
             .unwrap_or_default();
         (recorded != here).then(|| {
             format!(
-                "WARNING: {} was recorded on Linux {recorded}, and kernel frames are named from \
-                 this machine's /proc/kallsyms (Linux {here}): they may be wrong",
-                self.path.display()
+                "WARNING: {} was recorded on Linux {}, and kernel frames are named from this \
+                 machine's /proc/kallsyms (Linux {here}): they may be wrong",
+                self.path.display(),
+                escape(recorded.as_bytes(), Place::Quoted)
             )
         })
     }
@@ -268,8 +319,17 @@ impl RecordedSource {
         self.done
     }
 
-    /// Reads up to [`BATCH`] records into `sink`, in time order.
+    /// Reads up to [`BATCH`] records into `sink`, in time order. A panic
+    /// of the parser on a malformed file ends the reading, with what was
+    /// read before it.
     pub(crate) fn read(&mut self, sink: &mut dyn EventSink) {
+        if let Err(e) = contained(|| self.read_batch(sink)) {
+            self.cut_short = Some(format!("{e:#}"));
+            self.done = true;
+        }
+    }
+
+    fn read_batch(&mut self, sink: &mut dyn EventSink) {
         for _ in 0..BATCH {
             let record = match self.records.next_record(&mut self.file) {
                 Ok(Some(r)) => r,
@@ -290,7 +350,11 @@ impl RecordedSource {
                 self.other_samples += 1;
                 continue;
             }
-            let Some(decoder) = self.decoders.get_mut(attr_index) else {
+            let Some(decoder) = self
+                .decoder_of
+                .get(attr_index)
+                .and_then(|&i| self.decoders.get_mut(i))
+            else {
                 self.stats.malformed += 1;
                 continue;
             };
@@ -351,14 +415,14 @@ impl RecordedSource {
         let shown = self.path.display();
         let read = self.stats.records;
         let mut notes = Vec::new();
-        if let Ok(Some(cmdline)) = self.file.cmdline()
-            && !recorded_system_wide(&cmdline)
+        if let Some(cmdline) = self.strings(Feature::CMDLINE)
+            && !recorded_system_wide(&cmdline.iter().map(String::as_str).collect::<Vec<_>>())
         {
             notes.push(format!(
                 "WARNING: {shown} was not recorded system-wide ({}): a thread's switch-in is \
                  a sched_switch in the context of the thread it replaces, which only perf \
                  record -a records, so most intervals could not be paired",
-                cmdline.join(" ")
+                escape(cmdline.join(" ").as_bytes(), Place::Quoted)
             ));
         }
         if self.other_samples > 0 {
@@ -367,17 +431,27 @@ impl RecordedSource {
                 self.other_samples
             ));
         }
-        match self.repair {
-            Repair::None => {}
-            Repair::Data => notes.push(format!(
-                "WARNING: {shown} is cut short or unfinished: its header does not say where its \
-                 records end, and they were read to the end of the file"
+        match self.repair.data {
+            None => {}
+            Some(DataCut::Unfinished) => notes.push(format!(
+                "WARNING: {shown} is unfinished: its header does not say where its records \
+                 end (perf was stopped before it wrote it); they were read to the end of the \
+                 file"
             )),
-            Repair::DataAndFeatures => notes.push(format!(
-                "WARNING: {shown} is cut short: the sections after its records (event names, \
-                 tracepoint formats, build-ids) are missing, so this machine's tracepoint \
+            Some(DataCut::CutShort) => notes.push(format!(
+                "WARNING: {shown} is cut short: its records were read up to the last whole one"
+            )),
+            Some(DataCut::BadRecord(at)) => notes.push(format!(
+                "WARNING: {shown} has a malformed record at byte {at}: the records after it \
+                 were not read"
+            )),
+        }
+        if self.repair.features {
+            notes.push(format!(
+                "WARNING: the sections after the records of {shown} (event names, tracepoint \
+                 formats, build-ids) are missing or malformed, so this machine's tracepoint \
                  formats were used"
-            )),
+            ));
         }
         notes.extend(match &self.cut_short {
             Some(why) => vec![format!(
@@ -412,6 +486,24 @@ fn recorded_system_wide(cmdline: &[&str]) -> bool {
         })
 }
 
+/// Runs `f`, a call into the perf.data parser, with a panic of it (on a
+/// malformed file) made an error rather than the end of the run.
+fn contained<T>(f: impl FnOnce() -> T) -> Result<T> {
+    let hook = std::panic::take_hook();
+    // The parser's panic is reported as an error, not printed.
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    result.map_err(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        anyhow::anyhow!("the perf.data parser failed on it: {why}")
+    })
+}
+
 fn native_endian() -> Endianness {
     if cfg!(target_endian = "big") {
         Endianness::BigEndian
@@ -424,7 +516,6 @@ fn native_endian() -> Endianness {
 /// from this machine's tracefs (right only for a file recorded on this
 /// kernel).
 fn formats(file: &PerfFile, path: &Path) -> Result<(EventFormat, EventFormat)> {
-    use linux_perf_data::Feature;
     if let Some(data) = file.feature_section_data(Feature::TRACING_DATA) {
         let found = tracing::event_formats(data, "sched", &["sched_switch", "sched_waking"])
             .with_context(|| format!("reading the tracing data of {}", path.display()))?;

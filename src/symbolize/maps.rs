@@ -568,18 +568,22 @@ impl ProcessMaps {
 
 impl ProcessMaps {
     /// Opens the file of a recording's `mapping`: at its path in this
-    /// tool's root when that is the file mapped (the same device and inode,
-    /// or the same build-id); else by its build-id, from perf's build-id
-    /// cache or the debug directory. A file that merely has the path is
-    /// never used.
+    /// tool's root when that is the file mapped (the same build-id when the
+    /// recording gives one, else the same device and inode); else by its
+    /// build-id, from perf's build-id cache or the debug directory. A file
+    /// that merely has the path is never used.
     fn open_recorded(&self, mapping: &Mapping) -> Result<Opened, OpenError> {
         let own = self.own_root.as_ref().ok_or(OpenError::NoRoot)?;
         let at_path = own.open_file(&mapping.path);
         let wanted_id = mapping.build_id.as_deref();
         if let Ok(opened) = &at_path {
-            let same_file = mapping.file.is_some_and(|k| opened.check_is(k).is_ok());
-            let same_build = wanted_id.is_some_and(|id| build_id(opened).as_deref() == Some(id));
-            if same_file || same_build {
+            // A recorded build-id decides: a file rewritten in place keeps
+            // its device and inode.
+            let proven = match wanted_id {
+                Some(id) => build_id(opened).as_deref() == Some(id),
+                None => mapping.file.is_some_and(|k| opened.check_is(k).is_ok()),
+            };
+            if proven {
                 return at_path;
             }
         }
