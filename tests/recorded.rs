@@ -324,6 +324,38 @@ fn what_a_recording_lacks_is_said() {
         cut_total > 0 && cut_total <= whole_total,
         "cut {cut_total} us, whole {whole_total} us\n{err}"
     );
+
+    // A header whose attribute size is 0 (a parser would divide by it) is
+    // refused; a record whose size says 4 ends the records there.
+    let bad = dir.join("bad.data");
+    let mut b = bytes.clone();
+    b[16..24].fill(0);
+    std::fs::write(&bad, &b).expect("writing");
+    let out = run(&["-f", "-i", bad.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("malformed header"), "{err}");
+    let mut b = bytes.clone();
+    let last_quarter = word(40) + word(48) * 3 / 4;
+    // The record that starts at or after it: walk the sizes.
+    let mut at = word(40);
+    while at < last_quarter {
+        at += u16::from_le_bytes([b[at + 6], b[at + 7]]) as usize;
+    }
+    b[at + 6..at + 8].copy_from_slice(&4u16.to_le_bytes());
+    std::fs::write(&bad, &b).expect("writing");
+    let out = run(&["-f", "-i", bad.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("malformed record at byte {at}")),
+        "{err}"
+    );
+    let read = records_read(&err);
+    assert!(
+        read > whole_records / 2 && read < whole_records,
+        "{read} of {whole_records}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
