@@ -424,7 +424,11 @@ fn report(traced: Traced) -> Result<Outcome> {
     let notes = stats
         .notes(switch_ins_from_records, larger_buffer)
         .into_iter()
-        .chain(aggregate::quiet::notes(&result.quiet, plan.state.is_some()))
+        .chain(aggregate::quiet::notes(
+            &result.quiet,
+            plan.state.is_some(),
+            plan.input.is_some(),
+        ))
         .chain(unwind_note)
         .chain(source_notes);
     for note in notes {

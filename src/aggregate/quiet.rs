@@ -67,18 +67,23 @@ const NAMED_PER_NOTE: usize = 8;
 /// one for those none of whose switch-outs was read, one for those whose
 /// switch-outs gave nothing. `state_filter` says whether `--state` was
 /// given, which is one more reason for either.
-pub(crate) fn notes(quiet: &[QuietTarget], state_filter: bool) -> Vec<String> {
+pub(crate) fn notes(quiet: &[QuietTarget], state_filter: bool, recorded: bool) -> Vec<String> {
     let (unseen, unpaired): (Vec<&QuietTarget>, Vec<&QuietTarget>) =
         quiet.iter().partition(|q| q.switch_outs == 0);
     let mut out = Vec::new();
     if !unseen.is_empty() {
         let one = unseen.len() == 1;
         out.push(format!(
-            "NOTE: no switch-out of {} was read, so {} no entry: {} ran, or stayed blocked, \
+            "NOTE: no switch-out of {} was read, so {} no entry: {}{} ran, or stayed blocked, \
              throughout the trace (exiting aside){}, or the kernel did not report {} switches \
              (some kernels hide the scheduler events of certain tasks).",
             names(&unseen),
             if one { "it has" } else { "they have" },
+            match (recorded, one) {
+                (true, true) => "it is not in the recording, or ",
+                (true, false) => "they are not in the recording, or ",
+                _ => "",
+            },
             if one { "it" } else { "each" },
             if state_filter {
                 ", or switched out only in states --state does not select"
@@ -150,12 +155,12 @@ mod tests {
 
     #[test]
     fn nothing_quiet_gives_no_note() {
-        assert!(notes(&[], false).is_empty());
+        assert!(notes(&[], false, false).is_empty());
     }
 
     #[test]
     fn a_process_never_seen_is_named_with_what_it_can_mean() {
-        let n = notes(&[q(TargetKind::Process, 1, "systemd", 0)], false);
+        let n = notes(&[q(TargetKind::Process, 1, "systemd", 0)], false, false);
         assert_eq!(
             n,
             [
@@ -167,6 +172,15 @@ mod tests {
     }
 
     #[test]
+    fn a_target_of_a_recording_may_not_be_in_it() {
+        let n = notes(&[q(TargetKind::Process, 9, "[unknown]", 0)], false, true);
+        assert!(
+            n[0].contains("it is not in the recording, or it ran"),
+            "{n:?}"
+        );
+    }
+
+    #[test]
     fn switch_outs_without_an_interval_get_their_own_note() {
         let n = notes(
             &[
@@ -174,6 +188,7 @@ mod tests {
                 q(TargetKind::Command, 90, "make", 3),
             ],
             true,
+            false,
         );
         assert_eq!(n.len(), 2);
         assert_eq!(
@@ -196,7 +211,7 @@ mod tests {
         let many: Vec<QuietTarget> = (1..=11)
             .map(|i| q(TargetKind::Process, i, "p", 0))
             .collect();
-        let n = notes(&many, false);
+        let n = notes(&many, false, false);
         assert_eq!(n.len(), 1);
         assert!(
             n[0].contains(
@@ -228,6 +243,7 @@ mod tests {
                     switch_outs: 0,
                 },
             ],
+            false,
             false,
         );
         assert_eq!(n.len(), 1);
