@@ -39,6 +39,12 @@ pub(crate) const RECORD_COMMAND: &str =
 /// signal.
 const BATCH: usize = 4096;
 
+/// Most ids of either tracepoint (perf opens one per CPU, or per thread).
+const MAX_IDS: usize = 1 << 17;
+
+/// Most record layouts of a file's events (perf's share one or two).
+const MAX_LAYOUTS: usize = 16;
+
 /// An open recording, read in batches.
 pub(crate) struct RecordedSource {
     path: PathBuf,
@@ -169,10 +175,20 @@ impl RecordedSource {
                 );
             }
         }
-        let probes = match kallsyms {
-            Some(k) => Some(k.wait()?.probes.clone()),
-            None => None,
-        };
+        // Without kallsyms (its reading failed, which symbolization says),
+        // kernel stacks are not trimmed of tracing machinery.
+        let probes = kallsyms
+            .and_then(|k| k.wait().ok())
+            .map(|t| t.probes.clone());
+        // Each decoder knows the ids of both tracepoints: one per CPU (or
+        // per thread) each, a few thousand at most.
+        for at in [switch_at, waking_at] {
+            ensure!(
+                attrs[at].ids().len() <= MAX_IDS,
+                "{shown}: an event with {} ids (at most {MAX_IDS})",
+                attrs[at].ids().len()
+            );
+        }
         // One decoder per record layout (sample type and user registers),
         // shared by the events that have it: perf's events share one.
         let mut decoders: Vec<Decoder> = Vec::new();
@@ -188,6 +204,10 @@ impl RecordedSource {
                 decoder_of.push(i);
                 continue;
             }
+            ensure!(
+                layouts.len() < MAX_LAYOUTS,
+                "{shown}: its events have more than {MAX_LAYOUTS} record layouts"
+            );
             let event = escape(a.name().unwrap_or("an event").as_bytes(), Place::Quoted);
             let unreadable = |e: anyhow::Error| {
                 anyhow::anyhow!(
