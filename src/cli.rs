@@ -172,7 +172,7 @@ pub struct Cli {
 
     /// Read a perf.data that stock perf recorded of the two tracepoints
     /// with callchains, instead of tracing (`perf record -e
-    /// sched:sched_switch -e sched:sched_waking -a -g`).
+    /// sched:sched_switch -e sched:sched_waking -a -g --buildid-all`).
     #[arg(short = 'i', long, value_name = "FILE",
           conflicts_with_all = ["duration", "command", "backend", "mmap_pages", "call_graph"])]
     pub(crate) input: Option<std::path::PathBuf>,

@@ -268,7 +268,8 @@ fn what_a_recording_lacks_is_said() {
     }
     let _alone = alone();
     let dir = scratch("lacks");
-    let command = "perf record -e sched:sched_switch -e sched:sched_waking -a -g -- sleep 10";
+    let command =
+        "perf record -e sched:sched_switch -e sched:sched_waking -a -g --buildid-all -- sleep 10";
     let cases: [(&str, &[&str], &str); 2] = [
         (
             "switch-only.data",

@@ -33,7 +33,7 @@ use crate::tracepoint::{EventFormat, Tracefs};
 
 /// The `perf record` command whose file this source reads.
 pub(crate) const RECORD_COMMAND: &str =
-    "perf record -e sched:sched_switch -e sched:sched_waking -a -g -- sleep 10";
+    "perf record -e sched:sched_switch -e sched:sched_waking -a -g --buildid-all -- sleep 10";
 
 /// Records decoded per [`RecordedSource::read`], between checks for a
 /// signal.
