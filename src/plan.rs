@@ -162,31 +162,22 @@ pub(crate) struct Plan {
     pub(crate) duration: Option<u64>,
     /// The command to start and trace (empty: none).
     pub(crate) command: Vec<OsString>,
-    /// How the report looks; each destination writes it in its own
-    /// format.
-    pub(crate) report: ReportOptions,
-    /// Where the report goes, each at most once: files, or stdout.
+    /// `--module-offsets`: unresolved user frames in files are named by
+    /// their offsets (symbolization keeps what this needs).
+    pub(crate) module_offsets: bool,
+    /// Where the report goes, each at most once (files, or stdout), and
+    /// how it looks there.
     pub(crate) outputs: Vec<Destination>,
     /// The perf.data to read instead of tracing (`-i`).
     pub(crate) input: Option<PathBuf>,
 }
 
-/// One place the report is written to, and the format it is written in.
+/// One place the report is written to, and how it looks there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Destination {
     /// `None`: stdout.
     pub(crate) path: Option<PathBuf>,
-    pub(crate) format: Format,
-}
-
-impl Destination {
-    /// The report options for this destination.
-    pub(crate) fn options(&self, report: &ReportOptions) -> ReportOptions {
-        ReportOptions {
-            format: self.format,
-            ..*report
-        }
-    }
+    pub(crate) options: ReportOptions,
 }
 
 impl Plan {
@@ -212,7 +203,18 @@ impl Plan {
             call_graph: cli.call_graph.unwrap_or(default_graph),
             call_graph_asked: cli.call_graph.is_some(),
         };
-        let outputs = destinations(cli);
+        let report = |format| ReportOptions {
+            format,
+            delimited: cli.delimited,
+            stacks: stacks.mode(),
+        };
+        let outputs = destinations(cli)
+            .into_iter()
+            .map(|(path, format)| Destination {
+                path,
+                options: report(format),
+            })
+            .collect();
         Ok(Plan {
             targets,
             stacks,
@@ -224,12 +226,7 @@ impl Plan {
             buffer_pages: cli.mmap_pages,
             duration: cli.duration,
             command: cli.command.clone(),
-            report: ReportOptions {
-                format: outputs[0].format,
-                delimited: cli.delimited,
-                stacks: stacks.mode(),
-                module_offsets: cli.module_offsets,
-            },
+            module_offsets: cli.module_offsets,
             outputs,
             input: cli.input.clone(),
         })
@@ -243,7 +240,7 @@ impl Plan {
 
 /// Where the report goes (`-o`, repeated; stdout without it), with the
 /// format each asks for (the command line names each place once).
-fn destinations(cli: &Cli) -> Vec<Destination> {
+fn destinations(cli: &Cli) -> Vec<(Option<PathBuf>, Format)> {
     let paths: Vec<Option<&Path>> = if cli.output.is_empty() {
         vec![None]
     } else {
@@ -254,9 +251,9 @@ fn destinations(cli: &Cli) -> Vec<Destination> {
     };
     paths
         .into_iter()
-        .map(|path| Destination {
-            path: path.map(Path::to_path_buf),
-            format: Format::choose(cli.format, cli.folded, path),
+        .map(|path| {
+            let format = Format::choose(cli.format, cli.folded, path);
+            (path.map(Path::to_path_buf), format)
         })
         .collect()
 }
@@ -325,10 +322,13 @@ mod tests {
         let me = std::process::id().to_string();
         let p = plan(&["-K", "-p", &me]).unwrap();
         assert_eq!(p.stacks.user_copy(), None);
-        assert_eq!(p.report.stacks, StackMode::KernelOnly);
+        assert_eq!(p.outputs[0].options.stacks, StackMode::KernelOnly);
         let p = plan(&["-p", &me]).unwrap();
         assert_eq!(p.stacks.user_copy(), Some(8192));
-        assert_eq!(plan(&["-U"]).unwrap().report.stacks, StackMode::UserOnly);
+        assert_eq!(
+            plan(&["-U"]).unwrap().outputs[0].options.stacks,
+            StackMode::UserOnly
+        );
     }
 
     #[test]
@@ -369,7 +369,7 @@ mod tests {
             .unwrap()
             .outputs
             .into_iter()
-            .map(|d| (d.path.map(|p| p.display().to_string()), d.format))
+            .map(|d| (d.path.map(|p| p.display().to_string()), d.options.format))
             .collect()
     }
 

@@ -96,7 +96,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     let launch = Instant::now();
     let plan = Plan::from_cli(cli)?;
     for d in &plan.outputs {
-        if d.path.is_none() && d.format.is_binary() && io::stdout().is_terminal() {
+        if d.path.is_none() && d.options.format.is_binary() && io::stdout().is_terminal() {
             bail!(
                 "pprof output is binary: write it to a file with -o FILE.pb.gz, or redirect stdout"
             );
@@ -107,7 +107,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     let outputs = plan
         .outputs
         .iter()
-        .map(|d| Ok((Output::open(d.path.as_deref())?, d.options(&plan.report))))
+        .map(|d| Ok((Output::open(d.path.as_deref())?, d.options)))
         .collect::<Result<Vec<_>>>()?;
     let attached = attach(plan, launch)?;
     let traced = trace(attached, outputs)?;
@@ -394,7 +394,7 @@ fn report(traced: Traced) -> Result<Outcome> {
             maps,
             kallsyms,
             kernel_text.filter(|_| plan.stacks.kernel),
-            plan.report.module_offsets,
+            plan.module_offsets,
         )?;
         for (output, options) in &mut outputs {
             output

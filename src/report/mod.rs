@@ -95,9 +95,6 @@ pub(crate) struct ReportOptions {
     pub(crate) format: Format,
     pub(crate) delimited: bool,
     pub(crate) stacks: StackMode,
-    /// `--module-offsets`: an unresolved user frame in a file prints as
-    /// [`Frame::InFile`].
-    pub(crate) module_offsets: bool,
 }
 
 /// A symbolized stack.
@@ -378,7 +375,6 @@ mod tests {
             format: if folded { Format::Folded } else { Format::Text },
             delimited,
             stacks,
-            module_offsets: false,
         }
     }
 
