@@ -3,6 +3,7 @@
 //! (`-i`). All deliver the same [`crate::event::Event`]s in global time
 //! order; everything after them is shared.
 
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
@@ -181,10 +182,17 @@ impl Source {
         }
     }
 
-    pub(crate) fn poll(&mut self, timeout: Duration, sink: &mut dyn EventSink) -> Result<()> {
+    /// Reads what the source has, waiting up to `timeout` for it, or until
+    /// `wake` is readable.
+    pub(crate) fn poll(
+        &mut self,
+        timeout: Duration,
+        wake: Option<BorrowedFd<'_>>,
+        sink: &mut dyn EventSink,
+    ) -> Result<()> {
         match self {
-            Source::Perf(p) => p.poll(timeout, sink),
-            Source::Tracefs(t) => t.poll(timeout, sink),
+            Source::Perf(p) => p.poll(timeout, wake, sink),
+            Source::Tracefs(t) => t.poll(timeout, wake, sink),
             Source::Recorded(r) => {
                 r.read(sink);
                 Ok(())
@@ -198,6 +206,15 @@ impl Source {
             Source::Tracefs(t) => t.finish(sink),
             // What was read is the run (a signal may stop it early).
             Source::Recorded(_) => Ok(()),
+        }
+    }
+
+    /// Closes the source. A perf source's events are released in the
+    /// background: the kernel's wait on the last ones is not this run's.
+    pub(crate) fn close(self) {
+        match self {
+            Source::Perf(p) => p.close_detached(),
+            Source::Tracefs(_) | Source::Recorded(_) => {}
         }
     }
 

@@ -12,7 +12,7 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
 use std::thread::JoinHandle;
@@ -118,6 +118,20 @@ impl Held {
     }
 }
 
+/// A descriptor that becomes readable when `child` exits, so that its end
+/// is seen at once by a poll; `None` where the kernel has no pidfds (before
+/// 5.3): its end is then seen on the next round.
+pub(crate) fn exit_watch(child: &Child) -> Option<OwnedFd> {
+    let pid = libc::pid_t::try_from(child.id()).ok()?;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
+    // or -1; the pid is our unreaped child's, so it names that process.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let fd = i32::try_from(fd).ok().filter(|&fd| fd >= 0)?;
+    // SAFETY: the kernel has just returned this descriptor, owned by no one
+    // else.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("creating a pipe")
 }
@@ -144,6 +158,21 @@ mod tests {
         assert!(child.wait().unwrap().success());
         assert_eq!(std::fs::read_to_string(&dir).unwrap(), "ran\n");
         let _ = std::fs::remove_file(&dir);
+    }
+
+    #[test]
+    fn exit_watch_is_readable_once_the_command_exits() {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use std::os::fd::AsFd;
+        let held = spawn_held(&["sleep".into(), "0.2".into()]).unwrap();
+        let mut child = held.release().unwrap();
+        let watch = exit_watch(&child).expect("pidfd_open");
+        let mut fds = [PollFd::new(watch.as_fd(), PollFlags::POLLIN)];
+        assert_eq!(poll(&mut fds, PollTimeout::from(10u8)).unwrap(), 0);
+        let started = std::time::Instant::now();
+        assert_eq!(poll(&mut fds, PollTimeout::from(5000u16)).unwrap(), 1);
+        assert!(started.elapsed() < std::time::Duration::from_secs(4));
+        assert!(child.try_wait().unwrap().is_some_and(|s| s.success()));
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub(crate) mod report;
 pub mod session;
 pub(crate) mod symbolize;
 pub(crate) mod sys;
+pub mod timing;
 pub(crate) mod tracefs;
 pub(crate) mod tracepoint;
 pub(crate) mod unwind;

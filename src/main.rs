@@ -9,6 +9,7 @@ use offwake_perf::cli::Cli;
 use offwake_perf::session;
 
 fn main() -> ExitCode {
+    offwake_perf::timing::start();
     let cli = Cli::parse_and_check();
     match session::run(&cli) {
         Ok(outcome) => ExitCode::from(outcome.exit_code()),

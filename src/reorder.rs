@@ -32,12 +32,13 @@ pub(crate) struct Rounds {
 }
 
 impl Rounds {
-    /// Starts a round: waits up to `timeout` for one of `fds` to be
-    /// readable and returns the round's start time, or None when a signal
-    /// interrupted the wait (no round: the caller checks why).
+    /// Starts a round: waits up to `timeout` for one of `fds`, or `wake`,
+    /// to be readable and returns the round's start time, or None when a
+    /// signal interrupted the wait (no round: the caller checks why).
     pub(crate) fn wait<'fd>(
         &mut self,
         fds: impl IntoIterator<Item = BorrowedFd<'fd>>,
+        wake: Option<BorrowedFd<'fd>>,
         timeout: Duration,
         what: &str,
     ) -> Result<Option<u64>> {
@@ -46,6 +47,7 @@ impl Rounds {
         let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
         let mut fds: Vec<PollFd<'_>> = fds
             .into_iter()
+            .chain(wake)
             .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
             .collect();
         match nix::poll::poll(&mut fds, timeout) {

@@ -6,6 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, IsTerminal};
+use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, ExitStatus};
@@ -26,6 +27,7 @@ use crate::perfdata::RecordedSource;
 use crate::plan::{Plan, Targets};
 use crate::report::{self, Frame, Frames, Output, ReportOptions, ResolvedEntry, Span};
 use crate::symbolize::{ProcessMaps, Symbol, Symbolizer, UserStack};
+use crate::timing;
 use crate::tracepoint::Tracefs;
 use crate::unwind::Unwinder;
 
@@ -93,7 +95,6 @@ impl Outcome {
 
 /// Runs the whole job described by `cli`: attach, trace, report.
 pub fn run(cli: &Cli) -> Result<Outcome> {
-    let launch = Instant::now();
     let plan = Plan::from_cli(cli)?;
     for d in &plan.outputs {
         if d.path.is_none() && d.options.format.is_binary() && io::stdout().is_terminal() {
@@ -109,7 +110,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         .iter()
         .map(|d| Ok((Output::open(d.path.as_deref())?, d.options)))
         .collect::<Result<Vec<_>>>()?;
-    let attached = attach(plan, launch)?;
+    let attached = attach(plan)?;
     let traced = trace(attached, outputs)?;
     report(traced)
 }
@@ -129,11 +130,12 @@ struct Attached {
 
 /// Opens the source on the plan's targets and, once tracing is active,
 /// lets the command (if any) run.
-fn attach(mut plan: Plan, launch: Instant) -> Result<Attached> {
+fn attach(mut plan: Plan) -> Result<Attached> {
     if let Some(input) = plan.input.clone() {
         return attach_recorded(plan, &input);
     }
     let tracefs = Tracefs::open()?;
+    timing::mark("attach.tracefs");
     // Whatever the backend: one listing of `instances/`.
     let stale = crate::tracefs::instance::remove_stale(&tracefs);
     if !stale.is_empty() {
@@ -144,6 +146,7 @@ fn attach(mut plan: Plan, launch: Instant) -> Result<Attached> {
             stale.join(", ")
         );
     }
+    timing::mark("attach.stale");
     // The command is forked now but held before exec until tracing is
     // attached to it, so that it is seen from its first instruction.
     let held = if plan.command.is_empty() {
@@ -153,8 +156,10 @@ fn attach(mut plan: Plan, launch: Instant) -> Result<Attached> {
         plan.command_started(held.pid());
         Some(held)
     };
+    timing::mark("attach.fork");
     // Seed what is known about threads before the first event arrives.
     let tasks = TaskTable::scan_proc();
+    timing::mark("attach.tasks");
     let mut maps = ProcessMaps::new();
     match &plan.targets {
         Targets::Processes(pids) => {
@@ -169,21 +174,24 @@ fn attach(mut plan: Plan, launch: Instant) -> Result<Attached> {
     }
     let kallsyms = plan.stacks.kernel.then(Preload::spawn);
     install_signal_handlers()?;
+    timing::mark("attach.maps");
     let (source, notes) = Source::open(&plan, &tracefs, kallsyms.as_ref())?;
-    let attached = launch.elapsed();
+    timing::mark("attach");
+    if let Some(at) = timing::since_launch() {
+        // Said at once: scripts wait for this line to start their load.
+        diag!(
+            "offwake-perf: tracing active {:.3} ms after launch ({} backend)",
+            at.as_secs_f64() * 1e3,
+            source.name()
+        );
+    }
     maps.set_mmap_events(source.delivers_mmaps());
     for notice in [&notes.fallback, &notes.call_graph].into_iter().flatten() {
         diag!("{notice}");
     }
-    if std::env::var_os("OFFWAKE_TIMING").is_some() {
-        diag!(
-            "offwake-perf: tracing active {:.3} ms after launch ({} backend)",
-            attached.as_secs_f64() * 1e3,
-            source.name()
-        );
-    }
     // Tracing is active from here on.
     let child = held.map(command::Held::release).transpose()?;
+    timing::mark("trace.exec");
     Ok(Attached {
         plan,
         source,
@@ -288,6 +296,8 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         .duration
         .map(|s| Instant::now() + Duration::from_secs(s));
     let mut child_status = None;
+    // The command's end wakes the loop at once.
+    let exit_watch = child.as_ref().and_then(command::exit_watch);
     // Reading a large recording takes a while: say how far it is.
     let mut reading = Progress::new("records read", 0);
     let (started, began) = (SystemTime::now(), Instant::now());
@@ -303,13 +313,14 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
             && let Some(status) = c.try_wait().context("waiting for the command")?
         {
             child_status = Some(status);
+            timing::mark("trace.reaped");
             break;
         }
         let mut timeout = source.round_period();
         if let Some(d) = deadline {
             timeout = timeout.min(d.saturating_duration_since(now));
         }
-        source.poll(timeout, &mut sink)?;
+        source.poll(timeout, exit_watch.as_ref().map(|fd| fd.as_fd()), &mut sink)?;
         if plan.input.is_some() {
             reading.at(source.stats().records as usize, 0);
         }
@@ -330,9 +341,11 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
     if grace_until.is_none() && child_status.is_none() {
         child_status = command_status_after_tracing(child.as_mut(), None);
     }
+    timing::mark("trace");
     source.finish(&mut sink)?;
+    timing::mark("drain.finish");
     if let Some(u) = &sink.unwinder
-        && std::env::var_os("OFFWAKE_TIMING").is_some()
+        && timing::enabled()
     {
         let st = u.stats();
         diag!(
@@ -350,6 +363,11 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
     // The unwind tables are of no more use: their memory goes before
     // symbolization's.
     drop(sink);
+    let (source_stats, source_notes) = (source.stats(), source.notes());
+    let kernel_text = source.recorded_kernel_text();
+    let switch_ins_from_records = source.switch_ins_from_records();
+    source.close();
+    timing::mark("drain");
     Ok(Traced {
         plan,
         child,
@@ -358,11 +376,11 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         result: aggregator.finish(),
         maps,
         kallsyms,
-        source_stats: source.stats(),
-        source_notes: source.notes(),
+        source_stats,
+        source_notes,
         span,
-        kernel_text: source.recorded_kernel_text(),
-        switch_ins_from_records: source.switch_ins_from_records(),
+        kernel_text,
+        switch_ins_from_records,
         unwind_note,
         outputs,
     })
@@ -396,6 +414,7 @@ fn report(traced: Traced) -> Result<Outcome> {
             kernel_text.filter(|_| plan.stacks.kernel),
             plan.module_offsets,
         )?;
+        timing::mark("symbolize");
         for (output, options) in &mut outputs {
             output
                 .write_with(|w| report::write_report(w, options, &entries, span))
@@ -405,6 +424,7 @@ fn report(traced: Traced) -> Result<Outcome> {
     for (output, _) in outputs {
         output.finish()?;
     }
+    timing::mark("write");
     let command = match (child_status, grace_until) {
         (None, Some(until)) => command_status_after_tracing(child.as_mut(), Some(until)),
         // Known, or taken when tracing stopped.
@@ -449,6 +469,7 @@ fn report(traced: Traced) -> Result<Outcome> {
             source_stats.malformed
         );
     }
+    timing::print();
     Ok(Outcome { command })
 }
 
@@ -632,6 +653,7 @@ fn symbolize_entries(
         progress.step();
     }
     progress.done();
+    timing::mark("symbolize.kernel");
     let (user_ids, stacks): (Vec<u32>, Vec<UserStack<'_>>) = sorted(user)
         .into_iter()
         .filter_map(|id| {
@@ -654,6 +676,7 @@ fn symbolize_entries(
         progress.at(done, total);
     });
     progress.done();
+    timing::mark("symbolize.user");
     let user_names: HashMap<u32, Vec<Frame>> = user_ids
         .into_iter()
         .zip(resolved)

@@ -34,7 +34,7 @@ fn live_sleep_is_seen() {
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(300) {
         backend
-            .poll(Duration::from_millis(50), &mut |e| events.push(e))
+            .poll(Duration::from_millis(50), None, &mut |e| events.push(e))
             .unwrap();
     }
     child.wait().unwrap();

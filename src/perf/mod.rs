@@ -9,6 +9,7 @@
 pub(crate) mod filter;
 pub(crate) mod nascent;
 pub(crate) mod record;
+mod release;
 pub(crate) mod ring;
 pub(crate) mod running;
 pub(crate) mod sys;
@@ -21,7 +22,7 @@ mod live_tests;
 mod proptests;
 
 use std::collections::VecDeque;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -294,9 +295,8 @@ pub(crate) struct PerfBackend {
     /// kallsyms is read off the attach path; the decoder gets its probe
     /// ranges before the first events are released.
     kallsyms: Option<Preload>,
-    /// The capability probes' events (see [`sys::Probes`]), closed on the
-    /// first poll: after the real events exist and the command started.
-    probes: sys::Probes,
+    /// Events to close where their closing is not waited for.
+    graveyard: release::Graveyard,
 }
 
 impl PerfBackend {
@@ -323,6 +323,7 @@ impl PerfBackend {
             stack_user: config.stacks.user_copy().unwrap_or(0),
         };
         let online = online_cpus()?;
+        crate::timing::mark("attach.formats");
         // Kept until the first poll, after the real events.
         let mut probes = sys::Probes::default();
         let (switch_ins, exit_id) = switch_ins_for(
@@ -336,6 +337,7 @@ impl PerfBackend {
             &online,
             &mut probes,
         )?;
+        crate::timing::mark("attach.probes");
         let st = sample_type(config, switch_ins);
         base.sample_type = st;
         let mut decoder = Decoder::new(st, &switch, &waking)?;
@@ -384,9 +386,10 @@ impl PerfBackend {
                 (cpus, Some((threads, tids)))
             }
         };
+        crate::timing::mark("attach.open");
         let (threads, tids) = threads.unzip();
         let mut backend = PerfBackend {
-            probes,
+            graveyard: release::Graveyard::default(),
             cpus,
             switch_ins,
             threads,
@@ -410,11 +413,15 @@ impl PerfBackend {
             },
         };
         backend.enable()?;
+        crate::timing::mark("attach.enable");
         if let (Some(t), Some(tids)) = (backend.threads.as_mut(), tids) {
             let processes = config.targets.processes();
             t.attach_threads(&backend.cpus, &mut backend.decoder, &tids, &processes)?;
             t.update_wakee_filter(&mut backend.cpus)?;
         }
+        // The real events are open: closing the probes unregisters no
+        // tracepoint they use.
+        backend.graveyard.close_soon(probes.into_fds());
         Ok(backend)
     }
 
@@ -473,10 +480,17 @@ impl PerfBackend {
     /// Waits up to `timeout` for data (returns early on EINTR), reads every
     /// ring, and passes to `sink`, in global time order, every event that
     /// can no longer be preceded by one not yet read (see [`Rounds`]).
-    pub(crate) fn poll(&mut self, timeout: Duration, sink: &mut dyn EventSink) -> Result<()> {
-        self.probes = sys::Probes::default();
+    pub(crate) fn poll(
+        &mut self,
+        timeout: Duration,
+        wake: Option<BorrowedFd<'_>>,
+        sink: &mut dyn EventSink,
+    ) -> Result<()> {
         let fds = self.cpus.iter().map(|c| c.fds[0].as_fd());
-        let Some(start) = self.rounds.wait(fds, timeout, "the perf ring buffers")? else {
+        let Some(start) = self
+            .rounds
+            .wait(fds, wake, timeout, "the perf ring buffers")?
+        else {
             return Ok(());
         };
         self.read_all();
@@ -553,6 +567,27 @@ impl PerfBackend {
 
     pub(crate) fn stats(&self) -> SourceStats {
         self.stats
+    }
+
+    /// Closes every event without waiting for the kernel to release them
+    /// (see [`release`]); the rings are unmapped first, so that nothing of
+    /// this process holds them any more.
+    pub(crate) fn close_detached(mut self) {
+        let mut fds = self.graveyard.take();
+        for CpuRing { ring, fds: own, .. } in std::mem::take(&mut self.cpus) {
+            drop(ring);
+            fds.extend(own);
+        }
+        if let Some(mut t) = self.threads.take() {
+            fds.extend(t.graveyard.take());
+            fds.extend(
+                t.tasks
+                    .drain()
+                    .flat_map(|(_, cpus)| cpus)
+                    .flat_map(TaskCpu::into_fds),
+            );
+        }
+        release::close_detached(fds);
     }
 
     /// How long a round may wait for data: per-task runs read often, so

@@ -201,6 +201,13 @@ pub(crate) fn samples_inherited_reads(attr: &TracepointAttr, cpu: u32, keep: &mu
 #[derive(Default)]
 pub(crate) struct Probes(Vec<OwnedFd>);
 
+impl Probes {
+    /// The probes' events, to be closed by the caller.
+    pub(crate) fn into_fds(self) -> Vec<OwnedFd> {
+        self.0
+    }
+}
+
 /// Whether a per-task `sched_process_exit` event (tracepoint `exit_id`)
 /// sees the exits of the threads that inherit it. On Debian's 6.1 and 6.12
 /// kernels such an event sees no exit at all (a system-wide one does); 6.18

@@ -12,6 +12,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use super::filter::WakeeFilter;
 use super::nascent::{self, Forecast};
 use super::record::{Decoder, Tracepoint};
+use super::release::Graveyard;
 use super::ring::Ring;
 use super::{CpuRing, OpenFailure, sys};
 use crate::event::{Event, EventKind};
@@ -54,6 +55,8 @@ pub(super) struct Threads {
     /// Per CPU ring, the last tracepoint hit or switch read from it, to
     /// drop duplicates.
     last_occurrence: Vec<Option<Occurrence>>,
+    /// The events of exited threads and replaced filters, disabled.
+    pub(super) graveyard: Graveyard,
 }
 
 /// One attached thread's events on one CPU.
@@ -74,6 +77,10 @@ pub(super) struct TaskCpu {
 impl TaskCpu {
     pub(super) fn fds(&self) -> impl Iterator<Item = &OwnedFd> {
         std::iter::once(&self.own).chain(self.kids.iter().flatten())
+    }
+
+    pub(super) fn into_fds(self) -> impl Iterator<Item = OwnedFd> {
+        std::iter::once(self.own).chain(self.kids.into_iter().flatten())
     }
 }
 
@@ -141,12 +148,14 @@ fn final_counts(cpus: &[TaskCpu]) -> Vec<(u32, u64, u64)> {
 
 /// Keeps the per-task events and the wakee filter current: a thread
 /// created by a traced one is a wakee to keep (if `follow` says so); an
-/// exited thread's events can record nothing more, so they are closed.
+/// exited thread's events can record nothing more, so they are disabled
+/// (with the copies its children inherited) and buried.
 fn track_targets(
     kind: &EventKind,
     follow: Follow,
     tasks: &mut HashMap<u32, Vec<TaskCpu>>,
     wakees: &mut WakeeFilter,
+    graveyard: &mut Graveyard,
 ) {
     match kind {
         EventKind::Fork(f) => {
@@ -160,7 +169,13 @@ fn track_targets(
             }
         }
         EventKind::Exit(e) => {
-            tasks.remove(&e.tid);
+            if let Some(cpus) = tasks.remove(&e.tid) {
+                let fds: Vec<OwnedFd> = cpus.into_iter().flat_map(TaskCpu::into_fds).collect();
+                for fd in &fds {
+                    let _ = sys::disable(fd.as_fd());
+                }
+                graveyard.bury(fds);
+            }
             wakees.remove(e.tid);
         }
         _ => {}
@@ -210,6 +225,7 @@ impl Threads {
             state_filter,
             running,
             last_occurrence: Vec::new(),
+            graveyard: Graveyard::default(),
         }
     }
 
@@ -286,7 +302,13 @@ impl Threads {
                 });
             }
         }
-        track_targets(&ev.kind, self.follow, &mut self.tasks, &mut self.wakees);
+        track_targets(
+            &ev.kind,
+            self.follow,
+            &mut self.tasks,
+            &mut self.wakees,
+            &mut self.graveyard,
+        );
         true
     }
 
@@ -340,6 +362,7 @@ impl Threads {
             let new = open_waking(&self.waking_event, c.cpu, &c.fds[0], &text)?;
             let old = std::mem::replace(&mut c.fds[1], new);
             let _ = sys::disable(old.as_fd());
+            self.graveyard.bury([old]);
         }
         Ok(())
     }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{ErrorKind, Read};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -152,9 +152,14 @@ impl TracefsBackend {
     /// CPU's pages, and passes to `sink`, in global time order, every event
     /// that can no longer be preceded by one not yet read (the same rounds
     /// as the perf backend).
-    pub(crate) fn poll(&mut self, timeout: Duration, sink: &mut dyn EventSink) -> Result<()> {
+    pub(crate) fn poll(
+        &mut self,
+        timeout: Duration,
+        wake: Option<BorrowedFd<'_>>,
+        sink: &mut dyn EventSink,
+    ) -> Result<()> {
         let fds = self.readers.iter().map(|r| r.file.as_fd());
-        let Some(start) = self.rounds.wait(fds, timeout, "trace_pipe_raw")? else {
+        let Some(start) = self.rounds.wait(fds, wake, timeout, "trace_pipe_raw")? else {
             return Ok(());
         };
         self.tgids.new_round();

@@ -1,0 +1,205 @@
+//! Closing perf events off the run's critical path.
+//!
+//! When the last perf event on a tracepoint is closed, the kernel waits
+//! for RCU grace periods before `close` returns (tens of milliseconds each
+//! on a small VM), and a process's exit waits for its files to be
+//! released. So events are never closed where that wait would show:
+//!
+//! - during tracing, the events of exited threads are kept, disabled, in a
+//!   [`Graveyard`] and closed in batches by a thread of their own, which
+//!   also closes the capability probes once the real events are open (a
+//!   probe lives on in the threads started after it, which inherit it);
+//! - at the end, [`close_detached`] forks a short-lived process that holds
+//!   a copy of every descriptor while this one drops its own (cheaply: the
+//!   copies keep the events alive), then releases them in the background
+//!   after the report is out.
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::mpsc;
+
+/// Dead events kept before a batch is handed to the closing thread: a
+/// short run closes none of them itself, a long one with many threads
+/// coming and going holds few descriptors.
+const BATCH: usize = 64;
+
+/// Events that will record nothing more, waiting to be closed.
+#[derive(Default)]
+pub(crate) struct Graveyard {
+    dead: Vec<OwnedFd>,
+    closer: Option<mpsc::Sender<Vec<OwnedFd>>>,
+}
+
+impl Graveyard {
+    /// Keeps `fds` to be closed later.
+    pub(crate) fn bury(&mut self, fds: impl IntoIterator<Item = OwnedFd>) {
+        self.dead.extend(fds);
+        if self.dead.len() >= BATCH {
+            let batch = std::mem::take(&mut self.dead);
+            self.close_soon(batch);
+        }
+    }
+
+    /// Has `fds` closed at once, by the closing thread.
+    pub(crate) fn close_soon(&mut self, fds: Vec<OwnedFd>) {
+        if fds.is_empty() {
+            return;
+        }
+        if let Err(mpsc::SendError(fds)) = self.closer().send(fds) {
+            // No closing thread: closed here.
+            drop(fds);
+        }
+    }
+
+    fn closer(&mut self) -> &mpsc::Sender<Vec<OwnedFd>> {
+        self.closer.get_or_insert_with(|| {
+            let (tx, rx) = mpsc::channel::<Vec<OwnedFd>>();
+            // Without a thread, the receiver is dropped and each batch is
+            // closed by `bury` itself.
+            let _ = std::thread::Builder::new()
+                .name("offwake-close".into())
+                .spawn(move || rx.into_iter().for_each(drop));
+            tx
+        })
+    }
+
+    /// The events not yet handed to the closing thread.
+    pub(crate) fn take(&mut self) -> Vec<OwnedFd> {
+        std::mem::take(&mut self.dead)
+    }
+}
+
+/// Closes `fds` without waiting for the kernel to release their events: a
+/// forked child keeps copies of them, this process closes its own, and the
+/// child exits, releasing the events, once this process has let go. Where
+/// `fork` fails they are simply closed here.
+pub(crate) fn close_detached(fds: Vec<OwnedFd>) {
+    if fds.is_empty() {
+        return;
+    }
+    let Ok((gone_r, gone_w)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) else {
+        return drop(fds);
+    };
+    let mut keep: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    keep.push(gone_r.as_raw_fd());
+    keep.sort_unstable();
+    keep.dedup();
+    let wait_fd = gone_r.as_raw_fd();
+    // SAFETY: in the child only async-signal-safe calls are made
+    // (close_range or close, read, _exit) on memory prepared before the
+    // fork (`keep`, not reallocated), as a multithreaded parent requires.
+    match unsafe { libc::fork() } {
+        0 => unsafe { hold_then_exit(&keep, wait_fd) },
+        -1 => drop(fds),
+        _ => {
+            drop(fds);
+            drop(gone_r);
+            // The child sees end-of-file and exits: the last reference to
+            // each event is now its own.
+            drop(gone_w);
+        }
+    }
+}
+
+/// In the forked child: closes every descriptor but `keep` (so that no
+/// pipe or output file of the parent stays open), waits for `wait_fd` to
+/// reach end-of-file, and exits, which releases the events.
+///
+/// # Safety
+/// Only to be called in a child just forked, with `keep` sorted.
+unsafe fn hold_then_exit(keep: &[RawFd], wait_fd: RawFd) -> ! {
+    let mut from: RawFd = 0;
+    for &fd in keep.iter().chain(std::iter::once(&RawFd::MAX)) {
+        if fd > from {
+            close_from_to(from, fd - 1);
+        }
+        from = fd.saturating_add(1);
+    }
+    let mut byte = 0u8;
+    // The parent never writes: the read ends at end-of-file (or an error).
+    // SAFETY: reads into a local byte from a descriptor this child owns.
+    while unsafe { libc::read(wait_fd, (&raw mut byte).cast(), 1) } < 0
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+    {}
+    // SAFETY: _exit ends the child without running the parent's handlers.
+    unsafe { libc::_exit(0) }
+}
+
+/// Closes descriptors `first..=last` (close_range, else one by one up to
+/// the soft limit).
+fn close_from_to(first: RawFd, last: RawFd) {
+    // SAFETY: close_range takes plain integers; on failure (kernels before
+    // 5.9) the range is closed one by one below.
+    let done = unsafe { libc::syscall(libc::SYS_close_range, first as u32, last as u32, 0) } == 0;
+    if done {
+        return;
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the local struct.
+    let end = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        RawFd::try_from(limit.rlim_cur).unwrap_or(RawFd::MAX)
+    } else {
+        1 << 16
+    };
+    for fd in first..=last.min(end) {
+        // SAFETY: closing a descriptor number this child may or may not
+        // have; EBADF is harmless.
+        unsafe { libc::close(fd) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// A pipe: the write end to hand over, and a check that every copy of
+    /// it is closed (the read end then reaches end-of-file).
+    fn pipe() -> (OwnedFd, impl FnOnce()) {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let closed = move || {
+            let mut buf = Vec::new();
+            std::fs::File::from(r).read_to_end(&mut buf).unwrap();
+            assert!(buf.is_empty());
+        };
+        (w, closed)
+    }
+
+    #[test]
+    fn detached_descriptors_are_all_closed_in_the_end() {
+        let (ws, checks): (Vec<_>, Vec<_>) = (0..5).map(|_| pipe()).unzip();
+        close_detached(ws);
+        // Returns once the holder, too, has let go.
+        checks.into_iter().for_each(|c| c());
+    }
+
+    #[test]
+    fn the_holder_keeps_nothing_else_open() {
+        let (event, _) = pipe();
+        let (other, other_closed) = pipe();
+        // `other` is open here when the holder is forked, and must not be
+        // held by it: its read end sees end-of-file once we close ours,
+        // whether or not the holder has exited.
+        close_detached(vec![event]);
+        drop(other);
+        other_closed();
+    }
+
+    #[test]
+    fn a_graveyard_closes_in_batches() {
+        let mut g = Graveyard::default();
+        let (ws, checks): (Vec<_>, Vec<_>) = (0..BATCH).map(|_| pipe()).unzip();
+        let mut ws = ws.into_iter();
+        g.bury(ws.by_ref().take(BATCH - 1));
+        assert_eq!(g.dead.len(), BATCH - 1);
+        g.bury(ws);
+        assert!(g.dead.is_empty());
+        // The closing thread closes the batch.
+        checks.into_iter().for_each(|c| c());
+        let (w, _) = pipe();
+        g.bury([w]);
+        assert_eq!(g.take().len(), 1);
+    }
+}
