@@ -22,6 +22,9 @@ pub(crate) struct ProbeRanges {
     irq_entry: Option<(u64, u64)>,
 }
 
+/// `start..end` of a function, as addresses.
+pub(crate) type Range = (u64, u64);
+
 /// Name prefixes of the tracing machinery that can head a stack entry.
 const PROBE_PREFIXES: &[&str] = &[
     "trace_event_",
@@ -78,6 +81,22 @@ impl ProbeRanges {
             ranges,
             irq_entry: irq_start.zip(irq_end).filter(|(s, e)| s < e),
         }
+    }
+
+    /// The ranges and the interrupt entry code, as stored in a cache.
+    pub(crate) fn parts(&self) -> (&[Range], Option<Range>) {
+        (&self.ranges, self.irq_entry)
+    }
+
+    /// Ranges from stored parts, checked: `None` unless they are sorted and
+    /// each is a non-empty range.
+    pub(crate) fn from_parts(
+        ranges: Vec<(u64, u64)>,
+        irq_entry: Option<(u64, u64)>,
+    ) -> Option<ProbeRanges> {
+        let sound = |&(s, e): &(u64, u64)| s < e;
+        (ranges.is_sorted() && ranges.iter().all(sound) && irq_entry.iter().all(sound))
+            .then_some(ProbeRanges { ranges, irq_entry })
     }
 
     /// True when `kernel` (a kernel stack, innermost first) runs on behalf

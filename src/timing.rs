@@ -65,37 +65,47 @@ pub(crate) fn print() {
     }
 }
 
-/// The report: one line for the phases, then one for each phase's steps.
+/// The report: one line for the phases, then one for each phase's steps,
+/// each step timed from the one before it in its phase. The steps of work
+/// on other threads, under a name that is no phase, are given with the
+/// time since launch at which each ended.
 fn lines(marks: &[(&'static str, Duration)], total: Duration) -> Vec<String> {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let is_phase = |name: &str| marks.iter().any(|(w, _)| *w == name);
     let mut phases = Vec::new();
-    let mut steps: Vec<(&str, Vec<String>)> = Vec::new();
-    let (mut last_phase, mut last_step) = (Duration::ZERO, Duration::ZERO);
+    let mut steps: Vec<(&str, Vec<String>, Duration)> = Vec::new();
+    let mut last_phase = Duration::ZERO;
     for &(what, at) in marks {
-        match what.split_once('.') {
-            Some((phase, step)) => {
-                let took = at.saturating_sub(last_step);
-                let item = format!("{step} {:.2}", ms(took));
-                match steps.last_mut() {
-                    Some((p, items)) if *p == phase => items.push(item),
-                    _ => steps.push((phase, vec![item])),
-                }
-                last_step = at;
-            }
+        let Some((phase, step)) = what.split_once('.') else {
+            phases.push(format!("{what} {:.2}", ms(at.saturating_sub(last_phase))));
+            last_phase = at;
+            continue;
+        };
+        let i = match steps.iter().position(|(p, ..)| *p == phase) {
+            Some(i) => i,
             None => {
-                phases.push(format!("{what} {:.2}", ms(at.saturating_sub(last_phase))));
-                (last_phase, last_step) = (at, at);
+                steps.push((phase, Vec::new(), last_phase));
+                steps.len() - 1
             }
-        }
+        };
+        let (_, items, since) = &mut steps[i];
+        let shown = if is_phase(phase) {
+            at.saturating_sub(*since)
+        } else {
+            at
+        };
+        items.push(format!("{step} {:.2}", ms(shown)));
+        *since = at;
     }
     let mut out = vec![format!(
         "offwake-perf: timing (ms): {}; exit {:.2} after launch",
         phases.join(", "),
         ms(total)
     )];
-    for (phase, items) in steps {
+    for (phase, items, _) in steps {
+        let how = if is_phase(phase) { "" } else { " after launch" };
         out.push(format!(
-            "offwake-perf: timing of {phase} (ms): {}",
+            "offwake-perf: timing of {phase} (ms{how}): {}",
             items.join(", ")
         ));
     }
@@ -111,6 +121,7 @@ mod tests {
         let ms = Duration::from_millis;
         let marks = [
             ("attach.tracefs", ms(1)),
+            ("kallsyms.cached", ms(3)),
             ("attach.open", ms(4)),
             ("attach", ms(5)),
             ("trace", ms(15)),
@@ -123,6 +134,7 @@ mod tests {
                 "offwake-perf: timing (ms): attach 5.00, trace 10.00, symbolize 5.00; \
                  exit 21.00 after launch",
                 "offwake-perf: timing of attach (ms): tracefs 1.00, open 3.00",
+                "offwake-perf: timing of kallsyms (ms after launch): cached 3.00",
                 "offwake-perf: timing of symbolize (ms): kernel 2.00",
             ]
         );

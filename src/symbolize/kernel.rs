@@ -1,21 +1,43 @@
 //! Kernel symbols from `/proc/kallsyms`: a sorted table of text symbols
-//! (module symbols included, without their `[module]` tag) searched by
-//! address.
+//! (module symbols included, without their `[module]` tag; those of BPF
+//! programs and trampolines left out) searched by address.
 
 use anyhow::Result;
 
 use crate::kallsyms;
 
-/// Sorted kernel text symbols.
-#[derive(Debug, Default)]
+/// Sorted kernel text symbols, kept compact: one address array and one
+/// string holding every name (a kernel has over 100,000 of them).
+#[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct KernelSymbols {
-    /// `(address, name)`, sorted by address.
-    syms: Vec<(u64, String)>,
+    /// Sorted, one per symbol.
+    addrs: Vec<u64>,
+    /// Where each symbol's name ends in `names` (it starts where the
+    /// previous one ends).
+    ends: Vec<u32>,
+    names: String,
     /// True when kallsyms listed symbols but every address read 0
     /// (kptr_restrict, or not privileged).
     hidden: bool,
     /// Where the kernel's text begins (`_text`): KASLR moves it each boot.
     text: Option<u64>,
+}
+
+/// Whether symbols of `module` come and go while the kernel runs: BPF
+/// programs (`[bpf]`) and trampolines (`[__builtin__ftrace]`, …). They are
+/// left out, so that tables kept for a boot (see
+/// [`crate::kallsyms::cache`]) never name one that is gone.
+fn dynamic(module: Option<&str>) -> bool {
+    module.is_some_and(|m| m == "bpf" || m.starts_with("__builtin__"))
+}
+
+/// The parts of a [`KernelSymbols`], as stored in a cache.
+pub(crate) struct Parts {
+    pub(crate) addrs: Vec<u64>,
+    pub(crate) ends: Vec<u32>,
+    pub(crate) names: String,
+    pub(crate) hidden: bool,
+    pub(crate) text: Option<u64>,
 }
 
 impl KernelSymbols {
@@ -26,34 +48,75 @@ impl KernelSymbols {
 
     /// Parses kallsyms text. Malformed lines are skipped.
     pub(crate) fn parse(text: &str) -> KernelSymbols {
-        let mut syms = Vec::new();
+        let mut syms: Vec<(u64, &str)> = Vec::with_capacity(text.len() / 40);
         let mut seen = 0usize;
-        let mut nonzero = 0usize;
         let mut start = None;
         // The optional `[module]` field is dropped.
         for sym in kallsyms::symbols(text) {
             if sym.name == "_text" && sym.module.is_none() && sym.addr != 0 {
                 start = Some(sym.addr);
             }
-            if !matches!(sym.kind, "t" | "T" | "w" | "W") {
+            if !matches!(sym.kind, "t" | "T" | "w" | "W") || dynamic(sym.module) {
                 continue;
             }
-            let (addr, name) = (sym.addr, sym.name);
             seen += 1;
-            if addr != 0 {
-                nonzero += 1;
-                syms.push((addr, name.to_string()));
+            if sym.addr != 0 {
+                syms.push((sym.addr, sym.name));
             }
         }
-        syms.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        let hidden = seen > 0 && syms.is_empty();
+        // Mostly sorted already: the kernel lists its own symbols in
+        // address order.
+        syms.sort_unstable();
         // Several names can share an address (aliases); keep the first in
         // name order, so results are deterministic.
         syms.dedup_by(|b, a| a.0 == b.0);
+        let mut names = String::with_capacity(syms.iter().map(|s| s.1.len()).sum());
+        let mut ends = Vec::with_capacity(syms.len());
+        let mut addrs = Vec::with_capacity(syms.len());
+        for (addr, name) in syms {
+            names.push_str(name);
+            let Ok(end) = u32::try_from(names.len()) else {
+                // Over 4 GiB of names: no kernel has that many.
+                names.truncate(names.len() - name.len());
+                break;
+            };
+            addrs.push(addr);
+            ends.push(end);
+        }
         KernelSymbols {
-            syms,
-            hidden: seen > 0 && nonzero == 0,
+            addrs,
+            ends,
+            names,
+            hidden,
             text: start,
         }
+    }
+
+    /// The table from stored parts, checked: `None` unless the addresses
+    /// are sorted and every name lies, in order, within `names` (whole
+    /// UTF-8 characters).
+    pub(crate) fn from_parts(p: Parts) -> Option<KernelSymbols> {
+        if p.addrs.len() != p.ends.len()
+            || !p.addrs.is_sorted()
+            || !p.ends.is_sorted()
+            || p.ends.last().is_some_and(|&e| e as usize > p.names.len())
+            || !p.ends.iter().all(|&e| p.names.is_char_boundary(e as usize))
+        {
+            return None;
+        }
+        Some(KernelSymbols {
+            addrs: p.addrs,
+            ends: p.ends,
+            names: p.names,
+            hidden: p.hidden,
+            text: p.text,
+        })
+    }
+
+    /// The parts to store (see [`KernelSymbols::from_parts`]).
+    pub(crate) fn parts(&self) -> (&[u64], &[u32], &str, bool, Option<u64>) {
+        (&self.addrs, &self.ends, &self.names, self.hidden, self.text)
     }
 
     /// The address of `_text`, where the kernel's text begins.
@@ -66,23 +129,38 @@ impl KernelSymbols {
         self.hidden
     }
 
+    /// Whether a symbol starts exactly at `addr`.
+    pub(crate) fn has_address(&self, addr: u64) -> bool {
+        self.addrs.binary_search(&addr).is_ok()
+    }
+
     /// True when no symbol has a usable address.
     #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
-        self.syms.is_empty()
+        self.addrs.is_empty()
+    }
+
+    fn name(&self, i: usize) -> Option<&str> {
+        let end = *self.ends.get(i)? as usize;
+        let start = match i.checked_sub(1) {
+            Some(prev) => *self.ends.get(prev)? as usize,
+            None => 0,
+        };
+        self.names.get(start..end)
     }
 
     /// The symbol with the greatest address `<= addr`.
     pub(crate) fn lookup(&self, addr: u64) -> Option<&str> {
-        let idx = self.syms.partition_point(|(a, _)| *a <= addr);
-        let (_, name) = self.syms.get(idx.checked_sub(1)?)?;
-        Some(name)
+        let idx = self.addrs.partition_point(|&a| a <= addr);
+        self.name(idx.checked_sub(1)?)
     }
 
     /// The address of symbol `name` (first match), for tests and checks.
     #[cfg(test)]
     pub(crate) fn address_of(&self, name: &str) -> Option<u64> {
-        self.syms.iter().find(|(_, n)| n == name).map(|(a, _)| *a)
+        (0..self.addrs.len())
+            .find(|&i| self.name(i) == Some(name))
+            .map(|i| self.addrs[i])
     }
 }
 

@@ -9,6 +9,8 @@ use std::thread::JoinHandle;
 
 use anyhow::{Context, Result, anyhow};
 
+pub(crate) mod cache;
+
 use crate::probes::ProbeRanges;
 use crate::symbolize::kernel::KernelSymbols;
 
@@ -67,7 +69,26 @@ impl Preload {
             // SAFETY: setpriority only reads its arguments; 0 is the
             // calling thread (Linux gives each thread its own nice value).
             unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
-            Ok(Tables::from_kallsyms(&read()?))
+            let key = cache::Key::current();
+            let dir = key.as_ref().and_then(|_| cache::CacheDir::open());
+            if let (Some(key), Some(dir)) = (&key, &dir)
+                && let Some(tables) = dir.load(key)
+                && cache::head_agrees(&tables)
+            {
+                crate::timing::mark("kallsyms.cached");
+                return Ok(tables);
+            }
+            let tables = Tables::from_kallsyms(&read()?);
+            crate::timing::mark("kallsyms.read");
+            if let (Some(key), Some(dir)) = (&key, &dir)
+                && !tables.symbols.addresses_hidden()
+            {
+                // A cache that cannot be written costs the next run time,
+                // nothing else.
+                let _ = dir.store(key, &tables);
+                crate::timing::mark("kallsyms.stored");
+            }
+            Ok(tables)
         });
         Preload(Arc::new(PreloadState {
             thread: Mutex::new(Some(thread)),
