@@ -22,6 +22,56 @@ pub(crate) struct ProbeRanges {
     irq_entry: Option<(u64, u64)>,
 }
 
+/// [`ProbeRanges`] built from the symbols of a kallsyms listing, in
+/// listing order: each machinery text symbol runs up to the next higher
+/// symbol address (another name at the same address is an alias; the
+/// listing is in address order within the kernel image; module symbols are
+/// never machinery).
+#[derive(Default)]
+pub(crate) struct ProbeBuilder {
+    ranges: Vec<Range>,
+    open: Option<u64>,
+    irq_start: Option<u64>,
+    irq_end: Option<u64>,
+}
+
+impl ProbeBuilder {
+    pub(crate) fn add(&mut self, sym: &kallsyms::Symbol<'_>) {
+        let addr = sym.addr;
+        match sym.name {
+            "__irqentry_text_start" if sym.module.is_none() => self.irq_start = Some(addr),
+            "__irqentry_text_end" if sym.module.is_none() => self.irq_end = Some(addr),
+            _ => {}
+        }
+        match self.open {
+            Some(start) if addr > start => {
+                self.ranges.push((start, addr));
+                self.open = None;
+            }
+            // Another name of the same function (an alias): it does not
+            // end the range.
+            Some(start) if addr == start => {}
+            _ => self.open = None,
+        }
+        let text_symbol = matches!(sym.kind, "t" | "T");
+        if text_symbol
+            && addr != 0
+            && sym.module.is_none()
+            && PROBE_PREFIXES.iter().any(|p| sym.name.starts_with(p))
+        {
+            self.open = Some(addr);
+        }
+    }
+
+    pub(crate) fn finish(mut self) -> ProbeRanges {
+        self.ranges.sort_unstable();
+        ProbeRanges {
+            ranges: self.ranges,
+            irq_entry: self.irq_start.zip(self.irq_end).filter(|(s, e)| s < e),
+        }
+    }
+}
+
 /// `start..end` of a function, as addresses.
 pub(crate) type Range = (u64, u64);
 
@@ -42,45 +92,11 @@ impl ProbeRanges {
         Ok(ProbeRanges::from_kallsyms(&kallsyms::read()?))
     }
 
-    /// The machinery's ranges in a kallsyms listing: each such text symbol
-    /// runs up to the next higher symbol address (another name at the same
-    /// address is an alias; the listing is in address order within the
-    /// kernel image; module symbols are never machinery).
+    /// The machinery's ranges in a kallsyms listing (see [`ProbeBuilder`]).
     pub(crate) fn from_kallsyms(text: &str) -> ProbeRanges {
-        let mut ranges = Vec::new();
-        let mut open: Option<u64> = None;
-        let (mut irq_start, mut irq_end) = (None, None);
-        for sym in kallsyms::symbols(text) {
-            let addr = sym.addr;
-            match sym.name {
-                "__irqentry_text_start" if sym.module.is_none() => irq_start = Some(addr),
-                "__irqentry_text_end" if sym.module.is_none() => irq_end = Some(addr),
-                _ => {}
-            }
-            match open {
-                Some(start) if addr > start => {
-                    ranges.push((start, addr));
-                    open = None;
-                }
-                // Another name of the same function (an alias): it does not
-                // end the range.
-                Some(start) if addr == start => {}
-                _ => open = None,
-            }
-            let text_symbol = matches!(sym.kind, "t" | "T");
-            if text_symbol
-                && addr != 0
-                && sym.module.is_none()
-                && PROBE_PREFIXES.iter().any(|p| sym.name.starts_with(p))
-            {
-                open = Some(addr);
-            }
-        }
-        ranges.sort_unstable();
-        ProbeRanges {
-            ranges,
-            irq_entry: irq_start.zip(irq_end).filter(|(s, e)| s < e),
-        }
+        let mut b = ProbeBuilder::default();
+        kallsyms::symbols(text).for_each(|sym| b.add(&sym));
+        b.finish()
     }
 
     /// The ranges and the interrupt entry code, as stored in a cache.

@@ -157,9 +157,6 @@ fn attach(mut plan: Plan) -> Result<Attached> {
         Some(held)
     };
     timing::mark("attach.fork");
-    // Seed what is known about threads before the first event arrives.
-    let tasks = TaskTable::scan_proc();
-    timing::mark("attach.tasks");
     let mut maps = ProcessMaps::new();
     match &plan.targets {
         Targets::Processes(pids) => {
@@ -192,6 +189,10 @@ fn attach(mut plan: Plan) -> Result<Attached> {
     // Tracing is active from here on.
     let child = held.map(command::Held::release).transpose()?;
     timing::mark("trace.exec");
+    // What is known about threads before their first event is read: once
+    // tracing is active, since it takes a while on a busy host.
+    let tasks = TaskTable::scan_proc();
+    timing::mark("trace.tasks");
     Ok(Attached {
         plan,
         source,

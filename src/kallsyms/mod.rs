@@ -1,4 +1,5 @@
-//! `/proc/kallsyms`: reading it, and splitting its lines into symbols.
+//! `/proc/kallsyms`: reading it (streamed to a parser thread, or from a
+//! per-boot [`cache`]), and splitting its lines into symbols.
 //! Shared by the backends' trimming of tracing frames ([`crate::probes`])
 //! and by kernel symbolization ([`crate::symbolize`]), which get their
 //! tables from one reading on a thread started before tracing
@@ -40,10 +41,80 @@ pub(crate) struct Tables {
 }
 
 impl Tables {
+    #[cfg(test)]
     pub(crate) fn from_kallsyms(text: &str) -> Tables {
+        let mut b = TablesBuilder::default();
+        b.add_lines(text);
+        b.finish()
+    }
+
+    /// Reads `/proc/kallsyms`, parsing it on another thread while the
+    /// kernel formats the rest: the parse costs little more than the read.
+    pub(crate) fn read_live() -> Result<Tables> {
+        use std::io::Read;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<String>(8);
+        let parser = std::thread::Builder::new()
+            .name("offwake-kallsyms".into())
+            .spawn(move || {
+                let mut b = TablesBuilder::default();
+                rx.into_iter().for_each(|chunk| b.add_lines(&chunk));
+                b.finish()
+            })
+            .context("starting a thread")?;
+        let read = (|| -> Result<()> {
+            let mut file = std::fs::File::open("/proc/kallsyms")?;
+            // The kernel gives a page per read, whatever the buffer: lines
+            // go to the parser in batches.
+            const BATCH: usize = 256 << 10;
+            let mut buf = vec![0u8; 64 << 10];
+            let mut pending: Vec<u8> = Vec::with_capacity(BATCH + buf.len());
+            loop {
+                let n = file.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                pending.extend_from_slice(&buf[..n]);
+                if pending.len() < BATCH {
+                    continue;
+                }
+                // Whole lines go to the parser; a cut one waits for its end.
+                if let Some(i) = pending.iter().rposition(|&b| b == b'\n') {
+                    let rest = pending.split_off(i + 1);
+                    let lines = std::mem::replace(&mut pending, rest);
+                    let _ = tx.send(String::from_utf8_lossy(&lines).into_owned());
+                }
+            }
+            let _ = tx.send(String::from_utf8_lossy(&pending).into_owned());
+            Ok(())
+        })();
+        drop(tx);
+        let tables = parser
+            .join()
+            .map_err(|_| anyhow!("the thread parsing /proc/kallsyms panicked"))?;
+        read.context("reading /proc/kallsyms")?;
+        Ok(tables)
+    }
+}
+
+/// [`Tables`] built in one pass over a listing's lines.
+#[derive(Default)]
+struct TablesBuilder {
+    probes: crate::probes::ProbeBuilder,
+    symbols: crate::symbolize::kernel::SymbolsBuilder,
+}
+
+impl TablesBuilder {
+    fn add_lines(&mut self, text: &str) {
+        for sym in symbols(text) {
+            self.probes.add(&sym);
+            self.symbols.add(&sym);
+        }
+    }
+
+    fn finish(self) -> Tables {
         Tables {
-            probes: ProbeRanges::from_kallsyms(text),
-            symbols: Arc::new(KernelSymbols::parse(text)),
+            probes: self.probes.finish(),
+            symbols: Arc::new(self.symbols.finish()),
         }
     }
 }
@@ -63,12 +134,11 @@ struct PreloadState {
 }
 
 impl Preload {
-    /// Starts reading kallsyms on a thread.
+    /// Starts loading the tables on a thread: from the cache (see
+    /// [`cache`]) when it holds this boot's, else from kallsyms, then
+    /// stored there. At normal priority: a short run waits for them.
     pub(crate) fn spawn() -> Preload {
         let thread = std::thread::spawn(|| {
-            // SAFETY: setpriority only reads its arguments; 0 is the
-            // calling thread (Linux gives each thread its own nice value).
-            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
             let key = cache::Key::current();
             let dir = key.as_ref().and_then(|_| cache::CacheDir::open());
             if let (Some(key), Some(dir)) = (&key, &dir)
@@ -78,7 +148,7 @@ impl Preload {
                 crate::timing::mark("kallsyms.cached");
                 return Ok(tables);
             }
-            let tables = Tables::from_kallsyms(&read()?);
+            let tables = Tables::read_live()?;
             crate::timing::mark("kallsyms.read");
             if let (Some(key), Some(dir)) = (&key, &dir)
                 && !tables.symbols.addresses_hidden()
@@ -153,6 +223,15 @@ mod tests {
         assert!(q.is_ready());
         let b = q.wait().expect("the same tables");
         assert!(Arc::ptr_eq(&a, &b));
+    }
+
+    #[test]
+    fn a_streamed_reading_parses_as_a_whole_one() {
+        let whole = Tables::from_kallsyms(&read().unwrap());
+        let streamed = Tables::read_live().unwrap();
+        assert_eq!(streamed.symbols, whole.symbols);
+        assert_eq!(streamed.probes.parts(), whole.probes.parts());
+        assert!(whole.symbols.text().is_some());
     }
 
     #[test]

@@ -12,10 +12,19 @@
 //! - at the end, [`close_detached`] forks a short-lived process that holds
 //!   a copy of every descriptor while this one drops its own (cheaply: the
 //!   copies keep the events alive), then releases them in the background
-//!   after the report is out.
+//!   after the report is out. It waits [`LINGER`] first: a run started
+//!   meanwhile opens events on tracepoints still in use, so neither its
+//!   opens nor this release wait for a grace period (the kernel keeps its
+//!   own scheduler hooks for perf a second in the same way).
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::mpsc;
+
+/// How long the holder of a finished run's events keeps them, disabled.
+const LINGER: libc::timespec = libc::timespec {
+    tv_sec: 1,
+    tv_nsec: 0,
+};
 
 /// Dead events kept before a batch is handed to the closing thread: a
 /// short run closes none of them itself, a long one with many threads
@@ -100,13 +109,20 @@ pub(crate) fn close_detached(fds: Vec<OwnedFd>) {
     }
 }
 
-/// In the forked child: closes every descriptor but `keep` (so that no
-/// pipe or output file of the parent stays open), waits for `wait_fd` to
-/// reach end-of-file, and exits, which releases the events.
+/// In the forked child: leaves the parent's session and working directory,
+/// closes every descriptor but `keep` (so that no pipe or output file of
+/// the parent stays open), waits for `wait_fd` to reach end-of-file, then
+/// [`LINGER`], and exits, which releases the events.
 ///
 /// # Safety
 /// Only to be called in a child just forked, with `keep` sorted.
 unsafe fn hold_then_exit(keep: &[RawFd], wait_fd: RawFd) -> ! {
+    // SAFETY: setsid and chdir are async-signal-safe; the path is a static
+    // C string. Failures leave the child where it was, which is harmless.
+    unsafe {
+        libc::setsid();
+        libc::chdir(c"/".as_ptr());
+    }
     let mut from: RawFd = 0;
     for &fd in keep.iter().chain(std::iter::once(&RawFd::MAX)) {
         if fd > from {
@@ -118,6 +134,12 @@ unsafe fn hold_then_exit(keep: &[RawFd], wait_fd: RawFd) -> ! {
     // The parent never writes: the read ends at end-of-file (or an error).
     // SAFETY: reads into a local byte from a descriptor this child owns.
     while unsafe { libc::read(wait_fd, (&raw mut byte).cast(), 1) } < 0
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+    {}
+    let mut left = LINGER;
+    // SAFETY: nanosleep reads `left` and writes what remains of it when a
+    // signal interrupts the sleep.
+    while unsafe { libc::nanosleep(&left, &mut left) } != 0
         && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
     {}
     // SAFETY: _exit ends the child without running the parent's handlers.

@@ -31,6 +31,78 @@ fn dynamic(module: Option<&str>) -> bool {
     module.is_some_and(|m| m == "bpf" || m.starts_with("__builtin__"))
 }
 
+/// A [`KernelSymbols`] built from the symbols of a kallsyms listing, one at
+/// a time (the listing need not be kept).
+#[derive(Default)]
+pub(crate) struct SymbolsBuilder {
+    /// Address, and where the name is in `arena`.
+    syms: Vec<(u64, u32, u32)>,
+    arena: String,
+    /// Text symbols seen, with or without an address.
+    seen: usize,
+    text: Option<u64>,
+}
+
+impl SymbolsBuilder {
+    pub(crate) fn add(&mut self, sym: &kallsyms::Symbol<'_>) {
+        if sym.name == "_text" && sym.module.is_none() && sym.addr != 0 {
+            self.text = Some(sym.addr);
+        }
+        // The optional `[module]` field is dropped.
+        if !matches!(sym.kind, "t" | "T" | "w" | "W") || dynamic(sym.module) {
+            return;
+        }
+        self.seen += 1;
+        if sym.addr == 0 {
+            return;
+        }
+        let (Ok(start), Ok(len)) = (
+            u32::try_from(self.arena.len()),
+            u32::try_from(sym.name.len()),
+        ) else {
+            // Over 4 GiB of names: no kernel has that many.
+            return;
+        };
+        self.arena.push_str(sym.name);
+        self.syms.push((sym.addr, start, len));
+    }
+
+    pub(crate) fn finish(self) -> KernelSymbols {
+        let SymbolsBuilder {
+            mut syms,
+            arena,
+            seen,
+            text,
+        } = self;
+        let name = |&(_, start, len): &(u64, u32, u32)| {
+            arena
+                .get(start as usize..start as usize + len as usize)
+                .unwrap_or_default()
+        };
+        // Mostly sorted already: the kernel lists its own symbols in
+        // address order.
+        syms.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| name(a).cmp(name(b))));
+        // Several names can share an address (aliases); keep the first in
+        // name order, so results are deterministic.
+        syms.dedup_by_key(|s| s.0);
+        let mut names = String::with_capacity(arena.len());
+        let mut ends = Vec::with_capacity(syms.len());
+        let mut addrs = Vec::with_capacity(syms.len());
+        for s in &syms {
+            names.push_str(name(s));
+            addrs.push(s.0);
+            ends.push(u32::try_from(names.len()).unwrap_or(u32::MAX));
+        }
+        KernelSymbols {
+            addrs,
+            ends,
+            names,
+            hidden: seen > 0 && syms.is_empty(),
+            text,
+        }
+    }
+}
+
 /// The parts of a [`KernelSymbols`], as stored in a cache.
 pub(crate) struct Parts {
     pub(crate) addrs: Vec<u64>,
@@ -48,49 +120,9 @@ impl KernelSymbols {
 
     /// Parses kallsyms text. Malformed lines are skipped.
     pub(crate) fn parse(text: &str) -> KernelSymbols {
-        let mut syms: Vec<(u64, &str)> = Vec::with_capacity(text.len() / 40);
-        let mut seen = 0usize;
-        let mut start = None;
-        // The optional `[module]` field is dropped.
-        for sym in kallsyms::symbols(text) {
-            if sym.name == "_text" && sym.module.is_none() && sym.addr != 0 {
-                start = Some(sym.addr);
-            }
-            if !matches!(sym.kind, "t" | "T" | "w" | "W") || dynamic(sym.module) {
-                continue;
-            }
-            seen += 1;
-            if sym.addr != 0 {
-                syms.push((sym.addr, sym.name));
-            }
-        }
-        let hidden = seen > 0 && syms.is_empty();
-        // Mostly sorted already: the kernel lists its own symbols in
-        // address order.
-        syms.sort_unstable();
-        // Several names can share an address (aliases); keep the first in
-        // name order, so results are deterministic.
-        syms.dedup_by(|b, a| a.0 == b.0);
-        let mut names = String::with_capacity(syms.iter().map(|s| s.1.len()).sum());
-        let mut ends = Vec::with_capacity(syms.len());
-        let mut addrs = Vec::with_capacity(syms.len());
-        for (addr, name) in syms {
-            names.push_str(name);
-            let Ok(end) = u32::try_from(names.len()) else {
-                // Over 4 GiB of names: no kernel has that many.
-                names.truncate(names.len() - name.len());
-                break;
-            };
-            addrs.push(addr);
-            ends.push(end);
-        }
-        KernelSymbols {
-            addrs,
-            ends,
-            names,
-            hidden,
-            text: start,
-        }
+        let mut b = SymbolsBuilder::default();
+        kallsyms::symbols(text).for_each(|sym| b.add(&sym));
+        b.finish()
     }
 
     /// The table from stored parts, checked: `None` unless the addresses
