@@ -54,7 +54,12 @@ impl ProbeBuilder {
             _ => self.open = None,
         }
         let text_symbol = matches!(sym.kind, "t" | "T");
+        // Every prefix starts with `_`, `t`, `f` or `e`: most names are
+        // ruled out by their first letter.
+        let may_be_machinery =
+            matches!(sym.name.as_bytes().first(), Some(b'_' | b't' | b'f' | b'e'));
         if text_symbol
+            && may_be_machinery
             && addr != 0
             && sym.module.is_none()
             && PROBE_PREFIXES.iter().any(|p| sym.name.starts_with(p))

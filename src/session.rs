@@ -134,6 +134,8 @@ fn attach(mut plan: Plan) -> Result<Attached> {
     if let Some(input) = plan.input.clone() {
         return attach_recorded(plan, &input);
     }
+    // Kernel symbols take longest to come: started first.
+    let kallsyms = plan.stacks.kernel.then(Preload::spawn);
     let tracefs = Tracefs::open()?;
     timing::mark("attach.tracefs");
     // Whatever the backend: one listing of `instances/`.
@@ -169,7 +171,6 @@ fn attach(mut plan: Plan) -> Result<Attached> {
         Targets::Command { root } => maps.hold_root(*root),
         _ => {}
     }
-    let kallsyms = plan.stacks.kernel.then(Preload::spawn);
     install_signal_handlers()?;
     timing::mark("attach.maps");
     let (source, notes) = Source::open(&plan, &tracefs, kallsyms.as_ref())?;

@@ -194,20 +194,46 @@ impl Preload {
 /// The symbols of a kallsyms listing, in listing order; malformed lines are
 /// skipped.
 pub(crate) fn symbols(text: &str) -> impl Iterator<Item = Symbol<'_>> {
-    text.lines().filter_map(|line| {
-        let mut parts = line.split_ascii_whitespace();
-        let addr = u64::from_str_radix(parts.next()?, 16).ok()?;
-        let kind = parts.next()?;
-        let name = parts.next()?;
-        let module = parts
-            .next()
-            .map(|m| m.trim_start_matches('[').trim_end_matches(']'));
-        Some(Symbol {
-            addr,
-            kind,
-            name,
-            module,
-        })
+    text.split('\n').filter_map(symbol)
+}
+
+/// One line, `ADDR KIND NAME` and perhaps `\t[MODULE]`, split by hand: a
+/// kernel has over 100,000 of them, and a cold run waits for their parse.
+fn symbol(line: &str) -> Option<Symbol<'_>> {
+    let blank = |b: u8| b == b' ' || b == b'\t' || b == b'\r';
+    let bytes = line.as_bytes();
+    let mut at = 0;
+    // The next field: from `at`, past blanks, to the next blank.
+    let mut field = || -> Option<&str> {
+        while bytes.get(at).copied().is_some_and(blank) {
+            at += 1;
+        }
+        let start = at;
+        while bytes.get(at).is_some_and(|&b| !blank(b)) {
+            at += 1;
+        }
+        (at > start).then(|| line.get(start..at)).flatten()
+    };
+    let addr = hex(field()?)?;
+    let kind = field()?;
+    let name = field()?;
+    let module = field().map(|m| m.trim_start_matches('[').trim_end_matches(']'));
+    Some(Symbol {
+        addr,
+        kind,
+        name,
+        module,
+    })
+}
+
+/// A hexadecimal number of at most 16 digits.
+fn hex(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 16 {
+        return None;
+    }
+    s.bytes().try_fold(0u64, |acc, b| {
+        let digit = (b as char).to_digit(16)?;
+        Some(acc << 4 | u64::from(digit))
     })
 }
 
