@@ -33,6 +33,8 @@ pub(crate) struct OpenNotes {
     /// The one-line notice of a default `dwarf` call graph lowered to
     /// `fp` (the tracefs backend copies no user stacks).
     pub(crate) call_graph: Option<String>,
+    /// Why chosen threads are traced with per-CPU events.
+    pub(crate) wide: Option<String>,
 }
 
 /// The ring size per CPU, in pages, that `plan` asks for or defaults to,
@@ -63,15 +65,20 @@ impl Source {
             kallsyms: kallsyms.cloned(),
             targets: plan.targets.clone(),
             state_filter: plan.state.map(|s| s.tracepoint_filter()),
+            event_budget: plan.event_budget,
+        };
+        let perf = |p: PerfBackend| {
+            let notes = OpenNotes {
+                wide: p.wide_note().map(str::to_string),
+                ..OpenNotes::default()
+            };
+            (Source::Perf(Box::new(p)), notes)
         };
         match plan.backend {
-            Backend::Perf => Ok((
-                Source::Perf(Box::new(PerfBackend::open(tracefs, &perf_config)?)),
-                OpenNotes::default(),
-            )),
+            Backend::Perf => Ok(perf(PerfBackend::open(tracefs, &perf_config)?)),
             Backend::Tracefs => Source::open_tracefs(plan, tracefs, kallsyms, None),
             Backend::Auto => match PerfBackend::open(tracefs, &perf_config) {
-                Ok(p) => Ok((Source::Perf(Box::new(p)), OpenNotes::default())),
+                Ok(p) => Ok(perf(p)),
                 Err(e) => {
                     let Some(denied) = e.denial() else {
                         return Err(e.into());
@@ -126,6 +133,7 @@ impl Source {
             OpenNotes {
                 fallback,
                 call_graph,
+                wide: None,
             },
         ))
     }

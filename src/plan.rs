@@ -158,6 +158,8 @@ pub(crate) struct Plan {
     pub(crate) backend: Backend,
     /// Per-CPU ring size in pages (`None`: the default for the stacks).
     pub(crate) buffer_pages: Option<usize>,
+    /// The most per-task perf events for chosen threads (`--event-budget`).
+    pub(crate) event_budget: usize,
     /// Seconds to trace (`None`: until a signal, or the command's exit).
     pub(crate) duration: Option<u64>,
     /// The command to start and trace (empty: none).
@@ -224,6 +226,7 @@ impl Plan {
             stack_storage_size: cli.stack_storage_size,
             backend: cli.backend,
             buffer_pages: cli.mmap_pages,
+            event_budget: cli.event_budget,
             duration: cli.duration,
             command: cli.command.clone(),
             module_offsets: cli.module_offsets,

@@ -184,7 +184,10 @@ fn attach(mut plan: Plan) -> Result<Attached> {
         );
     }
     maps.set_mmap_events(source.delivers_mmaps());
-    for notice in [&notes.fallback, &notes.call_graph].into_iter().flatten() {
+    for notice in [&notes.fallback, &notes.call_graph, &notes.wide]
+        .into_iter()
+        .flatten()
+    {
         diag!("{notice}");
     }
     // Tracing is active from here on.

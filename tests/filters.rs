@@ -230,3 +230,52 @@ fn new_threads_have_wakers_from_their_first_wakeup() {
         "only {woken} of {all} us of newborn naps have their timer waker\n{out}\n{err}"
     );
 }
+
+/// Past `--event-budget`, `-p` traces with per-CPU events filtered on the
+/// threads' ids: the same naps, with their wakers, as per-task events give,
+/// newborn threads included (they join the filters from the fork records
+/// that every task's creation now writes), and stderr says so.
+#[test]
+fn past_the_event_budget_per_cpu_events_trace_the_same_threads() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    let mut w = start_gated_env(
+        &workload("spawnsleep"),
+        &["40", "1"],
+        &[("OFFWAKE_PIN_CPU", "0")],
+    );
+    let pid = w.pid().to_string();
+    let tracer = start_traced(&["--backend", "perf", "--event-budget", "0", "-p", &pid, "2"]);
+    w.go();
+    let truth = ground_truth(&w.finish());
+    let (out, err) = tracer.finish();
+    assert!(
+        err.contains("more than --event-budget 0: tracing with one sched_switch event per CPU"),
+        "no notice of per-CPU events:\n{err}"
+    );
+    let naps: Vec<Block> = parse_default(&out)
+        .into_iter()
+        .filter(|b| b.target_comm == "newborn" && has(&b.target, "nap"))
+        .collect();
+    let woken: u64 = naps
+        .iter()
+        .filter(|b| has(&b.waker, "hrtimer_wakeup"))
+        .map(|b| b.total)
+        .sum();
+    let all: u64 = naps.iter().map(|b| b.total).sum();
+    assert_ratio("newborn naps traced vs workload", all, truth, 0.9, 1.1);
+    assert!(
+        woken * 100 >= all * 95,
+        "only {woken} of {all} us of newborn naps have their timer waker\n{out}\n{err}"
+    );
+    // Nothing of other processes is reported.
+    assert!(
+        parse_default(&out)
+            .iter()
+            .all(|b| b.target_comm == "newborn" || b.target_comm == "spawnsleep"),
+        "blocks of other threads:\n{out}"
+    );
+}

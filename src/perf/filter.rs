@@ -71,6 +71,33 @@ impl WakeeFilter {
     /// wider ranges (a superset; user space filters again) when the text
     /// would be too long for the kernel, then the nascent ranges.
     pub(crate) fn text(&self) -> String {
+        or_else_none(&self.clauses("pid", MAX_FILTER_LEN))
+    }
+
+    /// The same set as a `sched_switch` filter, for per-CPU events: a
+    /// switch that puts one of the threads off the CPU or on it; with
+    /// `state` (a `prev_state` filter), only the switch-outs it keeps
+    /// (switch-ins then come from context-switch records).
+    pub(crate) fn switch_text(&self, state: Option<&str>) -> String {
+        match state {
+            Some(state) => {
+                let room = MAX_FILTER_LEN.saturating_sub(state.len() + 10);
+                format!(
+                    "({}) && ({state})",
+                    or_else_none(&self.clauses("prev_pid", room))
+                )
+            }
+            None => {
+                let room = MAX_FILTER_LEN / 2 - 4;
+                let mut both = self.clauses("prev_pid", room);
+                both.extend(self.clauses("next_pid", room));
+                or_else_none(&both)
+            }
+        }
+    }
+
+    /// The set as clauses on `field`, fitting in `room` bytes once joined.
+    fn clauses(&self, field: &str, room: usize) -> Vec<String> {
         let mut ranges: Vec<(u32, u32)> = Vec::new();
         for &t in &self.tids {
             match ranges.last_mut() {
@@ -78,16 +105,15 @@ impl WakeeFilter {
                 _ => ranges.push((t, t)),
             }
         }
-        // A clause is at most `(pid >= 4294967295 && pid <= 4294967295)`
-        // and its ` || `: 46 bytes; keep at most that many ranges.
-        let room = (MAX_FILTER_LEN / 46)
-            .saturating_sub(self.nascent.len())
-            .max(1);
-        if ranges.len() > room {
-            ranges = widen(&ranges, room);
+        // A clause is at most `(F >= 4294967295 && F <= 4294967295)` and
+        // its ` || `: 30 bytes and the field twice.
+        let clause = 30 + 2 * field.len();
+        let count = (room / clause).saturating_sub(self.nascent.len()).max(1);
+        if ranges.len() > count {
+            ranges = widen(&ranges, count);
         }
         ranges.extend_from_slice(&self.nascent);
-        render(&ranges)
+        render(&ranges, field)
     }
 }
 
@@ -115,20 +141,24 @@ fn widen(ranges: &[(u32, u32)], count: usize) -> Vec<(u32, u32)> {
     out
 }
 
-fn render(ranges: &[(u32, u32)]) -> String {
-    let clauses: Vec<String> = ranges
+fn render(ranges: &[(u32, u32)], field: &str) -> Vec<String> {
+    ranges
         .iter()
         .map(|&(lo, hi)| {
             if lo == hi {
-                format!("pid == {lo}")
+                format!("{field} == {lo}")
             } else {
-                format!("(pid >= {lo} && pid <= {hi})")
+                format!("({field} >= {lo} && {field} <= {hi})")
             }
         })
-        .collect();
+        .collect()
+}
+
+/// `clauses` joined, or a filter that keeps nothing when there is none
+/// (every target exited).
+fn or_else_none(clauses: &[String]) -> String {
     if clauses.is_empty() {
-        // Nothing to keep (every target exited).
-        return "pid < 0".to_string();
+        return "common_pid < 0".to_string();
     }
     clauses.join(" || ")
 }
@@ -141,7 +171,7 @@ mod tests {
     fn exact_pids_and_ranges() {
         let f = WakeeFilter::new([7, 3, 4, 5, 10]);
         assert_eq!(f.text(), "(pid >= 3 && pid <= 5) || pid == 7 || pid == 10");
-        assert_eq!(WakeeFilter::new([]).text(), "pid < 0");
+        assert_eq!(WakeeFilter::new([]).text(), "common_pid < 0");
     }
 
     #[test]
@@ -195,5 +225,26 @@ mod tests {
         for t in tids {
             assert!(ranges.iter().any(|&(lo, hi)| lo <= t && t <= hi), "{t}");
         }
+    }
+
+    #[test]
+    fn switch_filters_keep_the_threads_going_off_and_on_a_cpu() {
+        let f = WakeeFilter::new([3, 4, 9]);
+        assert_eq!(
+            f.switch_text(None),
+            "(prev_pid >= 3 && prev_pid <= 4) || prev_pid == 9 || \
+             (next_pid >= 3 && next_pid <= 4) || next_pid == 9"
+        );
+        assert_eq!(
+            f.switch_text(Some("prev_state & 2")),
+            "((prev_pid >= 3 && prev_pid <= 4) || prev_pid == 9) && (prev_state & 2)"
+        );
+        let tids: Vec<u32> = (0..3000).map(|i| 100_000 + i * 7).collect();
+        let f = WakeeFilter::new(tids);
+        for state in [None, Some("prev_state & 1")] {
+            let text = f.switch_text(state);
+            assert!(text.len() <= MAX_FILTER_LEN, "{}", text.len());
+        }
+        assert_eq!(WakeeFilter::new([]).switch_text(None), "common_pid < 0");
     }
 }

@@ -21,6 +21,7 @@ fn live_sleep_is_seen() {
         targets: Targets::All,
         state_filter: None,
         kallsyms: None,
+        event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
     };
     let mut backend = PerfBackend::open(&tracefs, &config).expect("open perf backend");
 

@@ -60,6 +60,10 @@ pub(crate) struct PerfConfig {
     /// kallsyms, being read: kernel stacks are trimmed with its probe
     /// ranges (read here when `None` and kernel callchains are taken).
     pub(crate) kallsyms: Option<Preload>,
+    /// The most per-task events to open (threads × CPUs): past it, chosen
+    /// threads are traced with per-CPU events filtered on their ids
+    /// ([`threads::Wide`]).
+    pub(crate) event_budget: usize,
 }
 
 /// Why the perf backend could not be opened. A refused
@@ -297,6 +301,8 @@ pub(crate) struct PerfBackend {
     kallsyms: Option<Preload>,
     /// Events to close where their closing is not waited for.
     graveyard: release::Graveyard,
+    /// Why chosen threads are traced with per-CPU events, when they are.
+    wide_note: Option<String>,
 }
 
 impl PerfBackend {
@@ -324,19 +330,28 @@ impl PerfBackend {
         };
         let online = online_cpus()?;
         crate::timing::mark("attach.formats");
-        // Kept until the first poll, after the real events.
+        let wide = threads
+            .as_ref()
+            .map(|tids| tids.len().saturating_mul(online.len()))
+            .filter(|&events| events > config.event_budget);
+        // Kept until the real events are open.
         let mut probes = sys::Probes::default();
-        let (switch_ins, exit_id) = switch_ins_for(
-            tracefs,
-            config,
-            threads.is_some(),
-            &sys::TracepointAttr {
-                id: switch.id as u64,
-                ..base
-            },
-            &online,
-            &mut probes,
-        )?;
+        let (switch_ins, exit_id) = match wide {
+            // As when tracing the whole system.
+            Some(_) if config.state_filter.is_some() => (SwitchIns::Records, None),
+            Some(_) => (SwitchIns::Tracepoint, None),
+            None => switch_ins_for(
+                tracefs,
+                config,
+                threads.is_some(),
+                &sys::TracepointAttr {
+                    id: switch.id as u64,
+                    ..base
+                },
+                &online,
+                &mut probes,
+            )?,
+        };
         crate::timing::mark("attach.probes");
         let st = sample_type(config, switch_ins);
         base.sample_type = st;
@@ -374,6 +389,19 @@ impl PerfBackend {
                         what: "sched:sched_process_exit",
                         attr: sys::TracepointAttr { id, ..base },
                     });
+                let wide = wide.map(|_| threads::Wide {
+                    switch_event: TaskEvent {
+                        attr: sys::TracepointAttr {
+                            side_band: false,
+                            context_switch: false,
+                            inherit: false,
+                            inherit_thread: false,
+                            ..switch_event.attr
+                        },
+                        ..switch_event
+                    },
+                    processes: config.targets.processes(),
+                });
                 let mut threads = Threads::new(
                     &tids,
                     [switch_event, waking_event],
@@ -381,14 +409,30 @@ impl PerfBackend {
                     follow,
                     config.state_filter.clone(),
                     switch_ins == SwitchIns::Running,
+                    wide,
                 );
-                let cpus = threads.open_rings(&online, st, watermark, config.mmap_pages)?;
+                let cpus = threads.open_rings(
+                    &online,
+                    st,
+                    watermark,
+                    config.mmap_pages,
+                    switch_ins == SwitchIns::Records,
+                )?;
                 (cpus, Some((threads, tids)))
             }
         };
         crate::timing::mark("attach.open");
         let (threads, tids) = threads.unzip();
         let mut backend = PerfBackend {
+            wide_note: wide.map(|events| {
+                format!(
+                    "offwake-perf: the threads to trace and the CPUs need {events} per-task \
+                     events, more than --event-budget {}: tracing with one sched_switch event \
+                     per CPU instead, which the kernel filters on the threads' ids at every \
+                     context switch of the machine (and offwake-perf again)",
+                    config.event_budget
+                )
+            }),
             graveyard: release::Graveyard::default(),
             cpus,
             switch_ins,
@@ -567,6 +611,11 @@ impl PerfBackend {
 
     pub(crate) fn stats(&self) -> SourceStats {
         self.stats
+    }
+
+    /// Said on stderr when chosen threads are traced with per-CPU events.
+    pub(crate) fn wide_note(&self) -> Option<&str> {
+        self.wide_note.as_deref()
     }
 
     /// Closes every event without waiting for the kernel to release them
@@ -749,6 +798,7 @@ mod tests {
             targets: Targets::All,
             state_filter: None,
             kallsyms: None,
+            event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
         };
         assert_eq!(
             sample_type(&c, SwitchIns::Tracepoint) & sys::SAMPLE_CALLCHAIN,
@@ -797,6 +847,7 @@ mod tests {
                 targets: Targets::All,
                 state_filter: None,
                 kallsyms: None,
+                event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
             };
             let err = PerfBackend::open(&t, &c)
                 .err()

@@ -109,19 +109,22 @@ pub(crate) fn close_detached(fds: Vec<OwnedFd>) {
     }
 }
 
-/// In the forked child: leaves the parent's session and working directory,
-/// closes every descriptor but `keep` (so that no pipe or output file of
-/// the parent stays open), waits for `wait_fd` to reach end-of-file, then
-/// [`LINGER`], and exits, which releases the events.
+/// In the forked child, named `offwake-release`: leaves the parent's
+/// session and working directory, closes every descriptor but `keep` (so
+/// that no pipe or output file of the parent stays open), waits for
+/// `wait_fd` to reach end-of-file, then [`LINGER`], and exits, which
+/// releases the events.
 ///
 /// # Safety
 /// Only to be called in a child just forked, with `keep` sorted.
 unsafe fn hold_then_exit(keep: &[RawFd], wait_fd: RawFd) -> ! {
-    // SAFETY: setsid and chdir are async-signal-safe; the path is a static
-    // C string. Failures leave the child where it was, which is harmless.
+    // SAFETY: setsid, chdir and prctl are plain syscalls; the strings are
+    // static C strings. Failures leave the child as it was, harmlessly.
     unsafe {
         libc::setsid();
         libc::chdir(c"/".as_ptr());
+        // Not another tracer to `ps` (and bench/run): it records nothing.
+        libc::prctl(libc::PR_SET_NAME, c"offwake-release".as_ptr());
     }
     let mut from: RawFd = 0;
     for &fd in keep.iter().chain(std::iter::once(&RawFd::MAX)) {

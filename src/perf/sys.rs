@@ -126,17 +126,22 @@ impl TracepointAttr {
             a.read_format = READ_FORMAT;
         }
         if self.side_band {
-            a.set_comm(1);
-            a.set_comm_exec(1);
-            a.set_task(1);
-            a.set_mmap(1);
-            a.set_mmap2(1);
-            a.set_mmap_data(0); // executable mappings only
+            ask_side_band(&mut a);
         }
         a.set_context_switch(self.context_switch as u64);
         ask_user_stack(&mut a, self.stack_user);
         a
     }
+}
+
+/// FORK/EXIT/COMM(+exec)/MMAP2 records, of executable mappings only.
+fn ask_side_band(a: &mut perf_event_attr) {
+    a.set_comm(1);
+    a.set_comm_exec(1);
+    a.set_task(1);
+    a.set_mmap(1);
+    a.set_mmap2(1);
+    a.set_mmap_data(0);
 }
 
 fn paranoid_level() -> String {
@@ -254,13 +259,17 @@ pub(crate) fn counts_inherited_exits(exit_id: u64, keep: &mut Probes) -> bool {
     seen
 }
 
-/// Opens a software dummy event on `cpu`: it never samples, and only owns
-/// the CPU's ring buffer that per-task events write into.
+/// Opens a software dummy event on `cpu`: it never samples, and owns the
+/// CPU's ring buffer that the other events write into; with `side_band`,
+/// it also writes the CPU's fork, exit, comm and mmap records (and its
+/// context switches with `context_switch`), for every task.
 pub(crate) fn open_ring_owner(
     sample_type: u64,
     stack_user: u32,
     wakeup_watermark: u32,
     cpu: u32,
+    side_band: bool,
+    context_switch: bool,
 ) -> Result<OwnedFd, OpenError> {
     let mut a = perf_event_attr {
         type_: b::PERF_TYPE_SOFTWARE,
@@ -275,6 +284,10 @@ pub(crate) fn open_ring_owner(
     a.clockid = libc::CLOCK_MONOTONIC;
     a.set_watermark(1);
     a.__bindgen_anon_2.wakeup_watermark = wakeup_watermark.max(1);
+    if side_band {
+        ask_side_band(&mut a);
+    }
+    a.set_context_switch(context_switch as u64);
     ask_user_stack(&mut a, stack_user);
     open_attr(&mut a, -1, Some(cpu)).map_err(|err| OpenError {
         errno: err.raw_os_error().unwrap_or(0),

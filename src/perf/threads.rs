@@ -57,6 +57,22 @@ pub(super) struct Threads {
     last_occurrence: Vec<Option<Occurrence>>,
     /// The events of exited threads and replaced filters, disabled.
     pub(super) graveyard: Graveyard,
+    /// Past the event budget: no per-task event, but a per-CPU
+    /// `sched_switch` filtered on the threads' ids, and the fork and exit
+    /// records of every task (see [`Wide`]).
+    wide: Option<Wide>,
+}
+
+/// Per-CPU `sched_switch` events in place of per-task ones: a constant
+/// number of events however many threads there are, for the price of a
+/// kernel filter run on every context switch of the machine. The filter
+/// is kept current as the wakee filter is, from the fork and exit records
+/// that the rings' owners write for every task.
+pub(super) struct Wide {
+    /// How to open a CPU's `sched_switch` event.
+    pub(super) switch_event: TaskEvent,
+    /// The processes of `-p`, whose new threads join the filter.
+    pub(super) processes: Vec<u32>,
 }
 
 /// One attached thread's events on one CPU.
@@ -116,9 +132,10 @@ fn occurrence(ev: &Event) -> Option<Occurrence> {
     })
 }
 
-/// Opens and enables a `sched_waking` event on `cpu` that keeps the wakees
-/// `filter` names and writes into `owner`'s ring.
-pub(super) fn open_waking(
+/// Opens and enables a per-CPU `event` on `cpu` (`sched_waking`, or
+/// `sched_switch` in [`Wide`] mode) that keeps what `filter` names and
+/// writes into `owner`'s ring.
+pub(super) fn open_filtered(
     event: &TaskEvent,
     cpu: u32,
     owner: &OwnedFd,
@@ -212,8 +229,10 @@ impl Threads {
         follow: Follow,
         state_filter: Option<String>,
         running: bool,
+        wide: Option<Wide>,
     ) -> Threads {
         Threads {
+            wide,
             tasks: HashMap::new(),
             switch_event,
             exit_event,
@@ -231,14 +250,17 @@ impl Threads {
 
     /// The rings of the `online` CPUs, each owned by a dummy event, with a
     /// `sched_waking` event filtered on the wakees writing into it (the
-    /// threads' own events are attached later). Starts the forecast of new
-    /// pids when tasks the targets create are followed.
+    /// threads' own events are attached later; in [`Wide`] mode, a filtered
+    /// `sched_switch` event joins them, and the owner writes every task's
+    /// side-band records, and its switches with `context_switch`). Starts
+    /// the forecast of new pids when tasks the targets create are followed.
     pub(super) fn open_rings(
         &mut self,
         online: &[u32],
         sample_type: u64,
         watermark: u32,
         pages: usize,
+        context_switch: bool,
     ) -> Result<Vec<CpuRing>, OpenFailure> {
         if self.follow != Follow::Nothing
             && let Some(f) = Forecast::from_proc()
@@ -249,18 +271,31 @@ impl Threads {
         }
         self.last_occurrence = vec![None; online.len()];
         let text = self.wakees.changed().unwrap_or_default();
+        let switch_text = self.wakees.switch_text(self.state_filter.as_deref());
         let stack_user = self.waking_event.attr.stack_user;
+        let wide = self.wide.is_some();
         let mut cpus = Vec::new();
         for &cpu in online {
-            let owner = sys::open_ring_owner(sample_type, stack_user, watermark, cpu)?;
+            let owner = sys::open_ring_owner(
+                sample_type,
+                stack_user,
+                watermark,
+                cpu,
+                wide,
+                wide && context_switch,
+            )?;
             let ring = Ring::map(owner.as_fd(), pages)
                 .with_context(|| format!("mapping the ring buffer of CPU {cpu}"))?;
-            let waking = open_waking(&self.waking_event, cpu, &owner, &text)?;
+            let waking = open_filtered(&self.waking_event, cpu, &owner, &text)?;
+            let mut fds = vec![owner, waking];
+            if let Some(w) = &self.wide {
+                fds.push(open_filtered(&w.switch_event, cpu, &fds[0], &switch_text)?);
+            }
             cpus.push(CpuRing {
                 cpu,
                 last_time: 0,
                 ring,
-                fds: vec![owner, waking],
+                fds,
             });
         }
         Ok(cpus)
@@ -302,9 +337,14 @@ impl Threads {
                 });
             }
         }
+        let follow = match (&self.wide, &ev.kind) {
+            // Every task's forks are read: only those of the processes join.
+            (Some(w), EventKind::Fork(f)) if !w.processes.contains(&f.tgid) => Follow::Nothing,
+            _ => self.follow,
+        };
         track_targets(
             &ev.kind,
-            self.follow,
+            follow,
             &mut self.tasks,
             &mut self.wakees,
             &mut self.graveyard,
@@ -358,11 +398,20 @@ impl Threads {
         let Some(text) = self.wakees.changed() else {
             return Ok(());
         };
+        let switch_text = self.wakees.switch_text(self.state_filter.as_deref());
         for c in cpus {
-            let new = open_waking(&self.waking_event, c.cpu, &c.fds[0], &text)?;
-            let old = std::mem::replace(&mut c.fds[1], new);
-            let _ = sys::disable(old.as_fd());
-            self.graveyard.bury([old]);
+            let new = open_filtered(&self.waking_event, c.cpu, &c.fds[0], &text)?;
+            let mut old = vec![std::mem::replace(&mut c.fds[1], new)];
+            if let Some(w) = &self.wide
+                && c.fds.len() > 2
+            {
+                let new = open_filtered(&w.switch_event, c.cpu, &c.fds[0], &switch_text)?;
+                old.push(std::mem::replace(&mut c.fds[2], new));
+            }
+            for fd in &old {
+                let _ = sys::disable(fd.as_fd());
+            }
+            self.graveyard.bury(old);
         }
         Ok(())
     }
@@ -379,6 +428,16 @@ impl Threads {
         tids: &[u32],
         processes: &[u32],
     ) -> Result<(), OpenFailure> {
+        if self.wide.is_some() {
+            // The threads are in the filters already; those the processes
+            // create from now on join them from their fork records.
+            for &pid in processes {
+                for tid in crate::aggregate::tasks::threads_of(pid) {
+                    self.wakees.add(tid);
+                }
+            }
+            return Ok(());
+        }
         let per_cpu = if self.exit_event.is_some() { 3 } else { 1 };
         let wanted = tids.len() * cpus.len() * per_cpu;
         raise_fd_limit(wanted)?;
