@@ -160,10 +160,10 @@ pub struct Cli {
     #[arg(long, value_name = "N", value_parser = power_of_two)]
     pub(crate) mmap_pages: Option<usize>,
 
-    /// The most per-task perf events to open for -p, -t or -- COMMAND, one
-    /// per thread and CPU (more with threads they create). Past it the
-    /// threads are traced with one sched_switch event per CPU, filtered on
-    /// their ids by the kernel at every context switch of the machine.
+    /// How many threads x CPUs -p, -t and -- COMMAND may trace with
+    /// per-task events (one to three per thread and CPU). Past it, one
+    /// sched_switch event per CPU, filtered on the threads' ids by the
+    /// kernel at every context switch of the machine.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_EVENT_BUDGET,
           conflicts_with = "input")]
     pub(crate) event_budget: usize,
@@ -193,11 +193,13 @@ pub struct Cli {
     pub(crate) command: Vec<OsString>,
 }
 
-/// The default `--event-budget`: per-task events for up to 4096 threads ×
-/// CPUs (2048 threads on 2 CPUs, 64 on 64). Attaching costs about 25 µs
-/// per event on an idle machine and up to milliseconds on a busy one
-/// (bench/scale measures it).
-pub(crate) const DEFAULT_EVENT_BUDGET: usize = 4096;
+/// The default `--event-budget`: per-task events for up to 512 threads ×
+/// CPUs (256 threads on 2 CPUs, 8 on 64). Attaching them costs about
+/// 0.1 ms per thread and CPU on an idle machine, and seconds when the
+/// threads keep the CPUs busy, while per-CPU events attach in milliseconds
+/// whatever the count but cost other threads' switches a filter each
+/// (bench/scale measures both).
+pub(crate) const DEFAULT_EVENT_BUDGET: usize = 512;
 
 /// The default ring size per CPU, in pages: 32 MiB shared by `cpus`
 /// CPUs, clamped to 512 KiB ..= 4 MiB per CPU, rounded down to a power of

@@ -426,10 +426,12 @@ impl PerfBackend {
         let mut backend = PerfBackend {
             wide_note: wide.map(|events| {
                 format!(
-                    "offwake-perf: the threads to trace and the CPUs need {events} per-task \
-                     events, more than --event-budget {}: tracing with one sched_switch event \
-                     per CPU instead, which the kernel filters on the threads' ids at every \
-                     context switch of the machine (and offwake-perf again)",
+                    "offwake-perf: {} threads on {} CPUs are {events} threads x CPUs, more \
+                     than --event-budget {}: tracing with one sched_switch event per CPU \
+                     instead of per-task events, which the kernel filters on the threads' ids \
+                     at every context switch of the machine (and offwake-perf again)",
+                    tids.as_ref().map_or(0, Vec::len),
+                    online.len(),
                     config.event_budget
                 )
             }),
