@@ -231,6 +231,8 @@ fn attach_recorded(plan: Plan, input: &Path) -> Result<Attached> {
 
 /// Tracing has stopped: what [`trace`] gathered.
 struct Traced {
+    /// Stopped; closed once the report is out (see [`Source::close`]).
+    source: Source,
     plan: Plan,
     child: Option<Child>,
     /// The command's status, when it ended or was taken as tracing ended.
@@ -371,9 +373,9 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
     let (source_stats, source_notes) = (source.stats(), source.notes());
     let kernel_text = source.recorded_kernel_text();
     let switch_ins_from_records = source.switch_ins_from_records();
-    source.close();
     timing::mark("drain");
     Ok(Traced {
+        source,
         plan,
         child,
         child_status,
@@ -395,6 +397,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
 /// run's warnings and notes on stderr.
 fn report(traced: Traced) -> Result<Outcome> {
     let Traced {
+        source,
         plan,
         mut child,
         child_status,
@@ -475,6 +478,9 @@ fn report(traced: Traced) -> Result<Outcome> {
         );
     }
     timing::print();
+    // Last: the holder of the events is forked when this process has no
+    // more work to do (no page of it is then copied on write).
+    source.close();
     Ok(Outcome { command })
 }
 

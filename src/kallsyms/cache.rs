@@ -30,12 +30,15 @@ use crate::probes::ProbeRanges;
 use crate::symbolize::kernel::{KernelSymbols, Parts};
 
 const FILE: &str = "kallsyms";
-/// The format's name and version.
+/// The format's name and version: bumped whenever the file's layout or
+/// what the tables hold changes.
 const MAGIC: &[u8; 16] = b"offwake-ksyms-v1";
-/// Larger than any kernel's table.
-const MAX_FILE: u64 = 256 << 20;
-/// How much of the live kallsyms is compared with the cache.
-const HEAD: usize = 4096;
+/// Larger than any kernel's table (about 5 MB for 120,000 symbols).
+const MAX_FILE: u64 = 64 << 20;
+/// How much of the live kallsyms may be read to compare with the cache.
+const HEAD: usize = 64 << 10;
+/// How many of its first text symbols are compared.
+const HEAD_SYMBOLS: usize = 32;
 
 /// What the cached tables must have been made for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,8 +52,13 @@ impl Key {
             .ok()
             .and_then(|n| build_id(&n))
             .unwrap_or_default();
-        // Absent without module support.
-        let modules = std::fs::read_to_string("/proc/modules").unwrap_or_default();
+        // Absent without module support; any other failure leaves the
+        // module list unknown, and no key.
+        let modules = match std::fs::read_to_string("/proc/modules") {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(_) => return None,
+        };
         Some(Key::new(boot.trim(), &build_id, &modules))
     }
 
@@ -93,14 +101,17 @@ impl CacheDir {
     /// created (mode 0700) when missing; `None` when neither variable is
     /// set to an absolute path or the directory is not safe to use.
     pub(crate) fn open() -> Option<CacheDir> {
+        // Relative paths are ignored, as the XDG specification asks.
         let var = |name| {
             std::env::var_os(name)
-                .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
         };
-        let base = match (var("XDG_CACHE_HOME"), var("HOME")) {
-            (Some(x), _) => x,
-            (None, Some(h)) => h.join(".cache"),
+        // Only `offwake-perf`, and `.cache` under $HOME, are created: a
+        // mistyped variable makes no directories elsewhere.
+        let (base, creatable) = match (var("XDG_CACHE_HOME"), var("HOME")) {
+            (Some(x), _) => (x, 1),
+            (None, Some(h)) => (h.join(".cache"), 2),
             (None, None) => return None,
         };
         let root = openat(
@@ -110,15 +121,22 @@ impl CacheDir {
             Mode::empty(),
         )
         .ok()?;
-        CacheDir::open_under(root, &base.join("offwake-perf")).ok()
+        CacheDir::open_under(root, &base.join("offwake-perf"), creatable).ok()
     }
 
     /// `path` (absolute, or relative to `root`) under the trusted directory
     /// `root`: every directory on the way must belong to root or to this
-    /// user and be writable by no one else. Missing ones are created.
-    fn open_under(root: OwnedFd, path: &Path) -> Result<CacheDir> {
+    /// user, be writable by no one else and not be on a FUSE filesystem
+    /// (whose server, a process, says what it likes and may never answer).
+    /// The last `creatable` components are created (mode 0700) if missing.
+    fn open_under(root: OwnedFd, path: &Path, creatable: usize) -> Result<CacheDir> {
         let mut dir = root;
         trusted(&dir).context("the starting directory")?;
+        let count = path
+            .components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .count();
+        let mut seen = 0;
         for component in path.components() {
             let name: &OsStr = match component {
                 Component::RootDir | Component::CurDir => continue,
@@ -127,9 +145,10 @@ impl CacheDir {
                     bail!("{} has a `..`", path.display())
                 }
             };
+            seen += 1;
             let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
             let next = match openat(&dir, name, flags, Mode::empty()) {
-                Err(Errno::ENOENT) => {
+                Err(Errno::ENOENT) if seen + creatable > count => {
                     match mkdirat(&dir, name, Mode::from_bits_truncate(0o700)) {
                         Ok(()) | Err(Errno::EEXIST) => {}
                         Err(e) => return Err(e).context("creating the cache directory"),
@@ -172,6 +191,12 @@ impl CacheDir {
     pub(crate) fn store(&self, key: &Key, tables: &Tables) -> Result<()> {
         let bytes = encode(key, tables);
         let tmp = format!(".{FILE}.{}.tmp", std::process::id());
+        // One left by a run killed while writing, whose pid this is now.
+        let _ = nix::unistd::unlinkat(
+            &self.0,
+            tmp.as_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
         let file = openat(
             &self.0,
             tmp.as_str(),
@@ -202,6 +227,11 @@ fn trusted(dir: &impl AsFd) -> Result<()> {
     let me = nix::unistd::geteuid().as_raw();
     if st.st_uid != 0 && st.st_uid != me {
         bail!("owned by another user (uid {})", st.st_uid);
+    }
+    if nix::sys::statfs::fstatfs(dir.as_fd())?.filesystem_type()
+        == nix::sys::statfs::FUSE_SUPER_MAGIC
+    {
+        bail!("on a FUSE filesystem");
     }
     let sticky = st.st_mode & libc::S_ISVTX != 0;
     if st.st_mode & 0o022 != 0 && !(sticky && st.st_uid == 0) {
@@ -295,31 +325,51 @@ fn decode(bytes: &[u8], key: &Key) -> Option<Tables> {
     })
 }
 
-/// Whether the first lines of the live kallsyms agree with `tables`: each
-/// text symbol there is at an address the tables have. Cheap: the kernel
-/// formats only what is read.
+/// Whether the first lines of the live kallsyms agree with `tables`: the
+/// first text symbols there (at least one, at most [`HEAD_SYMBOLS`], in
+/// at most [`HEAD`] bytes: kernels built with all symbols list hundreds of
+/// per-CPU ones first) are at addresses the tables have, and `_text` is
+/// where they say. Cheap: the kernel formats only what is read.
 pub(crate) fn head_agrees(tables: &Tables) -> bool {
-    let mut head = vec![0u8; HEAD];
-    let read = std::fs::File::open("/proc/kallsyms").and_then(|mut f| f.read(&mut head));
-    let Ok(n) = read else { return false };
-    head.truncate(n);
-    // The last line may be cut short.
-    let whole = match head.iter().rposition(|&b| b == b'\n') {
-        Some(i) => &head[..=i],
-        None => return false,
-    };
-    let Ok(text) = std::str::from_utf8(whole) else {
-        return false;
-    };
+    std::fs::File::open("/proc/kallsyms").is_ok_and(|f| agrees(tables, f))
+}
+
+/// [`head_agrees`] with the listing read from `file`.
+fn agrees(tables: &Tables, mut file: impl Read) -> bool {
+    let mut head = Vec::with_capacity(HEAD);
+    let mut buf = [0u8; 4096];
     let mut checked = 0;
-    for sym in super::symbols(text) {
-        if !matches!(sym.kind, "t" | "T" | "w" | "W") {
+    let mut from = 0;
+    while head.len() < HEAD && checked < HEAD_SYMBOLS {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(_) => return false,
+        };
+        head.extend_from_slice(&buf[..n]);
+        // The whole lines not looked at yet.
+        let Some(end) = head.iter().rposition(|&b| b == b'\n') else {
             continue;
-        }
-        if sym.addr == 0 || !tables.symbols.has_address(sym.addr) {
+        };
+        let Ok(text) = std::str::from_utf8(&head[from..=end]) else {
             return false;
+        };
+        for sym in super::symbols(text) {
+            if sym.name == "_text"
+                && sym.module.is_none()
+                && tables.symbols.text() != Some(sym.addr)
+            {
+                return false;
+            }
+            if !matches!(sym.kind, "t" | "T" | "w" | "W") {
+                continue;
+            }
+            if sym.addr == 0 || !tables.symbols.has_address(sym.addr) {
+                return false;
+            }
+            checked += 1;
         }
-        checked += 1;
+        from = end + 1;
     }
     checked > 0
 }
@@ -432,7 +482,7 @@ ffffffffc0001000 t mod_function\t[mymod]
     fn stored_file_is_private_and_read_back() {
         use std::os::unix::fs::MetadataExt;
         let (dir, root) = scratch("store");
-        let cache = CacheDir::open_under(root, Path::new("a/offwake-perf")).unwrap();
+        let cache = CacheDir::open_under(root, Path::new("a/offwake-perf"), 2).unwrap();
         let tables = Tables::from_kallsyms(KALLSYMS);
         assert!(cache.load(&key()).is_none());
         cache.store(&key(), &tables).unwrap();
@@ -455,10 +505,28 @@ ffffffffc0001000 t mod_function\t[mymod]
     }
 
     #[test]
+    fn only_the_last_directories_are_created() {
+        let (dir, root) = scratch("create");
+        assert!(CacheDir::open_under(root, Path::new("x/y/offwake-perf"), 2).is_err());
+        assert!(!dir.join("x").exists());
+        std::fs::create_dir(dir.join("x")).unwrap();
+        let root = openat(
+            nix::fcntl::AT_FDCWD,
+            &dir,
+            OFlag::O_PATH | OFlag::O_DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
+        assert!(CacheDir::open_under(root, Path::new("x/y/offwake-perf"), 2).is_ok());
+        assert!(dir.join("x/y/offwake-perf").is_dir());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_file_or_directory_others_could_write_is_not_used() {
         use std::os::unix::fs::PermissionsExt;
         let (dir, root) = scratch("perm");
-        let cache = CacheDir::open_under(root, Path::new("c")).unwrap();
+        let cache = CacheDir::open_under(root, Path::new("c"), 1).unwrap();
         cache
             .store(&key(), &Tables::from_kallsyms(KALLSYMS))
             .unwrap();
@@ -480,7 +548,7 @@ ffffffffc0001000 t mod_function\t[mymod]
             Mode::empty(),
         )
         .unwrap();
-        assert!(CacheDir::open_under(root, Path::new("c")).is_err());
+        assert!(CacheDir::open_under(root, Path::new("c"), 1).is_err());
         // As is a link on the way.
         std::os::unix::fs::symlink(dir.join("c"), dir.join("d")).unwrap();
         std::fs::set_permissions(dir.join("c"), std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -491,7 +559,7 @@ ffffffffc0001000 t mod_function\t[mymod]
             Mode::empty(),
         )
         .unwrap();
-        assert!(CacheDir::open_under(root, Path::new("d")).is_err());
+        assert!(CacheDir::open_under(root, Path::new("d"), 1).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -503,6 +571,26 @@ ffffffffc0001000 t mod_function\t[mymod]
         }
         assert!(head_agrees(&live));
         assert!(!head_agrees(&Tables::from_kallsyms(KALLSYMS)));
+    }
+
+    #[test]
+    fn the_head_is_compared_past_a_long_run_of_per_cpu_symbols() {
+        let tables = Tables::from_kallsyms(KALLSYMS);
+        let per_cpu: String = (0..500)
+            .map(|i| format!("{:016x} A percpu_{i}\n", i * 8))
+            .collect();
+        let live = format!("{per_cpu}{KALLSYMS}");
+        assert!(agrees(&tables, live.as_bytes()));
+        // A text symbol moved (another boot's KASLR), or `_text` elsewhere.
+        let moved = live.replace(
+            "ffffffff81000200 T __schedule",
+            "ffffffff81000210 T __schedule",
+        );
+        assert!(!agrees(&tables, moved.as_bytes()));
+        let text = live.replace("ffffffff81000000 T _text", "ffffffff80000000 T _text");
+        assert!(!agrees(&tables, text.as_bytes()));
+        // Nothing but per-CPU symbols in the bytes read: not agreed.
+        assert!(!agrees(&tables, per_cpu.as_bytes()));
     }
 
     #[test]

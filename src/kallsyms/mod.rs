@@ -150,8 +150,11 @@ impl Preload {
             }
             let tables = Tables::read_live()?;
             crate::timing::mark("kallsyms.read");
+            // A module loaded or removed while kallsyms was read would
+            // leave tables that match neither list: not stored.
             if let (Some(key), Some(dir)) = (&key, &dir)
                 && !tables.symbols.addresses_hidden()
+                && cache::Key::current().as_ref() == Some(key)
             {
                 // A cache that cannot be written costs the next run time,
                 // nothing else.

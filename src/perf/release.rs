@@ -9,10 +9,10 @@
 //!   [`Graveyard`] and closed in batches by a thread of their own, which
 //!   also closes the capability probes once the real events are open (a
 //!   probe lives on in the threads started after it, which inherit it);
-//! - at the end, [`close_detached`] forks a short-lived process that holds
-//!   a copy of every descriptor while this one drops its own (cheaply: the
-//!   copies keep the events alive), then releases them in the background
-//!   after the report is out. It waits [`LINGER`] first: a run started
+//! - at the end, once the report is out, [`close_detached`] forks a
+//!   short-lived process that keeps a copy of every descriptor while this
+//!   one drops its own (cheaply: the copies keep the events alive) and
+//!   exits. The child releases them [`LINGER`] later: a run started
 //!   meanwhile opens events on tracepoints still in use, so neither its
 //!   opens nor this release wait for a grace period (the kernel keeps its
 //!   own scheduler hooks for perf a second in the same way).
@@ -118,6 +118,14 @@ pub(crate) fn close_detached(fds: Vec<OwnedFd>) {
 /// # Safety
 /// Only to be called in a child just forked, with `keep` sorted.
 unsafe fn hold_then_exit(keep: &[RawFd], wait_fd: RawFd) -> ! {
+    // SAFETY: sigfillset and sigprocmask only touch the local set; with
+    // every signal blocked, the parent's handlers never run here (a
+    // SIGKILL still ends the child, which releases the events at once).
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+    }
     // SAFETY: setsid, chdir and prctl are plain syscalls; the strings are
     // static C strings. Failures leave the child as it was, harmlessly.
     unsafe {
@@ -163,8 +171,11 @@ fn close_from_to(first: RawFd, last: RawFd) {
         rlim_max: 0,
     };
     // SAFETY: getrlimit writes into the local struct.
+    // At most 65536 calls, whatever the limit was raised to.
     let end = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
-        RawFd::try_from(limit.rlim_cur).unwrap_or(RawFd::MAX)
+        RawFd::try_from(limit.rlim_cur)
+            .unwrap_or(RawFd::MAX)
+            .min(1 << 16)
     } else {
         1 << 16
     };
