@@ -97,6 +97,7 @@ pub(crate) fn close_detached(fds: Vec<OwnedFd>) {
     // (close_range or close, read, _exit) on memory prepared before the
     // fork (`keep`, not reallocated), as a multithreaded parent requires.
     match unsafe { libc::fork() } {
+        // SAFETY: this is the child just forked, and `keep` is sorted.
         0 => unsafe { hold_then_exit(&keep, wait_fd) },
         -1 => drop(fds),
         _ => {
