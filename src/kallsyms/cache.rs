@@ -397,6 +397,17 @@ ffffffffc0001000 t mod_function\t[mymod]
         )
     }
 
+    /// `dir`, opened to start a walk from.
+    fn reopen(dir: &Path) -> OwnedFd {
+        openat(
+            nix::fcntl::AT_FDCWD,
+            dir,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .unwrap()
+    }
+
     /// A fresh directory, trusted as a root would be.
     fn scratch(tag: &str) -> (PathBuf, OwnedFd) {
         use std::os::unix::fs::PermissionsExt;
@@ -404,13 +415,7 @@ ffffffffc0001000 t mod_function\t[mymod]
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let fd = openat(
-            nix::fcntl::AT_FDCWD,
-            &dir,
-            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .unwrap();
+        let fd = reopen(&dir);
         (dir, fd)
     }
 
@@ -510,14 +515,7 @@ ffffffffc0001000 t mod_function\t[mymod]
         assert!(CacheDir::open_under(root, Path::new("x/y/offwake-perf"), 2).is_err());
         assert!(!dir.join("x").exists());
         std::fs::create_dir(dir.join("x")).unwrap();
-        let root = openat(
-            nix::fcntl::AT_FDCWD,
-            &dir,
-            OFlag::O_PATH | OFlag::O_DIRECTORY,
-            Mode::empty(),
-        )
-        .unwrap();
-        assert!(CacheDir::open_under(root, Path::new("x/y/offwake-perf"), 2).is_ok());
+        assert!(CacheDir::open_under(reopen(&dir), Path::new("x/y/offwake-perf"), 2).is_ok());
         assert!(dir.join("x/y/offwake-perf").is_dir());
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -541,25 +539,11 @@ ffffffffc0001000 t mod_function\t[mymod]
         assert!(cache.load(&key()).is_none());
         // A directory on the way that others may write is refused.
         std::fs::set_permissions(dir.join("c"), std::fs::Permissions::from_mode(0o777)).unwrap();
-        let root = openat(
-            nix::fcntl::AT_FDCWD,
-            &dir,
-            OFlag::O_PATH | OFlag::O_DIRECTORY,
-            Mode::empty(),
-        )
-        .unwrap();
-        assert!(CacheDir::open_under(root, Path::new("c"), 1).is_err());
+        assert!(CacheDir::open_under(reopen(&dir), Path::new("c"), 1).is_err());
         // As is a link on the way.
         std::os::unix::fs::symlink(dir.join("c"), dir.join("d")).unwrap();
         std::fs::set_permissions(dir.join("c"), std::fs::Permissions::from_mode(0o700)).unwrap();
-        let root = openat(
-            nix::fcntl::AT_FDCWD,
-            &dir,
-            OFlag::O_PATH | OFlag::O_DIRECTORY,
-            Mode::empty(),
-        )
-        .unwrap();
-        assert!(CacheDir::open_under(root, Path::new("d"), 1).is_err());
+        assert!(CacheDir::open_under(reopen(&dir), Path::new("d"), 1).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
