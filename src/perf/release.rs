@@ -63,7 +63,7 @@ impl Graveyard {
         self.closer.get_or_insert_with(|| {
             let (tx, rx) = mpsc::channel::<Vec<OwnedFd>>();
             // Without a thread, the receiver is dropped and each batch is
-            // closed by `bury` itself.
+            // closed by `close_soon` itself.
             let _ = std::thread::Builder::new()
                 .name("offwake-close".into())
                 .spawn(move || rx.into_iter().for_each(drop));
@@ -79,8 +79,8 @@ impl Graveyard {
 
 /// Closes `fds` without waiting for the kernel to release their events: a
 /// forked child keeps copies of them, this process closes its own, and the
-/// child exits, releasing the events, once this process has let go. Where
-/// `fork` fails they are simply closed here.
+/// child releases the events [`LINGER`] after this process has let go.
+/// Where `fork` fails they are simply closed here.
 pub(crate) fn close_detached(fds: Vec<OwnedFd>) {
     if fds.is_empty() {
         return;
@@ -93,9 +93,10 @@ pub(crate) fn close_detached(fds: Vec<OwnedFd>) {
     keep.sort_unstable();
     keep.dedup();
     let wait_fd = gone_r.as_raw_fd();
-    // SAFETY: in the child only async-signal-safe calls are made
-    // (close_range or close, read, _exit) on memory prepared before the
-    // fork (`keep`, not reallocated), as a multithreaded parent requires.
+    // SAFETY: in the child only plain system calls are made (sigprocmask,
+    // setsid, chdir, prctl, close_range or close, read, nanosleep, _exit),
+    // on memory prepared before the fork (`keep`, not reallocated), as a
+    // multithreaded parent requires: nothing allocates or takes a lock.
     match unsafe { libc::fork() } {
         // SAFETY: this is the child just forked, and `keep` is sorted.
         0 => unsafe { hold_then_exit(&keep, wait_fd) },
