@@ -134,8 +134,6 @@ fn attach(mut plan: Plan) -> Result<Attached> {
     if let Some(input) = plan.input.clone() {
         return attach_recorded(plan, &input);
     }
-    // Kernel symbols take longest to come: started first.
-    let kallsyms = plan.stacks.kernel.then(Preload::spawn);
     let tracefs = Tracefs::open()?;
     timing::mark("attach.tracefs");
     // Whatever the backend: one listing of `instances/`.
@@ -159,6 +157,9 @@ fn attach(mut plan: Plan) -> Result<Attached> {
         Some(held)
     };
     timing::mark("attach.fork");
+    // Kernel symbols take longest to come: started as soon as the command
+    // is forked (a fork while their thread allocates would wait for it).
+    let kallsyms = plan.stacks.kernel.then(Preload::spawn);
     let mut maps = ProcessMaps::new();
     match &plan.targets {
         Targets::Processes(pids) => {
