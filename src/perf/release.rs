@@ -20,6 +20,8 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::mpsc;
 
+use crate::sys::child;
+
 /// How long the holder of a finished run's events keeps them, disabled.
 const LINGER: libc::timespec = libc::timespec {
     tv_sec: 1,
@@ -93,13 +95,33 @@ pub(crate) fn close_detached(fds: Vec<OwnedFd>) {
     keep.sort_unstable();
     keep.dedup();
     let wait_fd = gone_r.as_raw_fd();
-    // SAFETY: in the child only plain system calls are made (sigprocmask,
-    // setsid, chdir, prctl, close_range or close, read, nanosleep, _exit),
-    // on memory prepared before the fork (`keep`, not reallocated), as a
+    // At most 65536 descriptors closed one by one, whatever the limit was
+    // raised to.
+    let max_fd = child::open_files_limit().min(1 << 16);
+    // Signals stay blocked across the fork, and in the child for good: the
+    // parent's handlers never run there (a SIGKILL still ends it, which
+    // releases the events at once).
+    // SAFETY: sigset_t is plain data that sigfillset fills in;
+    // pthread_sigmask reads `all` and writes the old mask into `old`.
+    let old = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        old
+    };
+    // SAFETY: in the child only plain system calls are made (setsid,
+    // chdir, prctl, close_range or close, read, nanosleep, _exit), on
+    // memory prepared before the fork (`keep`, not reallocated), as a
     // multithreaded parent requires: nothing allocates or takes a lock.
-    match unsafe { libc::fork() } {
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
         // SAFETY: this is the child just forked, and `keep` is sorted.
-        0 => unsafe { hold_then_exit(&keep, wait_fd) },
+        unsafe { hold_then_exit(&keep, wait_fd, max_fd) };
+    }
+    // SAFETY: restores the mask read above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    match pid {
         -1 => drop(fds),
         _ => {
             drop(fds);
@@ -111,23 +133,15 @@ pub(crate) fn close_detached(fds: Vec<OwnedFd>) {
     }
 }
 
-/// In the forked child, named `offwake-release`: leaves the parent's
-/// session and working directory, closes every descriptor but `keep` (so
-/// that no pipe or output file of the parent stays open), waits for
-/// `wait_fd` to reach end-of-file, then [`LINGER`], and exits, which
-/// releases the events.
+/// In the forked child, named `offwake-release`, with every signal
+/// blocked: leaves the parent's session and working directory, closes
+/// every descriptor but `keep` (so that no pipe or output file of the
+/// parent stays open), waits for `wait_fd` to reach end-of-file, then
+/// [`LINGER`], and exits, which releases the events.
 ///
 /// # Safety
 /// Only to be called in a child just forked, with `keep` sorted.
-unsafe fn hold_then_exit(keep: &[RawFd], wait_fd: RawFd) -> ! {
-    // SAFETY: sigfillset and sigprocmask only touch the local set; with
-    // every signal blocked, the parent's handlers never run here (a
-    // SIGKILL still ends the child, which releases the events at once).
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
-    }
+unsafe fn hold_then_exit(keep: &[RawFd], wait_fd: RawFd, max_fd: u32) -> ! {
     // SAFETY: setsid, chdir and prctl are plain syscalls; the strings are
     // static C strings. Failures leave the child as it was, harmlessly.
     unsafe {
@@ -136,13 +150,9 @@ unsafe fn hold_then_exit(keep: &[RawFd], wait_fd: RawFd) -> ! {
         // Not another tracer to `ps` (and bench/run): it records nothing.
         libc::prctl(libc::PR_SET_NAME, c"offwake-release".as_ptr());
     }
-    let mut from: RawFd = 0;
-    for &fd in keep.iter().chain(std::iter::once(&RawFd::MAX)) {
-        if fd > from {
-            close_from_to(from, fd - 1);
-        }
-        from = fd.saturating_add(1);
-    }
+    // SAFETY: this is the forked child, which never returns to the
+    // parent's values; `keep` is sorted.
+    unsafe { child::close_all_but(keep, max_fd) };
     let mut byte = 0u8;
     // The parent never writes: the read ends at end-of-file (or an error).
     // SAFETY: reads into a local byte from a descriptor this child owns.
@@ -157,35 +167,6 @@ unsafe fn hold_then_exit(keep: &[RawFd], wait_fd: RawFd) -> ! {
     {}
     // SAFETY: _exit ends the child without running the parent's handlers.
     unsafe { libc::_exit(0) }
-}
-
-/// Closes descriptors `first..=last` (close_range, else one by one up to
-/// the soft limit).
-fn close_from_to(first: RawFd, last: RawFd) {
-    // SAFETY: close_range takes plain integers; on failure (kernels before
-    // 5.9) the range is closed one by one below.
-    let done = unsafe { libc::syscall(libc::SYS_close_range, first as u32, last as u32, 0) } == 0;
-    if done {
-        return;
-    }
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the local struct.
-    // At most 65536 calls, whatever the limit was raised to.
-    let end = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
-        RawFd::try_from(limit.rlim_cur)
-            .unwrap_or(RawFd::MAX)
-            .min(1 << 16)
-    } else {
-        1 << 16
-    };
-    for fd in first..=last.min(end) {
-        // SAFETY: closing a descriptor number this child may or may not
-        // have; EBADF is harmless.
-        unsafe { libc::close(fd) };
-    }
 }
 
 #[cfg(test)]

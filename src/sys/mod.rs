@@ -1,7 +1,9 @@
 //! OS calls and facts that more than one stage needs: the one way to open
 //! a file that a traced process names ([`open`]); the page size, CPUs,
-//! clock and sysctls ([`host`]); facts from `/proc` ([`proc`]).
+//! clock and sysctls ([`host`]); facts from `/proc` ([`proc`]); what a
+//! forked child closes first ([`child`]).
 
+pub(crate) mod child;
 pub(crate) mod host;
 pub(crate) mod open;
 pub(crate) mod proc;

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use crate::sys::child;
+
 /// The guardian's name in `ps` and in traces (at most 15 bytes).
 const NAME: &std::ffi::CStr = c"offwake-cleanup";
 /// How long the guardian retries a busy instance: the files of a process
@@ -30,9 +32,6 @@ const BUSY_RETRIES: u32 = 1000;
 const BUSY_PAUSE: Duration = Duration::from_millis(2);
 /// How long offwake-perf waits to reap the guardian after a normal end.
 const REAP_WAIT: Duration = Duration::from_millis(50);
-/// The most descriptors closed one by one where `close_range` is missing
-/// (Linux before 5.9).
-const MAX_FDS_CLOSED: u32 = 1 << 20;
 
 /// What the guardian needs, made before the instance's directory (so that
 /// nothing is allocated between making it and guarding it) and the fork.
@@ -54,7 +53,7 @@ impl Prepared {
             dir: c(dir)?,
             tracing_on: c(&dir.join("tracing_on"))?,
             events_enable: c(&dir.join("events/enable"))?,
-            max_fd: open_files_limit(),
+            max_fd: child::open_files_limit(),
         })
     }
 
@@ -139,19 +138,6 @@ impl Drop for Guardian {
     }
 }
 
-/// The soft limit on open files, for closing descriptors one by one.
-fn open_files_limit() -> u32 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit into `lim`.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return MAX_FDS_CLOSED;
-    }
-    u32::try_from(lim.rlim_cur).map_or(MAX_FDS_CLOSED, |n| n.min(MAX_FDS_CLOSED))
-}
-
 /// The guardian's whole life, in the forked child.
 ///
 /// # Safety
@@ -180,7 +166,7 @@ unsafe fn guard(read_fd: RawFd, paths: &Prepared, mask: &libc::sigset_t) -> ! {
         }
         libc::pthread_sigmask(libc::SIG_SETMASK, mask, std::ptr::null_mut());
         libc::prctl(libc::PR_SET_NAME, NAME.as_ptr());
-        close_all_but(read_fd, paths.max_fd);
+        child::close_all_but(&[read_fd], paths.max_fd);
         // Keeps no directory (or its mount) busy.
         libc::chdir(c"/".as_ptr());
 
@@ -249,29 +235,6 @@ unsafe fn write_zero(path: &CString) {
         if fd >= 0 {
             libc::write(fd, b"0".as_ptr().cast(), 1);
             libc::close(fd);
-        }
-    }
-}
-
-/// Closes every descriptor except `keep`.
-///
-/// # Safety
-///
-/// Async-signal-safe; closes descriptors that Rust values in the parent may
-/// own, so only for the forked child, which never returns to them.
-unsafe fn close_all_but(keep: RawFd, max_fd: u32) {
-    let keep = keep as libc::c_uint;
-    // SAFETY: close_range and close take plain integers.
-    unsafe {
-        let below = keep == 0 || libc::syscall(libc::SYS_close_range, 0, keep - 1, 0) == 0;
-        let above = libc::syscall(libc::SYS_close_range, keep + 1, libc::c_uint::MAX, 0) == 0;
-        if below && above {
-            return;
-        }
-        for fd in 0..max_fd {
-            if fd != keep {
-                libc::close(fd as libc::c_int);
-            }
         }
     }
 }
