@@ -299,8 +299,6 @@ pub(crate) struct PerfBackend {
     /// kallsyms is read off the attach path; the decoder gets its probe
     /// ranges before the first events are released.
     kallsyms: Option<Preload>,
-    /// Events to close where their closing is not waited for.
-    graveyard: release::Graveyard,
     /// Why chosen threads are traced with per-CPU events, when they are.
     wide_note: Option<String>,
 }
@@ -435,7 +433,6 @@ impl PerfBackend {
                     config.event_budget
                 )
             }),
-            graveyard: release::Graveyard::default(),
             cpus,
             switch_ins,
             threads,
@@ -464,10 +461,10 @@ impl PerfBackend {
             let processes = config.targets.processes();
             t.attach_threads(&backend.cpus, &mut backend.decoder, &tids, &processes)?;
             t.update_wakee_filter(&mut backend.cpus)?;
+            // The real events are open: closing the probes (made only for
+            // chosen threads) unregisters no tracepoint they use.
+            t.graveyard.close_soon(probes.into_fds());
         }
-        // The real events are open: closing the probes unregisters no
-        // tracepoint they use.
-        backend.graveyard.close_soon(probes.into_fds());
         Ok(backend)
     }
 
@@ -624,7 +621,7 @@ impl PerfBackend {
     /// (see [`release`]); the rings are unmapped first, so that nothing of
     /// this process holds them any more.
     pub(crate) fn close_detached(mut self) {
-        let mut fds = self.graveyard.take();
+        let mut fds = Vec::new();
         for CpuRing { ring, fds: own, .. } in std::mem::take(&mut self.cpus) {
             drop(ring);
             fds.extend(own);

@@ -55,7 +55,8 @@ pub(super) struct Threads {
     /// Per CPU ring, the last tracepoint hit or switch read from it, to
     /// drop duplicates.
     last_occurrence: Vec<Option<Occurrence>>,
-    /// The events of exited threads and replaced filters, disabled.
+    /// The events of exited threads and replaced filters, disabled, and
+    /// the capability probes.
     pub(super) graveyard: Graveyard,
     /// Past the event budget: no per-task event, but a per-CPU
     /// `sched_switch` filtered on the threads' ids, and the fork and exit
