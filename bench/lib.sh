@@ -213,3 +213,29 @@ stop_bpftrace() {
     wait "$bt_pid" || true
     forget "$bt_pid"
 }
+
+# start_up_run CACHE BINARY ARGS...: one `BINARY -f ARGS -- true`, with
+# XDG_CACHE_HOME=CACHE (made here: the tool creates only its own directory
+# in it) and OFFWAKE_TIMING=1. Sets su_ms (launch to exit, ms), su_active
+# (its "tracing active" ms, - without one) and su_timing (its phase line,
+# empty from builds without one).
+start_up_run() {
+    local cache=$1 b=$2 t0 t1
+    shift 2
+    mkdir -p "$cache"
+    t0=$EPOCHREALTIME
+    XDG_CACHE_HOME=$cache OFFWAKE_TIMING=1 "$b" -f "$@" -- true >/dev/null 2>"$tmp/startup.err" ||
+        die "$b -f $* -- true failed: $(cat "$tmp/startup.err")"
+    t1=$EPOCHREALTIME
+    su_ms=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) * 1000 }')
+    su_active=$(sed -nE 's/.*tracing active ([0-9.]+) ms after launch.*/\1/p' "$tmp/startup.err" | head -n 1)
+    su_active=${su_active:--}
+    su_timing=$(grep '^offwake-perf: timing (ms):' "$tmp/startup.err" || true)
+}
+
+# phase_ms NAME: the time of phase NAME in $su_timing, - when absent.
+phase_ms() {
+    local x
+    x=$(sed -nE "s/.*[:,] $1 ([0-9.]+)[,;].*/\\1/p" <<<"$su_timing")
+    echo "${x:--}"
+}
