@@ -66,6 +66,8 @@ impl Source {
             targets: plan.targets.clone(),
             state_filter: plan.state.map(|s| s.tracepoint_filter()),
             event_budget: plan.event_budget,
+            // A size asked for is had from the start.
+            grow_rings: plan.buffer_pages.is_none(),
         };
         let perf = |p: PerfBackend| {
             let notes = OpenNotes {

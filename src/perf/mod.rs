@@ -7,6 +7,7 @@
 //! buffers, [`record`] decodes records; [`crate::reorder`] merges the CPUs.
 
 pub(crate) mod filter;
+mod grow;
 pub(crate) mod nascent;
 pub(crate) mod record;
 mod release;
@@ -64,6 +65,8 @@ pub(crate) struct PerfConfig {
     /// threads are traced with per-CPU events filtered on their ids
     /// ([`threads::Wide`]).
     pub(crate) event_budget: usize,
+    /// Whether the rings of chosen threads may start small ([`grow`]).
+    pub(crate) grow_rings: bool,
 }
 
 /// Why the perf backend could not be opened. A refused
@@ -236,6 +239,27 @@ struct CpuRing {
     /// `fds[0]` owns the ring (and carries the side-band records);
     /// the others write into it through `PERF_EVENT_IOC_SET_OUTPUT`.
     fds: Vec<OwnedFd>,
+    /// The small ring this CPU's events started with, once `ring` is the
+    /// large one they move to ([`grow`]): read until the end, since events
+    /// write into it until they move, and those opened before the swap
+    /// stay.
+    first: Option<FirstRing>,
+}
+
+/// A CPU's first ring, after it grew.
+struct FirstRing {
+    last_time: u64,
+    /// Declared before `owner` so it is unmapped before it is closed.
+    ring: Ring,
+    owner: OwnedFd,
+}
+
+/// The large rings to grow into, once tracing runs ([`grow`]).
+struct GrowPlan {
+    pages: usize,
+    sample_type: u64,
+    stack_user: u32,
+    watermark: u32,
 }
 
 /// How long [`PerfBackend::finish`] waits for [`visit_cpus`].
@@ -301,6 +325,10 @@ pub(crate) struct PerfBackend {
     kallsyms: Option<Preload>,
     /// Why chosen threads are traced with per-CPU events, when they are.
     wide_note: Option<String>,
+    /// The rings to grow into, from the first round on.
+    grow_plan: Option<GrowPlan>,
+    growth: Option<grow::Growth>,
+    polls: u64,
 }
 
 impl PerfBackend {
@@ -372,6 +400,7 @@ impl PerfBackend {
                 ..base
             },
         };
+        let mut grow_plan = None;
         let (cpus, threads) = match threads {
             None => (
                 Self::open_per_cpu(&online, &[switch_event, waking_event], config, &mut decoder)?,
@@ -387,6 +416,12 @@ impl PerfBackend {
                         what: "sched:sched_process_exit",
                         attr: sys::TracepointAttr { id, ..base },
                     });
+                // A few per-task events (and the rings' other one) are
+                // quick to move to larger rings: the rings start small.
+                let events = tids.len().saturating_mul(online.len()).saturating_mul(3);
+                let first_pages = grow::start_pages(config.mmap_pages).filter(|_| {
+                    config.grow_rings && wide.is_none() && events + online.len() <= grow::MAX_MOVED
+                });
                 let wide = wide.map(|_| threads::Wide {
                     switch_event: TaskEvent {
                         attr: sys::TracepointAttr {
@@ -409,11 +444,20 @@ impl PerfBackend {
                     switch_ins == SwitchIns::Running,
                     wide,
                 );
+                if first_pages.is_some() {
+                    grow_plan = Some(GrowPlan {
+                        pages: config.mmap_pages,
+                        sample_type: st,
+                        stack_user: base.stack_user,
+                        watermark,
+                    });
+                }
+                let pages = first_pages.unwrap_or(config.mmap_pages);
                 let cpus = threads.open_rings(
                     &online,
                     st,
-                    watermark,
-                    config.mmap_pages,
+                    wakeup_watermark(pages)?,
+                    pages,
                     switch_ins == SwitchIns::Records,
                 )?;
                 (cpus, Some((threads, tids)))
@@ -449,6 +493,9 @@ impl PerfBackend {
                 base.stack_user,
             ),
             enabled: false,
+            grow_plan,
+            growth: None,
+            polls: 0,
             kallsyms: if config.stacks.kernel {
                 Some(config.kallsyms.clone().unwrap_or_else(Preload::spawn))
             } else {
@@ -515,6 +562,7 @@ impl PerfBackend {
                 last_time: 0,
                 ring,
                 fds,
+                first: None,
             });
         }
         Ok(cpus)
@@ -529,14 +577,22 @@ impl PerfBackend {
         wake: Option<BorrowedFd<'_>>,
         sink: &mut dyn EventSink,
     ) -> Result<()> {
-        let fds = self.cpus.iter().map(|c| c.fds[0].as_fd());
-        let Some(start) = self
-            .rounds
-            .wait(fds, wake, timeout, "the perf ring buffers")?
+        self.polls += 1;
+        if self.polls == 1 {
+            self.start_growth();
+        }
+        let fds = self.cpus.iter().flat_map(|c| {
+            std::iter::once(c.fds[0].as_fd()).chain(c.first.as_ref().map(|f| f.owner.as_fd()))
+        });
+        let growing = self.growth.as_ref().and_then(grow::Growth::ready_fd);
+        let Some(start) =
+            self.rounds
+                .wait(fds.chain(growing), wake, timeout, "the perf ring buffers")?
         else {
             return Ok(());
         };
         self.read_all();
+        self.grow_rings();
         if let Some(t) = self.threads.as_mut() {
             t.refresh_forecast(self.cpus.len());
             t.update_wakee_filter(&mut self.cpus)?;
@@ -612,6 +668,25 @@ impl PerfBackend {
         self.stats
     }
 
+    /// The data size of each CPU's ring, the large one once grown.
+    #[cfg(test)]
+    fn ring_sizes(&self) -> Vec<usize> {
+        self.cpus.iter().map(|c| c.ring.data_size()).collect()
+    }
+
+    /// Records read from the rings the CPUs have now (the large ones once
+    /// grown).
+    #[cfg(test)]
+    fn records_of_current_rings(&self) -> u64 {
+        self.cpus.iter().map(|c| c.ring.records()).sum()
+    }
+
+    /// True until the rings have grown, and the events moved.
+    #[cfg(test)]
+    fn growing(&self) -> bool {
+        self.grow_plan.is_some() || self.growth.is_some()
+    }
+
     /// Said on stderr when chosen threads are traced with per-CPU events.
     pub(crate) fn wide_note(&self) -> Option<&str> {
         self.wide_note.as_deref()
@@ -622,9 +697,19 @@ impl PerfBackend {
     /// this process holds them any more.
     pub(crate) fn close_detached(mut self) {
         let mut fds = Vec::new();
-        for CpuRing { ring, fds: own, .. } in std::mem::take(&mut self.cpus) {
+        for CpuRing {
+            ring,
+            fds: own,
+            first,
+            ..
+        } in std::mem::take(&mut self.cpus)
+        {
             drop(ring);
             fds.extend(own);
+            if let Some(FirstRing { ring, owner, .. }) = first {
+                drop(ring);
+                fds.push(owner);
+            }
         }
         if let Some(mut t) = self.threads.take() {
             fds.extend(t.graveyard.take());
@@ -675,6 +760,89 @@ impl PerfBackend {
         }
     }
 
+    /// Forks the process that maps the large rings and moves the events
+    /// to them ([`grow`]); without it, the first rings stay, and stderr
+    /// says why.
+    fn start_growth(&mut self) {
+        let Some(plan) = self.grow_plan.take() else {
+            return;
+        };
+        let started = (|| -> Result<grow::Growth> {
+            let mut owners = Vec::with_capacity(self.cpus.len());
+            for c in &self.cpus {
+                owners.push(sys::open_ring_owner(
+                    plan.sample_type,
+                    plan.stack_user,
+                    plan.watermark,
+                    c.cpu,
+                    false,
+                    false,
+                )?);
+            }
+            let mut moves: Vec<(BorrowedFd<'_>, usize)> = Vec::new();
+            let mut anchors = Vec::new();
+            for (i, c) in self.cpus.iter().enumerate() {
+                let first = moves.len();
+                moves.extend(c.fds[1..].iter().map(|fd| (fd.as_fd(), i)));
+                if let Some(t) = &self.threads {
+                    moves.extend(t.fds_of_cpu(c.cpu).map(|fd| (fd.as_fd(), i)));
+                }
+                for _ in first..moves.len() {
+                    anchors.push(sys::open_ring_owner(
+                        plan.sample_type,
+                        plan.stack_user,
+                        plan.watermark,
+                        c.cpu,
+                        false,
+                        false,
+                    )?);
+                }
+            }
+            grow::Growth::start(owners, anchors, &moves, plan.pages)
+        })();
+        match started {
+            Ok(g) => self.growth = Some(g),
+            Err(e) => self.keep_first_rings(&format!("{e:#}")),
+        }
+    }
+
+    /// Takes the large rings once they are mapped, and lets the events
+    /// move to them; forgets the growth once it is over.
+    fn grow_rings(&mut self) {
+        let Some(g) = self.growth.as_mut() else {
+            return;
+        };
+        match g.step() {
+            grow::Step::Waiting => {}
+            grow::Step::Mapped(rings) => {
+                for (c, (owner, ring)) in self.cpus.iter_mut().zip(rings) {
+                    c.first = Some(FirstRing {
+                        last_time: c.last_time,
+                        ring: std::mem::replace(&mut c.ring, ring),
+                        owner: std::mem::replace(&mut c.fds[0], owner),
+                    });
+                }
+                g.go();
+                crate::timing::mark("rings.mapped");
+            }
+            grow::Step::Failed(why) => self.keep_first_rings(&why),
+            grow::Step::Moving => {
+                if g.done() {
+                    crate::timing::mark("rings.moved");
+                    self.growth = None;
+                }
+            }
+        }
+    }
+
+    fn keep_first_rings(&mut self, why: &str) {
+        let kib = self.cpus.first().map_or(0, |c| c.ring.data_size() >> 10);
+        crate::diag::diag!(
+            "offwake-perf: warning: the ring buffers stay at {kib} KiB per CPU, where records \
+             are more likely to be lost: growing them failed: {why}"
+        );
+    }
+
     /// Reads every ring, decoding into the reorder buffer.
     fn read_all(&mut self) {
         let PerfBackend {
@@ -688,19 +856,18 @@ impl PerfBackend {
             ..
         } = self;
         for (i, c) in cpus.iter_mut().enumerate() {
-            let last_time = &mut c.last_time;
-            let ex = c
-                .ring
-                .read(&mut |rec| match decoder.decode_unfinished(rec) {
+            let cpu = c.cpu;
+            let mut read = |ring: &mut Ring, last_time: &mut u64| {
+                let ex = ring.read(&mut |rec| match decoder.decode_unfinished(rec) {
                     Ok(Some(mut ev)) => {
                         stats.records += 1;
                         if let Some(t) = threads.as_mut()
-                            && !t.keep(i, c.cpu, &ev, decoder, &mut |e| reorder.push(e))
+                            && !t.keep(i, cpu, &ev, decoder, &mut |e| reorder.push(e))
                         {
                             return;
                         }
                         if let EventKind::Lost(l) = ev.kind {
-                            decoder.running().forget_cpu(c.cpu);
+                            decoder.running().forget_cpu(cpu);
                             stats.lost_records += l.records;
                             // The records were lost after the last one this ring
                             // delivered (never before what was already passed on).
@@ -713,25 +880,32 @@ impl PerfBackend {
                     Ok(None) => stats.records += 1,
                     Err(_) => stats.malformed += 1,
                 });
-            if ex.corrupt {
-                stats.malformed += 1;
+                if ex.corrupt {
+                    stats.malformed += 1;
+                }
+                if may_have_lost(ring.data_size() as u64, ex.avail, *max_sample) {
+                    // Samples may have been lost after the last record read,
+                    // up to now that the ring has room again. The kernel says
+                    // so (or not) only with this CPU's next record, and by then
+                    // intervals the loss could fall inside may have been counted:
+                    // the window is passed on now, counting no record. (Samples
+                    // are the largest records intervals depend on; a longer
+                    // mmap record lost meanwhile costs symbols, not durations.)
+                    let until = host::monotonic_ns();
+                    decoder.running().forget_cpu(cpu);
+                    reorder.push(Event {
+                        time: (*last_time).max(rounds.released_upto()).min(until),
+                        cpu,
+                        kind: EventKind::Lost(Lost { records: 0, until }),
+                    });
+                }
+            };
+            // The first ring's records are older than the large one's,
+            // event by event.
+            if let Some(f) = c.first.as_mut() {
+                read(&mut f.ring, &mut f.last_time);
             }
-            if may_have_lost(c.ring.data_size() as u64, ex.avail, *max_sample) {
-                // Samples may have been lost after the last record read,
-                // up to now that the ring has room again. The kernel says
-                // so (or not) only with this CPU's next record, and by then
-                // intervals the loss could fall inside may have been counted:
-                // the window is passed on now, counting no record. (Samples
-                // are the largest records intervals depend on; a longer
-                // mmap record lost meanwhile costs symbols, not durations.)
-                let until = host::monotonic_ns();
-                decoder.running().forget_cpu(c.cpu);
-                reorder.push(Event {
-                    time: c.last_time.max(rounds.released_upto()).min(until),
-                    cpu: c.cpu,
-                    kind: EventKind::Lost(Lost { records: 0, until }),
-                });
-            }
+            read(&mut c.ring, &mut c.last_time);
         }
     }
 }
@@ -798,6 +972,7 @@ mod tests {
             state_filter: None,
             kallsyms: None,
             event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
+            grow_rings: true,
         };
         assert_eq!(
             sample_type(&c, SwitchIns::Tracepoint) & sys::SAMPLE_CALLCHAIN,
@@ -847,6 +1022,7 @@ mod tests {
                 state_filter: None,
                 kallsyms: None,
                 event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
+                grow_rings: true,
             };
             let err = PerfBackend::open(&t, &c)
                 .err()

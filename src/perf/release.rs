@@ -98,29 +98,17 @@ pub(crate) fn close_detached(fds: Vec<OwnedFd>) {
     // At most 65536 descriptors closed one by one, whatever the limit was
     // raised to.
     let max_fd = child::open_files_limit().min(1 << 16);
-    // Signals stay blocked across the fork, and in the child for good: the
-    // parent's handlers never run there (a SIGKILL still ends it, which
-    // releases the events at once).
-    // SAFETY: sigset_t is plain data that sigfillset fills in;
-    // pthread_sigmask reads `all` and writes the old mask into `old`.
-    let old = unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        old
-    };
     // SAFETY: in the child only plain system calls are made (setsid,
     // chdir, prctl, close_range or close, read, nanosleep, _exit), on
     // memory prepared before the fork (`keep`, not reallocated), as a
     // multithreaded parent requires: nothing allocates or takes a lock.
-    let pid = unsafe { libc::fork() };
+    // Signals stay blocked there for good (a SIGKILL still ends it, which
+    // releases the events at once).
+    let (pid, _) = unsafe { child::fork_signals_blocked() };
     if pid == 0 {
         // SAFETY: this is the child just forked, and `keep` is sorted.
         unsafe { hold_then_exit(&keep, wait_fd, max_fd) };
     }
-    // SAFETY: restores the mask read above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
     match pid {
         -1 => drop(fds),
         _ => {

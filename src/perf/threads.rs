@@ -297,9 +297,19 @@ impl Threads {
                 last_time: 0,
                 ring,
                 fds,
+                first: None,
             });
         }
         Ok(cpus)
+    }
+
+    /// The per-task events that write into the ring of `cpu`.
+    pub(super) fn fds_of_cpu(&self, cpu: u32) -> impl Iterator<Item = &OwnedFd> {
+        self.tasks
+            .values()
+            .flatten()
+            .filter(move |t| t.cpu == cpu)
+            .flat_map(TaskCpu::fds)
     }
 
     /// Whether a record read from ring `ring` (of CPU `cpu`) is news, and

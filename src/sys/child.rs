@@ -1,7 +1,8 @@
 //! What a child forked from this multithreaded process does before it
 //! does its own work: close every descriptor of the parent it does not
-//! need, with async-signal-safe calls only (the ftrace instance's guardian
-//! and the holder of released perf events).
+//! need, with async-signal-safe calls only, and the fork itself (for the
+//! ftrace instance's guardian, the holder of released perf events and the
+//! process that grows the perf rings).
 
 use std::os::fd::RawFd;
 
@@ -59,4 +60,40 @@ pub(crate) unsafe fn close_all_but(keep: &[RawFd], max_fd: u32) {
             unsafe { libc::close(fd) };
         }
     }
+}
+
+/// Forks with every signal blocked across the fork: the parent's handlers
+/// must never run in the child, which keeps them blocked (a SIGKILL still
+/// ends it). The parent gets its signal mask back. Returns what `fork`
+/// returned, and the mask the parent had.
+///
+/// # Safety
+///
+/// The child, this process being multithreaded, may only make
+/// async-signal-safe calls on memory prepared before the fork (nothing
+/// that allocates or takes a lock), and must end with `_exit`.
+pub(crate) unsafe fn fork_signals_blocked() -> (libc::pid_t, libc::sigset_t) {
+    // SAFETY: sigset_t is plain data that sigfillset fills in;
+    // pthread_sigmask reads `all` and writes the old mask into `old`.
+    let old = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        old
+    };
+    // SAFETY: the caller keeps the child to what a multithreaded parent
+    // allows.
+    let pid = unsafe { libc::fork() };
+    if pid != 0 {
+        let forked = std::io::Error::last_os_error();
+        // SAFETY: restores the mask read above.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+        // The caller reads fork's error after this.
+        if pid < 0 {
+            // SAFETY: errno is this thread's; restoring it is plain data.
+            unsafe { *libc::__errno_location() = forked.raw_os_error().unwrap_or(0) };
+        }
+    }
+    (pid, old)
 }

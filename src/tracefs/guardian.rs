@@ -71,25 +71,14 @@ impl Prepared {
             unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         // Signals stay blocked across the fork, until the child ignores
         // them: a Ctrl-C at that moment must not kill it.
-        // SAFETY: sigset_t is plain data that sigfillset fills in;
-        // pthread_sigmask reads `all` and writes the old mask into `old`.
-        let (all, mut old) = unsafe {
-            let mut all: libc::sigset_t = std::mem::zeroed();
-            libc::sigfillset(&mut all);
-            (all, std::mem::zeroed::<libc::sigset_t>())
-        };
-        // SAFETY: as above.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old) };
         // SAFETY: the child runs only `guard`, which makes async-signal-safe
         // calls on data made before the fork and never returns.
-        let pid = unsafe { libc::fork() };
+        let (pid, old) = unsafe { child::fork_signals_blocked() };
         if pid == 0 {
             // SAFETY: we are the freshly forked child.
             unsafe { guard(read_end.as_raw_fd(), &self, &old) };
         }
         let forked = io::Error::last_os_error();
-        // SAFETY: restores the mask read above.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
         if pid < 0 {
             return Err(forked).context(
                 "forking the process that removes the ftrace instance should offwake-perf die",

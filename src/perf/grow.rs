@@ -1,0 +1,303 @@
+//! Ring buffers that start small and grow once tracing runs.
+//!
+//! The kernel clears every page of a perf ring when it is first mapped:
+//! the 16 MiB per CPU that `dwarf` stack copies want take milliseconds
+//! each, longer than opening all the events. So chosen threads are traced
+//! into small rings at first ([`START_BYTES`] per CPU), and a forked
+//! process, `offwake-grow`, maps the full-size ones meanwhile (in its own
+//! address space, so that this process's memory map is not locked while
+//! the kernel clears them). Once this process has mapped them too, the
+//! child moves every event to them with `PERF_EVENT_IOC_SET_OUTPUT`. Each
+//! move waits for an RCU grace period in the kernel (milliseconds) while
+//! it holds a lock of the event it moves to, so each event moves to an
+//! anchor of its own, a dummy event that writes into the large ring, and
+//! the moves run in parallel processes, none of them in this one. Events
+//! move one by one, and records go to whichever ring their event writes
+//! to at that moment: both rings are read to the end of the run, the
+//! first one also taking the events opened before the swap.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+use anyhow::{Context, Result};
+use nix::fcntl::OFlag;
+
+use super::ring::Ring;
+use crate::sys::child;
+use crate::sys::host::page_size;
+
+/// Each CPU's first ring: cleared in about a millisecond, and room for
+/// about 500 `dwarf` samples until the large rings take over.
+pub(super) const START_BYTES: usize = 4 << 20;
+
+/// The most events moved: past it, rings get their full size at once
+/// (attaching that many events takes longer than clearing the rings).
+pub(super) const MAX_MOVED: usize = 64;
+
+/// Processes that move events at the same time.
+const MOVERS: usize = 16;
+
+/// What the child writes once it has mapped the new rings.
+const MAPPED: u8 = b'm';
+/// What this process writes once it has mapped them too.
+const GO: u8 = b'g';
+
+/// The pages each CPU's ring starts with, when a ring of `pages` pages is
+/// worth growing into.
+pub(super) fn start_pages(pages: usize) -> Option<usize> {
+    let start = (START_BYTES / page_size()).max(1).next_power_of_two();
+    (pages > start).then_some(start)
+}
+
+/// A growth under way.
+pub(super) struct Growth {
+    pid: libc::pid_t,
+    /// Readable once the child has mapped the new rings (or failed).
+    ready: Option<OwnedFd>,
+    /// Written [`GO`] once this process has mapped them too.
+    go: Option<OwnedFd>,
+    /// The new rings' owners, one per CPU in ring order, until mapped here.
+    owners: Vec<OwnedFd>,
+    /// One per event moved, until the moves are over.
+    anchors: Vec<OwnedFd>,
+    pages: usize,
+}
+
+/// Where a [`Growth`] is.
+pub(super) enum Step {
+    /// The child is still mapping the new rings.
+    Waiting,
+    /// The new rings, mapped here, with their owners: the events move to
+    /// them once [`Growth::go`] is called.
+    Mapped(Vec<(OwnedFd, Ring)>),
+    /// The child failed, or mapping the rings here did: the events stay.
+    Failed(String),
+    /// The events are being moved, or have been.
+    Moving,
+}
+
+impl Growth {
+    /// Forks the child that maps the rings of `owners` (`pages` data pages
+    /// each), then moves each of `moves`, an event and the index of its
+    /// new owner, once told to, through an anchor of `anchors` (the one
+    /// of the same index, on the same CPU).
+    pub(super) fn start(
+        owners: Vec<OwnedFd>,
+        anchors: Vec<OwnedFd>,
+        moves: &[(BorrowedFd<'_>, usize)],
+        pages: usize,
+    ) -> Result<Growth> {
+        let map_len = (1 + pages)
+            .checked_mul(page_size())
+            .context("the ring size overflows")?;
+        let (ready_r, ready_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
+            .context("making the pipes of offwake-grow")?;
+        let (go_r, go_w) =
+            nix::unistd::pipe2(OFlag::O_CLOEXEC).context("making the pipes of offwake-grow")?;
+        let owner_fds: Vec<RawFd> = owners.iter().map(AsRawFd::as_raw_fd).collect();
+        // (anchor, owner) and (event, anchor).
+        let (anchored, pairs): (Vec<FdPair>, Vec<FdPair>) = moves
+            .iter()
+            .zip(&anchors)
+            .filter_map(|((fd, i), anchor)| {
+                let anchor = anchor.as_raw_fd();
+                Some(((anchor, *owner_fds.get(*i)?), (fd.as_raw_fd(), anchor)))
+            })
+            .unzip();
+        let mut keep: Vec<RawFd> = owner_fds.clone();
+        keep.extend(anchored.iter().map(|p| p.0));
+        keep.extend(pairs.iter().map(|p| p.0));
+        keep.extend([ready_w.as_raw_fd(), go_r.as_raw_fd()]);
+        keep.sort_unstable();
+        keep.dedup();
+        let plan = ChildPlan {
+            keep: &keep,
+            max_fd: child::open_files_limit().min(1 << 16),
+            owners: &owner_fds,
+            map_len,
+            anchored: &anchored,
+            moves: &pairs,
+            ready: ready_w.as_raw_fd(),
+            go: go_r.as_raw_fd(),
+        };
+        // SAFETY: the child runs only `grow_then_exit`, which makes plain
+        // system calls on memory prepared above and never returns.
+        let (pid, _) = unsafe { child::fork_signals_blocked() };
+        if pid == 0 {
+            // SAFETY: this is the child just forked; `keep` is sorted.
+            unsafe { grow_then_exit(&plan) };
+        }
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error()).context("forking offwake-grow");
+        }
+        Ok(Growth {
+            pid,
+            ready: Some(ready_r),
+            go: Some(go_w),
+            owners,
+            anchors,
+            pages,
+        })
+    }
+
+    /// What to poll while the child maps the rings.
+    pub(super) fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.ready.as_ref().map(AsFd::as_fd)
+    }
+
+    /// Where the growth is; maps the new rings here once the child has.
+    pub(super) fn step(&mut self) -> Step {
+        let Some(ready) = &self.ready else {
+            return Step::Moving;
+        };
+        let mut byte = 0u8;
+        // SAFETY: reads one byte into a local from a descriptor we own.
+        let n = unsafe { libc::read(ready.as_raw_fd(), (&raw mut byte).cast(), 1) };
+        if n < 0 {
+            let err = std::io::Error::last_os_error();
+            return match err.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EINTR) => Step::Waiting,
+                _ => self.fail(format!("reading from offwake-grow: {err}")),
+            };
+        }
+        self.ready = None;
+        if n == 0 || byte != MAPPED {
+            return self.fail("offwake-grow could not map the rings".to_string());
+        }
+        let mut rings = Vec::with_capacity(self.owners.len());
+        for owner in std::mem::take(&mut self.owners) {
+            match Ring::map(owner.as_fd(), self.pages) {
+                Ok(ring) => rings.push((owner, ring)),
+                Err(e) => return self.fail(format!("{e:#}")),
+            }
+        }
+        Step::Mapped(rings)
+    }
+
+    fn fail(&mut self, why: String) -> Step {
+        // The child sees end-of-file instead of GO, and moves nothing.
+        self.go = None;
+        self.ready = None;
+        self.owners.clear();
+        Step::Failed(why)
+    }
+
+    /// Lets the child move the events, the new rings being mapped here.
+    pub(super) fn go(&mut self) {
+        if let Some(go) = self.go.take() {
+            let byte = GO;
+            // SAFETY: writes one byte from a local to a pipe we own.
+            unsafe { libc::write(go.as_raw_fd(), (&raw const byte).cast(), 1) };
+        }
+    }
+
+    /// True once the child has moved every event and exited (reaped).
+    pub(super) fn done(&mut self) -> bool {
+        if self.go.is_some() || self.ready.is_some() {
+            return false;
+        }
+        let mut status = 0;
+        // SAFETY: waits, without blocking, for our own child.
+        let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
+        if r != 0 {
+            self.anchors.clear();
+        }
+        r != 0
+    }
+}
+
+/// Two descriptors: what moves, and where to.
+type FdPair = (RawFd, RawFd);
+
+/// What the child is given, prepared before the fork.
+struct ChildPlan<'a> {
+    /// Every descriptor the child keeps, sorted.
+    keep: &'a [RawFd],
+    max_fd: u32,
+    owners: &'a [RawFd],
+    map_len: usize,
+    /// Each anchor with the owner whose ring it writes into.
+    anchored: &'a [FdPair],
+    /// Each event with the anchor it moves to.
+    moves: &'a [FdPair],
+    ready: RawFd,
+    go: RawFd,
+}
+
+/// In the forked child, `offwake-grow`: closes every descriptor but the
+/// plan's, maps each new ring (the kernel allocates and clears it now),
+/// says so, waits for [`GO`], attaches the anchors, moves the events to
+/// them in up to [`MOVERS`] processes at once, and exits. On end-of-file instead of GO (the parent
+/// exited, or could not map the rings), nothing moves. Its mappings go
+/// with it; the parent's keep the rings.
+///
+/// # Safety
+/// Only to be called in a child just forked, with `plan.keep` sorted.
+unsafe fn grow_then_exit(plan: &ChildPlan<'_>) -> ! {
+    // SAFETY: plain syscalls on integers and static C strings; the
+    // descriptors closed belong to values this child never returns to.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, c"offwake-grow".as_ptr());
+        child::close_all_but(plan.keep, plan.max_fd);
+    }
+    for &owner in plan.owners {
+        // SAFETY: maps a perf ring of `map_len` bytes at an address the
+        // kernel picks; the child never touches it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                plan.map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                owner,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            // SAFETY: ends the child; the parent sees end-of-file.
+            unsafe { libc::_exit(1) };
+        }
+    }
+    let mut byte = MAPPED;
+    // SAFETY: writes, then reads, one byte of a local through pipes this
+    // child owns.
+    unsafe {
+        libc::write(plan.ready, (&raw const byte).cast(), 1);
+        byte = 0;
+        while libc::read(plan.go, (&raw mut byte).cast(), 1) < 0
+            && *libc::__errno_location() == libc::EINTR
+        {}
+    }
+    if byte != GO {
+        // SAFETY: ends the child.
+        unsafe { libc::_exit(0) };
+    }
+    for &(anchor, owner) in plan.anchored {
+        // SAFETY: as below; an anchor has no ring yet, so this does not
+        // wait. One that fails leaves its event where it is.
+        unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(anchor, owner) };
+    }
+    let movers = plan.moves.len().min(MOVERS);
+    for first in 0..movers {
+        // SAFETY: this single-threaded child forks; the mover only makes
+        // ioctls on inherited descriptors and exits.
+        let pid = unsafe { libc::fork() };
+        if pid <= 0 {
+            // The mover, or this child itself when it cannot fork.
+            for &(event, owner) in plan.moves.iter().skip(first).step_by(movers) {
+                // SAFETY: PERF_EVENT_IOC_SET_OUTPUT takes two descriptors
+                // this process holds; a failure leaves the event where it was.
+                unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(event, owner) };
+            }
+        }
+        if pid == 0 {
+            // SAFETY: ends the mover.
+            unsafe { libc::_exit(0) };
+        }
+    }
+    // SAFETY: reaps the movers; -1 once none is left.
+    while unsafe { libc::wait(std::ptr::null_mut()) } > 0
+        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+    {}
+    // SAFETY: ends the child.
+    unsafe { libc::_exit(0) }
+}
