@@ -32,18 +32,33 @@ fn dynamic(module: Option<&str>) -> bool {
 }
 
 /// A [`KernelSymbols`] built from the symbols of a kallsyms listing, one at
-/// a time (the listing need not be kept).
+/// a time (the listing need not be kept). The kernel lists its own symbols
+/// in address order: while they come sorted, the table is built in place
+/// and `finish` has nothing to do; otherwise it sorts.
 #[derive(Default)]
 pub(crate) struct SymbolsBuilder {
-    /// Address, and where the name is in `arena`.
-    syms: Vec<(u64, u32, u32)>,
-    arena: String,
+    addrs: Vec<u64>,
+    ends: Vec<u32>,
+    names: String,
+    /// Set once an address came lower than the one before it: `addrs` is
+    /// then in listing order, and may repeat addresses.
+    unsorted: bool,
     /// Text symbols seen, with or without an address.
     seen: usize,
     text: Option<u64>,
 }
 
 impl SymbolsBuilder {
+    /// With room for `symbols` symbols and `name_bytes` of names.
+    pub(crate) fn with_capacity(symbols: usize, name_bytes: usize) -> SymbolsBuilder {
+        SymbolsBuilder {
+            addrs: Vec::with_capacity(symbols),
+            ends: Vec::with_capacity(symbols),
+            names: String::with_capacity(name_bytes),
+            ..SymbolsBuilder::default()
+        }
+    }
+
     pub(crate) fn add(&mut self, sym: &kallsyms::Symbol<'_>) {
         if sym.name == "_text" && sym.module.is_none() && sym.addr != 0 {
             self.text = Some(sym.addr);
@@ -56,48 +71,81 @@ impl SymbolsBuilder {
         if sym.addr == 0 {
             return;
         }
-        let (Ok(start), Ok(len)) = (
-            u32::try_from(self.arena.len()),
-            u32::try_from(sym.name.len()),
-        ) else {
+        let Some(end) = self
+            .names
+            .len()
+            .checked_add(sym.name.len())
+            .and_then(|e| u32::try_from(e).ok())
+        else {
             // Over 4 GiB of names: no kernel has that many.
             return;
         };
-        self.arena.push_str(sym.name);
-        self.syms.push((sym.addr, start, len));
+        match self.addrs.last() {
+            // Another name at the same address (an alias): the least in
+            // name order is kept, so results are deterministic.
+            Some(&last) if last == sym.addr && !self.unsorted => {
+                let start = self.start(self.ends.len() - 1);
+                if self.names.get(start..).is_some_and(|n| sym.name < n) {
+                    self.names.truncate(start);
+                    self.names.push_str(sym.name);
+                    if let Some(e) = self.ends.last_mut() {
+                        *e = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+                    }
+                }
+                return;
+            }
+            Some(&last) if last > sym.addr => self.unsorted = true,
+            _ => {}
+        }
+        self.names.push_str(sym.name);
+        self.addrs.push(sym.addr);
+        self.ends.push(end);
+    }
+
+    /// Where name `i` starts in `names`.
+    fn start(&self, i: usize) -> usize {
+        i.checked_sub(1)
+            .and_then(|p| self.ends.get(p))
+            .map_or(0, |&e| e as usize)
     }
 
     pub(crate) fn finish(self) -> KernelSymbols {
-        let SymbolsBuilder {
-            mut syms,
-            arena,
-            seen,
-            text,
-        } = self;
-        let name = |&(_, start, len): &(u64, u32, u32)| {
-            arena
-                .get(start as usize..start as usize + len as usize)
-                .unwrap_or_default()
+        let hidden = self.seen > 0 && self.addrs.is_empty();
+        let text = self.text;
+        if !self.unsorted {
+            return KernelSymbols {
+                addrs: self.addrs,
+                ends: self.ends,
+                names: self.names,
+                hidden,
+                text,
+            };
+        }
+        let name = |i: usize| {
+            let end = self.ends.get(i).map_or(0, |&e| e as usize);
+            self.names.get(self.start(i)..end).unwrap_or_default()
         };
-        // Mostly sorted already: the kernel lists its own symbols in
-        // address order.
-        syms.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| name(a).cmp(name(b))));
-        // Several names can share an address (aliases); keep the first in
-        // name order, so results are deterministic.
-        syms.dedup_by_key(|s| s.0);
-        let mut names = String::with_capacity(arena.len());
-        let mut ends = Vec::with_capacity(syms.len());
-        let mut addrs = Vec::with_capacity(syms.len());
-        for s in &syms {
-            names.push_str(name(s));
-            addrs.push(s.0);
+        let mut order: Vec<usize> = (0..self.addrs.len()).collect();
+        order.sort_unstable_by(|&a, &b| {
+            self.addrs[a]
+                .cmp(&self.addrs[b])
+                .then_with(|| name(a).cmp(name(b)))
+        });
+        // The least name of each address is kept.
+        order.dedup_by_key(|i| self.addrs[*i]);
+        let mut names = String::with_capacity(self.names.len());
+        let mut ends = Vec::with_capacity(order.len());
+        let mut addrs = Vec::with_capacity(order.len());
+        for &i in &order {
+            names.push_str(name(i));
+            addrs.push(self.addrs[i]);
             ends.push(u32::try_from(names.len()).unwrap_or(u32::MAX));
         }
         KernelSymbols {
             addrs,
             ends,
             names,
-            hidden: seen > 0 && syms.is_empty(),
+            hidden,
             text,
         }
     }
@@ -248,5 +296,55 @@ ffffffffc0100100 T nf_other\t[nf_conntrack]
         }
         let addr = k.address_of("schedule").expect("schedule in kallsyms");
         assert_eq!(k.lookup(addr + 4), Some("schedule"));
+    }
+}
+
+#[cfg(test)]
+mod builder_tests {
+    use super::*;
+    use crate::proptest_config::config;
+    use proptest::prelude::*;
+
+    /// Text symbols in any order, from few addresses and names so that
+    /// aliases are common.
+    fn listing() -> impl Strategy<Value = Vec<(u64, String)>> {
+        proptest::collection::vec((0u64..40, "[a-d]{1,3}"), 0..200)
+    }
+
+    proptest! {
+        #![proptest_config(config(512))]
+
+        #[test]
+        fn the_table_keeps_the_least_name_of_each_address(syms in listing()) {
+            let mut b = SymbolsBuilder::default();
+            for (addr, name) in &syms {
+                b.add(&kallsyms::Symbol { addr: *addr, kind: "t", name, module: None });
+            }
+            let k = b.finish();
+            let mut least = std::collections::BTreeMap::<u64, &str>::new();
+            for (addr, name) in syms.iter().filter(|(a, _)| *a != 0) {
+                let e = least.entry(*addr).or_insert(name);
+                *e = (*e).min(name.as_str());
+            }
+            prop_assert_eq!(k.addrs.clone(), least.keys().copied().collect::<Vec<_>>());
+            for (i, name) in least.values().enumerate() {
+                prop_assert_eq!(k.name(i), Some(*name));
+            }
+        }
+    }
+
+    #[test]
+    fn sorted_and_shuffled_listings_give_one_table() {
+        let lines: Vec<String> = (0..500u64)
+            .map(|i| format!("{:016x} T f{}\n", 0xffffffff81000000 + i / 2 * 16, 499 - i))
+            .collect();
+        let sorted = KernelSymbols::parse(&lines.concat());
+        let mut shuffled = lines.clone();
+        shuffled.reverse();
+        shuffled.swap(3, 200);
+        assert_eq!(KernelSymbols::parse(&shuffled.concat()), sorted);
+        // The least of two aliases: f498 over f499.
+        assert_eq!(sorted.lookup(0xffffffff81000000), Some("f498"));
+        assert_eq!(sorted.addrs.len(), 250);
     }
 }
