@@ -8,16 +8,19 @@
 //! must agree with it too. It lives in `$XDG_CACHE_HOME/offwake-perf/`
 //! (else `~/.cache/offwake-perf/`), is written through a temporary file
 //! renamed into place, mode 0600, and is used only when neither it nor any
-//! directory above it could have been written by another user.
+//! directory above it could have been written by another user. It is
+//! mapped, not read: the symbol arrays are used where they lie, checked
+//! once (checksum, bounds, order).
 //!
 //! Symbols of BPF programs and ftrace trampolines come and go without a
 //! module changing, so they are left out: a frame in one resolves, as
 //! without kallsyms, to the symbol below it.
 
-use std::ffi::OsStr;
+use std::ffi::{CString, OsStr};
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use nix::errno::Errno;
@@ -25,14 +28,14 @@ use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::{Mode, SFlag, fstat, mkdirat};
 
 use super::Tables;
-use crate::bytes::Cursor;
+use crate::bytes::{u32_at, u64_at};
 use crate::probes::ProbeRanges;
-use crate::symbolize::kernel::{KernelSymbols, Parts};
+use crate::symbolize::kernel::{self, KernelSymbols};
 
 const FILE: &str = "kallsyms";
 /// The format's name and version: bumped whenever the file's layout or
 /// what the tables hold changes.
-const MAGIC: &[u8; 16] = b"offwake-ksyms-v1";
+const MAGIC: &[u8; 16] = b"offwake-ksyms-v2";
 /// Larger than any kernel's table (about 5 MB for 120,000 symbols).
 const MAX_FILE: u64 = 64 << 20;
 /// How much of the live kallsyms may be read to compare with the cache.
@@ -179,45 +182,106 @@ impl CacheDir {
         if !regular || st.st_uid != me || st.st_mode & 0o077 != 0 || st.st_size as u64 > MAX_FILE {
             return None;
         }
-        let mut bytes = Vec::with_capacity(st.st_size as usize);
-        std::fs::File::from(file)
-            .take(MAX_FILE)
-            .read_to_end(&mut bytes)
-            .ok()?;
-        decode(&bytes, key)
+        // SAFETY: the mapping is only read, and the file does not change
+        // under it: it is this user's, mode 0600 in a directory no other
+        // user can write (checked above and on the way), and is replaced
+        // only by renaming a new file over it, never written in place.
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.ok()?;
+        decode(map, key)
     }
 
     /// Stores `tables` for `key`, replacing what was there at once.
     pub(crate) fn store(&self, key: &Key, tables: &Tables) -> Result<()> {
-        let bytes = encode(key, tables);
-        let tmp = format!(".{FILE}.{}.tmp", std::process::id());
-        // One left by a run killed while writing, whose pid this is now.
-        let _ = nix::unistd::unlinkat(
-            &self.0,
-            tmp.as_str(),
-            nix::unistd::UnlinkatFlags::NoRemoveDir,
-        );
-        let file = openat(
-            &self.0,
-            tmp.as_str(),
-            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::from_bits_truncate(0o600),
-        )
-        .context("creating the kallsyms cache")?;
-        let written = std::fs::File::from(file).write_all(&bytes);
-        let renamed = written
-            .map_err(anyhow::Error::from)
-            .and_then(|()| Ok(nix::fcntl::renameat(&self.0, tmp.as_str(), &self.0, FILE)?));
-        if renamed.is_err() {
-            let _ = nix::unistd::unlinkat(
-                &self.0,
-                tmp.as_str(),
-                nix::unistd::UnlinkatFlags::NoRemoveDir,
-            );
-        }
-        renamed.context("writing the kallsyms cache")
+        self.prepare(key, tables)?
+            .write()
+            .context("writing the kallsyms cache")
+    }
+
+    /// What storing `tables` for `key` takes, prepared so that
+    /// [`Store::write`] need not allocate.
+    pub(crate) fn prepare(&self, key: &Key, tables: &Tables) -> Result<Store> {
+        let dir = self.0.try_clone().context("duplicating a descriptor")?;
+        let tmp = CString::new(format!(".{FILE}.{}.tmp", std::process::id()))
+            .context("naming the cache's temporary file")?;
+        Ok(Store {
+            dir,
+            tmp,
+            head: head(key, tables),
+            symbols: Arc::clone(&tables.symbols),
+        })
     }
 }
+
+/// Tables ready to be written to the cache directory.
+pub(crate) struct Store {
+    dir: OwnedFd,
+    /// The temporary file's name, renamed to [`FILE`] once written.
+    tmp: CString,
+    /// The file up to the symbol arrays (see [`head`]).
+    head: Vec<u8>,
+    symbols: Arc<KernelSymbols>,
+}
+
+impl Store {
+    /// Writes the file: through the temporary file, mode 0600, renamed
+    /// into place. Async-signal-safe (plain system calls on memory this
+    /// value holds; no allocation, no lock), so that a child forked from
+    /// this multithreaded process may do it.
+    pub(crate) fn write(&self) -> std::io::Result<()> {
+        let (dir, tmp) = (self.dir.as_raw_fd(), self.tmp.as_ptr());
+        let unlink = || {
+            // SAFETY: unlinkat reads a C string this value holds.
+            unsafe { libc::unlinkat(dir, tmp, 0) }
+        };
+        // One left by a run killed while writing, whose pid this is now.
+        unlink();
+        let flags =
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: openat reads a C string this value holds.
+        let fd = unsafe { libc::openat(dir, tmp, flags, 0o600 as libc::c_uint) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened, and is owned by nothing else.
+        let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        let written = write_tables(&self.head, &self.symbols, &mut file);
+        drop(file);
+        // SAFETY: renameat reads C strings this value holds or static ones.
+        let renamed = written.and_then(|()| {
+            match unsafe { libc::renameat(dir, tmp, dir, FILE_C.as_ptr()) } {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+        if renamed.is_err() {
+            unlink();
+        }
+        renamed
+    }
+}
+
+/// The file: `head` (see [`head`]), then the arrays of `symbols` and the
+/// checksum. Allocates nothing.
+fn write_tables(head: &[u8], symbols: &KernelSymbols, out: &mut impl Write) -> std::io::Result<()> {
+    let (addrs, ends, names, _, _) = symbols.parts();
+    let ends = kernel::u32_bytes(ends);
+    let pieces = [
+        head,
+        kernel::u64_bytes(addrs),
+        ends,
+        &[0; 8][..padding(ends.len())],
+        names,
+    ];
+    let mut crc = crc32fast::Hasher::new();
+    for piece in pieces {
+        crc.update(piece);
+        out.write_all(piece)?;
+    }
+    out.write_all(&crc.finalize().to_ne_bytes())
+}
+
+/// [`FILE`], for system calls.
+const FILE_C: &std::ffi::CStr = c"kallsyms";
 
 /// A directory this user may rely on: owned by root or by this user, and
 /// writable by no other, or root's and sticky (as `/tmp` is: no one else
@@ -240,88 +304,95 @@ fn trusted(dir: &impl AsFd) -> Result<()> {
     Ok(())
 }
 
-fn encode(key: &Key, tables: &Tables) -> Vec<u8> {
+// The file, all in native byte order, every array at an offset aligned
+// for its elements (the mapping starts on a page):
+//
+//   0  MAGIC
+//  16  u32 key length, u32 probe ranges, u32 symbols, u32 name bytes
+//  32  u64 `_text` (0: unknown)
+//  40  u8 hidden, u8 whether the last range is the interrupt entry's,
+//      six zero bytes
+//  48  the key, zero-padded to a multiple of 8
+//      probe ranges: u64 start, u64 end each
+//      symbol addresses: u64 each
+//      name ends: u32 each, zero-padded to a multiple of 8
+//      names
+//      u32 CRC-32 of everything before it
+
+/// Where the key starts.
+const KEY_AT: usize = 48;
+
+/// The zero bytes after `len` bytes that reach a multiple of 8.
+fn padding(len: usize) -> usize {
+    len.wrapping_neg() % 8
+}
+
+/// The file up to the symbol addresses.
+fn head(key: &Key, tables: &Tables) -> Vec<u8> {
     let (ranges, irq) = tables.probes.parts();
-    let (addrs, ends, names, hidden, text) = tables.symbols.parts();
-    let mut b = Vec::with_capacity(64 + key.0.len() + addrs.len() * 12 + names.len());
-    b.extend_from_slice(MAGIC);
+    let (addrs, _, names, hidden, text) = tables.symbols.parts();
+    let n_ranges = ranges.len() + usize::from(irq.is_some());
+    let mut b = Vec::with_capacity(KEY_AT + key.0.len() + 8 + n_ranges * 16);
     let len = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).to_ne_bytes();
+    b.extend_from_slice(MAGIC);
     b.extend_from_slice(&len(key.0.len()));
-    b.extend_from_slice(key.0.as_bytes());
+    b.extend_from_slice(&len(n_ranges));
+    b.extend_from_slice(&len(addrs.len()));
+    b.extend_from_slice(&len(names.len()));
     b.extend_from_slice(&text.unwrap_or(0).to_ne_bytes());
-    b.push(u8::from(hidden));
+    b.extend_from_slice(&[u8::from(hidden), u8::from(irq.is_some()), 0, 0, 0, 0, 0, 0]);
+    debug_assert_eq!(b.len(), KEY_AT);
+    b.extend_from_slice(key.0.as_bytes());
+    b.resize(b.len() + padding(key.0.len()), 0);
     // The interrupt entry range, when there is one, comes last.
-    b.extend_from_slice(&len(ranges.len() + usize::from(irq.is_some())));
     for (s, e) in ranges.iter().chain(irq.iter()) {
         b.extend_from_slice(&s.to_ne_bytes());
         b.extend_from_slice(&e.to_ne_bytes());
     }
-    b.push(u8::from(irq.is_some()));
-    b.extend_from_slice(&len(addrs.len()));
-    addrs
-        .iter()
-        .for_each(|a| b.extend_from_slice(&a.to_ne_bytes()));
-    ends.iter()
-        .for_each(|e| b.extend_from_slice(&e.to_ne_bytes()));
-    b.extend_from_slice(&len(names.len()));
-    b.extend_from_slice(names.as_bytes());
-    let crc = crc32fast::hash(&b);
-    b.extend_from_slice(&crc.to_ne_bytes());
     b
 }
 
-/// The tables in `bytes`, when they were stored for `key` and are whole.
-fn decode(bytes: &[u8], key: &Key) -> Option<Tables> {
-    let (body, crc) = bytes.split_last_chunk::<4>()?;
-    if crc32fast::hash(body) != u32::from_ne_bytes(*crc) {
+/// The tables in `map`, when they were stored for `key` and are whole;
+/// the symbol arrays stay in the mapping.
+fn decode(map: memmap2::Mmap, key: &Key) -> Option<Tables> {
+    let (body, crc) = map.split_last_chunk::<4>()?;
+    if body.get(..MAGIC.len())? != MAGIC || crc32fast::hash(body) != u32::from_ne_bytes(*crc) {
         return None;
     }
-    let mut c = Cursor::new(body);
-    let count = |c: &mut Cursor<'_>| c.u32().ok().map(|n| n as usize);
-    if c.take(MAGIC.len()).ok()? != MAGIC {
-        return None;
-    }
-    let key_len = count(&mut c)?;
-    if c.take(key_len).ok()? != key.0.as_bytes() {
-        return None;
-    }
-    let text = Some(c.u64().ok()?).filter(|&t| t != 0);
-    let hidden = c.take(1).ok()? != [0];
-    let n_ranges = count(&mut c)?;
-    // Each count is checked against the bytes left before anything is
+    let count = |at: usize| u32_at(body, at).map(|n| n as usize);
+    let (key_len, n_ranges, n, names_len) = (count(16)?, count(20)?, count(24)?, count(28)?);
+    let text = Some(u64_at(body, 32)?).filter(|&t| t != 0);
+    let hidden = *body.get(40)? != 0;
+    let has_irq = *body.get(41)? != 0;
+    // Each part's end is checked against the file before anything is
     // allocated for it.
-    let pairs = c.take(n_ranges.checked_mul(16)?).ok()?;
-    let mut ranges: Vec<(u64, u64)> = pairs
+    let mut at = KEY_AT;
+    let mut part = |len: Option<usize>, pad: bool| -> Option<std::ops::Range<usize>> {
+        let start = at;
+        let end = start.checked_add(len?)?;
+        at = end.checked_add(if pad { padding(end) } else { 0 })?;
+        (at <= body.len()).then_some(start..end)
+    };
+    let key_at = part(Some(key_len), true)?;
+    let ranges_at = part(n_ranges.checked_mul(16), false)?;
+    let addrs = part(n.checked_mul(8), false)?;
+    let ends = part(n.checked_mul(4), true)?;
+    let names = part(Some(names_len), false)?;
+    if at != body.len() || body.get(key_at)? != key.0.as_bytes() {
+        return None;
+    }
+    let mut ranges: Vec<(u64, u64)> = body
+        .get(ranges_at)?
         .chunks_exact(16)
-        .map(|p| {
-            let mut p = Cursor::new(p);
-            (p.u64().unwrap_or(0), p.u64().unwrap_or(0))
-        })
+        .map(|p| (u64_at(p, 0).unwrap_or(0), u64_at(p, 8).unwrap_or(0)))
         .collect();
-    let has_irq = c.take(1).ok()? != [0];
     // The interrupt entry range, when stored, follows the others.
     let irq = if has_irq { ranges.pop() } else { None };
-    let n = count(&mut c)?;
-    let addrs = c.take(n.checked_mul(8)?).ok()?;
-    let ends = c.take(n.checked_mul(4)?).ok()?;
-    let names_len = count(&mut c)?;
-    let names = std::str::from_utf8(c.take(names_len).ok()?).ok()?;
-    if !c.rest().is_empty() {
-        return None;
-    }
-    let symbols = KernelSymbols::from_parts(Parts {
-        addrs: crate::bytes::u64s(addrs).collect(),
-        ends: ends
-            .chunks_exact(4)
-            .map(|e| crate::bytes::u32_at(e, 0).unwrap_or(0))
-            .collect(),
-        names: names.to_string(),
-        hidden,
-        text,
-    })?;
+    let probes = ProbeRanges::from_parts(ranges, irq)?;
+    let symbols = KernelSymbols::mapped(map, addrs, ends, names, hidden, text)?;
     Some(Tables {
-        probes: ProbeRanges::from_parts(ranges, irq)?,
-        symbols: std::sync::Arc::new(symbols),
+        probes,
+        symbols: Arc::new(symbols),
     })
 }
 
@@ -336,7 +407,7 @@ pub(crate) fn head_agrees(tables: &Tables) -> bool {
 
 /// [`head_agrees`] with the listing read from `file`.
 fn agrees(tables: &Tables, mut file: impl Read) -> bool {
-    let mut head = Vec::with_capacity(HEAD);
+    let mut head = Vec::new();
     let mut buf = [0u8; 4096];
     let mut checked = 0;
     let mut from = 0;
@@ -419,6 +490,23 @@ ffffffffc0001000 t mod_function\t[mymod]
         (dir, fd)
     }
 
+    fn encode(key: &Key, tables: &Tables) -> Vec<u8> {
+        let mut b = Vec::new();
+        write_tables(&head(key, tables), &tables.symbols, &mut b).unwrap();
+        b
+    }
+
+    /// `bytes` in a mapping of their own, as a file's would be.
+    fn mapped(bytes: &[u8]) -> Option<memmap2::Mmap> {
+        let mut map = memmap2::MmapMut::map_anon(bytes.len()).ok()?;
+        map.copy_from_slice(bytes);
+        map.make_read_only().ok()
+    }
+
+    fn decode(bytes: &[u8], key: &Key) -> Option<Tables> {
+        super::decode(mapped(bytes)?, key)
+    }
+
     #[test]
     fn tables_come_back_as_they_were_stored() {
         let tables = Tables::from_kallsyms(KALLSYMS);
@@ -466,21 +554,57 @@ ffffffffc0001000 t mod_function\t[mymod]
         }
     }
 
+    /// `bytes` with the u32 at `at` set to `value` and the checksum
+    /// made right again: damage only the checks past the CRC can see.
+    fn patched(bytes: &[u8], at: usize, value: &[u8]) -> Vec<u8> {
+        let mut b = bytes.to_vec();
+        b[at..at + value.len()].copy_from_slice(value);
+        let body = b.len() - 4;
+        let crc = crc32fast::hash(&b[..body]);
+        b[body..].copy_from_slice(&crc.to_ne_bytes());
+        b
+    }
+
     #[test]
     fn hostile_counts_are_refused_without_allocating() {
-        // A valid checksum over a body that claims 4 billion symbols.
-        let mut b = MAGIC.to_vec();
-        let k = key();
-        b.extend_from_slice(&(k.0.len() as u32).to_ne_bytes());
-        b.extend_from_slice(k.0.as_bytes());
-        b.extend_from_slice(&0u64.to_ne_bytes());
-        b.push(0);
-        b.extend_from_slice(&0u32.to_ne_bytes());
-        b.push(0);
-        b.extend_from_slice(&u32::MAX.to_ne_bytes());
-        let crc = crc32fast::hash(&b);
-        b.extend_from_slice(&crc.to_ne_bytes());
-        assert!(decode(&b, &k).is_none());
+        let bytes = encode(&key(), &Tables::from_kallsyms(KALLSYMS));
+        assert!(decode(&patched(&bytes, 0, &[]), &key()).is_some());
+        // Key length, ranges, symbols, name bytes: each claiming 4 billion,
+        // or one more or less than there is.
+        for at in [16, 20, 24, 28] {
+            let n = u32_at(&bytes, at).unwrap();
+            for bad in [u32::MAX, n + 1, n.wrapping_sub(1)] {
+                let b = patched(&bytes, at, &bad.to_ne_bytes());
+                assert!(decode(&b, &key()).is_none(), "{bad} at {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn unsorted_or_overrunning_arrays_are_refused() {
+        let tables = Tables::from_kallsyms(KALLSYMS);
+        let bytes = encode(&key(), &tables);
+        let (addrs, ends, _, _, _) = tables.symbols.parts();
+        let n_ranges = u32_at(&bytes, 20).unwrap() as usize;
+        let addrs_at = KEY_AT + key().0.len() + padding(key().0.len()) + n_ranges * 16;
+        assert_eq!(u64_at(&bytes, addrs_at), Some(addrs[0]));
+        // The first address moved past the second.
+        let b = patched(&bytes, addrs_at, &(addrs[1] + 1).to_ne_bytes());
+        assert!(decode(&b, &key()).is_none());
+        // The last name ending past the names.
+        let last_end = addrs_at + addrs.len() * 8 + (ends.len() - 1) * 4;
+        assert_eq!(u32_at(&bytes, last_end), ends.last().copied());
+        let b = patched(&bytes, last_end, &u32::MAX.to_ne_bytes());
+        assert!(decode(&b, &key()).is_none());
+        // A name that is not UTF-8 is no name, the others still are.
+        let names_at = bytes.len() - 4 - tables.symbols.parts().2.len();
+        let b = patched(&bytes, names_at, &[0xff]);
+        let back = decode(&b, &key()).expect("still whole");
+        assert_eq!(back.symbols.lookup(addrs[0]), None);
+        assert_eq!(
+            back.symbols.lookup(0xffffffffc0001010),
+            Some("mod_function")
+        );
     }
 
     #[test]
@@ -499,6 +623,12 @@ ffffffffc0001000 t mod_function\t[mymod]
         );
         let back = cache.load(&key()).expect("cached");
         assert_eq!(back.symbols, tables.symbols);
+        assert_eq!(back.symbols.lookup(0xffffffff81000210), Some("__schedule"));
+        // Cut short on disk: refused.
+        let whole = std::fs::read(&file).unwrap();
+        std::fs::write(&file, &whole[..whole.len() - 9]).unwrap();
+        assert!(cache.load(&key()).is_none());
+        std::fs::write(&file, &whole).unwrap();
         // No temporary file is left behind.
         assert_eq!(
             std::fs::read_dir(dir.join("a/offwake-perf"))

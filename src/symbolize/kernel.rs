@@ -2,25 +2,102 @@
 //! (module symbols included, without their `[module]` tag; those of BPF
 //! programs and trampolines left out) searched by address.
 
+use std::ops::Range;
+
 use anyhow::Result;
 
 use crate::kallsyms;
 
 /// Sorted kernel text symbols, kept compact: one address array and one
-/// string holding every name (a kernel has over 100,000 of them).
-#[derive(Debug, Default, PartialEq, Eq)]
+/// string holding every name (a kernel has over 100,000 of them), built
+/// here or borrowed from a mapped cache file.
+#[derive(Debug, Default)]
 pub(crate) struct KernelSymbols {
-    /// Sorted, one per symbol.
-    addrs: Vec<u64>,
-    /// Where each symbol's name ends in `names` (it starts where the
-    /// previous one ends).
-    ends: Vec<u32>,
-    names: String,
+    table: Table,
     /// True when kallsyms listed symbols but every address read 0
     /// (kptr_restrict, or not privileged).
     hidden: bool,
     /// Where the kernel's text begins (`_text`): KASLR moves it each boot.
     text: Option<u64>,
+}
+
+/// Where a [`KernelSymbols`]' arrays are: `addrs` sorted, one per symbol;
+/// `ends`, where each symbol's name ends in `names` (it starts where the
+/// previous one ends). Names are checked as UTF-8 when looked up.
+#[derive(Debug)]
+enum Table {
+    Owned {
+        addrs: Vec<u64>,
+        ends: Vec<u32>,
+        names: String,
+    },
+    /// In a mapped file, at ranges checked once (see
+    /// [`KernelSymbols::mapped`]).
+    Mapped {
+        map: memmap2::Mmap,
+        addrs: Range<usize>,
+        ends: Range<usize>,
+        names: Range<usize>,
+    },
+}
+
+impl Default for Table {
+    fn default() -> Table {
+        Table::Owned {
+            addrs: Vec::new(),
+            ends: Vec::new(),
+            names: String::new(),
+        }
+    }
+}
+
+impl PartialEq for KernelSymbols {
+    fn eq(&self, other: &KernelSymbols) -> bool {
+        self.addrs() == other.addrs()
+            && self.ends() == other.ends()
+            && self.names() == other.names()
+            && self.hidden == other.hidden
+            && self.text == other.text
+    }
+}
+
+impl Eq for KernelSymbols {}
+
+/// `bytes` as native-endian u64s: `None` unless aligned and whole.
+fn as_u64s(bytes: &[u8]) -> Option<&[u64]> {
+    if !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<u64>())
+        || !bytes.len().is_multiple_of(8)
+    {
+        return None;
+    }
+    // SAFETY: the pointer is aligned for u64 and the length a whole number
+    // of them (both checked above); any bits are a valid u64; the slice
+    // borrows `bytes`, so lives no longer.
+    Some(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<u64>(), bytes.len() / 8) })
+}
+
+/// `bytes` as native-endian u32s: `None` unless aligned and whole.
+fn as_u32s(bytes: &[u8]) -> Option<&[u32]> {
+    if !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<u32>())
+        || !bytes.len().is_multiple_of(4)
+    {
+        return None;
+    }
+    // SAFETY: as in `as_u64s`, for u32.
+    Some(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<u32>(), bytes.len() / 4) })
+}
+
+/// The bytes of `words`, in native order (to be written out).
+pub(crate) fn u64_bytes(words: &[u64]) -> &[u8] {
+    // SAFETY: any initialized memory is valid as bytes, u8 needs no
+    // alignment, and the length covers exactly the words borrowed.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), std::mem::size_of_val(words)) }
+}
+
+/// The bytes of `words`, in native order (to be written out).
+pub(crate) fn u32_bytes(words: &[u32]) -> &[u8] {
+    // SAFETY: as in `u64_bytes`.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), std::mem::size_of_val(words)) }
 }
 
 /// Whether symbols of `module` come and go while the kernel runs: BPF
@@ -114,9 +191,11 @@ impl SymbolsBuilder {
         let text = self.text;
         if !self.unsorted {
             return KernelSymbols {
-                addrs: self.addrs,
-                ends: self.ends,
-                names: self.names,
+                table: Table::Owned {
+                    addrs: self.addrs,
+                    ends: self.ends,
+                    names: self.names,
+                },
                 hidden,
                 text,
             };
@@ -142,22 +221,11 @@ impl SymbolsBuilder {
             ends.push(u32::try_from(names.len()).unwrap_or(u32::MAX));
         }
         KernelSymbols {
-            addrs,
-            ends,
-            names,
+            table: Table::Owned { addrs, ends, names },
             hidden,
             text,
         }
     }
-}
-
-/// The parts of a [`KernelSymbols`], as stored in a cache.
-pub(crate) struct Parts {
-    pub(crate) addrs: Vec<u64>,
-    pub(crate) ends: Vec<u32>,
-    pub(crate) names: String,
-    pub(crate) hidden: bool,
-    pub(crate) text: Option<u64>,
 }
 
 impl KernelSymbols {
@@ -173,30 +241,75 @@ impl KernelSymbols {
         b.finish()
     }
 
-    /// The table from stored parts, checked: `None` unless the addresses
-    /// are sorted and every name lies, in order, within `names` (whole
-    /// UTF-8 characters).
-    pub(crate) fn from_parts(p: Parts) -> Option<KernelSymbols> {
-        if p.addrs.len() != p.ends.len()
-            || !p.addrs.is_sorted()
-            || !p.ends.is_sorted()
-            || p.ends.last().is_some_and(|&e| e as usize > p.names.len())
-            || !p.ends.iter().all(|&e| p.names.is_char_boundary(e as usize))
+    /// The table in `map` at the given byte ranges, checked once: `None`
+    /// unless each range lies in `map`, the arrays are aligned and of one
+    /// length, the addresses and name ends are sorted, and the last name
+    /// ends within `names`.
+    pub(crate) fn mapped(
+        map: memmap2::Mmap,
+        addrs: Range<usize>,
+        ends: Range<usize>,
+        names: Range<usize>,
+        hidden: bool,
+        text: Option<u64>,
+    ) -> Option<KernelSymbols> {
+        let a = as_u64s(map.get(addrs.clone())?)?;
+        let e = as_u32s(map.get(ends.clone())?)?;
+        let n = map.get(names.clone())?;
+        if a.len() != e.len()
+            || !a.is_sorted()
+            || !e.is_sorted()
+            || e.last().is_some_and(|&end| end as usize > n.len())
         {
             return None;
         }
         Some(KernelSymbols {
-            addrs: p.addrs,
-            ends: p.ends,
-            names: p.names,
-            hidden: p.hidden,
-            text: p.text,
+            table: Table::Mapped {
+                map,
+                addrs,
+                ends,
+                names,
+            },
+            hidden,
+            text,
         })
     }
 
-    /// The parts to store (see [`KernelSymbols::from_parts`]).
-    pub(crate) fn parts(&self) -> (&[u64], &[u32], &str, bool, Option<u64>) {
-        (&self.addrs, &self.ends, &self.names, self.hidden, self.text)
+    fn addrs(&self) -> &[u64] {
+        match &self.table {
+            Table::Owned { addrs, .. } => addrs,
+            Table::Mapped { map, addrs, .. } => {
+                map.get(addrs.clone()).and_then(as_u64s).unwrap_or_default()
+            }
+        }
+    }
+
+    fn ends(&self) -> &[u32] {
+        match &self.table {
+            Table::Owned { ends, .. } => ends,
+            Table::Mapped { map, ends, .. } => {
+                map.get(ends.clone()).and_then(as_u32s).unwrap_or_default()
+            }
+        }
+    }
+
+    fn names(&self) -> &[u8] {
+        match &self.table {
+            Table::Owned { names, .. } => names.as_bytes(),
+            Table::Mapped { map, names, .. } => map.get(names.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// The arrays to store (see [`KernelSymbols::mapped`]): addresses,
+    /// name ends, names; whether addresses were hidden; `_text`.
+    pub(crate) fn parts(&self) -> (&[u64], &[u32], &[u8], bool, Option<u64>) {
+        (
+            self.addrs(),
+            self.ends(),
+            self.names(),
+            self.hidden,
+            self.text,
+        )
     }
 
     /// The address of `_text`, where the kernel's text begins.
@@ -211,36 +324,38 @@ impl KernelSymbols {
 
     /// Whether a symbol starts exactly at `addr`.
     pub(crate) fn has_address(&self, addr: u64) -> bool {
-        self.addrs.binary_search(&addr).is_ok()
+        self.addrs().binary_search(&addr).is_ok()
     }
 
     /// True when no symbol has a usable address.
     #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
-        self.addrs.is_empty()
+        self.addrs().is_empty()
     }
 
     fn name(&self, i: usize) -> Option<&str> {
-        let end = *self.ends.get(i)? as usize;
+        let ends = self.ends();
+        let end = *ends.get(i)? as usize;
         let start = match i.checked_sub(1) {
-            Some(prev) => *self.ends.get(prev)? as usize,
+            Some(prev) => *ends.get(prev)? as usize,
             None => 0,
         };
-        self.names.get(start..end)
+        std::str::from_utf8(self.names().get(start..end)?).ok()
     }
 
     /// The symbol with the greatest address `<= addr`.
     pub(crate) fn lookup(&self, addr: u64) -> Option<&str> {
-        let idx = self.addrs.partition_point(|&a| a <= addr);
+        let idx = self.addrs().partition_point(|&a| a <= addr);
         self.name(idx.checked_sub(1)?)
     }
 
     /// The address of symbol `name` (first match), for tests and checks.
     #[cfg(test)]
     pub(crate) fn address_of(&self, name: &str) -> Option<u64> {
-        (0..self.addrs.len())
+        let addrs = self.addrs();
+        (0..addrs.len())
             .find(|&i| self.name(i) == Some(name))
-            .map(|i| self.addrs[i])
+            .map(|i| addrs[i])
     }
 }
 
@@ -326,7 +441,7 @@ mod builder_tests {
                 let e = least.entry(*addr).or_insert(name);
                 *e = (*e).min(name.as_str());
             }
-            prop_assert_eq!(k.addrs.clone(), least.keys().copied().collect::<Vec<_>>());
+            prop_assert_eq!(k.addrs().to_vec(), least.keys().copied().collect::<Vec<_>>());
             for (i, name) in least.values().enumerate() {
                 prop_assert_eq!(k.name(i), Some(*name));
             }
@@ -345,6 +460,6 @@ mod builder_tests {
         assert_eq!(KernelSymbols::parse(&shuffled.concat()), sorted);
         // The least of two aliases: f498 over f499.
         assert_eq!(sorted.lookup(0xffffffff81000000), Some("f498"));
-        assert_eq!(sorted.addrs.len(), 250);
+        assert_eq!(sorted.addrs().len(), 250);
     }
 }
