@@ -415,6 +415,7 @@ fn report(traced: Traced) -> Result<Outcome> {
         mut outputs,
     } = traced;
     let result = Arc::new(result);
+    let kallsyms_cache = kallsyms.clone();
     if outputs.iter().any(|(output, _)| output.is_open()) {
         let entries = symbolize_apart(
             &result,
@@ -479,9 +480,18 @@ fn report(traced: Traced) -> Result<Outcome> {
         );
     }
     timing::print();
+    // The kallsyms cache a cold run has to write is written by the holder
+    // of the perf events, forked last, while this process exits; without
+    // one (other sources), here.
+    if let Some(job) = kallsyms_cache.as_ref().and_then(Preload::pending_store) {
+        crate::sys::child::leave(job);
+    }
     // Last: the holder of the events is forked when this process has no
     // more work to do (no page of it is then copied on write).
     source.close();
+    crate::sys::child::take_left()
+        .iter()
+        .for_each(|job| (job.run)());
     Ok(Outcome { command })
 }
 

@@ -191,6 +191,7 @@ impl CacheDir {
     }
 
     /// Stores `tables` for `key`, replacing what was there at once.
+    #[cfg(test)]
     pub(crate) fn store(&self, key: &Key, tables: &Tables) -> Result<()> {
         self.prepare(key, tables)?
             .write()
@@ -223,6 +224,11 @@ pub(crate) struct Store {
 }
 
 impl Store {
+    /// The descriptor [`Store::write`] uses.
+    pub(crate) fn dir_fd(&self) -> std::os::fd::RawFd {
+        self.dir.as_raw_fd()
+    }
+
     /// Writes the file: through the temporary file, mode 0600, renamed
     /// into place. Async-signal-safe (plain system calls on memory this
     /// value holds; no allocation, no lock), so that a child forked from
@@ -636,6 +642,27 @@ ffffffffc0001000 t mod_function\t[mymod]
                 .count(),
             1
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_store_prepared_early_is_written_later_and_read_back() {
+        let (dir, root) = scratch("prepared");
+        let cache = CacheDir::open_under(root, Path::new("c"), 1).unwrap();
+        let tables = Tables::from_kallsyms(KALLSYMS);
+        let store = cache.prepare(&key(), &tables).unwrap();
+        let expected = Tables::from_kallsyms(KALLSYMS);
+        drop(tables);
+        drop(cache);
+        // Only the store's own descriptor is left to write with.
+        store.write().unwrap();
+        let cache = CacheDir::open_under(reopen(&dir), Path::new("c"), 0).unwrap();
+        let back = cache.load(&key()).expect("stored");
+        assert_eq!(back.symbols, expected.symbols);
+        assert_eq!(back.probes.parts(), expected.probes.parts());
+        // Written again over the first: still one file.
+        store.write().unwrap();
+        assert_eq!(std::fs::read_dir(dir.join("c")).unwrap().count(), 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -184,18 +184,32 @@ impl TablesBuilder {
 #[derive(Clone, Debug)]
 pub(crate) struct Preload(Arc<PreloadState>);
 
-#[derive(Debug)]
 struct PreloadState {
-    thread: Mutex<Option<JoinHandle<Result<Tables>>>>,
+    thread: Mutex<Option<JoinHandle<Result<Loaded>>>>,
     done: OnceLock<Result<Arc<Tables>, String>>,
+    /// The cache a cold reading has yet to write (see
+    /// [`Preload::pending_store`]).
+    store: Mutex<Option<cache::Store>>,
 }
+
+impl std::fmt::Debug for PreloadState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreloadState")
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The tables, and the cache to write when they were read live.
+type Loaded = (Tables, Option<cache::Store>);
 
 impl Preload {
     /// Starts loading the tables on a thread: from the cache (see
-    /// [`cache`]) when it holds this boot's, else from kallsyms, then
-    /// stored there. At normal priority: a short run waits for them.
+    /// [`cache`]) when it holds this boot's, else from kallsyms. At normal
+    /// priority: a short run waits for them. Storing them for the next run
+    /// is left to the end of this one ([`Preload::pending_store`]).
     pub(crate) fn spawn() -> Preload {
-        let thread = std::thread::spawn(|| {
+        let thread = std::thread::spawn(|| -> Result<Loaded> {
             let key = cache::Key::current();
             let dir = key.as_ref().and_then(|_| cache::CacheDir::open());
             if let (Some(key), Some(dir)) = (&key, &dir)
@@ -203,27 +217,47 @@ impl Preload {
                 && cache::head_agrees(&tables)
             {
                 crate::timing::mark("kallsyms.cached");
-                return Ok(tables);
+                return Ok((tables, None));
             }
             let tables = Tables::read_live()?;
             crate::timing::mark("kallsyms.read");
             // A module loaded or removed while kallsyms was read would
-            // leave tables that match neither list: not stored.
-            if let (Some(key), Some(dir)) = (&key, &dir)
-                && !tables.symbols.addresses_hidden()
-                && cache::Key::current().as_ref() == Some(key)
-            {
-                // A cache that cannot be written costs the next run time,
-                // nothing else.
-                let _ = dir.store(key, &tables);
-                crate::timing::mark("kallsyms.stored");
-            }
-            Ok(tables)
+            // leave tables that match neither list: not stored. A cache
+            // that cannot be written costs the next run time, nothing else.
+            let store = match (&key, &dir) {
+                (Some(key), Some(dir))
+                    if !tables.symbols.addresses_hidden()
+                        && cache::Key::current().as_ref() == Some(key) =>
+                {
+                    dir.prepare(key, &tables).ok()
+                }
+                _ => None,
+            };
+            Ok((tables, store))
         });
         Preload(Arc::new(PreloadState {
             thread: Mutex::new(Some(thread)),
             done: OnceLock::new(),
+            store: Mutex::new(None),
         }))
+    }
+
+    /// The writing of the cache a cold reading left, once, as work for
+    /// the end of the run (see [`crate::sys::child::leave`]); `None` when
+    /// there is nothing to write, or the tables are still being read.
+    pub(crate) fn pending_store(&self) -> Option<crate::sys::child::Job> {
+        if !self.is_ready() {
+            return None;
+        }
+        self.wait().ok()?;
+        let store = self.0.store.lock().ok()?.take()?;
+        Some(crate::sys::child::Job {
+            keep: vec![store.dir_fd()],
+            run: Box::new(move || {
+                // Nothing to tell: the next run reads kallsyms instead.
+                let _ = store.write();
+            }),
+        })
     }
 
     /// True when [`Preload::wait`] would not block.
@@ -241,7 +275,12 @@ impl Preload {
         let done = self.0.done.get_or_init(|| {
             let thread = self.0.thread.lock().ok().and_then(|mut t| t.take());
             match thread.map(JoinHandle::join) {
-                Some(Ok(Ok(tables))) => Ok(Arc::new(tables)),
+                Some(Ok(Ok((tables, store)))) => {
+                    if let Ok(mut pending) = self.0.store.lock() {
+                        *pending = store;
+                    }
+                    Ok(Arc::new(tables))
+                }
                 Some(Ok(Err(e))) => Err(format!("{e:#}")),
                 Some(Err(_)) => Err("the thread reading /proc/kallsyms panicked".to_string()),
                 None => Err("/proc/kallsyms was not read".to_string()),

@@ -12,7 +12,8 @@
 //! - at the end, once the report is out, [`close_detached`] forks a
 //!   short-lived process that keeps a copy of every descriptor while this
 //!   one drops its own (cheaply: the copies keep the events alive) and
-//!   exits. The child releases them [`LINGER`] later: a run started
+//!   exits. The child first does the work left to it ([`child::leave`]),
+//!   and releases the events [`LINGER`] later: a run started
 //!   meanwhile opens events on tracepoints still in use, so neither its
 //!   opens nor this release wait for a grace period (the kernel keeps its
 //!   own scheduler hooks for perf a second in the same way).
@@ -90,8 +91,10 @@ pub(crate) fn close_detached(fds: Vec<OwnedFd>) {
     let Ok((gone_r, gone_w)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) else {
         return drop(fds);
     };
+    let jobs = child::take_left();
     let mut keep: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
     keep.push(gone_r.as_raw_fd());
+    keep.extend(jobs.iter().flat_map(|j| j.keep.iter().copied()));
     keep.sort_unstable();
     keep.dedup();
     let wait_fd = gone_r.as_raw_fd();
@@ -100,17 +103,21 @@ pub(crate) fn close_detached(fds: Vec<OwnedFd>) {
     let max_fd = child::open_files_limit().min(1 << 16);
     // SAFETY: in the child only plain system calls are made (setsid,
     // chdir, prctl, close_range or close, read, nanosleep, _exit), on
-    // memory prepared before the fork (`keep`, not reallocated), as a
-    // multithreaded parent requires: nothing allocates or takes a lock.
+    // memory prepared before the fork (`keep`, not reallocated), and the
+    // jobs, which promise the same, as a multithreaded parent requires:
+    // nothing allocates or takes a lock.
     // Signals stay blocked there for good (a SIGKILL still ends it, which
     // releases the events at once).
     let (pid, _) = unsafe { child::fork_signals_blocked() };
     if pid == 0 {
         // SAFETY: this is the child just forked, and `keep` is sorted.
-        unsafe { hold_then_exit(&keep, wait_fd, max_fd) };
+        unsafe { hold_then_exit(&keep, &jobs, wait_fd, max_fd) };
     }
     match pid {
-        -1 => drop(fds),
+        -1 => {
+            drop(fds);
+            jobs.iter().for_each(|j| (j.run)());
+        }
         _ => {
             drop(fds);
             drop(gone_r);
@@ -124,12 +131,13 @@ pub(crate) fn close_detached(fds: Vec<OwnedFd>) {
 /// In the forked child, named `offwake-release`, with every signal
 /// blocked: leaves the parent's session and working directory, closes
 /// every descriptor but `keep` (so that no pipe or output file of the
-/// parent stays open), waits for `wait_fd` to reach end-of-file, then
-/// [`LINGER`], and exits, which releases the events.
+/// parent stays open), runs `jobs`, waits for `wait_fd` to reach
+/// end-of-file, then [`LINGER`], and exits, which releases the events.
 ///
 /// # Safety
-/// Only to be called in a child just forked, with `keep` sorted.
-unsafe fn hold_then_exit(keep: &[RawFd], wait_fd: RawFd, max_fd: u32) -> ! {
+/// Only to be called in a child just forked, with `keep` sorted and
+/// holding the jobs' descriptors.
+unsafe fn hold_then_exit(keep: &[RawFd], jobs: &[child::Job], wait_fd: RawFd, max_fd: u32) -> ! {
     // SAFETY: setsid, chdir and prctl are plain syscalls; the strings are
     // static C strings. Failures leave the child as it was, harmlessly.
     unsafe {
@@ -141,6 +149,7 @@ unsafe fn hold_then_exit(keep: &[RawFd], wait_fd: RawFd, max_fd: u32) -> ! {
     // SAFETY: this is the forked child, which never returns to the
     // parent's values; `keep` is sorted.
     unsafe { child::close_all_but(keep, max_fd) };
+    jobs.iter().for_each(|j| (j.run)());
     let mut byte = 0u8;
     // The parent never writes: the read ends at end-of-file (or an error).
     // SAFETY: reads into a local byte from a descriptor this child owns.
@@ -192,6 +201,28 @@ mod tests {
         close_detached(vec![event]);
         drop(other);
         other_closed();
+    }
+
+    #[test]
+    fn the_holder_does_the_work_left_to_it() {
+        let (event, _) = pipe();
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let w = std::sync::Arc::new(w);
+        let job_w = std::sync::Arc::clone(&w);
+        child::leave(child::Job {
+            keep: vec![w.as_raw_fd()],
+            run: Box::new(move || {
+                // SAFETY: writes a static byte to a descriptor the job owns.
+                unsafe { libc::write(job_w.as_raw_fd(), c"x".as_ptr().cast(), 1) };
+            }),
+        });
+        close_detached(vec![event]);
+        drop(w);
+        // The job ran once, in the holder (another test's holder may have
+        // taken it: it runs there all the same), which closes its copy.
+        let mut got = Vec::new();
+        std::fs::File::from(r).read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"x");
     }
 
     #[test]

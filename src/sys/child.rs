@@ -2,9 +2,42 @@
 //! does its own work: close every descriptor of the parent it does not
 //! need, with async-signal-safe calls only, and the fork itself (for the
 //! ftrace instance's guardian, the holder of released perf events and the
-//! process that grows the perf rings).
+//! process that grows the perf rings); and the work a run leaves to the
+//! child forked at its end ([`leave`]).
 
 use std::os::fd::RawFd;
+use std::sync::Mutex;
+
+/// Work to be done after the report, off the way to this process's exit:
+/// in the holder of released perf events, forked then, else by whoever
+/// ends the run (see [`take_left`]).
+pub(crate) struct Job {
+    /// The descriptors `run` uses: kept open in the child.
+    pub(crate) keep: Vec<RawFd>,
+    /// Runs in a child forked from this multithreaded process: only
+    /// async-signal-safe calls (no allocation, no lock) on memory prepared
+    /// before the fork. Never dropped there.
+    pub(crate) run: Box<dyn Fn() + Send>,
+}
+
+static LEFT: Mutex<Vec<Job>> = Mutex::new(Vec::new());
+
+/// Leaves `job` to the next child forked at the end of the run.
+pub(crate) fn leave(job: Job) {
+    match LEFT.lock() {
+        Ok(mut left) => left.push(job),
+        // Poisoned: done here.
+        Err(_) => (job.run)(),
+    }
+}
+
+/// The jobs left and not yet taken: by the child about to be forked, or,
+/// when none was, to be run by the caller.
+pub(crate) fn take_left() -> Vec<Job> {
+    LEFT.lock()
+        .map(|mut left| std::mem::take(&mut *left))
+        .unwrap_or_default()
+}
 
 /// The most descriptors closed one by one where `close_range` is missing
 /// (Linux before 5.9).
