@@ -1,6 +1,6 @@
 //! Where names come from beyond a binary's own symbols: perf maps of JIT
-//! code (real node), MiniDebugInfo, and debug files fetched from a
-//! debuginfod server.
+//! code (real node), MiniDebugInfo, debug files fetched from a debuginfod
+//! server, and the kernel's symbols kept between runs.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -488,4 +488,49 @@ fn mini_debuginfo_names_a_stripped_binary() {
         &stderr,
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A cold run (no cache) leaves the kernel's symbol tables for the next
+/// run, which loads them instead of reading kallsyms: with perf, the
+/// events' holder writes them once the run is over; with tracefs, the run
+/// does before it exits.
+#[test]
+fn a_cold_run_leaves_the_kallsyms_cache_to_the_next() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    for backend in ["perf", "tracefs"] {
+        // Under /tmp, whose sticky root directory the tool trusts.
+        let dir = std::env::temp_dir().join(format!(
+            "offwake-kallsyms-cache-{backend}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).expect("creating the cache's directory");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let env = [
+            ("XDG_CACHE_HOME", dir.to_str().expect("a UTF-8 path")),
+            ("OFFWAKE_TIMING", "1"),
+        ];
+        let args = ["--backend", backend, "-f", "--", "true"];
+        let cold = run_env(&env, &args);
+        let stderr = String::from_utf8_lossy(&cold.stderr);
+        assert!(cold.status.success(), "{backend}: {stderr}");
+        assert!(
+            stderr.contains("kallsyms (ms after launch): read"),
+            "{backend}: {stderr}"
+        );
+        let file = dir.join("offwake-perf/kallsyms");
+        wait_for("the kallsyms cache", || file.exists());
+        let warm = run_env(&env, &args);
+        let stderr = String::from_utf8_lossy(&warm.stderr);
+        assert!(warm.status.success(), "{backend}: {stderr}");
+        assert!(
+            stderr.contains("kallsyms (ms after launch): cached"),
+            "{backend}: {stderr}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
