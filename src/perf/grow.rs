@@ -2,19 +2,21 @@
 //!
 //! The kernel clears every page of a perf ring when it is first mapped:
 //! the 16 MiB per CPU that `dwarf` stack copies want take milliseconds
-//! each, longer than opening all the events. So chosen threads are traced
-//! into small rings at first ([`START_BYTES`] per CPU), and a forked
-//! process, `offwake-grow`, maps the full-size ones meanwhile (in its own
-//! address space, so that this process's memory map is not locked while
-//! the kernel clears them). Once this process has mapped them too, the
-//! child moves every event to them with `PERF_EVENT_IOC_SET_OUTPUT`. Each
-//! move waits for an RCU grace period in the kernel (milliseconds) while
-//! it holds a lock of the event it moves to, so each event moves to an
-//! anchor of its own, a dummy event that writes into the large ring, and
-//! the moves run in parallel processes, none of them in this one. Events
-//! move one by one, and records go to whichever ring their event writes
-//! to at that moment: both rings are read to the end of the run, the
-//! first one also taking the events opened before the swap.
+//! each, longer than opening all the events, and a command started under
+//! the tool waits for them. So its events write into small rings at first
+//! ([`START_BYTES`] per CPU), and from the second round a forked process,
+//! `offwake-grow`, maps the full-size ones (in its own address space, so
+//! that this process's memory map is not locked while the kernel clears
+//! them). Once this process has mapped them too, the per-CPU events are
+//! replaced by new ones writing into them, and the child moves the
+//! per-task events to them with `PERF_EVENT_IOC_SET_OUTPUT`. Each move
+//! waits for an RCU grace period in the kernel while it holds the locks
+//! of the event it moves to and of the moved event's context, so each
+//! event moves to an anchor of its own, a dummy event that writes into the
+//! large ring, from parallel processes (those of one thread still move one
+//! after another), none of them this one. Records go to whichever ring
+//! their event writes to at that moment: both rings are read to the end
+//! of the run.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
@@ -26,7 +28,8 @@ use crate::sys::child;
 use crate::sys::host::page_size;
 
 /// Each CPU's first ring: cleared in about a millisecond, and room for
-/// about 500 `dwarf` samples until the large rings take over.
+/// about 500 `dwarf` samples until the large rings take over (in 0.1 to
+/// 0.2 s; a switch storm from the start can overflow it meanwhile).
 pub(super) const START_BYTES: usize = 4 << 20;
 
 /// The most events moved: past it, rings get their full size at once

@@ -65,7 +65,8 @@ pub(crate) struct PerfConfig {
     /// threads are traced with per-CPU events filtered on their ids
     /// ([`threads::Wide`]).
     pub(crate) event_budget: usize,
-    /// Whether the rings of chosen threads may start small ([`grow`]).
+    /// Whether the rings of chosen threads may start small ([`grow`]),
+    /// which shortens the wait of a command started once tracing runs.
     pub(crate) grow_rings: bool,
 }
 
@@ -325,7 +326,7 @@ pub(crate) struct PerfBackend {
     kallsyms: Option<Preload>,
     /// Why chosen threads are traced with per-CPU events, when they are.
     wide_note: Option<String>,
-    /// The rings to grow into, from the first round on.
+    /// The rings to grow into, from the second round on.
     grow_plan: Option<GrowPlan>,
     growth: Option<grow::Growth>,
     polls: u64,
@@ -578,7 +579,10 @@ impl PerfBackend {
         sink: &mut dyn EventSink,
     ) -> Result<()> {
         self.polls += 1;
-        if self.polls == 1 {
+        if self.polls == 2 {
+            // From the second round: a run over after one (`-- true`)
+            // costs nothing; under a storm, the first ring's watermark
+            // ends the first round early.
             self.start_growth();
         }
         let fds = self.cpus.iter().flat_map(|c| {
@@ -781,9 +785,12 @@ impl PerfBackend {
             }
             let mut moves: Vec<(BorrowedFd<'_>, usize)> = Vec::new();
             let mut anchors = Vec::new();
+            // Per-task events move; the per-CPU ones are replaced instead
+            // (see `grow_rings`): a move holds the lock of the event's
+            // context through a grace period, and the trace loop must not
+            // wait on that of a CPU when it replaces a filtered event.
             for (i, c) in self.cpus.iter().enumerate() {
                 let first = moves.len();
-                moves.extend(c.fds[1..].iter().map(|fd| (fd.as_fd(), i)));
                 if let Some(t) = &self.threads {
                     moves.extend(t.fds_of_cpu(c.cpu).map(|fd| (fd.as_fd(), i)));
                 }
@@ -823,6 +830,14 @@ impl PerfBackend {
                     });
                 }
                 g.go();
+                if let Some(t) = self.threads.as_mut()
+                    && let Err(e) = t.reopen_filtered(&mut self.cpus)
+                {
+                    // The old ones stay, writing into the first rings.
+                    crate::diag::diag!(
+                        "offwake-perf: warning: the wakeup events stay in the first rings: {e:#}"
+                    );
+                }
                 crate::timing::mark("rings.mapped");
             }
             grow::Step::Failed(why) => self.keep_first_rings(&why),

@@ -409,6 +409,17 @@ impl Threads {
         let Some(text) = self.wakees.changed() else {
             return Ok(());
         };
+        self.replace_filtered(cpus, text)
+    }
+
+    /// Replaces the per-CPU filtered events even if their filter is the
+    /// same: so that they write into the rings the CPUs have now.
+    pub(super) fn reopen_filtered(&mut self, cpus: &mut [CpuRing]) -> Result<(), OpenFailure> {
+        let text = self.wakees.changed().unwrap_or_else(|| self.wakees.text());
+        self.replace_filtered(cpus, text)
+    }
+
+    fn replace_filtered(&mut self, cpus: &mut [CpuRing], text: String) -> Result<(), OpenFailure> {
         let switch_text = self.wakees.switch_text(self.state_filter.as_deref());
         for c in cpus {
             let new = open_filtered(&self.waking_event, c.cpu, &c.fds[0], &text)?;
