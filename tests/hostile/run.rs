@@ -220,6 +220,11 @@ fn tool_path() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_offwake-perf")))
 }
 
+/// Whether `pid` runs `tool` (has exec'd it).
+fn execed(pid: u32, tool: &std::path::Path) -> bool {
+    std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == tool)
+}
+
 /// Current RSS and peak RSS (VmHWM) of `pid` in KiB; 0 when unreadable
 /// (a zombie has none).
 fn rss_kib(pid: u32) -> (u64, u64) {
@@ -256,7 +261,8 @@ pub fn run_tool(case: &str, args: &[&str]) -> Run {
     let timeout = Duration::from_secs(env_u64("OFFWAKE_HOSTILE_TIMEOUT", 60));
     let cap_kib = env_u64("OFFWAKE_HOSTILE_RSS_CAP_MIB", 1024) * 1024;
     let started = Instant::now();
-    let mut child = Command::new(tool_path())
+    let tool = std::fs::canonicalize(tool_path()).expect("the tool's path");
+    let mut child = Command::new(&tool)
         .args(args)
         // Its counters (unwinding among them) on stderr.
         .env("OFFWAKE_TIMING", "1")
@@ -274,7 +280,13 @@ pub fn run_tool(case: &str, args: &[&str]) -> Run {
         // The peak, polled: wait4's ru_maxrss would include the RSS of this
         // test process, which the child inherits (posix_spawn shares our
         // memory until exec, whose high-water mark exec carries over).
-        let (rss, hwm) = rss_kib(pid);
+        // Before its exec, the child shares this process's memory (and
+        // high-water mark): only the tool's own is counted.
+        let (rss, hwm) = if execed(pid, &tool) {
+            rss_kib(pid)
+        } else {
+            (0, 0)
+        };
         peak_kib = peak_kib.max(hwm);
         if let Some(status) = child.try_wait().expect("waiting for offwake-perf") {
             break match (status.code(), status.signal()) {
