@@ -240,6 +240,9 @@ unsafe fn grow_then_exit(plan: &ChildPlan<'_>) -> ! {
     // descriptors closed belong to values this child never returns to.
     unsafe {
         libc::prctl(libc::PR_SET_NAME, c"offwake-grow".as_ptr());
+        // Background work: neither the traced command nor the trace loop
+        // should wait for it.
+        libc::setpriority(libc::PRIO_PROCESS, 0, 19);
         child::close_all_but(plan.keep, plan.max_fd);
     }
     for &owner in plan.owners {
