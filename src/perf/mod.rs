@@ -263,6 +263,21 @@ struct GrowPlan {
     watermark: u32,
 }
 
+impl GrowPlan {
+    /// A dummy event on `cpu` that owns a large ring, or anchors an event
+    /// to one (see [`grow`]).
+    fn owner(&self, cpu: u32) -> Result<OwnedFd, sys::OpenError> {
+        sys::open_ring_owner(
+            self.sample_type,
+            self.stack_user,
+            self.watermark,
+            cpu,
+            false,
+            false,
+        )
+    }
+}
+
 /// How long [`PerfBackend::finish`] waits for [`visit_cpus`].
 const VISIT_TIMEOUT: Duration = Duration::from_millis(200);
 
@@ -774,14 +789,7 @@ impl PerfBackend {
         let started = (|| -> Result<grow::Growth> {
             let mut owners = Vec::with_capacity(self.cpus.len());
             for c in &self.cpus {
-                owners.push(sys::open_ring_owner(
-                    plan.sample_type,
-                    plan.stack_user,
-                    plan.watermark,
-                    c.cpu,
-                    false,
-                    false,
-                )?);
+                owners.push(plan.owner(c.cpu)?);
             }
             let mut moves: Vec<(BorrowedFd<'_>, usize)> = Vec::new();
             let mut anchors = Vec::new();
@@ -795,14 +803,7 @@ impl PerfBackend {
                     moves.extend(t.fds_of_cpu(c.cpu).map(|fd| (fd.as_fd(), i)));
                 }
                 for _ in first..moves.len() {
-                    anchors.push(sys::open_ring_owner(
-                        plan.sample_type,
-                        plan.stack_user,
-                        plan.watermark,
-                        c.cpu,
-                        false,
-                        false,
-                    )?);
+                    anchors.push(plan.owner(c.cpu)?);
                 }
             }
             grow::Growth::start(owners, anchors, &moves, plan.pages)
