@@ -36,13 +36,24 @@ pub(super) const START_BYTES: usize = 4 << 20;
 /// (attaching that many events takes longer than clearing the rings).
 pub(super) const MAX_MOVED: usize = 64;
 
-/// Processes that move events at the same time.
+/// Processes that move events at the same time (a thread's events move
+/// in one of them).
 const MOVERS: usize = 16;
 
 /// What the child writes once it has mapped the new rings.
 const MAPPED: u8 = b'm';
 /// What this process writes once it has mapped them too.
 const GO: u8 = b'g';
+
+/// An event to move.
+pub(super) struct Move<'a> {
+    pub(super) event: BorrowedFd<'a>,
+    /// The index of its CPU's ring (and new owner).
+    pub(super) ring: usize,
+    /// Its thread: a thread's events move one after another, in one
+    /// process, in the order given (they wait on one lock anyway).
+    pub(super) thread: usize,
+}
 
 /// The pages each CPU's ring starts with, when a ring of `pages` pages is
 /// worth growing into.
@@ -80,13 +91,13 @@ pub(super) enum Step {
 
 impl Growth {
     /// Forks the child that maps the rings of `owners` (`pages` data pages
-    /// each), then moves each of `moves`, an event and the index of its
-    /// new owner, once told to, through an anchor of `anchors` (the one
-    /// of the same index, on the same CPU).
+    /// each), then, once told to, moves each of `moves` to its new ring
+    /// through an anchor of `anchors` (the one of the same index, on the
+    /// same CPU).
     pub(super) fn start(
         owners: Vec<OwnedFd>,
         anchors: Vec<OwnedFd>,
-        moves: &[(BorrowedFd<'_>, usize)],
+        moves: &[Move<'_>],
         pages: usize,
     ) -> Result<Growth> {
         let map_len = (1 + pages)
@@ -98,14 +109,18 @@ impl Growth {
             nix::unistd::pipe2(OFlag::O_CLOEXEC).context("making the pipes of offwake-grow")?;
         let owner_fds: Vec<RawFd> = owners.iter().map(AsRawFd::as_raw_fd).collect();
         // (anchor, owner) and (event, anchor).
-        let (anchored, pairs): (Vec<FdPair>, Vec<FdPair>) = moves
-            .iter()
-            .zip(&anchors)
-            .filter_map(|((fd, i), anchor)| {
-                let anchor = anchor.as_raw_fd();
-                Some(((anchor, *owner_fds.get(*i)?), (fd.as_raw_fd(), anchor)))
-            })
-            .unzip();
+        let mut anchored: Vec<FdPair> = Vec::with_capacity(moves.len());
+        let mut pairs: Vec<FdPair> = Vec::with_capacity(moves.len());
+        let mut threads: Vec<usize> = Vec::with_capacity(moves.len());
+        for (m, anchor) in moves.iter().zip(&anchors) {
+            let Some(&owner) = owner_fds.get(m.ring) else {
+                continue;
+            };
+            anchored.push((anchor.as_raw_fd(), owner));
+            pairs.push((m.event.as_raw_fd(), anchor.as_raw_fd()));
+            threads.push(m.thread);
+        }
+        let movers = threads.iter().max().map_or(0, |&t| t + 1).min(MOVERS);
         let mut keep: Vec<RawFd> = owner_fds.clone();
         keep.extend(anchored.iter().map(|p| p.0));
         keep.extend(pairs.iter().map(|p| p.0));
@@ -119,6 +134,8 @@ impl Growth {
             map_len,
             anchored: &anchored,
             moves: &pairs,
+            threads: &threads,
+            movers,
             ready: ready_w.as_raw_fd(),
             go: go_r.as_raw_fd(),
         };
@@ -222,6 +239,11 @@ struct ChildPlan<'a> {
     anchored: &'a [FdPair],
     /// Each event with the anchor it moves to.
     moves: &'a [FdPair],
+    /// The thread of each event.
+    threads: &'a [usize],
+    /// How many processes move them: the events of thread `t` move in
+    /// the one numbered `t % movers`.
+    movers: usize,
     ready: RawFd,
     go: RawFd,
 }
@@ -282,17 +304,21 @@ unsafe fn grow_then_exit(plan: &ChildPlan<'_>) -> ! {
         // wait. One that fails leaves its event where it is.
         unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(anchor, owner) };
     }
-    let movers = plan.moves.len().min(MOVERS);
-    for first in 0..movers {
+    for mover in 0..plan.movers {
         // SAFETY: this single-threaded child forks; the mover only makes
-        // ioctls on inherited descriptors and exits.
+        // syscalls on inherited descriptors and integers, and exits.
         let pid = unsafe { libc::fork() };
         if pid <= 0 {
-            // The mover, or this child itself when it cannot fork.
-            for &(event, owner) in plan.moves.iter().skip(first).step_by(movers) {
+            // The mover, or this child itself when it cannot fork. A mover
+            // holds a lock the traced thread may need (to fork or exit)
+            // through each move: back at normal priority.
+            // SAFETY: plain syscall on integers.
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 0) };
+            let mine = plan.moves.iter().zip(plan.threads);
+            for (&(event, anchor), _) in mine.filter(|(_, t)| **t % plan.movers == mover) {
                 // SAFETY: PERF_EVENT_IOC_SET_OUTPUT takes two descriptors
                 // this process holds; a failure leaves the event where it was.
-                unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(event, owner) };
+                unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(event, anchor) };
             }
         }
         if pid == 0 {

@@ -693,11 +693,11 @@ impl PerfBackend {
         self.cpus.iter().map(|c| c.ring.data_size()).collect()
     }
 
-    /// Records read from the rings the CPUs have now (the large ones once
-    /// grown).
+    /// `sched_switch` events read from the rings the CPUs have now (the
+    /// large ones once grown).
     #[cfg(test)]
-    fn records_of_current_rings(&self) -> u64 {
-        self.cpus.iter().map(|c| c.ring.records()).sum()
+    fn switches_in_current_rings(&self) -> u64 {
+        self.cpus.iter().map(|c| c.ring.switches).sum()
     }
 
     /// True until the rings have grown, and the events moved.
@@ -791,19 +791,23 @@ impl PerfBackend {
             for c in &self.cpus {
                 owners.push(plan.owner(c.cpu)?);
             }
-            let mut moves: Vec<(BorrowedFd<'_>, usize)> = Vec::new();
-            let mut anchors = Vec::new();
             // Per-task events move; the per-CPU ones are replaced instead
             // (see `grow_rings`): a move holds the lock of the event's
             // context through a grace period, and the trace loop must not
             // wait on that of a CPU when it replaces a filtered event.
-            for (i, c) in self.cpus.iter().enumerate() {
-                let first = moves.len();
-                if let Some(t) = &self.threads {
-                    moves.extend(t.fds_of_cpu(c.cpu).map(|fd| (fd.as_fd(), i)));
-                }
-                for _ in first..moves.len() {
-                    anchors.push(plan.owner(c.cpu)?);
+            let mut moves: Vec<grow::Move<'_>> = Vec::new();
+            let mut anchors = Vec::new();
+            if let Some(t) = &self.threads {
+                for (thread, cpu, fd) in t.fds_to_move() {
+                    let Some(ring) = self.cpus.iter().position(|c| c.cpu == cpu) else {
+                        continue;
+                    };
+                    anchors.push(plan.owner(cpu)?);
+                    moves.push(grow::Move {
+                        event: fd.as_fd(),
+                        ring,
+                        thread,
+                    });
                 }
             }
             grow::Growth::start(owners, anchors, &moves, plan.pages)
@@ -830,7 +834,6 @@ impl PerfBackend {
                         owner: std::mem::replace(&mut c.fds[0], owner),
                     });
                 }
-                g.go();
                 if let Some(t) = self.threads.as_mut()
                     && let Err(e) = t.reopen_filtered(&mut self.cpus)
                 {
@@ -839,6 +842,7 @@ impl PerfBackend {
                         "offwake-perf: warning: the wakeup events stay in the first rings: {e:#}"
                     );
                 }
+                g.go();
                 crate::timing::mark("rings.mapped");
             }
             grow::Step::Failed(why) => self.keep_first_rings(&why),
@@ -874,9 +878,15 @@ impl PerfBackend {
         for (i, c) in cpus.iter_mut().enumerate() {
             let cpu = c.cpu;
             let mut read = |ring: &mut Ring, last_time: &mut u64| {
+                #[cfg(test)]
+                let mut switches = 0;
                 let ex = ring.read(&mut |rec| match decoder.decode_unfinished(rec) {
                     Ok(Some(mut ev)) => {
                         stats.records += 1;
+                        #[cfg(test)]
+                        if matches!(ev.kind, EventKind::Switch(_)) {
+                            switches += 1;
+                        }
                         if let Some(t) = threads.as_mut()
                             && !t.keep(i, cpu, &ev, decoder, &mut |e| reorder.push(e))
                         {
@@ -896,6 +906,10 @@ impl PerfBackend {
                     Ok(None) => stats.records += 1,
                     Err(_) => stats.malformed += 1,
                 });
+                #[cfg(test)]
+                {
+                    ring.switches += switches;
+                }
                 if ex.corrupt {
                     stats.malformed += 1;
                 }

@@ -139,8 +139,9 @@ pub(crate) struct Ring {
     data_offset: usize,
     data_size: usize,
     scratch: Vec<u8>,
-    /// Records read from it so far (for tests).
-    records: u64,
+    /// `sched_switch` events read from it (for tests).
+    #[cfg(test)]
+    pub(crate) switches: u64,
 }
 
 impl Ring {
@@ -172,7 +173,8 @@ impl Ring {
             data_offset: page,
             data_size: data_pages * page,
             scratch: Vec::new(),
-            records: 0,
+            #[cfg(test)]
+            switches: 0,
         };
         // Kernels since 4.1 describe the data area in the control page.
         // SAFETY: `meta()` points at the control page at the start of our
@@ -197,12 +199,6 @@ impl Ring {
 
     pub(crate) fn data_size(&self) -> usize {
         self.data_size
-    }
-
-    /// Records read from the ring so far.
-    #[cfg(test)]
-    pub(crate) fn records(&self) -> u64 {
-        self.records
     }
 
     fn meta(&self) -> *mut perf_event_mmap_page {
@@ -247,7 +243,6 @@ impl Ring {
         });
         tail_at.store(out.new_tail, Ordering::Release);
         self.scratch = scratch;
-        self.records += out.records;
         out
     }
 }

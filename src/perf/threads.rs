@@ -303,13 +303,21 @@ impl Threads {
         Ok(cpus)
     }
 
-    /// The per-task events that write into the ring of `cpu`.
-    pub(super) fn fds_of_cpu(&self, cpu: u32) -> impl Iterator<Item = &OwnedFd> {
-        self.tasks
-            .values()
-            .flatten()
-            .filter(move |t| t.cpu == cpu)
-            .flat_map(TaskCpu::fds)
+    /// The per-task events, to move to other rings: with the index of
+    /// their thread and their CPU, each thread's events on a CPU in the
+    /// order they move in (those that tell of exits first: so that, until
+    /// all have moved, a thread's exit is in the ring read after the one
+    /// with what it did before).
+    pub(super) fn fds_to_move(&self) -> impl Iterator<Item = (usize, u32, &OwnedFd)> {
+        self.tasks.values().enumerate().flat_map(|(thread, cpus)| {
+            cpus.iter().flat_map(move |t| {
+                t.kids
+                    .iter()
+                    .flat_map(|[switch, exit]| [exit, switch])
+                    .chain(std::iter::once(&t.own))
+                    .map(move |fd| (thread, t.cpu, fd))
+            })
+        })
     }
 
     /// Whether a record read from ring `ring` (of CPU `cpu`) is news, and
