@@ -55,6 +55,7 @@ impl Forecast {
     /// The [`NASCENT_PIDS`] free pids after `last`, under `pid_max`, as far
     /// as [`MAX_NASCENT_RANGES`] ranges reach; `in_use` says whether a
     /// pid is taken.
+    #[cfg(test)]
     pub(crate) fn new(last: u32, pid_max: u32, in_use: impl Fn(u32) -> bool) -> Forecast {
         Forecast::with_recent(last, pid_max, in_use, Vec::new(), Instant::now())
     }
@@ -103,7 +104,14 @@ impl Forecast {
     pub(crate) fn from_proc() -> Option<Forecast> {
         let last = last_pid()?;
         let pid_max = kernel_sysctl("pid_max")?;
-        Some(Forecast::new(last, pid_max, in_use))
+        Some(Forecast::settled(
+            last,
+            pid_max,
+            in_use,
+            last_pid,
+            Vec::new(),
+            Instant::now(),
+        ))
     }
 
     /// The next forecast from `/proc`, keeping `unknown`.
@@ -114,7 +122,42 @@ impl Forecast {
         now: Instant,
     ) -> Option<Forecast> {
         let pid_max = kernel_sysctl("pid_max")?;
-        Some(self.next(last, pid_max, in_use, unknown, now))
+        Some(self.next(last, pid_max, in_use, last_pid, unknown, now))
+    }
+
+    /// The forecast after `last`, made while the kernel may be allocating
+    /// pids: a pid allocated after `last` was read is in use by the time
+    /// it is looked at, yet it is a new task, not an old one. So
+    /// `ns_last_pid` is read again (`now_last`) after each look, and the
+    /// pids from `last` to it are kept whatever `in_use` says; they are
+    /// sorted out with the next forecast. Looked at again (a few times at
+    /// most) while pids keep being allocated.
+    fn settled(
+        last: u32,
+        pid_max: u32,
+        in_use: impl Fn(u32) -> bool,
+        now_last: impl Fn() -> Option<u32>,
+        recent: Vec<u32>,
+        made: Instant,
+    ) -> Forecast {
+        let mut upto = last;
+        let mut forecast;
+        let mut looks = 0;
+        loop {
+            let allocated = |p: u32| cyclic_between(last, p, upto);
+            forecast = Forecast::with_recent(
+                last,
+                pid_max,
+                |p| !allocated(p) && in_use(p),
+                recent.clone(),
+                made,
+            );
+            looks += 1;
+            match now_last() {
+                Some(now) if now != upto && looks < 4 => upto = now,
+                _ => return forecast,
+            }
+        }
     }
 
     /// True when `pid` was kept from before because `/proc` did not show
@@ -126,18 +169,11 @@ impl Forecast {
     /// The pids of this forecast the kernel has allocated, going from
     /// `self.last` to `last` (a prefix of `pids`).
     fn used(&self, last: u32) -> &[u32] {
-        let passed = |p: u32| {
-            if self.last < last {
-                self.last < p && p <= last
-            } else {
-                p > self.last || p <= last
-            }
-        };
-        let n = if last == self.last {
-            0
-        } else {
-            self.pids.iter().take_while(|&&p| passed(p)).count()
-        };
+        let n = self
+            .pids
+            .iter()
+            .take_while(|&&p| cyclic_between(self.last, p, last))
+            .count();
         &self.pids[..n]
     }
 
@@ -162,16 +198,18 @@ impl Forecast {
     }
 
     /// The forecast after `last`, also keeping `unknown` (allocated pids
-    /// whose task could not be told yet).
+    /// whose task could not be told yet); `now_last` reads `ns_last_pid`
+    /// (see [`Forecast::settled`]).
     pub(crate) fn next(
         &self,
         last: u32,
         pid_max: u32,
         in_use: impl Fn(u32) -> bool,
+        now_last: impl Fn() -> Option<u32>,
         unknown: Vec<u32>,
         now: Instant,
     ) -> Forecast {
-        Forecast::with_recent(last, pid_max, in_use, unknown, now)
+        Forecast::settled(last, pid_max, in_use, now_last, unknown, now)
     }
 
     /// The kept pids as sorted, disjoint inclusive ranges.
@@ -187,6 +225,16 @@ impl Forecast {
             }
         }
         ranges
+    }
+}
+
+/// Whether `p` comes after `from` and no later than `to` in the kernel's
+/// cyclic allocation order (never, when `from == to`).
+fn cyclic_between(from: u32, p: u32, to: u32) -> bool {
+    if from <= to {
+        from < p && p <= to
+    } else {
+        p > from || p <= to
     }
 }
 
@@ -313,16 +361,78 @@ mod tests {
         // task being created), and 1001 was told and left.
         let t1 = f.made + p;
         assert_eq!(f.allocated(1002), vec![1001, 1002]);
-        let g = f.next(1002, 32768, |p| p <= 1002, vec![1002], t1);
+        let g = f.next(1002, 32768, |p| p <= 1002, || Some(1002), vec![1002], t1);
         assert_eq!(g.ranges(), vec![(1002, 1066)]);
         assert_eq!(g.pids.len(), NASCENT_PIDS);
         // A period later with nothing allocated, it is sorted out again.
         assert!(!g.due(1002, t1 + p / 2, p));
         assert!(g.due(1002, t1 + p, p));
         assert_eq!(g.allocated(1002), vec![1002]);
-        let h = g.next(1002, 32768, |p| p <= 1002, Vec::new(), t1 + p);
+        let h = g.next(
+            1002,
+            32768,
+            |p| p <= 1002,
+            || Some(1002),
+            Vec::new(),
+            t1 + p,
+        );
         assert_eq!(h.ranges(), vec![(1003, 1066)]);
         assert!(!h.due(1002, t1 + 10 * p, p));
+    }
+
+    #[test]
+    fn pids_allocated_while_looking_are_new_tasks_not_old_ones() {
+        // ns_last_pid was 1000; 1001 and 1002 were allocated before
+        // /proc was looked at, so they are in use, as is an old 1005.
+        let reads = std::cell::Cell::new(0);
+        let now_last = || {
+            reads.set(reads.get() + 1);
+            Some(1002)
+        };
+        let busy = |p: u32| matches!(p, 1001 | 1002 | 1005);
+        let f = Forecast::settled(1000, 32768, busy, now_last, Vec::new(), Instant::now());
+        assert_eq!(&f.pids[..5], &[1001, 1002, 1003, 1004, 1006]);
+        assert_eq!(reads.get(), 2, "looked again once ns_last_pid moved");
+        // Sorted out with the next forecast, as any allocated pid.
+        assert_eq!(f.allocated(1002), vec![1001, 1002]);
+
+        // Pids allocated during every look: it gives up after four.
+        let last = std::cell::Cell::new(1000);
+        let racing = || {
+            last.set(last.get() + 1);
+            Some(last.get())
+        };
+        let f = Forecast::settled(
+            1000,
+            32768,
+            |p| p <= last.get(),
+            racing,
+            Vec::new(),
+            Instant::now(),
+        );
+        assert_eq!(last.get(), 1004);
+        assert_eq!(&f.pids[..3], &[1001, 1002, 1003]);
+
+        // Nothing allocated meanwhile: one look, in-use pids are old.
+        let f = Forecast::settled(
+            1000,
+            32768,
+            |p| p == 1001,
+            || Some(1000),
+            Vec::new(),
+            Instant::now(),
+        );
+        assert_eq!(f.pids[0], 1002);
+        // Around the wrap.
+        let f = Forecast::settled(
+            32766,
+            32768,
+            |p| p == 32767 || p == 300,
+            || Some(300),
+            Vec::new(),
+            Instant::now(),
+        );
+        assert_eq!(&f.pids[..3], &[32767, 300, 301]);
     }
 
     #[test]
