@@ -29,7 +29,7 @@ fn in_order(frames: &[String], names: &[&str]) -> bool {
 /// workload's own measurement and the tool's stderr.
 fn traced_chain(call_graph: &[&str], k: u64, ms: u64) -> (Vec<Folded>, u64, String) {
     let exe = workload("dwarfchain");
-    let (k, ms) = (k.to_string(), ms.to_string());
+    let (k, ms) = (k.to_string(), slowed(ms).to_string());
     let out = with_every_event_reported(
         || {
             let mut args = vec!["-f"];
@@ -124,7 +124,7 @@ fn a_process_gone_before_tracing_ends_is_unwound_and_named() {
         || {
             let mut w = start_gated_env(
                 &workload("dwarfchain"),
-                &["5", "20"],
+                &["5", &slowed(20).to_string()],
                 &[("OFFWAKE_PIN_CPU", "0")],
             );
             let pid = w.pid().to_string();
@@ -165,11 +165,12 @@ fn rust_without_frame_pointers_unwinds_through_std() {
         return;
     }
     let exe = workload("rustchain");
+    let ms = slowed(20).to_string();
     let out = with_every_event_reported(
         || {
             run_env(
                 &[("OFFWAKE_PIN_CPU", "0")],
-                &["-f", "--", exe.to_str().unwrap(), "5", "20"],
+                &["-f", "--", exe.to_str().unwrap(), "5", &ms],
             )
         },
         |o| String::from_utf8_lossy(&o.stderr).into_owned(),

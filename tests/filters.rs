@@ -214,7 +214,7 @@ fn new_threads_have_wakers_from_their_first_wakeup() {
 fn trace_newborn_naps(extra: &[&str]) -> (String, String) {
     let mut w = start_gated_env(
         &workload("spawnsleep"),
-        &["40", "1"],
+        &["40", &slowed(1).to_string()],
         &[("OFFWAKE_PIN_CPU", "0")],
     );
     let pid = w.pid().to_string();

@@ -308,8 +308,9 @@ fn exited_process_still_symbolized() {
     let exe = workload("sleeploop");
     let tracer = start_traced(&["-u", "2"]);
 
+    let ms = slowed(20);
     let child = std::process::Command::new(&exe)
-        .args(["5", "20"])
+        .args(["5".to_string(), ms.to_string()])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("running sleeploop");
@@ -334,7 +335,7 @@ fn exited_process_still_symbolized() {
     // Concurrent tests can add run-queue wait: compare with the workload's
     // own measurement of its time inside nanosleep.
     let truth = ground_truth(&String::from_utf8_lossy(&out.stderr));
-    assert_slept("exited process", total, 5, 20, "");
+    assert_slept("exited process", total, 5, ms, "");
     assert_ratio(
         "exited process total vs its own measurement",
         total,
@@ -353,7 +354,15 @@ fn cxx_frames_are_demangled() {
     }
     let _cpu = shared();
     let exe = workload("cxxsleep");
-    let out = run(&["-f", "-U", "--", exe.to_str().unwrap(), "5", "10"]);
+    let ms = slowed(10);
+    let out = run(&[
+        "-f",
+        "-U",
+        "--",
+        exe.to_str().unwrap(),
+        "5",
+        &ms.to_string(),
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -380,7 +389,7 @@ fn cxx_frames_are_demangled() {
     // Concurrent tests can add run-queue wait: compare with the workload's
     // own measurement of its time inside nanosleep.
     let truth = ground_truth(&String::from_utf8_lossy(&out.stderr));
-    assert_slept("cxx sleeps", total, 5, 10, "");
+    assert_slept("cxx sleeps", total, 5, ms, "");
     assert_ratio(
         "cxx sleep total vs its own measurement",
         total,
@@ -463,7 +472,8 @@ fn command_children_are_traced() {
     let _cpu = shared();
     let exe = workload("sleeploop");
     // `; exit 0` keeps sh from exec'ing sleeploop in its own process.
-    let script = format!("{} 4 10; exit 0", exe.display());
+    let ms = slowed(10);
+    let script = format!("{} 4 {ms}; exit 0", exe.display());
     let started = std::time::Instant::now();
     let out = run(&["-f", "--", "sh", "-c", &script]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -486,7 +496,7 @@ fn command_children_are_traced() {
         .sum();
     // Concurrent tests can add run-queue wait: compare with the workload's
     // own measurement of its time inside nanosleep (its stderr is the tool's).
-    assert_slept("child process", child_total, 4, 10, &stdout);
+    assert_slept("child process", child_total, 4, ms, &stdout);
     assert_ratio(
         "child process sleep total vs its own measurement",
         child_total,

@@ -188,6 +188,25 @@ pub fn assert_slept(what: &str, total_us: u64, n: u64, ms: u64, context: &str) {
     );
 }
 
+/// `ms` milliseconds, stretched `OFFWAKE_TEST_SLOWDOWN` times (a whole
+/// number; 1 when unset), which the emulated test VMs set (tests/vm/run).
+/// Each blocked interval has a fixed cost outside any tracer's view, from
+/// the workload's clock reading to the switch and back (the system call's
+/// entry and return): a few microseconds here, but hundreds on an emulated
+/// CPU, too large a share of a 10 ms sleep for a ground-truth comparison.
+/// Workloads whose intervals are compared with their own measurement take
+/// their lengths from here.
+pub fn slowed(ms: u64) -> u64 {
+    let factor = std::env::var("OFFWAKE_TEST_SLOWDOWN")
+        .ok()
+        .map(|v| {
+            v.parse::<u64>()
+                .unwrap_or_else(|_| panic!("OFFWAKE_TEST_SLOWDOWN={v:?} is not a whole number"))
+        })
+        .unwrap_or(1);
+    ms * factor.max(1)
+}
+
 /// Asserts `got` is within [lo, hi] × `expected`.
 pub fn assert_ratio(what: &str, got: u64, expected: u64, lo: f64, hi: f64) {
     let ratio = got as f64 / expected as f64;
