@@ -66,11 +66,11 @@ impl Source {
             targets: plan.targets.clone(),
             state_filter: plan.state.map(|s| s.tracepoint_filter()),
             event_budget: plan.event_budget,
-            // Growing rings (see `perf::grow`) would let a command start
-            // sooner, but are off until a discrepancy is understood: under
-            // an emulated VM, a command's blocked time came out 3% short
-            // and some wakeups missing with them.
-            grow_rings: false,
+            // A command waits for tracing to start: its rings start small
+            // and grow (a size asked for is had from the start). Threads
+            // that run anyway get the full rings at once.
+            grow_rings: plan.buffer_pages.is_none()
+                && matches!(plan.targets, crate::plan::Targets::Command { .. }),
         };
         let perf = |p: PerfBackend| {
             let notes = OpenNotes {
