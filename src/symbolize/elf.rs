@@ -758,6 +758,7 @@ fn load_dwarf<'a>(
             (Some(s), gimli::SectionId::DebugInfo) => Some(s.info.clone()),
             (Some(s), gimli::SectionId::DebugLine) => Some(s.line.clone()),
             (Some(s), gimli::SectionId::DebugStr) => Some(s.str.clone()),
+            (Some(s), gimli::SectionId::DebugAbbrev) => Some(s.abbrev.clone()),
             _ => whole(id),
         };
         if bytes.is_none() && allowance.exceeded() {
@@ -851,6 +852,7 @@ fn vet(dwarf: &gimli::Dwarf<Reader>, allowance: &Allowance) -> Result<(), Refuse
                     _ => {}
                 }
             }
+            let childless_root = root && !abbrev.has_children();
             root = false;
             let offset = match ranges {
                 Some(gimli::AttributeValue::RangeListsRef(o)) => Some(o.0),
@@ -886,6 +888,11 @@ fn vet(dwarf: &gimli::Dwarf<Reader>, allowance: &Allowance) -> Result<(), Refuse
                 } else if !allowance.charge(entry.1) {
                     return Err(Refused::Budget);
                 }
+            }
+            // A root without children is the whole unit (what follows
+            // is padding, or the zeros of a unit not read).
+            if childless_root {
+                break;
             }
         }
     }

@@ -1,5 +1,6 @@
-//! A file's DWARF read by unit: of `.debug_info`, `.debug_line` and
-//! `.debug_str`, only what the units holding the looked-up addresses need.
+//! A file's DWARF read by unit: of `.debug_info`, `.debug_line`,
+//! `.debug_str` and `.debug_abbrev`, only what the units holding the
+//! looked-up addresses need.
 //!
 //! `.debug_aranges` names the unit of each address. Those units are read
 //! whole, with the units it does not list (only their own entries tell
@@ -47,11 +48,16 @@ const MAX_SECTION: u64 = 4 << 30;
 /// [`MAX_NAME`].
 const STRING_WINDOW: u64 = 256;
 
-/// The three sections, holding only what the wanted units need.
+/// The four sections, holding only what the wanted units need.
 pub(crate) struct Sparse {
     pub(crate) info: Bytes,
     pub(crate) line: Bytes,
     pub(crate) str: Bytes,
+    /// The abbreviation tables of the units read whole; every other
+    /// unit's table is empty (a lone zero), so that the units without
+    /// entries cost nothing to set up (glibc's debug file has 4,126 units,
+    /// each with a table of its own).
+    pub(crate) abbrev: Bytes,
 }
 
 /// Where a section's bytes come from.
@@ -354,11 +360,84 @@ pub(crate) fn load<'a>(
         return None;
     }
     read_strings(&mut strs, reader, &names)?;
+    let abbrev = abbrev_of(&mut info.map, &abbrev, endian, &units, &read)?;
     Some(Sparse {
         info: info.done()?,
         line: line.done()?,
         str: strs.done()?,
+        abbrev,
     })
+}
+
+/// An abbreviation table of one entry, code 1: a `DW_TAG_compile_unit`
+/// without children or attributes; then the table's end.
+const EMPTY_ROOT_TABLE: [u8; 6] = [1, 0x11, 0, 0, 0, 0];
+
+/// `.debug_abbrev` with only the tables of the units in `read`, each from
+/// its offset to the next offset any unit's header names (tables are laid
+/// one after another). The other units, whose entries were not read, get
+/// [`EMPTY_ROOT_TABLE`] in place of theirs, and a root entry of it in
+/// `info`: gimli looks for a unit's root past any number of null entries,
+/// so a unit left all zeros is read to its end, byte by byte, when it is
+/// set up (the length of `.debug_info` in all).
+fn abbrev_of(
+    info: &mut [u8],
+    abbrev: &[u8],
+    endian: RunTimeEndian,
+    units: &[Unit],
+    read: &HashSet<u64>,
+) -> Option<Bytes> {
+    // Per unit: its table's offset, where its first entry is, and its end.
+    let mut placed: Vec<(u64, u64, u64)> = Vec::with_capacity(units.len());
+    {
+        let info = gimli::DebugInfo::new(&*info, endian);
+        for u in units {
+            let header = info
+                .header_from_offset(gimli::DebugInfoOffset(usize::try_from(u.offset).ok()?))
+                .ok()?;
+            let first = u.offset.checked_add(header.header_size() as u64)?;
+            placed.push((
+                header.debug_abbrev_offset().0 as u64,
+                first,
+                u.offset + u.len,
+            ));
+        }
+    }
+    // Each table's offset, and whether a unit read whole uses it.
+    let mut tables: Vec<(u64, bool)> = units
+        .iter()
+        .zip(&placed)
+        .map(|(u, p)| (p.0, read.contains(&u.offset)))
+        .collect();
+    tables.sort_unstable();
+    tables.dedup_by(|later, first| {
+        let same = later.0 == first.0;
+        if same {
+            first.1 |= later.1;
+        }
+        same
+    });
+    let mut out = vec![0u8; abbrev.len()];
+    let mut emptied: HashSet<u64> = HashSet::new();
+    for (i, &(start, kept)) in tables.iter().enumerate() {
+        let end = tables.get(i + 1).map_or(abbrev.len() as u64, |t| t.0);
+        let range = usize::try_from(start).ok()?..usize::try_from(end).ok()?;
+        let Some(dest) = out.get_mut(range.clone()) else {
+            continue;
+        };
+        if kept {
+            dest.copy_from_slice(abbrev.get(range)?);
+        } else if dest.len() >= EMPTY_ROOT_TABLE.len() {
+            dest[..EMPTY_ROOT_TABLE.len()].copy_from_slice(&EMPTY_ROOT_TABLE);
+            emptied.insert(start);
+        }
+    }
+    for (u, &(table, first, end)) in units.iter().zip(&placed) {
+        if !read.contains(&u.offset) && emptied.contains(&table) && first < end {
+            *info.get_mut(usize::try_from(first).ok()?)? = 1;
+        }
+    }
+    Some(Bytes::Heap(out.into()))
 }
 
 /// The units (by offset) holding `vaddrs`, as `.debug_aranges` says, and
