@@ -3,6 +3,7 @@
 //! callchain is taken. Checked through the records the tool reports having
 //! read, against a busy bystander that would produce hundreds of them.
 
+use std::io::Write;
 use std::process::{Child, Command};
 use std::sync::{Mutex, MutexGuard};
 
@@ -123,7 +124,10 @@ fn pid_filter_reads_nothing_for_other_threads_tracefs() {
 /// the switch-outs, which then cannot be filtered, and read other records.)
 /// The workload's threads exist before
 /// tracing starts: the kernel does not carry a filter into the events that
-/// threads created later inherit (they are filtered in user space).
+/// threads created later inherit (they are filtered in user space). They
+/// wait for both runs to be tracing, and both runs end after the workload
+/// does, so that each sees all of its work (two runs that each trace a
+/// second of it, started one after the other, see different parts of it).
 #[test]
 fn state_filter_drops_switch_outs_in_the_kernel() {
     let _suite = suite(module_path!());
@@ -132,8 +136,9 @@ fn state_filter_drops_switch_outs_in_the_kernel() {
     }
     let _serial = serial();
     let mut w = Command::new(workload("pipewake"))
-        .args(["400", "5"])
+        .args(["400", "5", "ready"])
         .env("OFFWAKE_PIN_CPU", "0")
+        .stdin(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("starting the workload");
@@ -153,14 +158,21 @@ fn state_filter_drops_switch_outs_in_the_kernel() {
             state,
             "-p",
             &pid,
-            "1",
         ])
     };
     let (all, d_only) = (run("1"), run("2"));
+    let mut go = w.stdin.take().expect("piped stdin");
+    go.write_all(b"g").expect("releasing the workload");
+    drop(go);
+    assert!(w.wait().expect("waiting for the workload").success());
+    for tracer in [&all, &d_only] {
+        // SAFETY: kill with the pid of a child of this process, not yet
+        // waited for, and a valid signal.
+        let rc = unsafe { libc::kill(tracer.child.id() as i32, libc::SIGINT) };
+        assert_eq!(rc, 0, "interrupting offwake-perf");
+    }
     let (all_out, all_err) = all.finish();
     let (d_out, d_err) = d_only.finish();
-    let _ = w.kill();
-    let _ = w.wait();
     assert!(
         parse_default(&all_out)
             .iter()
