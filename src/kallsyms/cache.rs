@@ -167,11 +167,13 @@ impl CacheDir {
         Ok(CacheDir(dir))
     }
 
-    /// The tables stored for `key`, if any and whole.
-    pub(crate) fn load(&self, key: &Key) -> Option<Tables> {
+    /// File `name` of the directory, opened if it is a regular file of
+    /// this user's, mode 0600 (no access for others), at most `max`
+    /// bytes long.
+    fn open_own(&self, name: &str, max: u64) -> Option<OwnedFd> {
         let file = openat(
             &self.0,
-            FILE,
+            name,
             OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
             Mode::empty(),
         )
@@ -179,9 +181,61 @@ impl CacheDir {
         let st = fstat(&file).ok()?;
         let me = nix::unistd::geteuid().as_raw();
         let regular = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG;
-        if !regular || st.st_uid != me || st.st_mode & 0o077 != 0 || st.st_size as u64 > MAX_FILE {
+        if !regular || st.st_uid != me || st.st_mode & 0o077 != 0 || st.st_size as u64 > max {
             return None;
         }
+        Some(file)
+    }
+
+    /// A small file of the cache (at most `max` bytes), checked as the
+    /// tables' file is.
+    pub(crate) fn read_small(&self, name: &str, max: u64) -> Option<Vec<u8>> {
+        let file = self.open_own(name, max)?;
+        let mut bytes = Vec::new();
+        std::fs::File::from(file)
+            .take(max)
+            .read_to_end(&mut bytes)
+            .ok()?;
+        Some(bytes)
+    }
+
+    /// Replaces small file `name` with `bytes` at once: written to a
+    /// temporary file, mode 0600, renamed into place.
+    pub(crate) fn write_small(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        let tmp = format!(".{name}.{}.tmp", std::process::id());
+        // One left by a run killed while writing, whose pid this is now.
+        let _ = nix::unistd::unlinkat(
+            &self.0,
+            tmp.as_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
+        let fd = openat(
+            &self.0,
+            tmp.as_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )
+        .with_context(|| format!("creating {tmp} in the cache directory"))?;
+        let written = std::fs::File::from(fd)
+            .write_all(bytes)
+            .context("writing it")
+            .and_then(|()| {
+                nix::fcntl::renameat(&self.0, tmp.as_str(), &self.0, name)
+                    .with_context(|| format!("renaming it to {name}"))
+            });
+        if written.is_err() {
+            let _ = nix::unistd::unlinkat(
+                &self.0,
+                tmp.as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+        }
+        written
+    }
+
+    /// The tables stored for `key`, if any and whole.
+    pub(crate) fn load(&self, key: &Key) -> Option<Tables> {
+        let file = self.open_own(FILE, MAX_FILE)?;
         // SAFETY: the mapping is only read, and the file does not change
         // under it: it is this user's, mode 0600 in a directory no other
         // user can write (checked above and on the way), and is replaced
@@ -739,5 +793,38 @@ ffffffffc0001000 t mod_function\t[mymod]
         let notes = std::fs::read("/sys/kernel/notes").unwrap();
         let id = build_id(&notes).expect("a GNU build-id note");
         assert_eq!(id.len(), 40, "{id}");
+    }
+
+    #[test]
+    fn small_files_are_replaced_whole_and_read_only_if_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let (path, fd) = scratch("small");
+        let dir = CacheDir(fd);
+        assert_eq!(dir.read_small("facts", 64), None, "nothing written yet");
+        dir.write_small("facts", b"first\n").unwrap();
+        dir.write_small("facts", b"second\n").unwrap();
+        assert_eq!(
+            dir.read_small("facts", 64).as_deref(),
+            Some(&b"second\n"[..])
+        );
+        let file = path.join("facts");
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // No temporary file is left.
+        let names: Vec<_> = std::fs::read_dir(&path)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["facts"]);
+        // Larger than asked: not read.
+        assert_eq!(dir.read_small("facts", 3), None);
+        // Readable by others: not trusted.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(dir.read_small("facts", 64), None);
+        // A link, even to a private file: not followed.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::symlink(&file, path.join("link")).unwrap();
+        assert_eq!(dir.read_small("link", 64), None);
+        std::fs::remove_dir_all(&path).unwrap();
     }
 }

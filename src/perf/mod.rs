@@ -6,6 +6,7 @@
 //! Layout: [`sys`] wraps the syscall and ioctls, [`ring`] reads the ring
 //! buffers, [`record`] decodes records; [`crate::reorder`] merges the CPUs.
 
+mod abilities;
 pub(crate) mod filter;
 mod grow;
 pub(crate) mod nascent;
@@ -217,12 +218,13 @@ fn switch_ins_for(
         return Ok((SwitchIns::Running, None));
     }
     let first_cpu = online.first().copied().unwrap_or(0);
-    if !sys::samples_inherited_reads(probe, first_cpu, probes) {
+    let exit_id = || Ok(tracefs.event_format("sched", "sched_process_exit")?.id as u64);
+    let able = abilities::of(probe, exit_id, first_cpu, probes)?;
+    if !able.inherited_reads {
         return Ok((SwitchIns::Records, None));
     }
-    let exit_id = tracefs.event_format("sched", "sched_process_exit")?.id as u64;
-    let counted = sys::counts_inherited_exits(exit_id, probes);
-    Ok(if counted {
+    let exit_id = exit_id()?;
+    Ok(if able.inherited_exits {
         (SwitchIns::Running, Some(exit_id))
     } else {
         (SwitchIns::Records, Some(exit_id))
