@@ -15,6 +15,10 @@
 //! Symbols of BPF programs and ftrace trampolines come and go without a
 //! module changing, so they are left out: a frame in one resolves, as
 //! without kallsyms, to the symbol below it.
+//!
+//! The directory also holds small files of other facts about the boot
+//! ([`CacheDir::read_small`], [`CacheDir::write_small`]; see
+//! `crate::perf::abilities`), checked and written the same way.
 
 use std::ffi::{CString, OsStr};
 use std::io::{Read, Write};
