@@ -54,9 +54,9 @@ pub(crate) struct Sparse {
     pub(crate) line: Bytes,
     pub(crate) str: Bytes,
     /// The abbreviation tables of the units read whole; every other
-    /// unit's table is empty (a lone zero), so that the units without
-    /// entries cost nothing to set up (glibc's debug file has 4,126 units,
-    /// each with a table of its own).
+    /// unit has a one-entry table and a childless root (see [`abbrev_of`]),
+    /// so that the units without entries cost nothing to set up (glibc's
+    /// debug file has 4,126 units, each with a table of its own).
     pub(crate) abbrev: Bytes,
 }
 
@@ -360,6 +360,10 @@ pub(crate) fn load<'a>(
         return None;
     }
     read_strings(&mut strs, reader, &names)?;
+    // The remade `.debug_abbrev` is a copy of the section's size.
+    if !reader.allowance().charge(abbrev.len() as u64) {
+        return None;
+    }
     let abbrev = abbrev_of(&mut info.map, &abbrev, endian, &units, &read)?;
     Some(Sparse {
         info: info.done()?,
