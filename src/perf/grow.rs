@@ -28,9 +28,20 @@ use crate::sys::child;
 use crate::sys::host::page_size;
 
 /// Each CPU's first ring: cleared in about a millisecond, and room for
-/// about 500 `dwarf` samples until the large rings take over (in 0.1 to
-/// 0.2 s; a switch storm from the start can overflow it meanwhile).
+/// about 500 `dwarf` samples of the default 8 KiB stack copy until the
+/// large rings take over (in 0.1 to 0.2 s; a switch storm from the start
+/// can overflow it meanwhile).
 pub(super) const START_BYTES: usize = 4 << 20;
+
+/// The fewest samples of the largest size a first ring must hold: a larger
+/// stack copy makes it larger, and past the full size the rings do not
+/// grow (`--call-graph dwarf,65528` samples are 64 KiB each).
+const START_SAMPLES: usize = 256;
+
+/// Room in a sample for what is not the stack copy: the callchain (at most
+/// 127 entries of the kernel's default limit, then user ones), the raw
+/// tracepoint data and the header fields.
+const SAMPLE_OVERHEAD: usize = 4 << 10;
 
 /// The most events moved: past it, rings get their full size at once
 /// (attaching that many events takes longer than clearing the rings).
@@ -56,9 +67,12 @@ pub(super) struct Move<'a> {
 }
 
 /// The pages each CPU's ring starts with, when a ring of `pages` pages is
-/// worth growing into.
-pub(super) fn start_pages(pages: usize) -> Option<usize> {
-    let start = (START_BYTES / page_size()).max(1).next_power_of_two();
+/// worth growing into; `stack_user` is the bytes of stack each sample
+/// copies.
+pub(super) fn start_pages(pages: usize, stack_user: u32) -> Option<usize> {
+    let sample = (stack_user as usize).saturating_add(SAMPLE_OVERHEAD);
+    let bytes = START_BYTES.max(sample.saturating_mul(START_SAMPLES));
+    let start = (bytes / page_size()).max(1).next_power_of_two();
     (pages > start).then_some(start)
 }
 
@@ -332,4 +346,24 @@ unsafe fn grow_then_exit(plan: &ChildPlan<'_>) -> ! {
     {}
     // SAFETY: ends the child.
     unsafe { libc::_exit(0) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_rings_hold_enough_of_the_largest_samples() {
+        let mib = |n: usize| (n << 20) / page_size();
+        // The dwarf default: 16 MiB rings start at 4 MiB.
+        assert_eq!(start_pages(mib(16), 8192), Some(mib(4)));
+        // Frame pointers only: the same start.
+        assert_eq!(start_pages(mib(16), 0), Some(mib(4)));
+        // Twice the copy: twice the start.
+        assert_eq!(start_pages(mib(16), 16384), Some(mib(8)));
+        // 64 KiB copies would need more than the full ring: no growth.
+        assert_eq!(start_pages(mib(16), 65528), None);
+        // A ring no larger than the start does not grow.
+        assert_eq!(start_pages(mib(4), 8192), None);
+    }
 }

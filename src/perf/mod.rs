@@ -437,9 +437,12 @@ impl PerfBackend {
                 // A few per-task events (and the rings' other one) are
                 // quick to move to larger rings: the rings start small.
                 let events = tids.len().saturating_mul(online.len()).saturating_mul(3);
-                let first_pages = grow::start_pages(config.mmap_pages).filter(|_| {
-                    config.grow_rings && wide.is_none() && events + online.len() <= grow::MAX_MOVED
-                });
+                let first_pages =
+                    grow::start_pages(config.mmap_pages, base.stack_user).filter(|_| {
+                        config.grow_rings
+                            && wide.is_none()
+                            && events + online.len() <= grow::MAX_MOVED
+                    });
                 let wide = wide.map(|_| threads::Wide {
                     switch_event: TaskEvent {
                         attr: sys::TracepointAttr {
