@@ -54,7 +54,7 @@ pub(crate) struct Key(String);
 impl Key {
     /// This boot, kernel and module list; `None` without a boot id.
     pub(crate) fn current() -> Option<Key> {
-        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let boot: String = crate::sys::host::kernel_sysctl("random/boot_id")?;
         let build_id = std::fs::read("/sys/kernel/notes")
             .ok()
             .and_then(|n| build_id(&n))
@@ -66,7 +66,7 @@ impl Key {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(_) => return None,
         };
-        Some(Key::new(boot.trim(), &build_id, &modules))
+        Some(Key::new(&boot, &build_id, &modules))
     }
 
     fn new(boot: &str, build_id: &str, modules: &str) -> Key {

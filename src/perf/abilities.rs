@@ -65,11 +65,6 @@ fn parse(text: &str, key: &str) -> Option<Abilities> {
     })
 }
 
-fn boot_id() -> Option<String> {
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-    Some(boot.trim().to_string())
-}
-
 /// The answers for `probe` (a `sched_switch` event as it would be opened,
 /// inherited) and the exit tracepoint (`exit_id` gives its id): remembered
 /// from an earlier run of this boot, else probed on `cpu` (the probes'
@@ -81,7 +76,8 @@ pub(crate) fn of(
     keep: &mut Probes,
 ) -> anyhow::Result<Abilities> {
     let dir = CacheDir::open();
-    let key = boot_id().map(|boot| key(&boot, probe));
+    let boot: Option<String> = crate::sys::host::kernel_sysctl("random/boot_id");
+    let key = boot.map(|boot| key(&boot, probe));
     let remembered = dir.as_ref().zip(key.as_deref()).and_then(|(dir, key)| {
         let bytes = dir.read_small(FILE, MAX_FILE)?;
         parse(std::str::from_utf8(&bytes).ok()?, key)
