@@ -7,6 +7,8 @@
 //! are kept for the boot in the cache directory that holds the kallsyms
 //! tables, and later runs of the same boot and build read them instead.
 
+use anyhow::Context;
+
 use super::sys::{self, Probes, TracepointAttr};
 use crate::kallsyms::cache::CacheDir;
 
@@ -85,12 +87,34 @@ pub(crate) fn of(
     if let Some(a) = remembered {
         return Ok(a);
     }
-    let inherited_reads = sys::samples_inherited_reads(probe, cpu, keep);
-    let inherited_exits = inherited_reads && sys::counts_inherited_exits(exit_id()?, keep);
-    let a = Abilities {
-        inherited_reads,
-        inherited_exits,
-    };
+    // Read here, needed only when inherited reads are sampled.
+    let exit_id = exit_id();
+    // On a thread of their own: the probes' events are inherited by the
+    // threads their task creates, and this one creates none after them.
+    let (a, mine) = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("offwake-probe".into())
+            .spawn_scoped(s, || {
+                let mut mine = Probes::default();
+                let inherited_reads = sys::samples_inherited_reads(probe, cpu, &mut mine);
+                let inherited_exits = match &exit_id {
+                    Ok(id) if inherited_reads => sys::counts_inherited_exits(*id, &mut mine),
+                    _ => false,
+                };
+                let a = Abilities {
+                    inherited_reads,
+                    inherited_exits,
+                };
+                (a, mine)
+            })
+            .context("starting a thread")?
+            .join()
+            .map_err(|_| anyhow::anyhow!("the thread probing perf panicked"))
+    })?;
+    keep.append(mine);
+    if a.inherited_reads {
+        exit_id?;
+    }
     // Best effort: without it, the next run probes again.
     if let (Some(dir), Some(key)) = (dir, key) {
         let _ = dir.write_small(FILE, render(&key, a).as_bytes());

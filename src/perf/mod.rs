@@ -529,9 +529,10 @@ impl PerfBackend {
             let processes = config.targets.processes();
             t.attach_threads(&backend.cpus, &mut backend.decoder, &tids, &processes)?;
             t.update_wakee_filter(&mut backend.cpus)?;
-            // The real events are open: closing the probes (made only for
-            // chosen threads) unregisters no tracepoint they use.
-            t.graveyard.close_soon(probes.into_fds());
+            // Closed with the real events at the end: closing them now
+            // could still be waiting for RCU when a short run exits, and
+            // its exit would wait too.
+            t.graveyard.bury(probes.into_fds());
         }
         Ok(backend)
     }

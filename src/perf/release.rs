@@ -6,9 +6,8 @@
 //! released. So events are never closed where that wait would show:
 //!
 //! - during tracing, the events of exited threads are kept, disabled, in a
-//!   [`Graveyard`] and closed in batches by a thread of their own, which
-//!   also closes the capability probes once the real events are open (a
-//!   probe lives on in the threads started after it, which inherit it);
+//!   [`Graveyard`] and closed in batches by a thread of their own (the
+//!   capability probes wait there for the end);
 //! - at the end, once the report is out, [`close_detached`] forks a
 //!   short-lived process that keeps a copy of every descriptor while this
 //!   one drops its own (cheaply: the copies keep the events alive) and
@@ -102,7 +101,7 @@ pub(crate) fn close_detached(fds: Vec<OwnedFd>) {
     // raised to.
     let max_fd = child::open_files_limit().min(1 << 16);
     // SAFETY: in the child only plain system calls are made (setsid,
-    // chdir, prctl, close_range or close, read, nanosleep, _exit), on
+    // chdir, prctl, sched_setscheduler, close_range or close, read, nanosleep, _exit), on
     // memory prepared before the fork (`keep`, not reallocated), and the
     // jobs, which promise the same, as a multithreaded parent requires:
     // nothing allocates or takes a lock.
@@ -149,6 +148,11 @@ unsafe fn hold_then_exit(keep: &[RawFd], jobs: &[child::Job], wait_fd: RawFd, ma
     // SAFETY: this is the forked child, which never returns to the
     // parent's values; `keep` is sorted.
     unsafe { child::close_all_but(keep, max_fd) };
+    // The jobs (writing a cache) are for the next run: they take only a
+    // CPU that nothing else wants, and leave this process's exit alone.
+    let idle = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler reads one sched_param for this process.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &idle) };
     jobs.iter().for_each(|j| (j.run)());
     let mut byte = 0u8;
     // The parent never writes: the read ends at end-of-file (or an error).

@@ -198,15 +198,20 @@ pub(crate) fn samples_inherited_reads(attr: &TracepointAttr, cpu: u32, keep: &mu
     }
 }
 
-/// Probe events, kept open until the real events are: closing the last
-/// perf event of a tracepoint unregisters perf's probe there, which waits
-/// for RCU (40–70 ms on the development VM); with the real events open,
-/// closing a probe costs nothing. (A probe on a tracepoint that the run
-/// does not use still costs that wait, once tracing runs.)
+/// Probe events, kept open until the real events are closed at the end of
+/// the run ([`super::release`]): closing the last perf event of a
+/// tracepoint unregisters perf's probe there, which waits for RCU (40–70
+/// ms on the development VM), and a close still waiting when a short run
+/// ends holds up its exit.
 #[derive(Default)]
 pub(crate) struct Probes(Vec<OwnedFd>);
 
 impl Probes {
+    /// Takes over `other`'s events.
+    pub(crate) fn append(&mut self, mut other: Probes) {
+        self.0.append(&mut other.0);
+    }
+
     /// The probes' events, to be closed by the caller.
     pub(crate) fn into_fds(self) -> Vec<OwnedFd> {
         self.0
