@@ -755,6 +755,15 @@ fn load_dwarf<'a>(
     let sparse = vaddrs.and_then(|v| super::sparse::load(obj, reader, v, endian, &whole));
     let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
         let bytes = match (&sparse, id) {
+            // Variables' locations and macros name nothing: never inflated
+            // (glibc's location lists are 1.4 MiB).
+            (
+                _,
+                gimli::SectionId::DebugLoc
+                | gimli::SectionId::DebugLocLists
+                | gimli::SectionId::DebugMacinfo
+                | gimli::SectionId::DebugMacro,
+            ) => None,
             (Some(s), gimli::SectionId::DebugInfo) => Some(s.info.clone()),
             (Some(s), gimli::SectionId::DebugLine) => Some(s.line.clone()),
             (Some(s), gimli::SectionId::DebugStr) => Some(s.str.clone()),

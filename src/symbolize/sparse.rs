@@ -26,8 +26,9 @@ use super::elf::{Bytes, MAX_DIE_DEPTH, MAX_EXPANSION, MAX_UNITS};
 use super::read::{Allowance, MAX_NAME, Reader as FileReader};
 
 /// Below this size `.debug_info` is read whole: reading by unit would save
-/// little.
-const MIN_SPARSE: u64 = 1 << 20;
+/// little. (ld.so's 640 KiB, for three addresses: 4.1 ms by unit, 5.7 ms
+/// whole, where the whole walk and addr2line's setup see every unit.)
+const MIN_SPARSE: u64 = 256 << 10;
 
 #[cfg(test)]
 thread_local! {
