@@ -534,15 +534,16 @@ fn parse_image(
             }
         }
     }
+    let code = symtab::code_sections(&obj);
     let mut entries = obj
         .symbol_table()
-        .map(|t| symtab::entries(&t, Table::Symtab, allowance))
+        .map(|t| symtab::entries(&t, Table::Symtab, &code, allowance))
         .unwrap_or_default();
     let own_symtab = !entries.is_empty();
     if !own_symtab {
         entries = obj
             .dynamic_symbol_table()
-            .map(|t| symtab::entries(&t, Table::Dynsym, allowance))
+            .map(|t| symtab::entries(&t, Table::Dynsym, &code, allowance))
             .unwrap_or_default();
     }
 
@@ -580,7 +581,8 @@ fn parse_image(
     };
     // A debug file's symbols join those of a binary without `.symtab`.
     if !own_symtab && let Some(t) = dbg.as_ref().and_then(|d| d.symbol_table()) {
-        entries.extend(symtab::entries(&t, Table::Debug, &dbg_allowance));
+        let code = dbg.as_ref().map(symtab::code_sections).unwrap_or_default();
+        entries.extend(symtab::entries(&t, Table::Debug, &code, &dbg_allowance));
     }
 
     // MiniDebugInfo: the symbols a stripped binary keeps beside its
@@ -594,7 +596,8 @@ fn parse_image(
         .as_deref()
         .and_then(|image| object::File::parse(image).ok());
     if let Some(t) = mini.as_ref().and_then(|m| m.symbol_table()) {
-        entries.extend(symtab::entries(&t, Table::Mini, allowance));
+        let code = mini.as_ref().map(symtab::code_sections).unwrap_or_default();
+        entries.extend(symtab::entries(&t, Table::Mini, &code, allowance));
     }
 
     let index = symtab::Index::new(entries);

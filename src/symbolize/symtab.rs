@@ -3,9 +3,11 @@
 //! symbols that looked-up addresses land in. A large binary's string table
 //! (tens of MiB for a compiler) is never read whole.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use object::{ObjectSymbol, ObjectSymbolTable, SymbolKind};
+use object::{
+    Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, SectionFlags, SymbolKind, SymbolSection,
+};
 
 use super::read::Allowance;
 
@@ -31,14 +33,31 @@ pub(crate) struct Entry {
     index: u32,
     table: Table,
     global: bool,
+    /// An untyped label in code (`STT_NOTYPE`, such as ld.so's
+    /// `_dl_start_user`), not a function.
+    label: bool,
+}
+
+/// The indices of `obj`'s sections that hold code (`SHF_EXECINSTR`; a
+/// separate debug file keeps its sections' flags).
+pub(crate) fn code_sections<'data>(obj: &impl Object<'data>) -> HashSet<usize> {
+    obj.sections()
+        .filter(|s| {
+            matches!(s.flags(), SectionFlags::Elf { sh_flags, .. }
+                if sh_flags.contains(object::elf::SHF_EXECINSTR))
+        })
+        .map(|s| s.index().0)
+        .collect()
 }
 
 /// The function symbols of `table` (definitions of text symbols at a
-/// nonzero address), each charged to `allowance`; those that do not fit
-/// are left out.
+/// nonzero address, and of untyped labels in `code`, the sections that
+/// hold code), each charged to `allowance`; those that do not fit are
+/// left out.
 pub(crate) fn entries<'data: 'file, 'file, T>(
     table: &'file T,
     which: Table,
+    code: &HashSet<usize>,
     allowance: &Allowance,
 ) -> Vec<Entry>
 where
@@ -46,17 +65,29 @@ where
 {
     // The entry, and its place in [`Index::starts`].
     let cost = (std::mem::size_of::<Entry>() + std::mem::size_of::<u32>()) as u64;
+    let in_code =
+        |s: &T::Symbol| matches!(s.section(), SymbolSection::Section(i) if code.contains(&i.0));
     table
         .symbols()
-        .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
-        .take_while(|_| allowance.charge(cost))
         .filter_map(|s| {
+            let label = match s.kind() {
+                SymbolKind::Text => false,
+                // Untyped: STT_NOTYPE (object excludes mapping symbols
+                // such as `$x` from its definitions).
+                SymbolKind::Unknown if in_code(&s) => true,
+                _ => return None,
+            };
+            (s.is_definition() && s.address() != 0).then_some((s, label))
+        })
+        .take_while(|_| allowance.charge(cost))
+        .filter_map(|(s, label)| {
             Some(Entry {
                 addr: s.address(),
                 size: s.size(),
                 index: u32::try_from(s.index().0).ok()?,
                 table: which,
                 global: s.is_global(),
+                label,
             })
         })
         .collect()
@@ -78,7 +109,8 @@ impl Entry {
 pub(crate) type NameOf<'a> = dyn Fn(&Entry) -> Option<String> + 'a;
 
 /// Entries of one or more tables, sorted by address, best first within
-/// an address: sized, then global, then from an earlier table.
+/// an address: sized, then functions before labels, then global, then
+/// from an earlier table.
 #[derive(Debug, Default)]
 pub(crate) struct Index {
     entries: Vec<Entry>,
@@ -99,6 +131,7 @@ impl Index {
             a.addr
                 .cmp(&b.addr)
                 .then_with(|| (b.size != 0).cmp(&(a.size != 0)))
+                .then_with(|| a.label.cmp(&b.label))
                 .then_with(|| b.global.cmp(&a.global))
                 .then_with(|| a.table.cmp(&b.table))
                 .then_with(|| a.index.cmp(&b.index))
@@ -117,29 +150,43 @@ impl Index {
     }
 
     /// The entries equally good for the symbol containing `vaddr`: the
-    /// best of its address and those ranked the same (aliases).
+    /// best of its address and those ranked the same (aliases). A sized
+    /// symbol holds its range; an unsized one only what follows it up to
+    /// the next symbol, and not what a sized symbol around it holds (a
+    /// label inside a function).
     fn containing(&self, vaddr: u64) -> &[Entry] {
         let n = self
             .starts
             .partition_point(|&i| self.entries[i as usize].addr <= vaddr);
-        for &start in self.starts[..n].iter().rev().take(WALK_BACK) {
+        let run = |start: usize| {
+            let best = self.entries[start];
+            let same = self.entries[start..]
+                .iter()
+                .take(MAX_ALIASES)
+                .take_while(|e| {
+                    e.addr == best.addr
+                        && (e.size != 0) == (best.size != 0)
+                        && e.label == best.label
+                        && e.global == best.global
+                        && e.table == best.table
+                })
+                .count();
+            &self.entries[start..start + same]
+        };
+        let starts = self.starts[..n].iter().rev().take(WALK_BACK);
+        let mut open = None;
+        for (k, &start) in starts.enumerate() {
             let start = start as usize;
             let best = self.entries[start];
-            if best.size == 0 || vaddr - best.addr < best.size {
-                let same = self.entries[start..]
-                    .iter()
-                    .take(MAX_ALIASES)
-                    .take_while(|e| {
-                        e.addr == best.addr
-                            && (e.size != 0) == (best.size != 0)
-                            && e.global == best.global
-                            && e.table == best.table
-                    })
-                    .count();
-                return &self.entries[start..start + same];
+            if best.size == 0 {
+                if k == 0 {
+                    open = Some(start);
+                }
+            } else if vaddr - best.addr < best.size {
+                return run(start);
             }
         }
-        &[]
+        open.map_or(&[], run)
     }
 
     /// The raw name of the symbol containing each of `vaddrs` (of aliases,
@@ -204,14 +251,16 @@ impl Sorted {
         self.symbols.len()
     }
 
-    /// The raw name of the symbol containing `vaddr`.
+    /// The raw name of the symbol containing `vaddr`, as
+    /// [`Index::names_at`] finds it.
     pub(crate) fn lookup(&self, vaddr: u64) -> Option<&str> {
         let n = self.symbols.partition_point(|s| s.0 <= vaddr);
-        self.symbols[..n]
-            .iter()
-            .rev()
-            .take(WALK_BACK)
-            .find(|(addr, size, _)| *size == 0 || vaddr - addr < *size)
+        let mut near = self.symbols[..n].iter().rev().take(WALK_BACK);
+        let nearest = near.next()?;
+        std::iter::once(nearest)
+            .chain(near)
+            .find(|(addr, size, _)| *size != 0 && vaddr - addr < *size)
+            .or((nearest.1 == 0).then_some(nearest))
             .map(|(_, _, name)| name.as_str())
     }
 }
@@ -227,6 +276,7 @@ mod tests {
             index,
             table: Table::Symtab,
             global,
+            label: false,
         }
     }
 
@@ -260,6 +310,59 @@ mod tests {
         let mut asked = asked.into_inner();
         asked.sort_unstable();
         assert_eq!(asked, vec![1, 2, 3, 4, 6], "the local alias was not read");
+    }
+
+    fn label(addr: u64, index: u32) -> Entry {
+        Entry {
+            label: true,
+            ..entry(addr, 0, index, false)
+        }
+    }
+
+    #[test]
+    fn labels_name_only_what_no_function_holds() {
+        let names = [
+            "",
+            "func",
+            "inner_label",
+            "entry_label",
+            "after",
+            "late_label",
+            "alias",
+        ];
+        let entries = vec![
+            entry(0x1000, 0x100, 1, true),
+            label(0x1040, 2),
+            label(0x2000, 3),
+            entry(0x2100, 0x10, 4, true),
+            label(0x1800, 5),
+            label(0x3000, 6),
+            entry(0x3000, 0, 1, false),
+        ];
+        let index = Index::new(entries);
+        let name_of = |e: &Entry| Some(names[e.index()].to_string());
+        let allowance = Allowance::new(1 << 20);
+        let got = index.names_at(
+            [0x1080, 0x1900, 0x2050, 0x2180, 0x3010],
+            &name_of,
+            &allowance,
+        );
+        assert_eq!(got[&0x1080], "func", "a label inside a function");
+        assert_eq!(got[&0x1900], "late_label", "a label past a function's end");
+        assert_eq!(got[&0x2050], "entry_label", "runs on to the next symbol");
+        assert!(
+            !got.contains_key(&0x2180),
+            "a label before a function that has ended names nothing past it"
+        );
+        assert_eq!(
+            got[&0x3010], "func",
+            "a function before a label at one address"
+        );
+        let all = index.all(&name_of, &allowance);
+        for (vaddr, name) in &got {
+            assert_eq!(all.lookup(*vaddr), Some(name.as_str()), "{vaddr:#x}");
+        }
+        assert_eq!(all.lookup(0x2180), None);
     }
 
     #[test]

@@ -342,6 +342,38 @@ fn recursion_called_at_the_declaration_line_of_another_file_is_kept() {
 }
 
 #[test]
+fn an_untyped_label_in_code_names_what_follows_it() {
+    let dir = TempDir::new("label");
+    let bin = dir.path("label");
+    compile("cc", "label.c", &bin, &["-g", "-O0"]);
+    let data = std::fs::read(&bin).expect("reading binary");
+    let obj = object::File::parse(&*data).expect("parsing binary");
+    let sym = obj
+        .symbols()
+        .find(|s| s.name() == Ok("asm_entry"))
+        .expect("asm_entry");
+    assert_eq!(
+        (sym.kind(), sym.size()),
+        (object::SymbolKind::Unknown, 0),
+        "asm_entry is an untyped label"
+    );
+    let (addr, _) = symbol(&bin, "asm_entry");
+    let mut s = symbolizer_for(&bin);
+    // Inside the call, and the return address after it.
+    assert_eq!(
+        s.user(FAKE_TGID, 0, &[runtime(&bin, addr + 1)]),
+        vec!["asm_entry"]
+    );
+    let (work, _) = symbol(&bin, "work_in_c");
+    let names = s.user(
+        FAKE_TGID,
+        0,
+        &[runtime(&bin, work), runtime(&bin, addr + 5)],
+    );
+    assert_eq!(names, vec!["work_in_c", "asm_entry"]);
+}
+
+#[test]
 fn stripped_binary_falls_back_to_dynsym() {
     let dir = TempDir::new("strip");
     let bin = dir.path("work");
