@@ -349,17 +349,7 @@ pub(crate) fn load<'a>(
         to_scan = next;
     }
 
-    // Line programs: their lengths, then their bytes.
-    if !line.fill(reader, lines.iter().map(|&at| (at, 12))) {
-        return None;
-    }
-    let programs: Vec<(u64, u64)> = lines
-        .iter()
-        .map(|&at| Some((at, initial_length(line.bytes(), endian, at)?)))
-        .collect::<Option<_>>()?;
-    if !line.fill(reader, programs) {
-        return None;
-    }
+    read_programs(&mut line, reader, &lines, endian)?;
     read_strings(&mut strs, reader, &names)?;
     // The remade `.debug_abbrev` is a copy of the section's size.
     if !reader.allowance().charge(abbrev.len() as u64) {
@@ -624,6 +614,37 @@ fn scan(
         }
     }
     Some(refs)
+}
+
+/// Reads the line programs at `offsets` of `.debug_line` in one pass
+/// (a compressed section is expanded once): each program's initial
+/// length, then the rest of it, clipped to the section. Programs may
+/// overlap, as a hostile file's do: what is read already is not read
+/// again. `None` when an offset is past the section's end, or a program
+/// cannot be read.
+fn read_programs(
+    line: &mut Section,
+    reader: &FileReader<'_>,
+    offsets: &BTreeSet<u64>,
+    endian: RunTimeEndian,
+) -> Option<()> {
+    let mut walk = line.walk(reader)?;
+    let len = walk.len();
+    // Reads `[from, to)`, less what was read already.
+    let read = |walk: &mut Walk<'_, '_>, from: u64, to: u64| -> Option<()> {
+        let from = from.max(walk.at);
+        (to <= from || walk.keep(from, to - from)).then_some(())
+    };
+    for &at in offsets {
+        if at >= len {
+            return None;
+        }
+        // The initial length: 4 bytes, or 12 for 64-bit DWARF.
+        read(&mut walk, at, at.saturating_add(12).min(len))?;
+        let total = initial_length(&walk.map[..], endian, at)?;
+        read(&mut walk, at, at.saturating_add(total).min(len))?;
+    }
+    Some(())
 }
 
 /// The length (initial length field included) of the line program at
