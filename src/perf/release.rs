@@ -101,10 +101,10 @@ pub(crate) fn close_detached(fds: Vec<OwnedFd>) {
     // raised to.
     let max_fd = child::open_files_limit().min(1 << 16);
     // SAFETY: in the child only plain system calls are made (setsid,
-    // chdir, prctl, sched_setscheduler, close_range or close, read, nanosleep, _exit), on
-    // memory prepared before the fork (`keep`, not reallocated), and the
-    // jobs, which promise the same, as a multithreaded parent requires:
-    // nothing allocates or takes a lock.
+    // chdir, prctl, sched_setscheduler, close_range or close, read,
+    // nanosleep, _exit), on memory prepared before the fork (`keep`, not
+    // reallocated), and the jobs, which promise the same, as a
+    // multithreaded parent requires: nothing allocates or takes a lock.
     // Signals stay blocked there for good (a SIGKILL still ends it, which
     // releases the events at once).
     let (pid, _) = unsafe { child::fork_signals_blocked() };
