@@ -131,6 +131,20 @@ impl CacheDir {
         CacheDir::open_under(root, &base.join("offwake-perf"), creatable).ok()
     }
 
+    /// The directory `dir` itself (mode 0700, this user's), for tests.
+    #[cfg(test)]
+    pub(crate) fn at(dir: &Path) -> Result<CacheDir> {
+        let fd = openat(
+            nix::fcntl::AT_FDCWD,
+            dir,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .context("opening the directory")?;
+        trusted(&fd)?;
+        Ok(CacheDir(fd))
+    }
+
     /// `path` (absolute, or relative to `root`) under the trusted directory
     /// `root`: every directory on the way must belong to root or to this
     /// user, be writable by no one else and not be on a FUSE filesystem
@@ -201,6 +215,49 @@ impl CacheDir {
             .read_to_end(&mut bytes)
             .ok()?;
         Some(bytes)
+    }
+
+    /// Removes the files whose names begin with `prefix`, least recently
+    /// written first, until at most `keep` are left; best effort.
+    pub(crate) fn prune(&self, prefix: &str, keep: usize) {
+        let Ok(mut dir) = nix::dir::Dir::openat(
+            &self.0,
+            ".",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return;
+        };
+        let names: Vec<CString> = dir
+            .iter()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_owned())
+            .filter(|n| n.to_bytes().starts_with(prefix.as_bytes()))
+            .collect();
+        if names.len() <= keep {
+            return;
+        }
+        let mut dated: Vec<(i64, i64, CString)> = names
+            .into_iter()
+            .filter_map(|n| {
+                let st = nix::sys::stat::fstatat(
+                    &self.0,
+                    n.as_c_str(),
+                    nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                )
+                .ok()?;
+                Some((st.st_mtime, st.st_mtime_nsec, n))
+            })
+            .collect();
+        dated.sort_unstable();
+        let excess = dated.len().saturating_sub(keep);
+        for (_, _, name) in dated.into_iter().take(excess) {
+            let _ = nix::unistd::unlinkat(
+                &self.0,
+                name.as_c_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+        }
     }
 
     /// Replaces small file `name` with `bytes` at once: written to a
@@ -669,6 +726,38 @@ ffffffffc0001000 t mod_function\t[mymod]
             back.symbols.lookup(0xffffffffc0001010),
             Some("mod_function")
         );
+    }
+
+    #[test]
+    fn pruning_removes_the_oldest_of_a_prefix_only() {
+        let (dir, _) = scratch("prune");
+        let cache = CacheDir::at(&dir).unwrap();
+        for i in 0..5 {
+            cache.write_small(&format!("names-{i}"), b"x").unwrap();
+            // Distinct modification times, oldest first.
+            let t = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1000 + i);
+            std::fs::File::options()
+                .write(true)
+                .open(dir.join(format!("names-{i}")))
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+        }
+        cache.write_small("kallsyms-other", b"y").unwrap();
+        cache.prune("names-", 3);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["kallsyms-other", "names-2", "names-3", "names-4"]);
+        cache.prune("names-", 3);
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            4,
+            "nothing past the bound"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::elf::{DebugDirs, ElfFile, ParseError, Refused, Wanted};
+use super::persist::{Kept, Stamp};
 use super::read::RunBudget;
+use crate::kallsyms::cache::CacheDir;
 use crate::report::{Place, escape};
 use crate::sys::open::{OpenError, Opened};
 
@@ -40,11 +42,65 @@ pub(crate) struct FileCache {
     run: RunBudget,
     /// Opened on first use.
     debug: Option<DebugDirs>,
+    /// Where names are kept across runs: `None` until first wanted, then
+    /// the directory if it can be used.
+    persist_dir: Option<Option<CacheDir>>,
+    /// Names kept across runs, by file, as read this run.
+    kept: HashMap<FileId, Option<Kept>>,
+    /// Files parsed (tests).
+    #[cfg(test)]
+    pub(crate) parses: usize,
 }
 
 impl FileCache {
+    /// Names are kept across runs in the cache directory (not in unit
+    /// tests, unless [`FileCache::keep_names_in`] says where).
     pub(crate) fn new() -> FileCache {
         FileCache::default()
+    }
+
+    /// Looks for debug files in `debug` (tests).
+    #[cfg(test)]
+    pub(crate) fn set_debug_dirs(&mut self, debug: DebugDirs) {
+        self.debug = Some(debug);
+    }
+
+    /// Keeps names across runs in `dir` (tests).
+    #[cfg(test)]
+    pub(crate) fn keep_names_in(&mut self, dir: CacheDir) {
+        self.persist_dir = Some(Some(dir));
+    }
+
+    /// The names kept from earlier runs for file `id`, read once; `None`
+    /// when there is no cache directory, or the file is not opened.
+    fn kept(&mut self, id: FileId) -> Option<&mut Kept> {
+        let FileId::Inode { dev, ino } = id else {
+            return None;
+        };
+        if !self.kept.contains_key(&id) {
+            let dir = self
+                .persist_dir
+                .get_or_insert_with(|| if cfg!(test) { None } else { CacheDir::open() })
+                .as_ref();
+            let debug = self.debug.get_or_insert_with(DebugDirs::system);
+            let kept = dir
+                .zip(self.opened.get(&id))
+                .and_then(|(dir, (opened, path))| {
+                    let file = Stamp::of(&opened.file)?;
+                    let debug = super::elf::debug_file_stamp(opened, path, debug)?;
+                    Some(Kept::load(dir, dev, ino, file, debug))
+                });
+            self.kept.insert(id, kept);
+        }
+        self.kept.get_mut(&id)?.as_mut()
+    }
+
+    /// Writes the names added this run to the cache directory.
+    pub(crate) fn store_kept(&mut self) {
+        let Some(Some(dir)) = &self.persist_dir else {
+            return;
+        };
+        super::persist::store_all(dir, self.kept.values_mut().flatten());
     }
 
     /// Takes the file a process mapped at `path`, opened safely, for
@@ -112,12 +168,35 @@ impl FileCache {
     /// Resolves the file offsets `offsets` of file `id`: parses the file
     /// for them, keeps their names, and drops what was parsed.
     pub(crate) fn resolve(&mut self, id: FileId, offsets: &[u64]) {
+        // What earlier runs resolved in this very file needs no parsing.
+        let mut missing = offsets.to_vec();
+        if !self.bad.contains(&id)
+            && let Some(kept) = self.kept(id)
+        {
+            let found: Vec<(u64, Arc<[String]>)> = offsets
+                .iter()
+                .filter_map(|&off| Some((off, Arc::clone(kept.names.get(&off)?))))
+                .collect();
+            missing.retain(|off| !kept.names.contains_key(off));
+            for (off, names) in found {
+                self.names.insert((id, off), names);
+            }
+        }
+        if missing.is_empty() {
+            return;
+        }
         let parsed = match id {
             FileId::Vdso => super::vdso::load().ok(),
             FileId::Inode { .. } if self.bad.contains(&id) => None,
-            FileId::Inode { .. } => self.parse(id, offsets),
+            FileId::Inode { .. } => self.parse(id, &missing),
         };
-        for &off in offsets {
+        // Kept for later runs: what a parse that read all it was asked
+        // found, with the debug file the kept names were made with.
+        let keep = parsed
+            .as_ref()
+            .filter(|f| f.dwarf_refused().is_none())
+            .map(|f| f.debug_stamp());
+        for &off in &missing {
             let names: Arc<[String]> = match &parsed {
                 Some(file) => match file.vaddr_of_offset(off) {
                     Some(vaddr) => file.names(vaddr).into(),
@@ -125,6 +204,12 @@ impl FileCache {
                 },
                 None => Arc::from(Vec::new()),
             };
+            if let Some(debug) = keep
+                && let Some(Some(kept)) = self.kept.get_mut(&id)
+                && kept.debug == debug
+            {
+                kept.add(off, &names);
+            }
             self.names.insert((id, off), names);
         }
     }
@@ -132,6 +217,10 @@ impl FileCache {
     /// Parses opened file `id` for `offsets`; `None` (and noted) when it
     /// gives no names.
     fn parse(&mut self, id: FileId, offsets: &[u64]) -> Option<ElfFile> {
+        #[cfg(test)]
+        {
+            self.parses += 1;
+        }
         let (opened, path) = self.opened.get(&id)?;
         let path = path.clone();
         let debug = self.debug.get_or_insert_with(DebugDirs::system);

@@ -22,6 +22,7 @@ use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, ObjectSymbolTab
 use typed_arena::Arena;
 
 use super::demangle::{Lang, demangle, demangle_as};
+use super::persist::Stamp;
 use super::read::{Allowance, Reader as FileReader, RunBudget, Source};
 use super::symtab::{self, Sorted, Table};
 use crate::sys::open::{Dir, Opened, Scope};
@@ -270,6 +271,28 @@ pub(crate) fn wants_debug_file(opened: &Opened, debug: &DebugDirs) -> Option<Str
     (debug.by_build_id(&id).is_none() && id.len() >= 2).then_some(id)
 }
 
+/// The stamp of the separate debug file that parsing the file `opened`
+/// (mapped at `path`) would look in: `Some(None)` when there is none, or
+/// the file has DWARF of its own; `None` when the file cannot be read.
+pub(crate) fn debug_file_stamp(
+    opened: &Opened,
+    path: &str,
+    debug: &DebugDirs,
+) -> Option<Option<Stamp>> {
+    // Headers, section and program tables and notes: a small read.
+    let allowance = Allowance::new(4 << 20);
+    let arena = Arena::new();
+    let reader = FileReader::new(Source::File(&opened.file), opened.size, &allowance, &arena);
+    let obj = object::File::parse(&reader).ok()?;
+    if has_dwarf(&obj) {
+        return Some(None);
+    }
+    match find_debug_file(&obj, Some(path), debug) {
+        Some((file, _)) => Stamp::of(&file.file).map(Some),
+        None => Some(None),
+    }
+}
+
 /// A parsed ELF file, ready for lookups.
 pub(crate) struct ElfFile {
     segments: Vec<Segment>,
@@ -277,6 +300,8 @@ pub(crate) struct ElfFile {
     dwarf: Option<addr2line::Context<Reader>>,
     /// Why DWARF (or part of the file) was left out.
     dwarf_refused: Option<Refused>,
+    /// The separate debug file looked in, if one was found.
+    debug_stamp: Option<Stamp>,
 }
 
 impl std::fmt::Debug for ElfFile {
@@ -467,6 +492,12 @@ impl ElfFile {
         self.dwarf_refused
     }
 
+    /// The stamp of the separate debug file found for this file (and
+    /// looked in), if any: what [`debug_file_stamp`] tells beforehand.
+    pub(crate) fn debug_stamp(&self) -> Option<Stamp> {
+        self.debug_stamp
+    }
+
     /// True when `die`, in the unit that holds `vaddr`, is the copy of a
     /// function that function splitting inlined back into it (see
     /// [`super::split`]).
@@ -552,6 +583,7 @@ fn parse_image(
     let found = (!has_dwarf(&obj))
         .then(|| find_debug_file(&obj, path, debug))
         .flatten();
+    let debug_stamp = found.as_ref().and_then(|(file, _)| Stamp::of(&file.file));
     let dbg_allowance = run.allowance_besides(allowance);
     let dbg_arena = Arena::new();
     let dbg_reader = found.as_ref().map(|(file, _)| {
@@ -642,6 +674,7 @@ fn parse_image(
         symbols,
         dwarf,
         dwarf_refused,
+        debug_stamp,
     })
 }
 

@@ -19,6 +19,7 @@ pub(crate) mod elf;
 pub(crate) mod kernel;
 pub(crate) mod maps;
 pub(crate) mod perfmap;
+mod persist;
 pub(crate) mod read;
 mod sparse;
 mod split;
@@ -325,6 +326,7 @@ impl Symbolizer {
             let offsets: Vec<u64> = offsets.into_iter().collect();
             self.files.resolve(id, &offsets);
         }
+        self.files.store_kept();
         progress("reading files", total, total);
         for (tgid, addrs) in jit {
             if self.should_stop() {

@@ -374,6 +374,127 @@ fn an_untyped_label_in_code_names_what_follows_it() {
 }
 
 #[test]
+fn names_are_kept_for_the_next_run_of_the_same_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("kept");
+    let bin = dir.path("inline");
+    compile("cc", "inline.c", &bin, &["-g", "-O2"]);
+    let cache = dir.path("cache");
+    std::fs::create_dir(&cache).expect("creating the cache directory");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let (addr, size) = symbol(&bin, "outer");
+    let addrs: Vec<u64> = (addr..addr + size).map(|a| runtime(&bin, a)).collect();
+    // Each address as a stack of its own, resolved by a new symbolizer.
+    let run = || {
+        let mut s = symbolizer_for(&bin);
+        s.files
+            .keep_names_in(crate::kallsyms::cache::CacheDir::at(&cache).expect("cache dir"));
+        let stacks: Vec<UserStack<'_>> = addrs
+            .iter()
+            .map(|a| UserStack {
+                tgid: FAKE_TGID,
+                time: 0,
+                addrs: std::slice::from_ref(a),
+            })
+            .collect();
+        let names = s.user_stacks(&stacks, &mut |_, _, _| {});
+        (names, s.files.parses)
+    };
+    let (first, parses) = run();
+    assert_eq!(parses, 1, "parsed once per stack's file");
+    let inlined = [
+        Symbol::Name("inner".to_string()),
+        Symbol::Name("outer".to_string()),
+    ];
+    assert!(
+        first.iter().any(|n| n[..] == inlined),
+        "DWARF's inlined frames: {first:?}"
+    );
+    let stored: Vec<_> = std::fs::read_dir(&cache)
+        .expect("listing the cache")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("names-"))
+        .collect();
+    assert_eq!(stored.len(), 1, "one file for the binary");
+    let (second, parses) = run();
+    assert_eq!(second, first);
+    assert_eq!(parses, 0, "the same file is not parsed again");
+
+    // A file changed since (here only its times) is parsed again.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let data = std::fs::read(&bin).expect("reading binary");
+    std::fs::write(&bin, &data).expect("rewriting binary");
+    let (third, parses) = run();
+    assert_eq!(third, first);
+    assert_eq!(parses, 1, "a changed file is parsed again");
+}
+
+#[test]
+fn kept_names_give_way_to_a_debug_file_installed_since() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("kept-debug");
+    let full = dir.path("inline.full");
+    compile("cc", "inline.c", &full, &["-g", "-O2"]);
+    let bin = dir.path("inline");
+    binutil(
+        "objcopy",
+        &["--strip-debug".as_ref(), full.as_os_str(), bin.as_os_str()],
+    );
+    let data = std::fs::read(&bin).expect("reading binary");
+    let id = object::File::parse(&*data)
+        .expect("parsing binary")
+        .build_id()
+        .expect("notes")
+        .expect("a build-id")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>();
+    let debug = dir.path("debug");
+    std::fs::create_dir_all(debug.join(".build-id").join(&id[..2])).expect("mkdir");
+    let cache = dir.path("cache");
+    std::fs::create_dir(&cache).expect("creating the cache directory");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let (addr, size) = symbol(&bin, "outer");
+    let addrs: Vec<u64> = (addr..addr + size).map(|a| runtime(&bin, a)).collect();
+    let inlined = [
+        Symbol::Name("inner".to_string()),
+        Symbol::Name("outer".to_string()),
+    ];
+    let run = || {
+        let mut s = symbolizer_for(&bin);
+        s.files
+            .keep_names_in(crate::kallsyms::cache::CacheDir::at(&cache).expect("cache dir"));
+        s.files.set_debug_dirs(elf::DebugDirs::at(&debug));
+        let stacks: Vec<UserStack<'_>> = addrs
+            .iter()
+            .map(|a| UserStack {
+                tgid: FAKE_TGID,
+                time: 0,
+                addrs: std::slice::from_ref(a),
+            })
+            .collect();
+        let names = s.user_stacks(&stacks, &mut |_, _, _| {});
+        (names.iter().any(|n| n[..] == inlined), s.files.parses)
+    };
+    assert_eq!(run(), (false, 1), "the symbol table alone");
+    assert_eq!(run(), (false, 0), "kept");
+    binutil(
+        "objcopy",
+        &[
+            "--only-keep-debug".as_ref(),
+            full.as_os_str(),
+            debug
+                .join(".build-id")
+                .join(&id[..2])
+                .join(format!("{}.debug", &id[2..]))
+                .as_os_str(),
+        ],
+    );
+    assert_eq!(run(), (true, 1), "the debug file's DWARF");
+    assert_eq!(run(), (true, 0), "kept again");
+}
+
+#[test]
 fn stripped_binary_falls_back_to_dynsym() {
     let dir = TempDir::new("strip");
     let bin = dir.path("work");
