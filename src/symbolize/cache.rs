@@ -194,7 +194,7 @@ impl FileCache {
         // found, with the debug file the kept names were made with.
         let keep = parsed
             .as_ref()
-            .filter(|f| f.dwarf_refused().is_none())
+            .filter(|f| f.is_whole())
             .map(|f| f.debug_stamp());
         for &off in &missing {
             let names: Arc<[String]> = match &parsed {

@@ -302,6 +302,8 @@ pub(crate) struct ElfFile {
     dwarf_refused: Option<Refused>,
     /// The separate debug file looked in, if one was found.
     debug_stamp: Option<Stamp>,
+    /// Everything asked for was read: no allowance ran out.
+    whole: bool,
 }
 
 impl std::fmt::Debug for ElfFile {
@@ -492,6 +494,12 @@ impl ElfFile {
         self.dwarf_refused
     }
 
+    /// True when no allowance ran out while parsing: the names found are
+    /// all the file has for the addresses asked.
+    pub(crate) fn is_whole(&self) -> bool {
+        self.whole && self.dwarf_refused.is_none()
+    }
+
     /// The stamp of the separate debug file found for this file (and
     /// looked in), if any: what [`debug_file_stamp`] tells beforehand.
     pub(crate) fn debug_stamp(&self) -> Option<Stamp> {
@@ -660,6 +668,7 @@ fn parse_image(
         over_budget = dbg_allowance.exceeded();
     }
     run.spend(&dbg_allowance);
+    let whole = !allowance.exceeded() && !dbg_allowance.exceeded();
 
     let dwarf_refused = match dwarf {
         Some(Err(refused)) => Some(refused),
@@ -675,6 +684,7 @@ fn parse_image(
         dwarf,
         dwarf_refused,
         debug_stamp,
+        whole,
     })
 }
 

@@ -22,9 +22,9 @@ use crate::kallsyms::cache::CacheDir;
 /// The first bytes of a stored file, naming its format.
 const MAGIC: &[u8; 16] = b"offwake-names-v1";
 /// The largest stored file read or written.
-const MAX_FILE: u64 = 256 << 10;
+const MAX_FILE: u64 = 64 << 10;
 /// The most addresses kept for one file.
-const MAX_ENTRIES: usize = 4096;
+const MAX_ENTRIES: usize = 1024;
 /// The most names (frames) kept for one address.
 const MAX_NAMES: usize = 64;
 /// Stored files kept in the directory; past this, the least recently

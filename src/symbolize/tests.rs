@@ -427,6 +427,24 @@ fn names_are_kept_for_the_next_run_of_the_same_file() {
     let (third, parses) = run();
     assert_eq!(third, first);
     assert_eq!(parses, 1, "a changed file is parsed again");
+
+    // What a parse over its budget found is not kept: the next run, with
+    // room, may find more.
+    let other = dir.path("cache-small");
+    std::fs::create_dir(&other).expect("creating the cache directory");
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let mut s = symbolizer_for(&bin);
+    s.files
+        .keep_names_in(crate::kallsyms::cache::CacheDir::at(&other).expect("cache dir"));
+    s.files
+        .set_run_budget(read::RunBudget::new(8 << 10, 1 << 30));
+    s.user(FAKE_TGID, 0, &addrs[..1]);
+    assert_eq!(s.files.parses, 1);
+    assert_eq!(
+        std::fs::read_dir(&other).expect("listing").count(),
+        0,
+        "nothing kept from a parse over its budget"
+    );
 }
 
 #[test]
