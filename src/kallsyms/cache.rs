@@ -217,6 +217,19 @@ impl CacheDir {
         Some(bytes)
     }
 
+    /// Marks file `name` as written now (its modification time, which
+    /// [`CacheDir::prune`] goes by); best effort.
+    pub(crate) fn touch(&self, name: &str) {
+        let now = nix::sys::time::TimeSpec::UTIME_NOW;
+        let _ = nix::sys::stat::utimensat(
+            &self.0,
+            name,
+            &now,
+            &now,
+            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+        );
+    }
+
     /// Removes the files whose names begin with `prefix`, least recently
     /// written first, until at most `keep` are left; best effort.
     pub(crate) fn prune(&self, prefix: &str, keep: usize) {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::elf::{DebugDirs, ElfFile, ParseError, Refused, Wanted};
-use super::persist::{Kept, Stamp};
+use super::persist::Kept;
 use super::read::RunBudget;
 use crate::kallsyms::cache::CacheDir;
 use crate::report::{Place, escape};
@@ -74,22 +74,26 @@ impl FileCache {
     /// The names kept from earlier runs for file `id`, read once; `None`
     /// when there is no cache directory, or the file is not opened.
     fn kept(&mut self, id: FileId) -> Option<&mut Kept> {
-        let FileId::Inode { dev, ino } = id else {
+        if !matches!(id, FileId::Inode { .. }) {
             return None;
-        };
+        }
         if !self.kept.contains_key(&id) {
             let dir = self
                 .persist_dir
                 .get_or_insert_with(|| if cfg!(test) { None } else { CacheDir::open() })
                 .as_ref();
             let debug = self.debug.get_or_insert_with(DebugDirs::system);
+            // The headers read to find the debug file are the run's too.
+            let allowance = self.run.allowance();
             let kept = dir
                 .zip(self.opened.get(&id))
+                .filter(|_| allowance.limit() > 0)
                 .and_then(|(dir, (opened, path))| {
-                    let file = Stamp::of(&opened.file)?;
-                    let debug = super::elf::debug_file_stamp(opened, path, debug)?;
-                    Some(Kept::load(dir, dev, ino, file, debug))
+                    let version = opened.version?;
+                    let debug = super::elf::debug_file_of(opened, path, debug, &allowance)?;
+                    Kept::load(dir, version, debug)
                 });
+            self.run.spend(&allowance);
             self.kept.insert(id, kept);
         }
         self.kept.get_mut(&id)?.as_mut()
@@ -175,9 +179,10 @@ impl FileCache {
         {
             let found: Vec<(u64, Arc<[String]>)> = offsets
                 .iter()
-                .filter_map(|&off| Some((off, Arc::clone(kept.names.get(&off)?))))
+                .filter_map(|&off| Some((off, kept.get(off)?)))
                 .collect();
-            missing.retain(|off| !kept.names.contains_key(off));
+            let known: HashSet<u64> = found.iter().map(|(off, _)| *off).collect();
+            missing.retain(|off| !known.contains(off));
             for (off, names) in found {
                 self.names.insert((id, off), names);
             }
@@ -195,7 +200,7 @@ impl FileCache {
         let keep = parsed
             .as_ref()
             .filter(|f| f.is_whole())
-            .map(|f| f.debug_stamp());
+            .map(|f| f.debug_file());
         for &off in &missing {
             let names: Arc<[String]> = match &parsed {
                 Some(file) => match file.vaddr_of_offset(off) {

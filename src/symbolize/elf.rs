@@ -22,7 +22,7 @@ use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, ObjectSymbolTab
 use typed_arena::Arena;
 
 use super::demangle::{Lang, demangle, demangle_as};
-use super::persist::Stamp;
+use super::persist::DebugFile;
 use super::read::{Allowance, Reader as FileReader, RunBudget, Source};
 use super::symtab::{self, Sorted, Table};
 use crate::sys::open::{Dir, Opened, Scope};
@@ -271,26 +271,25 @@ pub(crate) fn wants_debug_file(opened: &Opened, debug: &DebugDirs) -> Option<Str
     (debug.by_build_id(&id).is_none() && id.len() >= 2).then_some(id)
 }
 
-/// The stamp of the separate debug file that parsing the file `opened`
-/// (mapped at `path`) would look in: `Some(None)` when there is none, or
-/// the file has DWARF of its own; `None` when the file cannot be read.
-pub(crate) fn debug_file_stamp(
+/// The separate debug file that parsing the file `opened` (mapped at
+/// `path`) would look in ([`DebugFile::Absent`] when there is none, or the
+/// file has DWARF of its own), read within `allowance`; `None` when the
+/// file cannot be read.
+pub(crate) fn debug_file_of(
     opened: &Opened,
     path: &str,
     debug: &DebugDirs,
-) -> Option<Option<Stamp>> {
+    allowance: &Allowance,
+) -> Option<DebugFile> {
     // Headers, section and program tables and notes: a small read.
-    let allowance = Allowance::new(4 << 20);
     let arena = Arena::new();
-    let reader = FileReader::new(Source::File(&opened.file), opened.size, &allowance, &arena);
+    let reader = FileReader::new(Source::File(&opened.file), opened.size, allowance, &arena);
     let obj = object::File::parse(&reader).ok()?;
     if has_dwarf(&obj) {
-        return Some(None);
+        return Some(DebugFile::Absent);
     }
-    match find_debug_file(&obj, Some(path), debug) {
-        Some((file, _)) => Stamp::of(&file.file).map(Some),
-        None => Some(None),
-    }
+    let found = find_debug_file(&obj, Some(path), debug);
+    Some(DebugFile::of(found.as_ref().map(|(file, _)| file)))
 }
 
 /// A parsed ELF file, ready for lookups.
@@ -301,7 +300,7 @@ pub(crate) struct ElfFile {
     /// Why DWARF (or part of the file) was left out.
     dwarf_refused: Option<Refused>,
     /// The separate debug file looked in, if one was found.
-    debug_stamp: Option<Stamp>,
+    debug_file: DebugFile,
     /// Everything asked for was read: no allowance ran out.
     whole: bool,
 }
@@ -500,10 +499,10 @@ impl ElfFile {
         self.whole && self.dwarf_refused.is_none()
     }
 
-    /// The stamp of the separate debug file found for this file (and
-    /// looked in), if any: what [`debug_file_stamp`] tells beforehand.
-    pub(crate) fn debug_stamp(&self) -> Option<Stamp> {
-        self.debug_stamp
+    /// The separate debug file found for this file (and looked in): what
+    /// [`debug_file_of`] tells beforehand.
+    pub(crate) fn debug_file(&self) -> DebugFile {
+        self.debug_file
     }
 
     /// True when `die`, in the unit that holds `vaddr`, is the copy of a
@@ -591,7 +590,7 @@ fn parse_image(
     let found = (!has_dwarf(&obj))
         .then(|| find_debug_file(&obj, path, debug))
         .flatten();
-    let debug_stamp = found.as_ref().and_then(|(file, _)| Stamp::of(&file.file));
+    let debug_file = DebugFile::of(found.as_ref().map(|(file, _)| file));
     let dbg_allowance = run.allowance_besides(allowance);
     let dbg_arena = Arena::new();
     let dbg_reader = found.as_ref().map(|(file, _)| {
@@ -683,7 +682,7 @@ fn parse_image(
         symbols,
         dwarf,
         dwarf_refused,
-        debug_stamp,
+        debug_file,
         whole,
     })
 }

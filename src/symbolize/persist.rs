@@ -5,19 +5,22 @@
 //! about 25 ms for a few addresses).
 //!
 //! A stored file holds for the inputs it was made from and nothing else:
-//! this build of the tool, the mapped file and the separate debug file
-//! found for it (or none), each by device, inode, size, modification and
-//! change time. A file changed since (its change time moves on, and no
-//! user can move it back), a debug file installed, fetched or replaced
-//! since, or another build of the tool make a stored file be ignored and
-//! rewritten. Only results of parses that read everything asked for are
-//! kept; a parse that was refused or over its budget leaves nothing.
+//! this build of the tool, this boot, and the mapped file and the separate
+//! debug file found for it (or none), each by its [`Version`] (device,
+//! inode, size, times, and the unique id of its mount, so that a user's
+//! own filesystem image, whose times the user chose, cannot pass for a
+//! later mount that gets its device number). A file changed since, a
+//! debug file installed, fetched or replaced since, another build of the
+//! tool or a reboot make a stored file be ignored and rewritten. Where the
+//! kernel gives no unique mount id (before Linux 6.8) nothing is kept.
+//! Only results of parses that read everything asked for are kept; a
+//! parse that was refused or over its budget leaves nothing.
 
 use std::collections::BTreeMap;
-use std::os::fd::AsFd;
 use std::sync::{Arc, OnceLock};
 
 use crate::kallsyms::cache::CacheDir;
+use crate::sys::open::{Opened, Version};
 
 /// The first bytes of a stored file, naming its format.
 const MAGIC: &[u8; 16] = b"offwake-names-v1";
@@ -33,59 +36,73 @@ const MAX_FILES: usize = 256;
 /// The prefix of stored files' names.
 const PREFIX: &str = "names-";
 
-/// Which version of a file: device, inode, size, and modification and
-/// change times (nanoseconds).
+/// The separate debug file a file's names were read with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Stamp([u64; 5]);
+pub(crate) enum DebugFile {
+    /// None was found (or the file has DWARF of its own).
+    Absent,
+    Found(Version),
+    /// One was found whose version is unknown: nothing is kept.
+    Unversioned,
+}
 
-impl Stamp {
-    /// The stamp of the open file `fd`.
-    pub(crate) fn of(fd: impl AsFd) -> Option<Stamp> {
-        let st = nix::sys::stat::fstat(fd).ok()?;
-        let ns = |s: i64, n: i64| {
-            (s as u64)
-                .wrapping_mul(1_000_000_000)
-                .wrapping_add(n as u64)
-        };
-        Some(Stamp([
-            st.st_dev,
-            st.st_ino,
-            st.st_size as u64,
-            ns(st.st_mtime, st.st_mtime_nsec),
-            ns(st.st_ctime, st.st_ctime_nsec),
-        ]))
+impl DebugFile {
+    /// The debug file `found`, if any.
+    pub(crate) fn of(found: Option<&Opened>) -> DebugFile {
+        match found {
+            None => DebugFile::Absent,
+            Some(o) => o.version.map_or(DebugFile::Unversioned, DebugFile::Found),
+        }
     }
 }
 
-/// This build of the tool: its version and its executable's stamp.
-fn tool() -> &'static [u8] {
-    static TOOL: OnceLock<Vec<u8>> = OnceLock::new();
+/// This build of the tool and this boot: the tool's version, its
+/// executable's device, inode, size and times, and the boot id (mount ids
+/// are unique within a boot only). `None` when any is unknown.
+fn tool() -> Option<&'static [u8]> {
+    static TOOL: OnceLock<Option<Vec<u8>>> = OnceLock::new();
     TOOL.get_or_init(|| {
         let mut out = env!("CARGO_PKG_VERSION").as_bytes().to_vec();
         out.push(0);
-        let exe = std::fs::File::open("/proc/self/exe").ok();
-        if let Some(s) = exe.and_then(Stamp::of) {
-            s.0.iter().for_each(|v| out.extend(v.to_le_bytes()));
+        let exe = nix::sys::stat::stat("/proc/self/exe").ok()?;
+        for v in [
+            exe.st_dev,
+            exe.st_ino,
+            exe.st_size as u64,
+            exe.st_mtime as u64,
+            exe.st_mtime_nsec as u64,
+            exe.st_ctime as u64,
+            exe.st_ctime_nsec as u64,
+        ] {
+            out.extend(v.to_le_bytes());
         }
-        out
+        let boot: String = crate::sys::host::kernel_sysctl("random/boot_id")?;
+        out.extend(boot.as_bytes());
+        Some(out)
     })
+    .as_deref()
 }
 
-/// What a stored file must begin with to hold for a file of stamp `file`
-/// whose debug file has stamp `debug`.
-fn header(file: Stamp, debug: Option<Stamp>) -> Vec<u8> {
+/// What a stored file must begin with to hold for the file of version
+/// `file` read with debug file `debug`; `None` when nothing may be kept
+/// for them.
+fn header(tool: &[u8], file: Version, debug: DebugFile) -> Option<Vec<u8>> {
     let mut out = MAGIC.to_vec();
-    let tool = tool();
     out.extend((tool.len() as u32).to_le_bytes());
     out.extend(tool);
-    for s in std::iter::once(Some(file)).chain(std::iter::once(debug)) {
-        out.push(u8::from(s.is_some()));
-        s.unwrap_or(Stamp([0; 5]))
+    let debug = match debug {
+        DebugFile::Absent => None,
+        DebugFile::Found(v) => Some(v),
+        DebugFile::Unversioned => return None,
+    };
+    for v in [Some(file), debug] {
+        out.push(u8::from(v.is_some()));
+        v.unwrap_or(Version([0; 6]))
             .0
             .iter()
-            .for_each(|v| out.extend(v.to_le_bytes()));
+            .for_each(|x| out.extend(x.to_le_bytes()));
     }
-    out
+    Some(out)
 }
 
 /// The names of one file's addresses, as stored and as added in this run.
@@ -93,41 +110,46 @@ fn header(file: Stamp, debug: Option<Stamp>) -> Vec<u8> {
 pub(crate) struct Kept {
     name: String,
     header: Vec<u8>,
-    /// The debug file's stamp it was made with.
-    pub(crate) debug: Option<Stamp>,
-    pub(crate) names: BTreeMap<u64, Arc<[String]>>,
+    /// The debug file it was made with.
+    pub(crate) debug: DebugFile,
+    names: BTreeMap<u64, Arc<[String]>>,
     /// Added to since read.
     dirty: bool,
     /// Read from the directory (else new).
     existed: bool,
+    /// Gave names this run.
+    used: bool,
 }
 
 impl Kept {
-    /// What `dir` holds for the file of device `dev` and inode `ino`, if it
-    /// was made from the same inputs; else nothing yet.
-    pub(crate) fn load(
-        dir: &CacheDir,
-        dev: u64,
-        ino: u64,
-        file: Stamp,
-        debug: Option<Stamp>,
-    ) -> Kept {
-        let name = format!("{PREFIX}{dev:x}-{ino:x}");
-        let header = header(file, debug);
+    /// What `dir` holds for the file of version `file`, read with debug
+    /// file `debug`, if it was made from the same inputs; else nothing yet.
+    /// `None` when nothing may be kept for them (a version unknown).
+    pub(crate) fn load(dir: &CacheDir, file: Version, debug: DebugFile) -> Option<Kept> {
+        let header = header(tool()?, file, debug)?;
+        let name = format!("{PREFIX}{:x}-{:x}", file.0[0], file.0[1]);
         let bytes = dir.read_small(&name, MAX_FILE);
         let existed = bytes.is_some();
         let names = bytes
             .as_deref()
             .and_then(|b| decode(b, &header))
             .unwrap_or_default();
-        Kept {
+        Some(Kept {
             name,
             header,
             debug,
             names,
             dirty: false,
             existed,
-        }
+            used: false,
+        })
+    }
+
+    /// The names kept for file offset `off`, if any.
+    pub(crate) fn get(&mut self, off: u64) -> Option<Arc<[String]>> {
+        let names = self.names.get(&off).cloned();
+        self.used |= names.is_some();
+        names
     }
 
     /// Keeps `names` for file offset `off`, within the bounds.
@@ -140,9 +162,13 @@ impl Kept {
         }
     }
 
-    /// Writes what was added, if anything and if it fits; best effort.
-    pub(crate) fn store(&mut self, dir: &CacheDir) {
+    /// Writes what was added, if anything and if it fits; else marks a
+    /// file that gave names as recently used. Best effort.
+    fn store(&mut self, dir: &CacheDir) {
         if !self.dirty {
+            if self.used && self.existed {
+                dir.touch(&self.name);
+            }
             return;
         }
         self.dirty = false;
@@ -150,22 +176,33 @@ impl Kept {
         if bytes.len() as u64 > MAX_FILE {
             return;
         }
-        let _ = dir.write_small(&self.name, &bytes);
+        if dir.write_small(&self.name, &bytes).is_ok() {
+            self.existed = true;
+        }
     }
 
     /// True when storing it makes a new file.
-    pub(crate) fn is_new(&self) -> bool {
+    fn is_new(&self) -> bool {
         self.dirty && !self.existed
     }
 }
 
-/// Stores what `kept` added, first making room for the new files among the
-/// stored ones of earlier runs.
+/// Stores what `kept` added: at most [`MAX_FILES`] new files, for which
+/// the least recently used of earlier runs make room first.
 pub(crate) fn store_all<'a>(dir: &CacheDir, kept: impl Iterator<Item = &'a mut Kept>) {
     let mut kept: Vec<&mut Kept> = kept.collect();
-    let new = kept.iter().filter(|k| k.is_new()).count();
+    let mut new = 0;
+    for k in &mut kept {
+        if k.is_new() {
+            if new == MAX_FILES {
+                k.dirty = false;
+            } else {
+                new += 1;
+            }
+        }
+    }
     if new > 0 {
-        dir.prune(PREFIX, MAX_FILES.saturating_sub(new));
+        dir.prune(PREFIX, MAX_FILES - new);
     }
     for k in &mut kept {
         k.store(dir);
@@ -222,17 +259,19 @@ fn decode(bytes: &[u8], header: &[u8]) -> Option<BTreeMap<u64, Arc<[String]>>> {
 mod tests {
     use super::*;
 
-    fn stamp(v: u64) -> Stamp {
-        Stamp([v, 2, 3, 4, 5])
+    fn version(v: u64) -> Version {
+        Version([v, 2, 3, 4, 5, 6])
     }
 
     fn names(list: &[&str]) -> Arc<[String]> {
         list.iter().map(|s| s.to_string()).collect()
     }
 
+    const TOOL: &[u8] = b"0.1.0\0build and boot";
+
     #[test]
     fn names_come_back_only_for_the_same_inputs() {
-        let h = header(stamp(1), Some(stamp(9)));
+        let h = header(TOOL, version(1), DebugFile::Found(version(9))).unwrap();
         let mut m = BTreeMap::new();
         m.insert(0x1234, names(&["inner", "outer"]));
         m.insert(0x10, names(&[]));
@@ -240,12 +279,18 @@ mod tests {
         let bytes = encode(&h, &m);
         assert_eq!(decode(&bytes, &h), Some(m.clone()));
         for other in [
-            header(stamp(7), Some(stamp(9))),
-            header(stamp(1), Some(stamp(8))),
-            header(stamp(1), None),
+            header(TOOL, version(7), DebugFile::Found(version(9))),
+            header(TOOL, version(1), DebugFile::Found(version(8))),
+            header(TOOL, version(1), DebugFile::Absent),
+            header(
+                b"0.1.0\0another boot",
+                version(1),
+                DebugFile::Found(version(9)),
+            ),
         ] {
-            assert_eq!(decode(&bytes, &other), None);
+            assert_eq!(decode(&bytes, &other.unwrap()), None);
         }
+        assert_eq!(header(TOOL, version(1), DebugFile::Unversioned), None);
         // Cut anywhere, or with bytes after it: ignored.
         for cut in 0..bytes.len() {
             assert_eq!(decode(&bytes[..cut], &h), None, "cut at {cut}");
@@ -256,8 +301,33 @@ mod tests {
     }
 
     #[test]
+    fn one_run_writes_at_most_the_files_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("offwake-persist-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let cache = CacheDir::at(&dir).unwrap();
+        let mut kept: Vec<Kept> = (0..MAX_FILES as u64 + 40)
+            .map(|i| {
+                let mut k = Kept::load(&cache, version(i), DebugFile::Absent).unwrap();
+                k.add(0x10, &names(&["f"]));
+                k
+            })
+            .collect();
+        store_all(&cache, kept.iter_mut());
+        let count = || std::fs::read_dir(&dir).unwrap().count();
+        assert_eq!(count(), MAX_FILES);
+        // What one file kept comes back for the same inputs.
+        let mut again = Kept::load(&cache, version(3), DebugFile::Absent).unwrap();
+        assert_eq!(again.get(0x10), Some(names(&["f"])));
+        assert_eq!(again.get(0x11), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn claims_past_the_bounds_are_refused() {
-        let h = header(stamp(1), None);
+        let h = header(TOOL, version(1), DebugFile::Absent).unwrap();
         let mut bytes = h.clone();
         bytes.extend((MAX_ENTRIES as u32 + 1).to_le_bytes());
         assert_eq!(decode(&bytes, &h), None);

@@ -54,6 +54,53 @@ pub(crate) struct Opened {
     pub(crate) size: u64,
     /// Its owner.
     pub(crate) uid: u32,
+    /// Which version of the file this is, as opened (see [`Version`]).
+    pub(crate) version: Option<Version>,
+}
+
+/// Which version of a file, for what is kept across runs about it: device,
+/// inode, size, modification and change times (ns), and the unique id of
+/// its mount (Linux 6.8 on), which no later mount of the same boot takes.
+/// A change time is set by the kernel on any change, and no user can set
+/// it back, except on a filesystem whose image or server supplies it (a
+/// loop-mounted image a user made); the mount id tells those apart from a
+/// later mount that reuses the device number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Version(pub(crate) [u64; 6]);
+
+/// The version of the open file `fd`: `None` where the kernel gives no
+/// unique mount id.
+fn version_of(fd: &impl AsRawFd) -> Option<Version> {
+    // SAFETY: statx fills `stx`, a plain struct, for the descriptor
+    // itself (empty path, AT_EMPTY_PATH).
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; the path is a static empty C string.
+    let rc = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_BASIC_STATS | libc::STATX_MNT_ID_UNIQUE,
+            &mut stx,
+        )
+    };
+    if rc != 0 || stx.stx_mask & libc::STATX_MNT_ID_UNIQUE == 0 {
+        return None;
+    }
+    let ns = |t: libc::statx_timestamp| {
+        (t.tv_sec as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(u64::from(t.tv_nsec))
+    };
+    let dev = libc::makedev(stx.stx_dev_major, stx.stx_dev_minor);
+    Some(Version([
+        dev,
+        stx.stx_ino,
+        stx.stx_size,
+        ns(stx.stx_mtime),
+        ns(stx.stx_ctime),
+        stx.stx_mnt_id,
+    ]))
 }
 
 /// How paths are resolved inside a [`Dir`].
@@ -157,11 +204,21 @@ fn reopen(path_fd: OwnedFd) -> Result<Opened, OpenError> {
     if key != key_of(&st) {
         return Err(OpenError::Replaced);
     }
+    let size = u64::try_from(st2.st_size).unwrap_or(0);
+    // The version the size above is of: a file changed in between has none.
+    let version = version_of(&fd).filter(|v| {
+        v.0[..3] == [key.dev, key.ino, size]
+            && v.0[4]
+                == (st2.st_ctime as u64)
+                    .wrapping_mul(1_000_000_000)
+                    .wrapping_add(st2.st_ctime_nsec as u64)
+    });
     Ok(Opened {
         file: File::from(fd),
         key,
-        size: u64::try_from(st2.st_size).unwrap_or(0),
+        size,
         uid: st2.st_uid,
+        version,
     })
 }
 
@@ -176,6 +233,7 @@ impl Opened {
             key: self.key,
             size: self.size,
             uid: self.uid,
+            version: self.version,
         })
     }
 
