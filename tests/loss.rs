@@ -72,8 +72,10 @@ fn warning_count(warning: &str, what: &str) -> u64 {
 }
 
 /// Runs of the scenario, at most: one in which no whole sleep survived
-/// (another load flooded the ring too) checked nothing, and is run again.
-const ATTEMPTS: usize = 3;
+/// (another load flooded the ring too), or in which the tool kept up with
+/// the storm and nothing was lost (a fast machine), proved nothing about
+/// loss, and is run again.
+const ATTEMPTS: usize = 5;
 
 #[test]
 fn forced_loss_never_inflates_an_interval() {
@@ -85,9 +87,11 @@ fn forced_loss_never_inflates_an_interval() {
         if one_run() > 0 {
             return;
         }
-        eprintln!("attempt {attempt}: no whole sleep survived, nothing checked");
+        eprintln!("attempt {attempt}: nothing lost, or no whole sleep survived");
     }
-    panic!("no whole sleep survived the loss in {ATTEMPTS} runs: nothing was checked");
+    panic!(
+        "in {ATTEMPTS} runs, none both lost records and kept a whole sleep: nothing was checked"
+    );
 }
 
 /// One run of the scenario; panics on any failed check, and returns how
@@ -128,11 +132,13 @@ fn one_run() -> usize {
         .lines()
         .find(|l| l.starts_with("WARNING: ") && l.contains("records lost"))
         .unwrap_or_else(|| panic!("a one-page ring lost nothing?\n{err}"));
-    assert!(warning_count(warning, " records lost") > 0, "{warning}");
+    // A ring that came close to full is a possible loss too: intervals
+    // are discarded around it though the kernel may have lost nothing.
     assert!(
         warning_count(warning, " intervals that could span a loss") > 0,
         "{warning}"
     );
+    let lost = warning_count(warning, " records lost");
 
     // No sleep is longer than measured. (A sleep can be more than one
     // interval: its thread can switch out still runnable, and sleep only
@@ -152,5 +158,5 @@ fn one_run() -> usize {
             "under loss sleep {depth} totals {us} us, measured {real:?} us\n{context}"
         );
     }
-    whole
+    if lost == 0 { 0 } else { whole }
 }
