@@ -31,7 +31,7 @@ const MAX_ENTRIES: usize = 1024;
 /// The most names (frames) kept for one address.
 const MAX_NAMES: usize = 64;
 /// Stored files kept in the directory; past this, the least recently
-/// written go when a new one is written.
+/// used go when new ones are written.
 const MAX_FILES: usize = 256;
 /// The prefix of stored files' names.
 const PREFIX: &str = "names-";

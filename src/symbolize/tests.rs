@@ -384,49 +384,73 @@ fn versioned(path: &Path) -> bool {
         .is_some()
 }
 
-#[test]
-fn names_are_kept_for_the_next_run_of_the_same_file() {
+/// A directory `name` in `dir`, mode 0700, for a cache.
+fn private_dir(dir: &TempDir, name: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let dir = TempDir::new("kept");
-    let bin = dir.path("inline");
-    compile("cc", "inline.c", &bin, &["-g", "-O2"]);
-    let cache = dir.path("cache");
-    std::fs::create_dir(&cache).expect("creating the cache directory");
-    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-    let (addr, size) = symbol(&bin, "outer");
-    let addrs: Vec<u64> = (addr..addr + size).map(|a| runtime(&bin, a)).collect();
-    // Each address as a stack of its own, resolved by a new symbolizer.
-    let run = || {
-        let mut s = symbolizer_for(&bin);
-        s.files
-            .keep_names_in(crate::kallsyms::cache::CacheDir::at(&cache).expect("cache dir"));
-        let stacks: Vec<UserStack<'_>> = addrs
-            .iter()
-            .map(|a| UserStack {
-                tgid: FAKE_TGID,
-                time: 0,
-                addrs: std::slice::from_ref(a),
-            })
-            .collect();
-        let names = s.user_stacks(&stacks, &mut |_, _, _| {});
-        (names, s.files.parses)
-    };
-    let (first, parses) = run();
-    assert_eq!(parses, 1, "parsed once per stack's file");
+    let path = dir.path(name);
+    std::fs::create_dir(&path).expect("creating the cache directory");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    path
+}
+
+/// One run's symbolization of `addrs` of `bin`, each a stack of its own,
+/// keeping names in `cache` (and looking for debug files in `debug`):
+/// the names, and how many files were parsed.
+fn kept_run(
+    bin: &Path,
+    addrs: &[u64],
+    cache: &Path,
+    debug: Option<&Path>,
+) -> (Vec<Vec<Symbol>>, usize) {
+    let mut s = symbolizer_for(bin);
+    s.files
+        .keep_names_in(crate::kallsyms::cache::CacheDir::at(cache).expect("cache dir"));
+    if let Some(debug) = debug {
+        s.files.set_debug_dirs(elf::DebugDirs::at(debug));
+    }
+    let stacks: Vec<UserStack<'_>> = addrs
+        .iter()
+        .map(|a| UserStack {
+            tgid: FAKE_TGID,
+            time: 0,
+            addrs: std::slice::from_ref(a),
+        })
+        .collect();
+    let names = s.user_stacks(&stacks, &mut |_, _, _| {});
+    (names, s.files.parses)
+}
+
+/// Whether some of `names` is `inner` inlined into `outer`.
+fn has_inlined(names: &[Vec<Symbol>]) -> bool {
     let inlined = [
         Symbol::Name("inner".to_string()),
         Symbol::Name("outer".to_string()),
     ];
-    assert!(
-        first.iter().any(|n| n[..] == inlined),
-        "DWARF's inlined frames: {first:?}"
-    );
+    names.iter().any(|n| n[..] == inlined)
+}
+
+#[test]
+fn names_are_kept_for_the_next_run_of_the_same_file() {
+    let dir = TempDir::new("kept");
+    let bin = dir.path("inline");
+    compile("cc", "inline.c", &bin, &["-g", "-O2"]);
+    let cache = private_dir(&dir, "cache");
+    let (addr, size) = symbol(&bin, "outer");
+    let addrs: Vec<u64> = (addr..addr + size).map(|a| runtime(&bin, a)).collect();
+    let run = || kept_run(&bin, &addrs, &cache, None);
+    let (first, parses) = run();
+    assert_eq!(parses, 1, "parsed once per stack's file");
+    assert!(has_inlined(&first), "DWARF's inlined frames: {first:?}");
     let stored: Vec<_> = std::fs::read_dir(&cache)
         .expect("listing the cache")
         .filter_map(Result::ok)
         .filter(|e| e.file_name().to_string_lossy().starts_with("names-"))
         .collect();
-    assert_eq!(stored.len(), 1, "one file for the binary");
+    assert_eq!(
+        stored.len(),
+        usize::from(versioned(&bin)),
+        "one file for the binary"
+    );
     let (second, parses) = run();
     assert_eq!(second, first);
     if !versioned(&bin) {
@@ -446,9 +470,7 @@ fn names_are_kept_for_the_next_run_of_the_same_file() {
 
     // What a parse over its budget found is not kept: the next run, with
     // room, may find more.
-    let other = dir.path("cache-small");
-    std::fs::create_dir(&other).expect("creating the cache directory");
-    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let other = private_dir(&dir, "cache-small");
     let mut s = symbolizer_for(&bin);
     s.files
         .keep_names_in(crate::kallsyms::cache::CacheDir::at(&other).expect("cache dir"));
@@ -465,7 +487,6 @@ fn names_are_kept_for_the_next_run_of_the_same_file() {
 
 #[test]
 fn kept_names_give_way_to_a_debug_file_installed_since() {
-    use std::os::unix::fs::PermissionsExt;
     let dir = TempDir::new("kept-debug");
     let full = dir.path("inline.full");
     compile("cc", "inline.c", &full, &["-g", "-O2"]);
@@ -485,30 +506,12 @@ fn kept_names_give_way_to_a_debug_file_installed_since() {
         .collect::<String>();
     let debug = dir.path("debug");
     std::fs::create_dir_all(debug.join(".build-id").join(&id[..2])).expect("mkdir");
-    let cache = dir.path("cache");
-    std::fs::create_dir(&cache).expect("creating the cache directory");
-    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let cache = private_dir(&dir, "cache");
     let (addr, size) = symbol(&bin, "outer");
     let addrs: Vec<u64> = (addr..addr + size).map(|a| runtime(&bin, a)).collect();
-    let inlined = [
-        Symbol::Name("inner".to_string()),
-        Symbol::Name("outer".to_string()),
-    ];
     let run = || {
-        let mut s = symbolizer_for(&bin);
-        s.files
-            .keep_names_in(crate::kallsyms::cache::CacheDir::at(&cache).expect("cache dir"));
-        s.files.set_debug_dirs(elf::DebugDirs::at(&debug));
-        let stacks: Vec<UserStack<'_>> = addrs
-            .iter()
-            .map(|a| UserStack {
-                tgid: FAKE_TGID,
-                time: 0,
-                addrs: std::slice::from_ref(a),
-            })
-            .collect();
-        let names = s.user_stacks(&stacks, &mut |_, _, _| {});
-        (names.iter().any(|n| n[..] == inlined), s.files.parses)
+        let (names, parses) = kept_run(&bin, &addrs, &cache, Some(&debug));
+        (has_inlined(&names), parses)
     };
     assert_eq!(run(), (false, 1), "the symbol table alone");
     if !versioned(&bin) {
