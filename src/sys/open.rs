@@ -71,10 +71,11 @@ pub(crate) struct Version(pub(crate) [u64; 6]);
 /// The version of the open file `fd`: `None` where the kernel gives no
 /// unique mount id.
 fn version_of(fd: &impl AsRawFd) -> Option<Version> {
-    // SAFETY: statx fills `stx`, a plain struct, for the descriptor
-    // itself (empty path, AT_EMPTY_PATH).
+    // SAFETY: `libc::statx` is a plain C struct, for which all zeros is a
+    // valid value.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; the path is a static empty C string.
+    // SAFETY: statx writes one `statx` into `stx`, for the descriptor
+    // itself (an empty path, a static C string, with AT_EMPTY_PATH).
     let rc = unsafe {
         libc::statx(
             fd.as_raw_fd(),
