@@ -93,7 +93,7 @@ fn build_id(notes: &[u8]) -> Option<String> {
     let mut it = NoteIterator::<FileHeader64<NativeEndian>>::new(NativeEndian, 4, notes).ok()?;
     while let Ok(Some(note)) = it.next() {
         if note.name() == b"GNU" && note.n_type(NativeEndian) == NT_GNU_BUILD_ID {
-            return Some(note.desc().iter().map(|b| format!("{b:02x}")).collect());
+            return Some(crate::symbolize::elf::hex(note.desc()));
         }
     }
     None

@@ -251,7 +251,7 @@ pub(crate) fn build_id(opened: &Opened) -> Option<Vec<u8>> {
 }
 
 /// A build-id as hex digits.
-fn hex(id: &[u8]) -> String {
+pub(crate) fn hex(id: &[u8]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -259,16 +259,26 @@ fn hex(id: &[u8]) -> String {
 /// its functions fully: it has no DWARF and no `.symtab`, and no debug
 /// file for it is in the debug directory. Only its headers are read.
 pub(crate) fn wants_debug_file(opened: &Opened, debug: &DebugDirs) -> Option<String> {
-    // Headers, section and program tables and notes: a small read.
-    let allowance = Allowance::new(4 << 20);
+    with_headers(opened, &Allowance::new(4 << 20), |obj| {
+        if has_dwarf(obj) || obj.section_by_name(".symtab").is_some() {
+            return None;
+        }
+        let id = hex(obj.build_id().ok()??);
+        (debug.by_build_id(&id).is_none() && id.len() >= 2).then_some(id)
+    })
+}
+
+/// `f` of the ELF file `opened`, parsed for its headers, section and
+/// program tables and notes only (a small read, within `allowance`);
+/// `None` when it does not parse.
+fn with_headers<T>(
+    opened: &Opened,
+    allowance: &Allowance,
+    f: impl for<'a> FnOnce(&object::File<'a, &'a FileReader<'a>>) -> Option<T>,
+) -> Option<T> {
     let arena = Arena::new();
-    let reader = FileReader::new(Source::File(&opened.file), opened.size, &allowance, &arena);
-    let obj = object::File::parse(&reader).ok()?;
-    if has_dwarf(&obj) || obj.section_by_name(".symtab").is_some() {
-        return None;
-    }
-    let id = hex(obj.build_id().ok()??);
-    (debug.by_build_id(&id).is_none() && id.len() >= 2).then_some(id)
+    let reader = FileReader::new(Source::File(&opened.file), opened.size, allowance, &arena);
+    f(&object::File::parse(&reader).ok()?)
 }
 
 /// The separate debug file that parsing the file `opened` (mapped at
@@ -281,15 +291,13 @@ pub(crate) fn debug_file_of(
     debug: &DebugDirs,
     allowance: &Allowance,
 ) -> Option<DebugFile> {
-    // Headers, section and program tables and notes: a small read.
-    let arena = Arena::new();
-    let reader = FileReader::new(Source::File(&opened.file), opened.size, allowance, &arena);
-    let obj = object::File::parse(&reader).ok()?;
-    if has_dwarf(&obj) {
-        return Some(DebugFile::Absent);
-    }
-    let found = find_debug_file(&obj, Some(path), debug);
-    Some(DebugFile::of(found.as_ref().map(|(file, _)| file)))
+    with_headers(opened, allowance, |obj| {
+        if has_dwarf(obj) {
+            return Some(DebugFile::Absent);
+        }
+        let found = find_debug_file(obj, Some(path), debug);
+        Some(DebugFile::of(found.as_ref().map(|(file, _)| file)))
+    })
 }
 
 /// A parsed ELF file, ready for lookups.
@@ -619,8 +627,11 @@ fn parse_image(
         ),
     };
     // A debug file's symbols join those of a binary without `.symtab`.
-    if !own_symtab && let Some(t) = dbg.as_ref().and_then(|d| d.symbol_table()) {
-        let code = dbg.as_ref().map(symtab::code_sections).unwrap_or_default();
+    if !own_symtab
+        && let Some(d) = &dbg
+        && let Some(t) = d.symbol_table()
+    {
+        let code = symtab::code_sections(d);
         entries.extend(symtab::entries(&t, Table::Debug, &code, &dbg_allowance));
     }
 
@@ -634,8 +645,10 @@ fn parse_image(
     let mini = mini_image
         .as_deref()
         .and_then(|image| object::File::parse(image).ok());
-    if let Some(t) = mini.as_ref().and_then(|m| m.symbol_table()) {
-        let code = mini.as_ref().map(symtab::code_sections).unwrap_or_default();
+    if let Some(m) = &mini
+        && let Some(t) = m.symbol_table()
+    {
+        let code = symtab::code_sections(m);
         entries.extend(symtab::entries(&t, Table::Mini, &code, allowance));
     }
 

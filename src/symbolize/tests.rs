@@ -496,14 +496,13 @@ fn kept_names_give_way_to_a_debug_file_installed_since() {
         &["--strip-debug".as_ref(), full.as_os_str(), bin.as_os_str()],
     );
     let data = std::fs::read(&bin).expect("reading binary");
-    let id = object::File::parse(&*data)
-        .expect("parsing binary")
-        .build_id()
-        .expect("notes")
-        .expect("a build-id")
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<String>();
+    let id = elf::hex(
+        object::File::parse(&*data)
+            .expect("parsing binary")
+            .build_id()
+            .expect("notes")
+            .expect("a build-id"),
+    );
     let debug = dir.path("debug");
     std::fs::create_dir_all(debug.join(".build-id").join(&id[..2])).expect("mkdir");
     let cache = private_dir(&dir, "cache");
