@@ -73,7 +73,7 @@ fn parse(text: &str, key: &str) -> Option<Abilities> {
 /// events are left in `keep`) and remembered.
 pub(crate) fn of(
     probe: &TracepointAttr,
-    exit_id: impl FnOnce() -> anyhow::Result<u64>,
+    exit_id: impl FnOnce() -> anyhow::Result<u64> + Send,
     cpu: u32,
     keep: &mut Probes,
 ) -> anyhow::Result<Abilities> {
@@ -87,8 +87,6 @@ pub(crate) fn of(
     if let Some(a) = remembered {
         return Ok(a);
     }
-    // Read here, needed only when inherited reads are sampled.
-    let exit_id = exit_id();
     // On a thread of their own: the probes' events are inherited by the
     // threads their task creates, and this one creates none after them.
     let (a, mine) = std::thread::scope(|s| {
@@ -97,24 +95,23 @@ pub(crate) fn of(
             .spawn_scoped(s, || {
                 let mut mine = Probes::default();
                 let inherited_reads = sys::samples_inherited_reads(probe, cpu, &mut mine);
-                let inherited_exits = match &exit_id {
-                    Ok(id) if inherited_reads => sys::counts_inherited_exits(*id, &mut mine),
-                    _ => false,
-                };
+                let inherited_exits = inherited_reads
+                    && match exit_id() {
+                        Ok(id) => sys::counts_inherited_exits(id, &mut mine),
+                        Err(e) => return (Err(e), mine),
+                    };
                 let a = Abilities {
                     inherited_reads,
                     inherited_exits,
                 };
-                (a, mine)
+                (Ok(a), mine)
             })
             .context("starting a thread")?
             .join()
             .map_err(|_| anyhow::anyhow!("the thread probing perf panicked"))
     })?;
     keep.append(mine);
-    if a.inherited_reads {
-        exit_id?;
-    }
+    let a = a?;
     // Best effort: without it, the next run probes again.
     if let (Some(dir), Some(key)) = (dir, key) {
         let _ = dir.write_small(FILE, render(&key, a).as_bytes());
