@@ -351,6 +351,41 @@ pub(crate) struct Waking {
     pub(crate) stack: Callchain,
     /// The waker's user registers and stack, as for [`Switch::user_copy`].
     pub(crate) user_copy: Option<Box<UserCopy>>,
+    /// Whether a task or an interrupt made the wakeup.
+    pub(crate) context: WakeContext,
+}
+
+/// The context a wakeup was made in. An interrupt's wakeup is made on
+/// behalf of no task: `waker_tid` is whichever task it landed in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum WakeContext {
+    /// A task, a softirq it ran itself (`local_bh_enable`, ksoftirqd)
+    /// included.
+    #[default]
+    Task,
+    /// A hard interrupt handler.
+    Hardirq,
+    /// A softirq run on an interrupt's exit. (Until [`Waking::settle`],
+    /// any softirq, or an entry without flags: the flags do not tell.)
+    Softirq,
+    /// A non-maskable interrupt.
+    Nmi,
+}
+
+impl WakeContext {
+    /// The context a trace entry's `common_flags` give (`TRACE_FLAG_*`:
+    /// 0x08 hard interrupt, 0x10 serving a softirq, 0x40 NMI).
+    pub(crate) fn from_trace_flags(flags: u64) -> WakeContext {
+        if flags & 0x40 != 0 {
+            WakeContext::Nmi
+        } else if flags & 0x08 != 0 {
+            WakeContext::Hardirq
+        } else if flags & 0x10 != 0 {
+            WakeContext::Softirq
+        } else {
+            WakeContext::Task
+        }
+    }
 }
 
 /// A thread's user registers and the top of its user stack, copied by the
@@ -379,11 +414,19 @@ impl fmt::Debug for UserCopy {
 }
 
 impl Waking {
-    /// Drops the user stack, copy and frames: an interrupt's wakeup has
-    /// none of its own (its user stack is the interrupted task's).
-    pub(crate) fn drop_user_stack(&mut self) {
-        self.user_copy = None;
-        self.stack = Callchain::new(self.stack.kernel(), &[]);
+    /// Settles [`Waking::context`] with what the untrimmed kernel stack
+    /// says, `via_irq_entry` (it passes the interrupt entry code): a
+    /// softirq is an interrupt's only then. An interrupt's wakeup then
+    /// loses its user stack, copy and frames, whatever the call graph
+    /// mode: they are the interrupted task's, not its own.
+    pub(crate) fn settle(&mut self, via_irq_entry: bool) {
+        if self.context == WakeContext::Softirq && !via_irq_entry {
+            self.context = WakeContext::Task;
+        }
+        if self.context != WakeContext::Task {
+            self.user_copy = None;
+            self.stack = Callchain::new(self.stack.kernel(), &[]);
+        }
     }
 }
 

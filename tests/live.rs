@@ -131,6 +131,84 @@ fn sleep_loop_with(backend: &str) {
     }
 }
 
+/// A timer interrupt that wakes a sleeper while another task spins on the
+/// same CPU lands in that task's user code: the wakeup's stack is the
+/// interrupt's kernel stack only, never the spinner's user frames, with
+/// frame pointers as with DWARF.
+#[test]
+fn an_interrupts_wakeup_has_no_user_stack_of_the_task_it_landed_in() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let _cpu = shared();
+    interrupt_waker_with("perf");
+}
+
+/// The same under the tracefs backend, whose user stacks are the current
+/// task's.
+#[test]
+fn an_interrupts_wakeup_has_no_user_stack_of_the_task_it_landed_in_tracefs() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let _cpu = shared();
+    interrupt_waker_with("tracefs");
+}
+
+fn interrupt_waker_with(backend: &str) {
+    let (spinner, sleeper) = (workload("spinner"), workload("sleeploop"));
+    let (n, ms) = (40u64, 10u64);
+    // Both on CPU 0: the sleeper's timer fires while the spinner runs.
+    let out = run_env(
+        &[("OFFWAKE_PIN_CPU", "0")],
+        &[
+            "--backend",
+            backend,
+            "--call-graph",
+            "fp",
+            "-f",
+            "--",
+            "sh",
+            "-c",
+            "\"$0\" \"$2\" & \"$1\" \"$3\" \"$4\"; wait",
+            spinner.to_str().unwrap(),
+            sleeper.to_str().unwrap(),
+            &(n * ms * 3).to_string(),
+            &n.to_string(),
+            &ms.to_string(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "failed: {stderr}");
+    let sleeps: Vec<Folded> = parse_folded(&stdout)
+        .into_iter()
+        .filter(|l| l.target_comm == "sleeploop" && has(&l.target, "sleep_once"))
+        .filter(|l| has(&l.waker, "hrtimer_wakeup"))
+        .collect();
+    let total: u64 = sleeps.iter().map(|l| l.total).sum();
+    let in_spinner: u64 = sleeps
+        .iter()
+        .filter(|l| l.waker_comm == "spinner")
+        .map(|l| l.total)
+        .sum();
+    // Most timer wakeups land in the spinner, which the test is about.
+    assert!(
+        in_spinner * 3 >= total && total > 0,
+        "only {in_spinner} of {total} us of timer wakeups landed in the spinner:\n{stdout}\n{stderr}"
+    );
+    for l in &sleeps {
+        for user in ["spin_here", "main", "__libc_start_call_main", "[unknown]"] {
+            assert!(
+                !has(&l.waker, user),
+                "an interrupt's wakeup carries user frames of the task it landed in: {l:?}"
+            );
+        }
+    }
+}
+
 /// (b): a reader thread blocked on a pipe, woken by a writer thread after a
 /// known delay; traced with `-p PID` and the default output.
 #[test]

@@ -892,6 +892,7 @@ mod tests {
                 wakee_comm: Comm::from("wakee"),
                 stack,
                 user_copy: None,
+                context: crate::event::WakeContext::Task,
             }),
         }
     }

@@ -167,9 +167,9 @@ impl Decoder {
     /// `try_to_wake_up`, whose caller is where its stack starts. Apply once
     /// per event, after the probe ranges are set.
     ///
-    /// With user stacks copied, an interrupt's wakeup (its kernel stack
-    /// passes the interrupt entry) loses its user stack, which is of
-    /// whatever task the interrupt happened to land on.
+    /// A wakeup's context is settled by its kernel stack
+    /// ([`crate::event::Waking::settle`]): an interrupt's loses its user stack, which is
+    /// of whatever task the interrupt happened to land on.
     pub(crate) fn finish_stacks(&self, ev: &mut Event) {
         match &mut ev.kind {
             EventKind::Switch(s) => {
@@ -179,9 +179,7 @@ impl Decoder {
                 s.stack.skip_kernel(start);
             }
             EventKind::Waking(w) => {
-                if w.user_copy.is_some() && self.probes.interrupted(w.stack.kernel()) {
-                    w.drop_user_stack();
-                }
+                w.settle(self.probes.interrupted(w.stack.kernel()));
                 let start = self
                     .probes
                     .kernel_start(w.stack.kernel(), Tracepoint::Waking);
@@ -263,12 +261,8 @@ impl Decoder {
             }
             Tracepoint::Waking => {
                 let mut w = self.sched.waking(raw, s.tid, s.pid, stack)?;
+                // Settled in `finish_stacks`, which drops an interrupt's.
                 w.user_copy = user_copy;
-                // Told by the flags here; a softirq run on an interrupt's
-                // exit, by its kernel stack in `finish_stacks`.
-                if w.user_copy.is_some() && self.sched.in_hardirq(raw) {
-                    w.drop_user_stack();
-                }
                 EventKind::Waking(w)
             }
         };
@@ -529,7 +523,7 @@ mod tests {
     }
 
     #[test]
-    fn an_interrupts_wakeup_has_no_user_stack_under_dwarf() {
+    fn an_interrupts_wakeup_has_no_user_stack() {
         let (_, wk) = formats();
         let st = ST | SAMPLE_REGS_USER | SAMPLE_STACK_USER;
         let waking = |flags: u8| {
@@ -546,6 +540,7 @@ mod tests {
             header(RECORD_SAMPLE, 1, &body)
         };
         let mut d = decoder(st);
+        use crate::event::WakeContext;
         let decode = |d: &mut Decoder, rec: &[u8]| match d.decode(rec).unwrap().unwrap().kind {
             EventKind::Waking(w) => w,
             other => panic!("{other:?}"),
@@ -555,10 +550,16 @@ mod tests {
             let w = decode(&mut d, &waking(flags));
             assert!(w.user_copy.is_some(), "flags {flags:#x}");
             assert_eq!(w.stack.user(), [0x401000]);
+            assert_eq!(w.context, WakeContext::Task);
         }
         // Hard interrupt or NMI: the user stack is the interrupted task's.
-        for flags in [0x08, 0x09, 0x40] {
+        for (flags, context) in [
+            (0x08, WakeContext::Hardirq),
+            (0x09, WakeContext::Hardirq),
+            (0x40, WakeContext::Nmi),
+        ] {
             let w = decode(&mut d, &waking(flags));
+            assert_eq!(w.context, context);
             assert!(w.user_copy.is_none(), "flags {flags:#x}");
             assert!(w.stack.user().is_empty());
             assert_eq!(w.stack.kernel(), [0xffffffff81000130], "kernel part kept");
@@ -571,16 +572,24 @@ mod tests {
              ffffffff81000140 T __irqentry_text_end\n",
         ));
         let w = decode(&mut d, &waking(0x10));
+        assert_eq!(w.context, WakeContext::Softirq);
         assert!(w.user_copy.is_none());
         assert!(w.stack.user().is_empty());
-        // Without copies (fp), the stack is left as bcc leaves it.
+        // Back in the task after an interrupt (no interrupt flag), its
+        // stack passes the entry code too: kept.
+        let w = decode(&mut d, &waking(0));
+        assert_eq!(w.context, WakeContext::Task);
+        assert_eq!(w.stack.user(), [0x401000]);
+        // Frame pointers (no copy) alike: the user frames go.
         let mut fp = decoder(ST);
-        let mut rec = waking(0x08);
-        // Drop the user regs and stack words (4 + 1 + 1 + 1 words).
-        rec.truncate(rec.len() - 7 * 8);
-        let n = rec.len() as u16;
-        rec[6..8].copy_from_slice(&n.to_ne_bytes());
-        assert_eq!(decode(&mut fp, &rec).stack.user(), [0x401000]);
+        for (flags, user) in [(0x08, &[][..]), (0x40, &[]), (0, &[0x401000])] {
+            let mut rec = waking(flags);
+            // Drop the user regs and stack words (4 + 1 + 1 + 1 words).
+            rec.truncate(rec.len() - 7 * 8);
+            let n = rec.len() as u16;
+            rec[6..8].copy_from_slice(&n.to_ne_bytes());
+            assert_eq!(decode(&mut fp, &rec).stack.user(), user, "flags {flags:#x}");
+        }
     }
 
     #[test]

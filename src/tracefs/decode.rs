@@ -334,10 +334,15 @@ impl Assembler {
                 EventKind::Switch(self.sched.switch(&raw, prev_tgid, stack)?)
             }
             PendingKind::Waking(raw) => {
+                let via_irq_entry = !kernel.is_empty() && self.probes().interrupted(&kernel);
                 let kernel = self.trim_kernel(kernel, Tracepoint::Waking);
                 let waker_tgid = self.tgid_of(p.pid, tgids);
                 let stack = Callchain::new(&kernel, &user);
-                EventKind::Waking(self.sched.waking(&raw, p.pid, waker_tgid, stack)?)
+                let mut w = self.sched.waking(&raw, p.pid, waker_tgid, stack)?;
+                // ftrace's user stack is the current task's: an interrupt's
+                // wakeup has none of its own.
+                w.settle(via_irq_entry);
+                EventKind::Waking(w)
             }
             PendingKind::Fork { parent, child } => {
                 let parent_tgid = self.tgid_of(parent, tgids);
@@ -381,13 +386,18 @@ impl Assembler {
         if frames.is_empty() {
             return frames;
         }
+        let start = self.probes().kernel_start(&frames, tp);
+        frames.drain(..start);
+        frames
+    }
+
+    /// The machinery's ranges, read when first needed.
+    fn probes(&mut self) -> &ProbeRanges {
         let kallsyms = &self.kallsyms;
-        let probes = self.probes.get_or_insert_with(|| match kallsyms {
+        self.probes.get_or_insert_with(|| match kallsyms {
             Some(k) => k.wait().map(|t| t.probes.clone()).unwrap_or_default(),
             None => ProbeRanges::load().unwrap_or_default(),
-        });
-        frames.drain(..probes.kernel_start(&frames, tp));
-        frames
+        })
     }
 }
 
@@ -442,6 +452,8 @@ mod tests {
     const WAKE_UP_PROCESS: u64 = 0xffffffff81000900; // wake_up_process
     const STACK_SAVER: u64 = 0xffffffff81000a00; // __ftrace_trace_stack
     const NANOSLEEP: u64 = 0xffffffff81000b00; // do_nanosleep
+    const IRQ_ENTRY: u64 = 0xffffffff81000d40; // asm_common_interrupt
+    const IRQ_EXIT: u64 = 0xffffffff81000e00; // irq_exit_rcu
 
     const KALLSYMS: &str = "\
 ffffffff81000000 t trace_event_raw_event_sched_switch
@@ -455,6 +467,10 @@ ffffffff81000900 T wake_up_process
 ffffffff81000a00 T __ftrace_trace_stack
 ffffffff81000b00 T do_nanosleep
 ffffffff81000c00 T hrtimer_nanosleep
+ffffffff81000d00 T __irqentry_text_start
+ffffffff81000d40 T asm_common_interrupt
+ffffffff81000e00 T __irqentry_text_end
+ffffffff81000e00 T irq_exit_rcu
 ffffffff82000000 d some_data
 ";
 
@@ -760,6 +776,50 @@ ffffffff82000000 d some_data
     }
 
     #[test]
+    fn an_interrupts_wakeup_has_no_user_stack() {
+        use crate::event::WakeContext;
+        let f = formats();
+        // A wakeup of `flags` whose kernel stack ends in `outer`, and whose
+        // user stack (ftrace's, of the current task) is task 100's.
+        let wake = |flags: i64, outer: u64| {
+            let mut r = Run::with(&f, false, true, true, MapTgids::with(&[(100, 90)]));
+            let mut raw = waking_raw(&f, 100, 200, "worker");
+            put_named(&mut raw, &f.waking, "common_flags", flags);
+            r.push(0, 500, &raw);
+            let kernel = [TTWU + 0x44, WAKE_UP_PROCESS + 0x10, outer];
+            r.push(0, 501, &kernel_raw(&f, 100, &kernel));
+            r.push(0, 502, &user_raw(&f, 100, 90, &[0x7f0000001000]));
+            r.flush(u64::MAX);
+            waking_of(&r.take()[0]).clone()
+        };
+        // A task's own wakeup, and a softirq it ran itself: kept.
+        for flags in [0, 0x01, 0x10] {
+            let w = wake(flags, NANOSLEEP);
+            assert_eq!(w.context, WakeContext::Task, "flags {flags:#x}");
+            assert_eq!(w.stack.user(), [0x7f0000001000], "flags {flags:#x}");
+        }
+        // After an interrupt, back in the task (no interrupt flag): kept.
+        let w = wake(0, IRQ_ENTRY + 4);
+        assert_eq!(w.context, WakeContext::Task);
+        assert_eq!(w.stack.user(), [0x7f0000001000]);
+        // Hard interrupt, NMI, and a softirq run on an interrupt's exit:
+        // the user stack is the interrupted task's, and goes.
+        for (flags, outer, context) in [
+            (0x08, NANOSLEEP, WakeContext::Hardirq),
+            (0x09, IRQ_ENTRY + 4, WakeContext::Hardirq),
+            (0x40, NANOSLEEP, WakeContext::Nmi),
+            (0x10, IRQ_ENTRY + 4, WakeContext::Softirq),
+        ] {
+            let w = wake(flags, outer);
+            assert_eq!(w.context, context, "flags {flags:#x}");
+            assert!(w.stack.user().is_empty(), "flags {flags:#x}");
+            assert_eq!(w.stack.kernel(), [WAKE_UP_PROCESS + 0x10, outer]);
+        }
+        // irq_exit_rcu is past the entry code's end.
+        assert_eq!(wake(0x10, IRQ_EXIT + 4).context, WakeContext::Task);
+    }
+
+    #[test]
     fn waking_drops_the_try_to_wake_up_site() {
         let f = formats();
         let mut r = Run::with(&f, false, true, true, MapTgids::with(&[(100, 90)]));
@@ -797,6 +857,7 @@ ffffffff82000000 d some_data
                     &[0x7f0000001000],
                 ),
                 user_copy: None,
+                context: crate::event::WakeContext::Task,
             }
         );
 

@@ -6,7 +6,7 @@
 use anyhow::Result;
 
 use super::{EventFormat, Field, FieldError};
-use crate::event::{Callchain, Comm, RanSince, Switch, Waking};
+use crate::event::{Callchain, Comm, RanSince, Switch, WakeContext, Waking};
 
 /// Which of the two tracepoints a payload belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,7 +22,8 @@ pub(crate) struct SchedFields {
     waking_id: u64,
     common_type: Field,
     common_pid: Field,
-    /// Absent from some formats; then no entry is taken as an interrupt's.
+    /// Absent from some formats; then only the kernel stack tells an
+    /// interrupt's entry.
     common_flags: Option<Field>,
     prev_comm: Field,
     prev_pid: Field,
@@ -69,15 +70,14 @@ impl SchedFields {
         Ok(self.common_pid.read_u64(raw)? as u32)
     }
 
-    /// True when the entry was written in hard interrupt or NMI context
-    /// (`common_flags` has `TRACE_FLAG_HARDIRQ` 0x08 or `TRACE_FLAG_NMI`
-    /// 0x40): not on behalf of the task it interrupted.
-    pub(crate) fn in_hardirq(&self, raw: &[u8]) -> bool {
-        const HARDIRQ_OR_NMI: u64 = 0x08 | 0x40;
-        self.common_flags
-            .as_ref()
-            .and_then(|f| f.read_u64(raw).ok())
-            .is_some_and(|flags| flags & HARDIRQ_OR_NMI != 0)
+    /// The context the entry was written in, from its `common_flags`, to
+    /// be settled by its kernel stack ([`Waking::settle`]). Without flags,
+    /// the stack alone tells: [`WakeContext::Softirq`] until settled.
+    fn context(&self, raw: &[u8]) -> WakeContext {
+        match self.common_flags.as_ref().map(|f| f.read_u64(raw)) {
+            Some(Ok(flags)) => WakeContext::from_trace_flags(flags),
+            _ => WakeContext::Softirq,
+        }
     }
 
     /// Which tracepoint an event id is, if either.
@@ -133,6 +133,7 @@ impl SchedFields {
             wakee_comm: Comm::from_bytes(self.waking_comm.bytes(raw)?),
             stack,
             user_copy: None,
+            context: self.context(raw),
         })
     }
 }
