@@ -150,6 +150,7 @@ pub fn pipeline(events: usize) -> Result<String> {
         min_block_us: 1,
         max_block_us: u64::MAX,
         stack_storage_size: 16384,
+        own: None,
         stacks: Stacks {
             kernel: true,
             user: true,

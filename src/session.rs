@@ -286,6 +286,11 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
             max_block_us: plan.max_block_us,
             stack_storage_size: plan.stack_storage_size,
             stacks: plan.stacks,
+            // A recording's pids are not this machine's now.
+            own: plan
+                .input
+                .is_none()
+                .then(crate::sys::own::OwnTasks::of_this_process),
         },
         tasks,
     );

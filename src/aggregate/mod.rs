@@ -23,10 +23,11 @@ use std::hash::{Hash, Hasher};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::plan::{Stacks, Targets};
+use crate::sys::own::OwnTasks;
 
 use crate::event::{
     Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Ran, RanSince, Switch, SwitchIn,
-    Waking,
+    WakeContext, Waking,
 };
 
 use quiet::{QuietTarget, Tally, TargetKind};
@@ -50,6 +51,9 @@ pub(crate) struct Config {
     pub(crate) stack_storage_size: usize,
     /// Which stacks are kept.
     pub(crate) stacks: Stacks,
+    /// The tool's own tasks: never targets, and counted when they wake
+    /// one (`None`: no task is).
+    pub(crate) own: Option<OwnTasks>,
 }
 
 /// What identifies one output entry (bcc's `key_t`).
@@ -127,6 +131,10 @@ pub(crate) struct Stats {
     /// Intervals of a sleep (a reported sleeping state, not preemption)
     /// counted with an empty waker: no wakeup was read for them.
     pub(crate) wakeup_unseen: u64,
+    /// Intervals counted whose waker is one of the tool's own tasks (not
+    /// an interrupt that landed in one), and their microseconds.
+    pub(crate) woken_by_self: u64,
+    pub(crate) woken_by_self_us: u64,
 }
 
 impl Stats {
@@ -174,6 +182,16 @@ impl Stats {
                  certain tasks run; with -p, see the README on threads created during \
                  tracing).",
                 self.wakeup_unseen
+            ));
+        }
+        if self.woken_by_self > 0 {
+            let n = self.woken_by_self;
+            out.push(format!(
+                "NOTE: offwake-perf's own threads woke traced threads, ending {n} blocked \
+                 interval{} ({} us): those entries are the tracer's doing, not the traced \
+                 program's.",
+                if n == 1 { "" } else { "s" },
+                self.woken_by_self_us
             ));
         }
         if self.switch_in_unknown > 0 {
@@ -228,6 +246,8 @@ struct Waker {
     comm: Comm,
     kernel: StackRef,
     user: StackRef,
+    /// An interrupt's wakeup is not the task's it landed in.
+    context: WakeContext,
 }
 
 /// A target thread that switched out and has not switched back in (or
@@ -369,7 +389,7 @@ impl Aggregator {
         let mut named: Vec<(TargetKind, u32)> = match &self.config.threads {
             Targets::Processes(set) => set.iter().map(|&p| (TargetKind::Process, p)).collect(),
             Targets::Threads(set) => set.iter().map(|&t| (TargetKind::Thread, t)).collect(),
-            Targets::Command { root } => vec![(TargetKind::Command, *root)],
+            Targets::Command { root, .. } => vec![(TargetKind::Command, *root)],
             _ => Vec::new(),
         };
         named.sort_unstable_by_key(|&(_, id)| id);
@@ -396,7 +416,7 @@ impl Aggregator {
         match &self.config.threads {
             Targets::Processes(set) => set.contains(&tgid).then_some(tgid),
             Targets::Threads(set) => set.contains(&tid).then_some(tid),
-            Targets::Command { root } => {
+            Targets::Command { root, .. } => {
                 (tid != 0 && self.command_tgids.contains(&tgid)).then_some(*root)
             }
             _ => None,
@@ -444,8 +464,16 @@ impl Aggregator {
         }
     }
 
-    /// `named` is what [`Aggregator::tally_key`] said of that thread.
+    /// `named` is what [`Aggregator::tally_key`] said of that thread. The
+    /// tool's own tasks never are.
     fn is_target(&mut self, s: &Switch, named: Option<u32>) -> bool {
+        if self
+            .config
+            .own
+            .is_some_and(|own| own.contains(s.prev_tid, s.prev_tgid))
+        {
+            return false;
+        }
         let selected = match &self.config.threads {
             Targets::All => true,
             Targets::UserThreads => !self.is_kthread(s.prev_tid, s.prev_tgid, &s.stack),
@@ -646,6 +674,7 @@ impl Aggregator {
             comm: Comm::default(),
             kernel: StackRef::Empty,
             user: StackRef::Empty,
+            context: WakeContext::Task,
         });
         let key = EntryKey {
             target_tid: tid,
@@ -659,6 +688,15 @@ impl Aggregator {
             waker_kernel: waker.kernel,
             waker_user: waker.user,
         };
+        if waker.context == WakeContext::Task
+            && self
+                .config
+                .own
+                .is_some_and(|own| own.contains(waker.tid, waker.tgid))
+        {
+            self.stats.woken_by_self += 1;
+            self.stats.woken_by_self_us = self.stats.woken_by_self_us.saturating_add(us);
+        }
         let total = self.entries.entry(key).or_insert(0);
         *total = total.saturating_add(us);
         self.stats.intervals += 1;
@@ -691,6 +729,7 @@ impl Aggregator {
                     comm,
                     kernel,
                     user,
+                    context: w.context,
                 },
             ));
             if open.first_waker.is_none() {
@@ -749,7 +788,7 @@ impl Aggregator {
                     kthread: false,
                 },
             );
-            if let Targets::Command { root } = self.config.threads
+            if let Targets::Command { root, .. } = self.config.threads
                 && c.tgid == root
             {
                 self.command_tgids.insert(root);
@@ -782,6 +821,7 @@ mod tests {
             min_block_us: 1,
             max_block_us: u64::MAX,
             stack_storage_size: 16384,
+            own: None,
             stacks: Stacks::both_fp(),
         }
     }
@@ -925,6 +965,81 @@ mod tests {
         v.dedup();
         v
     }
+    #[test]
+    fn own_tasks_are_never_targets_and_are_named_as_wakers() {
+        // 100 (and its thread 101) is the tool; 400 a helper it forked.
+        let mut c = config();
+        c.threads = Targets::UserThreads;
+        c.own = Some(OwnTasks {
+            tgid: 100,
+            helper: |pid| pid == 400,
+        });
+        let mut a = agg(c);
+        run(
+            &mut a,
+            &[
+                // The tool's threads and its helper block: not targets.
+                out(1_000, 0, 100),
+                out(1_000, 1, 101),
+                back_in(9_000, 0, 100, "app"),
+                back_in(9_000, 1, 101, "app"),
+                out(10_000, 0, 400),
+                back_in(19_000, 0, 400, "helper"),
+                // 200 is woken by the helper, then by a thread of the tool,
+                // then by 300.
+                out(20_000, 1, 200),
+                waking(25_000, 0, 400, 200, chain(&[0xe1], &[])),
+                back_in(30_000, 1, 200, "waker"),
+                out(31_000, 1, 200),
+                waking(33_000, 0, 101, 200, chain(&[0xe1], &[])),
+                back_in(34_000, 1, 200, "waker"),
+                out(40_000, 1, 200),
+                waking(41_000, 0, 300, 200, chain(&[0xe1], &[])),
+                back_in(42_000, 1, 200, "waker"),
+                // A timer interrupt that landed in the tool's thread.
+                out(50_000, 1, 200),
+                {
+                    let mut w = waking(52_000, 0, 101, 200, chain(&[0xe1], &[]));
+                    if let EventKind::Waking(w) = &mut w.kind {
+                        w.context = WakeContext::Hardirq;
+                    }
+                    w
+                },
+                back_in(53_000, 1, 200, "waker"),
+            ],
+        );
+        let r = a.finish();
+        assert_eq!(target_tids(&r), vec![200]);
+        assert_eq!(r.stats.intervals, 4);
+        assert_eq!((r.stats.woken_by_self, r.stats.woken_by_self_us), (2, 13));
+        let notes = r.stats.notes(false, "--mmap-pages");
+        assert!(
+            notes.iter().any(|n| n.starts_with(
+                "NOTE: offwake-perf's own threads woke traced threads, ending 2 blocked \
+                 intervals (13 us)"
+            )),
+            "{notes:?}"
+        );
+        // Without own tasks, the same threads are targets and wakers like
+        // any other.
+        let mut c = config();
+        c.threads = Targets::UserThreads;
+        let mut a = agg(c);
+        run(
+            &mut a,
+            &[
+                out(1_000, 0, 100),
+                back_in(9_000, 0, 100, "app"),
+                out(20_000, 1, 200),
+                waking(25_000, 0, 400, 200, chain(&[0xe1], &[])),
+                back_in(30_000, 1, 200, "waker"),
+            ],
+        );
+        let r = a.finish();
+        assert_eq!(target_tids(&r), vec![100, 200]);
+        assert_eq!(r.stats.woken_by_self, 0);
+    }
+
     #[test]
     fn simple_interval_with_waker() {
         let mut a = agg(config());
@@ -1222,7 +1337,10 @@ mod tests {
     #[test]
     fn the_command_is_one_quiet_target_and_system_wide_has_none() {
         let mut c = config();
-        c.threads = Targets::Command { root: 1000 };
+        c.threads = Targets::Command {
+            root: 1000,
+            launcher: 1,
+        };
         let mut a = agg(c);
         let exec = ev(
             0,
@@ -1925,7 +2043,10 @@ mod tests {
     #[test]
     fn command_targets_root_from_exec_and_its_children() {
         let mut c = config();
-        c.threads = Targets::Command { root: 1000 };
+        c.threads = Targets::Command {
+            root: 1000,
+            launcher: 1,
+        };
         let mut a = agg(c);
         let fork = |t, parent: u32, child: u32, tgid: u32| {
             ev(

@@ -97,7 +97,8 @@ pub(crate) unsafe fn close_all_but(keep: &[RawFd], max_fd: u32) {
 
 /// Forks with every signal blocked across the fork: the parent's handlers
 /// must never run in the child, which keeps them blocked (a SIGKILL still
-/// ends it). The parent gets its signal mask back. Returns what `fork`
+/// ends it). The parent gets its signal mask back, and remembers the
+/// child as one of its own tasks ([`super::own`]). Returns what `fork`
 /// returned, and the mask the parent had.
 ///
 /// # Safety
@@ -126,6 +127,8 @@ pub(crate) unsafe fn fork_signals_blocked() -> (libc::pid_t, libc::sigset_t) {
         if pid < 0 {
             // SAFETY: errno is this thread's; restoring it is plain data.
             unsafe { *libc::__errno_location() = forked.raw_os_error().unwrap_or(0) };
+        } else {
+            super::own::add_helper(pid as u32);
         }
     }
     (pid, old)

@@ -1,9 +1,11 @@
 //! OS calls and facts that more than one stage needs: the one way to open
 //! a file that a traced process names ([`open`]); the page size, CPUs,
 //! clock and sysctls ([`host`]); facts from `/proc` ([`proc`]); what a
-//! forked child closes first ([`child`]).
+//! forked child closes first ([`child`]); which tasks are this process's
+//! own ([`own`]).
 
 pub(crate) mod child;
 pub(crate) mod host;
 pub(crate) mod open;
+pub(crate) mod own;
 pub(crate) mod proc;

@@ -179,7 +179,20 @@ impl Instance {
         let switch = self.dir.join("events/sched/sched_switch");
         let waking = self.dir.join("events/sched/sched_waking");
         match &config.threads {
-            None => {}
+            None => {
+                // This tool's own tasks are not traced, unless the other
+                // side of a switch or the wakee is (ftrace keeps a switch
+                // when either side is traced, and a wakeup made by an
+                // ignored task when its wakee is traced). Best effort:
+                // kernels before 5.8 have no such list, and tasks the tool
+                // starts later are left out when the report is made.
+                let own = crate::sys::own::tasks_now()
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let _ = self.write("set_event_notrace_pid", &own);
+            }
             Some(tids) if config.follow == Follow::Nothing => {
                 let (sw, wk) = tid_filters(tids);
                 write_file(&switch.join("filter"), &sw)?;
