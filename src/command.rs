@@ -1,120 +1,115 @@
-//! `-- COMMAND`: starting the command held just before its `exec`, so that
-//! tracing can be attached to its process (and everything it starts)
-//! before its first instruction runs.
+//! `-- COMMAND`: starting the command from a thread of this process, the
+//! launcher, once tracing is attached to that thread, so that the command
+//! inherits the thread's events from its first instruction.
 //!
-//! The child is forked by `std::process::Command`, whose `spawn` returns
-//! only once `exec` succeeded or failed. A `pre_exec` hook in the child
-//! writes the child's pid to one pipe and waits for a byte on another;
-//! `spawn` runs on a helper thread meanwhile. [`Held::release`] sends the
-//! byte and returns the running [`Child`]; dropping a [`Held`] instead
-//! closes the pipe and the child exits without running the command.
+//! The events belong to the launcher, not to the command: a change made to
+//! them while tracing runs (moving them to larger rings holds their
+//! context's lock through an RCU grace period) then holds up no traced
+//! task, whose fork and exit take the lock of its own context. The
+//! launcher starts the command when [`Launcher::release`] tells it to, then
+//! stays, idle, until the [`Launched`] it gives back is dropped: events
+//! whose task has exited are inherited by nothing new.
 
 use std::ffi::OsString;
-use std::fs::File;
-use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Child, Command};
+use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 
-/// A forked command waiting to `exec`.
-pub(crate) struct Held {
-    pid: u32,
-    go: File,
-    spawner: JoinHandle<io::Result<Child>>,
+/// The launcher thread's name (its comm).
+pub(crate) const LAUNCHER_NAME: &str = "offwake-launch";
+
+/// The launcher, waiting to start the command.
+pub(crate) struct Launcher {
+    tid: u32,
+    go: mpsc::Sender<()>,
+    started: mpsc::Receiver<std::io::Result<Child>>,
+    stay: mpsc::Sender<()>,
+    thread: JoinHandle<()>,
     program: String,
 }
 
-/// Forks `argv`, stopping the child before `exec`.
-pub(crate) fn spawn_held(argv: &[OsString]) -> Result<Held> {
-    let (program, args) = argv.split_first().context("no command given after --")?;
-    let (pid_r, pid_w) = pipe()?;
-    let (go_r, go_w) = pipe()?;
-    let mut cmd = Command::new(program);
-    cmd.args(args);
-    let (pid_fd, go_fd) = (pid_w.as_raw_fd(), go_r.as_raw_fd());
-    let (parent_pid_fd, parent_go_fd) = (pid_r.as_raw_fd(), go_w.as_raw_fd());
-    // SAFETY: the hook runs in the forked child before exec, where only
-    // async-signal-safe calls are allowed: it calls close, getpid, write and
-    // read on descriptors inherited from us (all close-on-exec), and
-    // allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            // The parent's ends: without this the child would hold the
-            // write end it reads from, and never see the parent give up.
-            libc::close(parent_pid_fd);
-            libc::close(parent_go_fd);
-            let pid = libc::getpid().to_ne_bytes();
-            if libc::write(pid_fd, pid.as_ptr().cast(), pid.len()) != pid.len() as isize {
-                return Err(io::Error::last_os_error());
-            }
-            let mut byte = 0u8;
-            loop {
-                match libc::read(go_fd, (&raw mut byte).cast(), 1) {
-                    1 => return Ok(()),
-                    0 => return Err(io::Error::other("offwake-perf did not start tracing")),
-                    _ => {
-                        let err = io::Error::last_os_error();
-                        if err.kind() != io::ErrorKind::Interrupted {
-                            return Err(err);
-                        }
-                    }
-                }
-            }
-        });
-    }
-    // The child's ends stay open here until the fork is over (spawn
-    // returns), then close so that the parent sees EOF if the child dies.
-    let spawner = std::thread::spawn(move || {
-        let spawned = cmd.spawn();
-        drop(pid_w);
-        drop(go_r);
-        spawned
-    });
-    let program = program.to_string_lossy().into_owned();
-    let mut pid = [0u8; 4];
-    if let Err(e) = File::from(pid_r).read_exact(&mut pid) {
-        // No pid: the fork itself failed; the spawner says why.
-        return Err(match spawner.join() {
-            Ok(Err(spawn_err)) => anyhow!(spawn_err),
-            _ => anyhow!(e),
-        })
-        .with_context(|| format!("starting {program}"));
-    }
-    let pid = i32::from_ne_bytes(pid);
-    if pid <= 0 {
-        bail!("starting {program}: the child reported pid {pid}");
-    }
-    Ok(Held {
-        pid: pid as u32,
-        go: File::from(go_w),
-        spawner,
-        program,
-    })
+/// The launcher after it started the command: it stays until this is
+/// dropped.
+pub(crate) struct Launched {
+    stay: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
 }
 
-impl Held {
-    pub(crate) fn pid(&self) -> u32 {
-        self.pid
+impl Launcher {
+    /// Starts the launcher thread for `argv`; `argv` runs only once
+    /// [`Launcher::release`] is called.
+    pub(crate) fn spawn(argv: &[OsString]) -> Result<Launcher> {
+        let (program, args) = argv.split_first().context("no command given after --")?;
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        let (tid_tx, tid_rx) = mpsc::channel::<u32>();
+        let (go, go_rx) = mpsc::channel::<()>();
+        let (started_tx, started) = mpsc::channel();
+        let (stay, stay_rx) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(LAUNCHER_NAME.to_string())
+            .spawn(move || {
+                let tid = nix::unistd::gettid().as_raw() as u32;
+                if tid_tx.send(tid).is_err() || go_rx.recv().is_err() {
+                    return;
+                }
+                if started_tx.send(cmd.spawn()).is_ok() {
+                    // Until every sender is dropped: `Launched`'s.
+                    let _ = stay_rx.recv();
+                }
+            })
+            .context("starting the thread that starts the command")?;
+        let tid = tid_rx
+            .recv()
+            .map_err(|_| anyhow!("the thread that starts the command ended at once"))?;
+        Ok(Launcher {
+            tid,
+            go,
+            started,
+            stay,
+            thread,
+            program: program.to_string_lossy().into_owned(),
+        })
     }
 
-    /// Lets the command `exec`, and returns it once it has.
-    pub(crate) fn release(self) -> Result<Child> {
-        let Held {
-            mut go,
-            spawner,
+    /// The launcher thread, to attach tracing to.
+    pub(crate) fn tid(&self) -> u32 {
+        self.tid
+    }
+
+    /// Starts the command, and returns it once it has `exec`ed, with the
+    /// launcher that stays meanwhile.
+    pub(crate) fn release(self) -> Result<(Child, Launched)> {
+        let Launcher {
+            tid: _,
+            go,
+            started,
+            stay,
+            thread,
             program,
-            ..
         } = self;
-        // A failed write means the child is gone; spawn then says why.
-        let _ = go.write_all(b"g");
-        drop(go);
-        spawner
-            .join()
-            .map_err(|_| anyhow!("the thread starting {program} panicked"))?
-            .with_context(|| format!("starting {program}"))
+        let launched = Launched {
+            stay: Some(stay),
+            thread: Some(thread),
+        };
+        let _ = go.send(());
+        let child = started
+            .recv()
+            .map_err(|_| anyhow!("the thread starting {program} ended"))?
+            .with_context(|| format!("starting {program}"))?;
+        Ok((child, launched))
+    }
+}
+
+impl Drop for Launched {
+    fn drop(&mut self) {
+        drop(self.stay.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -132,16 +127,12 @@ pub(crate) fn exit_watch(child: &Child) -> Option<OwnedFd> {
     Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd)> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("creating a pipe")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn held_command_runs_only_when_released() {
+    fn command_runs_only_when_released() {
         let dir = std::env::temp_dir().join(format!("offwake-held-{}", std::process::id()));
         let _ = std::fs::remove_file(&dir);
         let argv: Vec<OsString> = ["sh", "-c", "echo ran > \"$0\""]
@@ -149,23 +140,45 @@ mod tests {
             .map(OsString::from)
             .chain([dir.clone().into_os_string()])
             .collect();
-        let held = spawn_held(&argv).unwrap();
-        let pid = held.pid();
+        let launcher = Launcher::spawn(&argv).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert!(!dir.exists(), "the command ran before release");
-        let mut child = held.release().unwrap();
-        assert_eq!(child.id(), pid);
+        let (mut child, launched) = launcher.release().unwrap();
         assert!(child.wait().unwrap().success());
         assert_eq!(std::fs::read_to_string(&dir).unwrap(), "ran\n");
+        drop(launched);
         let _ = std::fs::remove_file(&dir);
+    }
+
+    #[test]
+    fn the_command_is_the_launchers_child_and_it_stays_until_dropped() {
+        let launcher = Launcher::spawn(&["sleep".into(), "0.2".into()]).unwrap();
+        let tid = launcher.tid();
+        let comm = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).unwrap();
+        assert_eq!(comm.trim_end(), LAUNCHER_NAME);
+        let (mut child, launched) = launcher.release().unwrap();
+        // Forked by the launcher thread: its parent is this process.
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap();
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap();
+        assert_eq!(ppid, std::process::id().to_string());
+        assert!(child.wait().unwrap().success());
+        assert!(std::path::Path::new(&format!("/proc/self/task/{tid}")).exists());
+        drop(launched);
+        assert!(!std::path::Path::new(&format!("/proc/self/task/{tid}")).exists());
     }
 
     #[test]
     fn exit_watch_is_readable_once_the_command_exits() {
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
         use std::os::fd::AsFd;
-        let held = spawn_held(&["sleep".into(), "0.2".into()]).unwrap();
-        let mut child = held.release().unwrap();
+        let launcher = Launcher::spawn(&["sleep".into(), "0.2".into()]).unwrap();
+        let (mut child, _launched) = launcher.release().unwrap();
         let watch = exit_watch(&child).expect("pidfd_open");
         let mut fds = [PollFd::new(watch.as_fd(), PollFlags::POLLIN)];
         assert_eq!(poll(&mut fds, PollTimeout::from(10u8)).unwrap(), 0);
@@ -176,15 +189,26 @@ mod tests {
     }
 
     #[test]
-    fn dropped_command_never_runs() {
-        let held = spawn_held(&[OsString::from("true")]).unwrap();
-        drop(held);
+    fn dropped_launcher_never_runs_the_command() {
+        let launcher = Launcher::spawn(&[OsString::from("true")]).unwrap();
+        let tid = launcher.tid();
+        drop(launcher);
+        // Its thread ends without starting anything.
+        let task = std::path::PathBuf::from(format!("/proc/self/task/{tid}"));
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while task.exists() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!task.exists(), "the launcher thread stayed");
     }
 
     #[test]
     fn missing_program_is_an_error_on_release() {
-        let held = spawn_held(&[OsString::from("/nonexistent/offwake-test")]).unwrap();
-        let err = format!("{:#}", held.release().unwrap_err());
+        let launcher = Launcher::spawn(&[OsString::from("/nonexistent/offwake-test")]).unwrap();
+        let Err(err) = launcher.release() else {
+            panic!("a missing program started");
+        };
+        let err = format!("{err:#}");
         assert!(err.contains("/nonexistent/offwake-test"), "{err}");
     }
 }

@@ -31,9 +31,12 @@ pub(crate) enum Targets {
     /// `-t`: these threads only.
     Threads(BTreeSet<u32>),
     /// `-- COMMAND`: the process `root` from its exec on, and every process
-    /// it (transitively) starts.
+    /// it (transitively) starts. It inherits its events from `launcher`,
+    /// the thread of this process that starts it, to which the kernel
+    /// attaches them (see `command`); `root` is 0 until it is started.
     Command {
         root: u32,
+        launcher: u32,
     },
 }
 
@@ -78,11 +81,11 @@ impl Targets {
 
     /// The threads the kernel should record, as they are now, sorted:
     /// the named threads, the threads of the named processes, or the
-    /// command's first process. `None` when the whole system is recorded.
+    /// command's launcher. `None` when the whole system is recorded.
     pub(crate) fn threads_now(&self) -> Option<Vec<u32>> {
         match self {
             Targets::Threads(tids) => Some(tids.iter().copied().collect()),
-            Targets::Command { root } => Some(vec![*root]),
+            Targets::Command { launcher, .. } => Some(vec![*launcher]),
             Targets::Processes(pids) => {
                 let mut v: Vec<u32> = Vec::new();
                 for &pid in pids {
@@ -144,8 +147,8 @@ impl Stacks {
 /// Everything a run needs to know, checked.
 #[derive(Clone, Debug)]
 pub(crate) struct Plan {
-    /// For `-- COMMAND`, [`Targets::Command`] once it is started
-    /// ([`Plan::command_started`]); until then, every thread.
+    /// For `-- COMMAND`, [`Targets::Command`] once its launcher runs
+    /// ([`Plan::command_launching`]); until then, every thread.
     pub(crate) targets: Targets,
     pub(crate) stacks: Stacks,
     pub(crate) state: Option<StateFilter>,
@@ -235,9 +238,16 @@ impl Plan {
         })
     }
 
-    /// The command, held before its exec, is process `root`.
+    /// The command is about to be started by the thread `launcher`.
+    pub(crate) fn command_launching(&mut self, launcher: u32) {
+        self.targets = Targets::Command { root: 0, launcher };
+    }
+
+    /// The command, started, is process `root`.
     pub(crate) fn command_started(&mut self, root: u32) {
-        self.targets = Targets::Command { root };
+        if let Targets::Command { launcher, .. } = self.targets {
+            self.targets = Targets::Command { root, launcher };
+        }
     }
 }
 
@@ -364,7 +374,14 @@ mod tests {
         );
         assert!(listed.windows(2).all(|w| w[0] < w[1]), "{listed:?}");
         assert_eq!(Targets::All.threads_now(), None);
-        assert_eq!(Targets::Command { root: 7 }.threads_now(), Some(vec![7]));
+        assert_eq!(
+            Targets::Command {
+                root: 7,
+                launcher: 3
+            }
+            .threads_now(),
+            Some(vec![3])
+        );
     }
 
     fn formats(args: &[&str]) -> Vec<(Option<String>, Format)> {

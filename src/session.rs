@@ -1,5 +1,5 @@
 //! One run of the tool, in three steps over its [`Plan`]: [`attach`] opens
-//! the backend (and starts the command, held until tracing is active),
+//! the backend (and starts the command once tracing is active),
 //! [`trace`] reads events until the duration ends, a signal arrives or the
 //! command exits, and [`report`] symbolizes, prints, and says on stderr
 //! what the run's counters call for.
@@ -121,6 +121,9 @@ struct Attached {
     source: Source,
     /// The command of `-- COMMAND`, running.
     child: Option<Child>,
+    /// The thread that started it, whose events it inherits: it stays
+    /// until tracing stops.
+    launched: Option<command::Launched>,
     /// What was known about threads before the first event.
     tasks: TaskTable,
     maps: ProcessMaps,
@@ -147,30 +150,23 @@ fn attach(mut plan: Plan) -> Result<Attached> {
         );
     }
     timing::mark("attach.stale");
-    // The command is forked now but held before exec until tracing is
-    // attached to it, so that it is seen from its first instruction.
-    let held = if plan.command.is_empty() {
+    // The command's launcher is the thread tracing is attached to: the
+    // command it starts once tracing runs inherits its events.
+    let launcher = if plan.command.is_empty() {
         None
     } else {
-        let held = command::spawn_held(&plan.command)?;
-        plan.command_started(held.pid());
-        Some(held)
+        let launcher = command::Launcher::spawn(&plan.command)?;
+        plan.command_launching(launcher.tid());
+        Some(launcher)
     };
     timing::mark("attach.fork");
-    // Kernel symbols take longest to come: started as soon as the command
-    // is forked (a fork while their thread allocates would wait for it).
+    // Kernel symbols take longest to come: started at once.
     let kallsyms = plan.stacks.kernel.then(Preload::spawn);
     let mut maps = ProcessMaps::new();
-    match &plan.targets {
-        Targets::Processes(pids) => {
-            for &pid in pids {
-                maps.ensure_known(pid, 0);
-            }
+    if let Targets::Processes(pids) = &plan.targets {
+        for &pid in pids {
+            maps.ensure_known(pid, 0);
         }
-        // Held before its exec, the command is in this tool's root: its
-        // root is known even if it is gone before its first event is read.
-        Targets::Command { root } => maps.hold_root(*root),
-        _ => {}
     }
     install_signal_handlers()?;
     timing::mark("attach.maps");
@@ -192,7 +188,16 @@ fn attach(mut plan: Plan) -> Result<Attached> {
         diag!("{notice}");
     }
     // Tracing is active from here on.
-    let child = held.map(command::Held::release).transpose()?;
+    let (child, launched) = match launcher.map(command::Launcher::release).transpose()? {
+        Some((child, launched)) => {
+            plan.command_started(child.id());
+            // Started by this process, the command began in its root,
+            // which is known even if it is gone before its first event.
+            maps.hold_own_root_for(child.id());
+            (Some(child), Some(launched))
+        }
+        None => (None, None),
+    };
     timing::mark("trace.exec");
     // What is known about threads before their first event is read: once
     // tracing is active, since it takes a while on a busy host.
@@ -202,6 +207,7 @@ fn attach(mut plan: Plan) -> Result<Attached> {
         plan,
         source,
         child,
+        launched,
         tasks,
         maps,
         kallsyms,
@@ -224,6 +230,7 @@ fn attach_recorded(plan: Plan, input: &Path) -> Result<Attached> {
         plan,
         source: Source::Recorded(Box::new(source)),
         child: None,
+        launched: None,
         tasks: TaskTable::default(),
         maps,
         kallsyms,
@@ -264,6 +271,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         plan,
         mut source,
         mut child,
+        launched,
         tasks,
         mut maps,
         kallsyms,
@@ -356,6 +364,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
     }
     timing::mark("trace");
     source.finish(&mut sink)?;
+    drop(launched);
     timing::mark("drain.finish");
     if let Some(u) = &sink.unwinder
         && timing::enabled()

@@ -13,10 +13,12 @@
 //! waits for an RCU grace period in the kernel while it holds the locks
 //! of the event it moves to and of the moved event's context, so each
 //! event moves to an anchor of its own, a dummy event that writes into the
-//! large ring, from parallel processes (those of one thread still move one
-//! after another), none of them this one. Records go to whichever ring
-//! their event writes to at that moment: both rings are read to the end
-//! of the run.
+//! large ring, and the moves are made by the child, never by this
+//! process. The per-task events are those of the command's launcher
+//! (`crate::command`), which the command inherits: the context whose lock
+//! a move holds is the launcher's, which no traced task needs to fork or
+//! exit. Records go to whichever ring their event writes to at that
+//! moment: both rings are read to the end of the run.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
@@ -47,10 +49,6 @@ const SAMPLE_OVERHEAD: usize = 4 << 10;
 /// (attaching that many events takes longer than clearing the rings).
 pub(super) const MAX_MOVED: usize = 64;
 
-/// Processes that move events at the same time (a thread's events move
-/// in one of them).
-const MOVERS: usize = 16;
-
 /// What the child writes once it has mapped the new rings.
 const MAPPED: u8 = b'm';
 /// What this process writes once it has mapped them too.
@@ -61,9 +59,6 @@ pub(super) struct Move<'a> {
     pub(super) event: BorrowedFd<'a>,
     /// The index of its CPU's ring (and new owner).
     pub(super) ring: usize,
-    /// Its thread: a thread's events move one after another, in one
-    /// process, in the order given (they wait on one lock anyway).
-    pub(super) thread: usize,
 }
 
 /// The pages each CPU's ring starts with, when a ring of `pages` pages is
@@ -105,9 +100,9 @@ pub(super) enum Step {
 
 impl Growth {
     /// Forks the child that maps the rings of `owners` (`pages` data pages
-    /// each), then, once told to, moves each of `moves` to its new ring
-    /// through an anchor of `anchors` (the one of the same index, on the
-    /// same CPU).
+    /// each), then, once told to, moves each of `moves` to its new ring, in
+    /// order, through an anchor of `anchors` (the one of the same index, on
+    /// the same CPU).
     pub(super) fn start(
         owners: Vec<OwnedFd>,
         anchors: Vec<OwnedFd>,
@@ -125,16 +120,13 @@ impl Growth {
         // (anchor, owner) and (event, anchor).
         let mut anchored: Vec<FdPair> = Vec::with_capacity(moves.len());
         let mut pairs: Vec<FdPair> = Vec::with_capacity(moves.len());
-        let mut threads: Vec<usize> = Vec::with_capacity(moves.len());
         for (m, anchor) in moves.iter().zip(&anchors) {
             let Some(&owner) = owner_fds.get(m.ring) else {
                 continue;
             };
             anchored.push((anchor.as_raw_fd(), owner));
             pairs.push((m.event.as_raw_fd(), anchor.as_raw_fd()));
-            threads.push(m.thread);
         }
-        let movers = threads.iter().max().map_or(0, |&t| t + 1).min(MOVERS);
         let mut keep: Vec<RawFd> = owner_fds.clone();
         keep.extend(anchored.iter().map(|p| p.0));
         keep.extend(pairs.iter().map(|p| p.0));
@@ -148,8 +140,6 @@ impl Growth {
             map_len,
             anchored: &anchored,
             moves: &pairs,
-            threads: &threads,
-            movers,
             ready: ready_w.as_raw_fd(),
             go: go_r.as_raw_fd(),
         };
@@ -251,13 +241,8 @@ struct ChildPlan<'a> {
     map_len: usize,
     /// Each anchor with the owner whose ring it writes into.
     anchored: &'a [FdPair],
-    /// Each event with the anchor it moves to.
+    /// Each event with the anchor it moves to, in order.
     moves: &'a [FdPair],
-    /// The thread of each event.
-    threads: &'a [usize],
-    /// How many processes move them: the events of thread `t` move in
-    /// the one numbered `t % movers`.
-    movers: usize,
     ready: RawFd,
     go: RawFd,
 }
@@ -265,9 +250,9 @@ struct ChildPlan<'a> {
 /// In the forked child, `offwake-grow`: closes every descriptor but the
 /// plan's, maps each new ring (the kernel allocates and clears it now),
 /// says so, waits for [`GO`], attaches the anchors, moves the events to
-/// them in up to [`MOVERS`] processes at once, and exits. On end-of-file instead of GO (the parent
-/// exited, or could not map the rings), nothing moves. Its mappings go
-/// with it; the parent's keep the rings.
+/// them one after another, and exits. On end-of-file instead of GO (the
+/// parent exited, or could not map the rings), nothing moves. Its mappings
+/// go with it; the parent's keep the rings.
 ///
 /// # Safety
 /// Only to be called in a child just forked, with `plan.keep` sorted.
@@ -318,32 +303,15 @@ unsafe fn grow_then_exit(plan: &ChildPlan<'_>) -> ! {
         // wait. One that fails leaves its event where it is.
         unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(anchor, owner) };
     }
-    for mover in 0..plan.movers {
-        // SAFETY: this single-threaded child forks; the mover only makes
-        // syscalls on inherited descriptors and integers, and exits.
-        let pid = unsafe { libc::fork() };
-        if pid <= 0 {
-            // The mover, or this child itself when it cannot fork. A mover
-            // holds a lock the traced thread may need (to fork or exit)
-            // through each move: back at normal priority.
-            // SAFETY: plain syscall on integers.
-            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 0) };
-            let mine = plan.moves.iter().zip(plan.threads);
-            for (&(event, anchor), _) in mine.filter(|(_, t)| **t % plan.movers == mover) {
-                // SAFETY: PERF_EVENT_IOC_SET_OUTPUT takes two descriptors
-                // this process holds; a failure leaves the event where it was.
-                unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(event, anchor) };
-            }
-        }
-        if pid == 0 {
-            // SAFETY: ends the mover.
-            unsafe { libc::_exit(0) };
-        }
+    // Back at normal priority: a move holds the lock of the launcher's
+    // events, which the tracer takes too when it stops them.
+    // SAFETY: plain syscall on integers.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 0) };
+    for &(event, anchor) in plan.moves {
+        // SAFETY: PERF_EVENT_IOC_SET_OUTPUT takes two descriptors this
+        // process holds; a failure leaves the event where it was.
+        unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(event, anchor) };
     }
-    // SAFETY: reaps the movers; -1 once none is left.
-    while unsafe { libc::wait(std::ptr::null_mut()) } > 0
-        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-    {}
     // SAFETY: ends the child.
     unsafe { libc::_exit(0) }
 }

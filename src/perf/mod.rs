@@ -804,7 +804,7 @@ impl PerfBackend {
             let mut moves: Vec<grow::Move<'_>> = Vec::new();
             let mut anchors = Vec::new();
             if let Some(t) = &self.threads {
-                for (thread, cpu, fd) in t.fds_to_move() {
+                for (cpu, fd) in t.fds_to_move() {
                     let Some(ring) = self.cpus.iter().position(|c| c.cpu == cpu) else {
                         continue;
                     };
@@ -812,7 +812,6 @@ impl PerfBackend {
                     moves.push(grow::Move {
                         event: fd.as_fd(),
                         ring,
-                        thread,
                     });
                 }
             }

@@ -303,19 +303,19 @@ impl Threads {
         Ok(cpus)
     }
 
-    /// The per-task events, to move to other rings: with the index of
-    /// their thread and their CPU, each thread's events on a CPU in the
+    /// The per-task events, to move to other rings: with their CPU, each
+    /// thread's events on a CPU in the
     /// order they move in (those that tell of exits first: so that, until
     /// all have moved, a thread's exit is in the ring read after the one
     /// with what it did before).
-    pub(super) fn fds_to_move(&self) -> impl Iterator<Item = (usize, u32, &OwnedFd)> {
-        self.tasks.values().enumerate().flat_map(|(thread, cpus)| {
-            cpus.iter().flat_map(move |t| {
+    pub(super) fn fds_to_move(&self) -> impl Iterator<Item = (u32, &OwnedFd)> {
+        self.tasks.values().flat_map(|cpus| {
+            cpus.iter().flat_map(|t| {
                 t.kids
                     .iter()
                     .flat_map(|[switch, exit]| [exit, switch])
                     .chain(std::iter::once(&t.own))
-                    .map(move |fd| (thread, t.cpu, fd))
+                    .map(move |fd| (t.cpu, fd))
             })
         })
     }

@@ -263,10 +263,11 @@ impl ProcessMaps {
         }
     }
 
-    /// Takes the root of `tgid` now, for when it is first seen: a process
-    /// about to start (held before its exec) that may be gone by then.
-    pub(crate) fn hold_root(&mut self, tgid: u32) {
-        if let Some(root) = self.roots.capture(tgid) {
+    /// Takes this process's root as that of `tgid`, for when it is first
+    /// seen: a command this process started, which began in its root and
+    /// may be gone by then.
+    pub(crate) fn hold_own_root_for(&mut self, tgid: u32) {
+        if let Some(root) = self.roots.capture(std::process::id()) {
             self.early_roots.insert(tgid, root);
         }
     }
