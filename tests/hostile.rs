@@ -5,9 +5,9 @@
 //! off-CPU stacks point into that file (`workloads/hostile_victim.c`; a
 //! thread of its own wakes it, so the tool symbolizes no other process's
 //! files as wakers). The tool then traces it, and must: exit 0 with a
-//! report holding the victim's block, keep its peak RSS (VmHWM) under
-//! 256 MiB, finish within the timeout, and never print (or open) what only
-//! root may read. Each case prints one `HOSTILE case=…` measurement line;
+//! report holding the victim's block and an SVG flame graph that is
+//! well-formed XML, keep its peak RSS (VmHWM) under 256 MiB, finish within
+//! the timeout, and never print (or open) what only root may read. Each case prints one `HOSTILE case=…` measurement line;
 //! `tests/hostile/measure.sh` collects them into a table.
 //!
 //! The cases run one at a time: some need GBs of memory when the tool is
@@ -984,4 +984,19 @@ fn eh_frame_hdr_claims_two_billion_entries() {
     // The tables were read (they fit the budget) and the stacks unwound.
     let (stacks, unreadable) = run.unwinding();
     assert!(stacks >= 1 && unreadable == 0, "{}", run.stderr);
+}
+
+/// The SVG reader of these cases refuses what XML 1.0 forbids, so that a
+/// flame graph a browser would refuse fails them.
+#[test]
+fn svg_reader_refuses_characters_xml_forbids() {
+    let _suite = common::suite(module_path!());
+    let svg = |name: &str| format!("<svg><g><title>{name} (5 us, 100%)</title></g></svg>");
+    assert_eq!(
+        common::svg_frames(&svg("a &lt; \\xef")),
+        Ok(vec![s("a < \\xef")])
+    );
+    for bad in ["\u{fffe}", "\u{ffff}", "\u{1}", "&#xFFFE;", "&#xFFFF;"] {
+        assert!(common::svg_frames(&svg(bad)).is_err(), "{bad:?} accepted");
+    }
 }
