@@ -1000,3 +1000,69 @@ fn svg_reader_refuses_characters_xml_forbids() {
         assert!(common::svg_frames(&svg(bad)).is_err(), "{bad:?} accepted");
     }
 }
+
+/// Attack 21: the victim's comm, its waker thread's comm and the name of
+/// its function hold U+FFFE and U+FFFF (which XML 1.0 forbids, even as
+/// character references), C0 controls and markup. Every report stays
+/// well-formed, the SVG file beside the text and the SVG on stdout
+/// (`--format svg`), and shows each name escaped, as the text does.
+#[test]
+fn names_xml_forbids() {
+    let _suite = common::suite(module_path!());
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("names_xml_forbids");
+    let file = scratch.v().join("xml.so");
+    victim_file(
+        &named_stubs(&[b"fn\xef\xbf\xbe\xef\xbf\xbf\x01\x1f<&\"]]>'"]),
+        &file,
+    );
+    let args = [
+        s("-n"),
+        s("hv-\u{fffe}\u{ffff}<&\""),
+        s("-N"),
+        s("hc\u{ffff}\x01]]>\u{fffe}"),
+        file.display().to_string(),
+    ];
+    // As printed: the comms, and the function's name.
+    let target = r#"hv-\xef\xbf\xbe\xef\xbf\xbf<&""#;
+    let waker = r"hc\xef\xbf\xbf\x01]]>\xef\xbf\xbe";
+    let function = r#"fn\xef\xbf\xbe\xef\xbf\xbf\x01\x1f<&"]]>'"#;
+    let victim = start_victim(&scratch, true, &args);
+    let pid = victim.pid().to_string();
+    let text = run_tool("names_xml_forbids", &["-p", &pid, "2"]);
+    let svg = run_tool(
+        "names_xml_forbids_svg",
+        &["--format", "svg", "-p", &pid, "2"],
+    );
+    drop(victim);
+    text.assert_sound();
+    svg.assert_sound();
+    let frames = text.target_frames(target);
+    assert!(common::has(&frames, function), "{frames:?}");
+    assert!(
+        text.blocks()
+            .iter()
+            .any(|b| b.target_comm == target && b.waker_comm == waker),
+        "no block of {target} woken by {waker}:\n{}",
+        text.stdout
+    );
+    let drawn = [
+        ("the SVG file", text.svg_frames()),
+        ("the SVG file of --format svg", svg.svg_frames()),
+        (
+            "the SVG on stdout",
+            svg.frames_of_svg("stdout", &svg.stdout),
+        ),
+    ];
+    for (what, frames) in drawn {
+        for name in [target, waker, function] {
+            assert!(
+                common::has(&frames, name),
+                "{what}: no {name:?} in {frames:?}"
+            );
+        }
+    }
+}
