@@ -5,9 +5,9 @@
 //! off-CPU stacks point into that file (`workloads/hostile_victim.c`; a
 //! thread of its own wakes it, so the tool symbolizes no other process's
 //! files as wakers). The tool then traces it, and must: exit 0 with a
-//! report holding the victim's block, keep its peak RSS (VmHWM) under
-//! 256 MiB, finish within the timeout, and never print (or open) what only
-//! root may read. Each case prints one `HOSTILE case=…` measurement line;
+//! report holding the victim's block and an SVG flame graph that is
+//! well-formed XML, keep its peak RSS (VmHWM) under 256 MiB, finish within
+//! the timeout, and never print (or open) what only root may read. Each case prints one `HOSTILE case=…` measurement line;
 //! `tests/hostile/measure.sh` collects them into a table.
 //!
 //! The cases run one at a time: some need GBs of memory when the tool is
@@ -984,4 +984,85 @@ fn eh_frame_hdr_claims_two_billion_entries() {
     // The tables were read (they fit the budget) and the stacks unwound.
     let (stacks, unreadable) = run.unwinding();
     assert!(stacks >= 1 && unreadable == 0, "{}", run.stderr);
+}
+
+/// The SVG reader of these cases refuses what XML 1.0 forbids, so that a
+/// flame graph a browser would refuse fails them.
+#[test]
+fn svg_reader_refuses_characters_xml_forbids() {
+    let _suite = common::suite(module_path!());
+    let svg = |name: &str| format!("<svg><g><title>{name} (5 us, 100%)</title></g></svg>");
+    assert_eq!(
+        common::svg_frames(&svg("a &lt; \\xef")),
+        Ok(vec![s("a < \\xef")])
+    );
+    for bad in ["\u{fffe}", "\u{ffff}", "\u{1}", "&#xFFFE;", "&#xFFFF;"] {
+        assert!(common::svg_frames(&svg(bad)).is_err(), "{bad:?} accepted");
+    }
+}
+
+/// Attack 21: the victim's comm, its waker thread's comm and the name of
+/// its function hold U+FFFE and U+FFFF (which XML 1.0 forbids, even as
+/// character references), C0 controls and markup. Every report stays
+/// well-formed, the SVG file beside the text and the SVG on stdout
+/// (`--format svg`), and shows each name escaped, as the text does.
+#[test]
+fn names_xml_forbids() {
+    let _suite = common::suite(module_path!());
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("names_xml_forbids");
+    let file = scratch.v().join("xml.so");
+    victim_file(
+        &named_stubs(&[b"fn\xef\xbf\xbe\xef\xbf\xbf\x01\x1f<&\"]]>'"]),
+        &file,
+    );
+    let args = [
+        s("-n"),
+        s("hv-\u{fffe}\u{ffff}<&\""),
+        s("-N"),
+        s("hc\u{ffff}\x01]]>\u{fffe}"),
+        file.display().to_string(),
+    ];
+    // As printed: the comms, and the function's name.
+    let target = r#"hv-\xef\xbf\xbe\xef\xbf\xbf<&""#;
+    let waker = r"hc\xef\xbf\xbf\x01]]>\xef\xbf\xbe";
+    let function = r#"fn\xef\xbf\xbe\xef\xbf\xbf\x01\x1f<&"]]>'"#;
+    let victim = start_victim(&scratch, true, &args);
+    let pid = victim.pid().to_string();
+    let text = run_tool("names_xml_forbids", &["-p", &pid, "2"]);
+    let svg = run_tool(
+        "names_xml_forbids_svg",
+        &["--format", "svg", "-p", &pid, "2"],
+    );
+    drop(victim);
+    text.assert_sound();
+    svg.assert_sound();
+    let frames = text.target_frames(target);
+    assert!(common::has(&frames, function), "{frames:?}");
+    assert!(
+        text.blocks()
+            .iter()
+            .any(|b| b.target_comm == target && b.waker_comm == waker),
+        "no block of {target} woken by {waker}:\n{}",
+        text.stdout
+    );
+    let drawn = [
+        ("the SVG file", text.svg_frames()),
+        ("the SVG file of --format svg", svg.svg_frames()),
+        (
+            "the SVG on stdout",
+            svg.frames_of_svg("stdout", &svg.stdout),
+        ),
+    ];
+    for (what, frames) in drawn {
+        for name in [target, waker, function] {
+            assert!(
+                common::has(&frames, name),
+                "{what}: no {name:?} in {frames:?}"
+            );
+        }
+    }
 }

@@ -23,9 +23,10 @@ pub(crate) const EMPTY: &str = "[empty]";
 /// `name` as printed at `place`:
 /// - everywhere, `\` is `\\`; newline, tab and carriage return are `\n`,
 ///   `\t`, `\r`; every other control character (C0, DEL, C1), line or
-///   paragraph separator and bidirectional-text control, and every byte
-///   that is not UTF-8, is `\xNN` for each of its bytes; so is whitespace
-///   that begins or ends the name;
+///   paragraph separator, bidirectional-text control and noncharacter
+///   (U+FFFE, U+FFFF, ...), and every byte that is not UTF-8, is `\xNN`
+///   for each of its bytes; so is whitespace that begins or ends the name.
+///   What remains is text XML 1.0 allows;
 /// - outside quotes, a name that begins with `-` or `[` has that first
 ///   character escaped (only the tool writes `--`, `[unknown]`, ...), and
 ///   an empty name is [`EMPTY`];
@@ -100,10 +101,11 @@ fn units(name: &[u8]) -> Vec<Unit> {
     out
 }
 
-/// Characters escaped wherever they are: controls, and those that break or
-/// reorder a line for some readers.
+/// Characters escaped wherever they are: controls, those that break or
+/// reorder a line for some readers, and noncharacters.
 fn is_hidden(c: char) -> bool {
     c.is_control()
+        || is_noncharacter(c)
         || matches!(
             c,
             '\u{2028}'
@@ -114,6 +116,13 @@ fn is_hidden(c: char) -> bool {
                 | '\u{202a}'..='\u{202e}'
                 | '\u{2066}'..='\u{2069}'
         )
+}
+
+/// Unicode's noncharacters: U+FDD0 to U+FDEF and the last two code points
+/// of each plane. XML 1.0 forbids U+FFFE and U+FFFF (an SVG holding one
+/// does not open) and discourages the others.
+fn is_noncharacter(c: char) -> bool {
+    matches!(c, '\u{fdd0}'..='\u{fdef}') || (u32::from(c) & 0xfffe) == 0xfffe
 }
 
 /// Which units are escaped, for what they are or where they stand.
@@ -279,6 +288,50 @@ mod tests {
     }
 
     #[test]
+    fn noncharacters_become_visible_escapes() {
+        assert_eq!(text("a\u{fffe}b\u{ffff}"), r"a\xef\xbf\xbeb\xef\xbf\xbf");
+        assert_eq!(folded("\u{fdd0}\u{fdef}"), r"\xef\xb7\x90\xef\xb7\xaf");
+        assert_eq!(
+            text("\u{1fffe}\u{10ffff}"),
+            r"\xf0\x9f\xbf\xbe\xf4\x8f\xbf\xbf"
+        );
+        assert_eq!(quoted("\u{ffff}"), r#""\xef\xbf\xbf""#);
+        // Their neighbours stay.
+        for c in ['\u{fdcf}', '\u{fdf0}', '\u{fffd}', '\u{1fffd}', '\u{20000}'] {
+            assert_eq!(text(&format!("a{c}")), format!("a{c}"));
+        }
+    }
+
+    /// XML 1.0's Char, less the characters it discourages (DEL, C1 but
+    /// U+85, noncharacters).
+    fn is_xml_char(c: char) -> bool {
+        let allowed = matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}')
+            || c >= '\u{10000}';
+        let discouraged = matches!(c, '\u{7f}'..='\u{84}' | '\u{86}'..='\u{9f}' | '\u{fdd0}'..='\u{fdef}')
+            || (u32::from(c) & 0xfffe) == 0xfffe;
+        allowed && !discouraged
+    }
+
+    /// Whatever a name holds, its escaped form is text that XML 1.0
+    /// allows (and does not discourage), as an SVG needs.
+    #[test]
+    fn every_character_escapes_to_text_xml_allows() {
+        assert!(!is_xml_char('\u{fffe}') && !is_xml_char('\0') && is_xml_char('\u{fffd}'));
+        let all: Vec<char> = (0..=0x10_ffff).filter_map(char::from_u32).collect();
+        for place in [Place::Folded, Place::Text, Place::Quoted] {
+            // In names of 4096 characters each, so that it runs fast.
+            for chunk in all.chunks(4096) {
+                let name: String = chunk.iter().collect();
+                let e = escape(name.as_bytes(), place);
+                let bad = e.chars().find(|&c| !is_xml_char(c));
+                assert_eq!(bad, None, "at {place:?}");
+            }
+            let e = escape(b"\xef\xbf\xbe\xff\x00", place);
+            assert!(e.chars().all(is_xml_char), "{e:?}");
+        }
+    }
+
+    #[test]
     fn a_backslash_is_escaped_so_that_escapes_are_unambiguous() {
         assert_eq!(text(r"a\nb"), r"a\\nb");
         assert_eq!(text("a\nb"), r"a\nb");
@@ -380,6 +433,8 @@ mod tests {
             b"".to_vec(),
             b"[empty]".to_vec(),
             b"_[w] 7".to_vec(),
+            "\u{fffe}".as_bytes().to_vec(),
+            b"\\xef\\xbf\\xbe".to_vec(),
         ];
         for place in [Place::Folded, Place::Text, Place::Quoted] {
             let mut seen = std::collections::HashSet::new();

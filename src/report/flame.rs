@@ -114,9 +114,10 @@ fn rgb(r: f32, g: f32, b: f32) -> Color {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::{hostile, opts, sample, sleeper};
-    use crate::report::{Format, StackMode};
+    use crate::report::tests::{hostile, names, opts, sample, sleeper};
+    use crate::report::{Format, Frame, Frames, StackMode};
 
+    /// The flame graph of `entries`, checked to be well-formed XML.
     fn svg(entries: &[ResolvedEntry]) -> String {
         let options = ReportOptions {
             format: Format::Svg,
@@ -124,7 +125,39 @@ mod tests {
         };
         let mut out = Vec::new();
         write(&mut out, &options, entries).unwrap();
-        String::from_utf8(out).unwrap()
+        let text = String::from_utf8(out).unwrap();
+        if let Err(e) = parse(&text) {
+            panic!("not well-formed XML: {e}\n{text}");
+        }
+        text
+    }
+
+    fn parse(text: &str) -> Result<roxmltree::Document<'_>, roxmltree::Error> {
+        let options = roxmltree::ParsingOptions {
+            allow_dtd: true,
+            ..Default::default()
+        };
+        roxmltree::Document::parse_with_options(text, options)
+    }
+
+    /// The frame names of `svg` as an XML reader reads them: each frame's
+    /// `<title>` without its `(N us, P%)`, and its `<text>`.
+    fn frame_names(svg: &str) -> Vec<(String, String)> {
+        let doc = parse(svg).unwrap();
+        let text_of = |g: roxmltree::Node<'_, '_>, tag: &str| -> String {
+            g.children()
+                .find(|n| n.has_tag_name(tag))
+                .map(|n| n.text().unwrap_or("").to_string())
+                .unwrap_or_else(|| panic!("a frame without <{tag}>"))
+        };
+        doc.descendants()
+            .filter(|n| n.has_tag_name("g") && n.children().any(|c| c.has_tag_name("title")))
+            .map(|g| {
+                let title = text_of(g, "title");
+                let (name, _) = title.rsplit_once(" (").unwrap();
+                (name.to_string(), text_of(g, "text"))
+            })
+            .collect()
     }
 
     /// The fill of the frame whose title starts with `name (`.
@@ -188,6 +221,103 @@ mod tests {
         let got = svg(&[e]);
         assert!(!got.contains("<script>alert"), "{got}");
         assert!(got.contains("\\x23 &lt;script&gt;"), "kept, not a comment");
+    }
+
+    /// The reader the tests rely on refuses what XML 1.0 forbids, raw or
+    /// as a character reference.
+    #[test]
+    fn the_xml_reader_refuses_characters_xml_forbids() {
+        let doc = |body: &str| format!("<svg><title>{body}</title><text a=\"{body}\"/></svg>");
+        assert!(parse(&doc("a &lt; \u{fffd} \u{10fffd} \t")).is_ok());
+        for bad in [
+            "\u{fffe}", "\u{ffff}", "\u{0}", "\u{1}", "\u{1b}", "&#xFFFE;", "&#xFFFF;", "&#x1;",
+        ] {
+            assert!(parse(&doc(bad)).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    /// A name a traced process chose, with every character XML forbids
+    /// and those it treats apart, as comm and as function name.
+    fn xml_hostile() -> ResolvedEntry {
+        let c0: String = (0u8..0x20).map(char::from).collect();
+        let name = |n: &str| Frame::Name(n.to_string());
+        ResolvedEntry {
+            target_comm: "\u{fffe}\u{ffff}<&\"]]>".into(),
+            target_tid: 7,
+            waker_comm: "w\u{ffff}\x01'\x1f".into(),
+            waker_tid: 8,
+            target_kernel: names(&["schedule"]),
+            target_user: Frames::Names(vec![
+                name(&format!("c0{c0}")),
+                name("a\u{fffe}b\u{ffff}c"),
+                name("<script>x&amp;</script>"),
+                name("cdata]]><![CDATA["),
+                name("&#xFFFE;"),
+                name("del\x7f c1\u{80}\u{85}\u{9f}"),
+                name("nc\u{fdd0}\u{fdef}\u{1fffe}\u{10ffff}"),
+            ]),
+            waker_kernel: names(&["hrtimer_wakeup"]),
+            waker_user: Frames::Names(vec![name("q\"'\u{ffff}")]),
+            total_us: 5,
+        }
+    }
+
+    #[test]
+    fn names_with_characters_xml_forbids_make_a_well_formed_svg() {
+        let got = svg(&[xml_hostile()]);
+        for c in [
+            '\u{fffe}',
+            '\u{ffff}',
+            '\u{fdd0}',
+            '\u{1fffe}',
+            '\u{10ffff}',
+        ] {
+            assert!(!got.contains(c), "{c:?} in the SVG");
+        }
+        assert!(
+            !got.chars()
+                .any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r')),
+            "a control character in the SVG"
+        );
+        // Root first: the target's comm, its stack, `--`, the waker's
+        // stack and comm.
+        let want = [
+            "all",
+            r#"\xef\xbf\xbe\xef\xbf\xbf<&"]]>"#,
+            r"nc\xef\xb7\x90\xef\xb7\xaf\xf0\x9f\xbf\xbe\xf4\x8f\xbf\xbf",
+            r"del\x7f c1\xc2\x80\xc2\x85\xc2\x9f",
+            r"&#xFFFE\x3b",
+            "cdata]]><![CDATA[",
+            r"<script>x&amp\x3b</script>",
+            r"a\xef\xbf\xbeb\xef\xbf\xbfc",
+            concat!(
+                r"c0\x00\x01\x02\x03\x04\x05\x06\x07\x08\t\n\x0b\x0c\r\x0e\x0f",
+                r"\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f",
+            ),
+            "schedule",
+            "--",
+            "hrtimer_wakeup",
+            r#"q"'\xef\xbf\xbf"#,
+            r"w\xef\xbf\xbf\x01'\x1f",
+        ];
+        let frames = frame_names(&got);
+        let titles: Vec<&str> = frames.iter().map(|(title, _)| title.as_str()).collect();
+        assert_eq!(titles, want);
+        // The one stack is as wide as the graph: each name is shown whole.
+        for (title, text) in &frames {
+            if title != "all" {
+                assert_eq!(title, text);
+            }
+        }
+        // Names are in no script or style.
+        let doc = parse(&got).unwrap();
+        let code: String = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("script") || n.has_tag_name("style"))
+            .flat_map(|n| n.descendants().filter_map(|t| t.text()))
+            .collect();
+        assert!(code.contains("function zoom("), "{code}");
+        assert!(!code.contains("cdata") && !code.contains("\\x"), "{code}");
     }
 
     #[test]

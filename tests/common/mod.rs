@@ -1,5 +1,5 @@
 //! Shared helpers for the integration tests: root gating, building the C
-//! workloads, running the tool, and parsing its two output formats.
+//! workloads, running the tool, and parsing its outputs.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -508,4 +508,25 @@ pub fn parse_default(text: &str) -> Vec<Block> {
 
 pub fn has(frames: &[String], name: &str) -> bool {
     frames.iter().any(|f| f == name)
+}
+
+/// Reads an SVG flame graph back with an XML parser that refuses what XML
+/// 1.0 forbids, as a browser does: the name of each frame, as its `<title>`
+/// holds it before ` (N us, P%)`. An error when it is not well-formed.
+pub fn svg_frames(svg: &str) -> Result<Vec<String>, String> {
+    let options = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..Default::default()
+    };
+    let doc = roxmltree::Document::parse_with_options(svg, options).map_err(|e| e.to_string())?;
+    doc.descendants()
+        .filter(|n| n.has_tag_name("title"))
+        .map(|t| {
+            let title = t.text().unwrap_or("");
+            title
+                .rsplit_once(" (")
+                .map(|(name, _)| name.to_string())
+                .ok_or_else(|| format!("a title without its counts: {title:?}"))
+        })
+        .collect()
 }

@@ -1,6 +1,7 @@
 //! Running one hostile case: a scratch directory under /tmp, the victim
-//! (as `nobody`, or chrooted), the tool under a timeout and a memory cap,
-//! and the one-line measurement every case prints.
+//! (as `nobody`, or chrooted), the tool under a timeout and a memory cap
+//! (writing an SVG flame graph beside its report, read back as XML), and
+//! the one-line measurement every case prints.
 #![allow(dead_code)]
 
 use std::ffi::CString;
@@ -203,6 +204,8 @@ pub struct Run {
     pub wall: Duration,
     pub stdout: String,
     pub stderr: String,
+    /// The flame graph written to a file as well, if any.
+    pub svg: Option<String>,
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -250,8 +253,9 @@ fn drain(mut r: impl Read + Send + 'static) -> mpsc::Receiver<Vec<u8>> {
     rx
 }
 
-/// Runs the tool with `args` and measures it (peak RSS as VmHWM, polled
-/// every 5 ms, and wall time): killed after
+/// Runs the tool with `args`, its report to stdout and, as a flame graph,
+/// to a file (`-o - -o FILE.svg` first), and measures it (peak RSS as
+/// VmHWM, polled every 5 ms, and wall time): killed after
 /// `OFFWAKE_HOSTILE_TIMEOUT` seconds (default 60), or once its RSS passes
 /// `OFFWAKE_HOSTILE_RSS_CAP_MIB` (default 1024: the case fails anyway,
 /// and the machine is spared). Prints the measurement line
@@ -262,7 +266,12 @@ pub fn run_tool(case: &str, args: &[&str]) -> Run {
     let cap_kib = env_u64("OFFWAKE_HOSTILE_RSS_CAP_MIB", 1024) * 1024;
     let started = Instant::now();
     let tool = std::fs::canonicalize(tool_path()).expect("the tool's path");
+    let svg_path =
+        std::env::temp_dir().join(format!("offwake-hostile-{}-{case}.svg", std::process::id()));
+    let _ = std::fs::remove_file(&svg_path);
     let mut child = Command::new(&tool)
+        .args(["-o", "-", "-o"])
+        .arg(&svg_path)
         .args(args)
         // Its counters (unwinding among them) on stderr.
         .env("OFFWAKE_TIMING", "1")
@@ -315,6 +324,10 @@ pub fn run_tool(case: &str, args: &[&str]) -> Run {
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default()
     };
+    let svg = std::fs::read(&svg_path)
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    let _ = std::fs::remove_file(&svg_path);
     let run = Run {
         case: case.to_string(),
         end,
@@ -322,6 +335,7 @@ pub fn run_tool(case: &str, args: &[&str]) -> Run {
         wall,
         stdout: text(stdout),
         stderr: text(stderr),
+        svg,
     };
     eprintln!(
         "HOSTILE case={} end={} peak_rss_mib={:.1} wall_s={:.2}",
@@ -344,7 +358,8 @@ impl Run {
     }
 
     /// What every case requires: exit status 0, the peak RSS under
-    /// [`RSS_LIMIT_MIB`].
+    /// [`RSS_LIMIT_MIB`], and each SVG it wrote (the file, and stdout under
+    /// `--format svg`) well-formed XML.
     pub fn assert_sound(&self) {
         assert_eq!(
             self.end,
@@ -361,6 +376,27 @@ impl Run {
             self.case,
             self.peak_rss_mib
         );
+        self.svg_frames();
+        if self.stdout.starts_with("<?xml") {
+            self.frames_of_svg("stdout", &self.stdout);
+        }
+    }
+
+    /// The frame names of the SVG written to a file; fails when there is
+    /// none, or when it is not well-formed XML.
+    pub fn svg_frames(&self) -> Vec<String> {
+        let svg = self
+            .svg
+            .as_deref()
+            .unwrap_or_else(|| panic!("{}: no SVG was written", self.case));
+        self.frames_of_svg("the SVG file", svg)
+    }
+
+    /// The frame names of `svg`, read as XML; fails when it is not
+    /// well-formed.
+    pub fn frames_of_svg(&self, what: &str, svg: &str) -> Vec<String> {
+        common::svg_frames(svg)
+            .unwrap_or_else(|e| panic!("{}: {what} is not well-formed XML: {e}", self.case))
     }
 
     /// The counters of the tool's `unwound N user stacks ... K files'

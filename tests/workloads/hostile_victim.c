@@ -10,6 +10,7 @@
  *
  * Options, applied in this order whatever their order on the line:
  *   -n COMM      set the comm (PR_SET_NAME)
+ *   -N COMM      set the clock thread's comm, the waker's (default hv-clock)
  *   -r DIR       chroot into DIR (needs root), then -u/-g drop to a user
  *   -u UID -g GID  setgroups(0), setgid, setuid (numbers: no NSS in a jail)
  *   -D DIR       mkdir DIR (repeatable, in order)
@@ -110,6 +111,7 @@ static void swap_forever(long swap_ms)
 }
 
 static long period_ms = 10, swap_after_ms = -1;
+static const char *clock_comm = "hv-clock";
 
 static long long now_ms(void)
 {
@@ -124,7 +126,7 @@ static long long now_ms(void)
 static void *clock_thread(void *arg)
 {
     (void)arg;
-    prctl(PR_SET_NAME, "hv-clock", 0, 0, 0);
+    prctl(PR_SET_NAME, clock_comm, 0, 0, 0);
     if (swap_after_ms >= 0) {
         struct sched_param idle = { 0 };
         pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
@@ -153,9 +155,10 @@ int main(int argc, char **argv)
     int ndirs = 0, nlinks = 0, stubs = 1, quiet = 0;
     long uid = -1, gid = -1, off = 0x800, count = -1;
     int opt;
-    while ((opt = getopt(argc, argv, "n:r:u:g:D:L:o:k:s:c:qT:S:")) != -1) {
+    while ((opt = getopt(argc, argv, "n:N:r:u:g:D:L:o:k:s:c:qT:S:")) != -1) {
         switch (opt) {
         case 'n': comm = optarg; break;
+        case 'N': clock_comm = optarg; break;
         case 'r': jail = optarg; break;
         case 'u': uid = strtol(optarg, NULL, 0); break;
         case 'g': gid = strtol(optarg, NULL, 0); break;
