@@ -31,6 +31,12 @@ examples:
     offwake-perf -i perf.data -o offwake.svg    # a recording of stock perf (see README)
     offwake-perf -f 10 | flamegraph.pl --color=chain --countname=us > offwake.svg";
 
+/// Both forms of the command line, shown by --help and every usage error.
+/// clap's own usage is built from the arguments given: after a refused
+/// `-i FILE DURATION`, it is that invalid command line.
+const USAGE: &str = "offwake-perf [OPTIONS] [DURATION] [-- <COMMAND>...]\n       \
+                     offwake-perf -i <FILE> [OPTIONS]";
+
 /// Where events come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Backend {
@@ -70,11 +76,12 @@ pub(crate) const MAX_DWARF_SIZE: u32 = 65528;
         callchains through perf_event_open(2), pairs them per thread and prints \
         what bcc's offwaketime prints. Needs root (or CAP_PERFMON and tracefs access).",
     after_help = EXAMPLES,
-    after_long_help = EXAMPLES
+    after_long_help = EXAMPLES,
+    override_usage = USAGE
 )]
 pub struct Cli {
-    /// Seconds to trace (default: until Ctrl-C or SIGTERM).
-    #[arg(value_name = "DURATION", value_parser = nonzero)]
+    /// Whole seconds to trace (default: until Ctrl-C or SIGTERM).
+    #[arg(value_name = "DURATION", value_parser = seconds)]
     pub(crate) duration: Option<u64>,
 
     /// Trace only threads of these processes (comma-separated PIDs).
@@ -297,6 +304,21 @@ fn parse_u64(s: &str) -> Result<u64, String> {
     }
     t.parse::<u64>()
         .map_err(|_| format!("'{s}' is not a non-negative integer"))
+}
+
+/// DURATION: a non-zero whole number of seconds.
+fn seconds(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    match t.parse::<u64>() {
+        Ok(0) => Err("must be non-zero".to_string()),
+        Ok(v) => Ok(v),
+        Err(_) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => {
+            Err(format!("'{s}' is too large"))
+        }
+        Err(_) => Err(format!(
+            "DURATION is whole seconds: '{s}' is not a whole number of seconds"
+        )),
+    }
 }
 
 fn nonzero(s: &str) -> Result<u64, String> {
@@ -531,6 +553,49 @@ mod tests {
             assert_eq!(err_kind(args), ErrorKind::ArgumentConflict, "{args:?}");
         }
         assert!(parse(&["-o", "a.svg", "-o", "-", "-o", "b/a.svg"]).is_ok());
+    }
+
+    #[test]
+    fn duration_is_whole_seconds() {
+        assert_eq!(parse(&["7"]).unwrap().duration, Some(7));
+        for bad in ["1.5", "2s", "abc", "1e3"] {
+            let e = parse(&[bad]).expect_err(bad);
+            assert_eq!(e.kind(), ErrorKind::ValueValidation, "{bad}");
+            assert!(
+                e.to_string().contains(&format!(
+                    "DURATION is whole seconds: '{bad}' is not a whole number of seconds"
+                )),
+                "{e}"
+            );
+        }
+        let e = parse(&["99999999999999999999"]).unwrap_err().to_string();
+        assert!(e.contains("is too large"), "{e}");
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("Whole seconds to trace"), "{help}");
+    }
+
+    /// The usage shown with an error is a valid command line, in both
+    /// forms, whatever arguments were refused.
+    #[test]
+    fn usage_shows_both_valid_forms() {
+        let usage = "Usage: offwake-perf [OPTIONS] [DURATION] [-- <COMMAND>...]\n       \
+                     offwake-perf -i <FILE> [OPTIONS]\n";
+        for args in [
+            &["-i", "perf.data", "2"][..],
+            &["-i", "perf.data", "--", "true"],
+            &["-p", "1", "--", "true"],
+        ] {
+            let e = parse(args).expect_err("refused");
+            assert_eq!(e.kind(), ErrorKind::ArgumentConflict, "{args:?}");
+            let shown = e.render().to_string();
+            assert!(shown.contains(usage), "{args:?}: {shown}");
+            assert!(!shown.contains("--input <FILE> [DURATION]"), "{shown}");
+        }
+        // Each form, filled in, parses.
+        assert!(parse(&["-f", "5", "--", "true"]).is_ok());
+        assert!(parse(&["-i", "perf.data", "-f"]).is_ok());
+        let help = Cli::command().render_help().to_string();
+        assert!(help.contains(usage), "{help}");
     }
 
     #[test]

@@ -26,11 +26,33 @@ fn exclusive_options() {
     expect_usage_error(&["-p", "1", "--", "true"], "cannot be used with");
 }
 
+/// The usage printed with a refused `-i` is valid: both forms, not the
+/// arguments given (`--input <FILE> [DURATION]`).
+#[test]
+fn usage_after_an_input_conflict_is_valid() {
+    let _suite = suite(module_path!());
+    let usage = "\nUsage: offwake-perf [OPTIONS] [DURATION] [-- <COMMAND>...]\n       \
+                 offwake-perf -i <FILE> [OPTIONS]\n";
+    for args in [
+        &["-i", "perf.data", "2"][..],
+        &["-i", "perf.data", "--", "true"],
+    ] {
+        expect_usage_error(args, "cannot be used with");
+        expect_usage_error(args, usage);
+        let err = String::from_utf8_lossy(&run(args).stderr).into_owned();
+        assert!(!err.contains("--input <FILE> [DURATION]"), "{err}");
+    }
+}
+
 #[test]
 fn numbers() {
     let _suite = suite(module_path!());
     expect_usage_error(&["0"], "non-zero");
     expect_usage_error(&["abc"], "DURATION");
+    expect_usage_error(
+        &["1.5"],
+        "DURATION is whole seconds: '1.5' is not a whole number of seconds",
+    );
     expect_usage_error(&["-m", "0"], "non-zero");
     expect_usage_error(&["-M", "0"], "non-zero");
     expect_usage_error(&["--stack-storage-size", "0"], "non-zero");

@@ -257,6 +257,73 @@ fn filters_apply_to_a_recording() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Asserts that `stderr`, with the file's name taken out, quotes nothing
+/// of `content`: no run of four of its bytes, nor its first bytes as
+/// numbers (as a parser's "magic value [114, 111, …]").
+fn assert_quotes_nothing(stderr: &str, path: &Path, content: &[u8]) {
+    let said = stderr.replace(path.to_str().unwrap(), "");
+    for run in content.windows(4) {
+        let run = String::from_utf8_lossy(run);
+        assert!(!said.contains(&*run), "{run:?} quoted in:\n{stderr}");
+    }
+    if let [a, b, ..] = content {
+        for shown in [format!("{a}, {b}"), format!("{a:#x}, {b:#x}")] {
+            assert!(!said.contains(&shown), "{shown} quoted in:\n{stderr}");
+        }
+    }
+}
+
+/// `-i` refuses a file that is not a perf.data, saying what it is not
+/// and quoting none of it (it may be a secret, as /etc/shadow is): an
+/// empty file, text, perf's magic followed by less than a header.
+#[test]
+fn a_file_that_is_not_a_recording_is_refused_without_quoting_it() {
+    let _suite = suite(module_path!());
+    let dir = scratch("not-perf");
+    let shadow =
+        b"root:*:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\nbin:*:19000:0:99999:7:::\n\
+                   sys:*:19000:0:99999:7:::\n";
+    let cases: [(&str, &[u8], &str); 5] = [
+        ("empty", b"", "is an empty file, not a perf.data file"),
+        (
+            "shadow-line",
+            b"root:*:19000:0:99999:7:::\n",
+            "is not a perf.data file",
+        ),
+        ("shadow", shadow, "is not a perf.data file"),
+        (
+            "header-cut",
+            b"PERFILE2\x68\0\0\0\0\0\0\0\x90\0\0\0",
+            "is cut short: it ends inside its perf.data header",
+        ),
+        (
+            "magic-cut",
+            b"PERFIL",
+            "is cut short: it ends inside its perf.data header",
+        ),
+    ];
+    for (name, content, says) in cases {
+        let file = dir.join(name);
+        std::fs::write(&file, content).expect("writing the file");
+        let out = run(&["-f", "-i", file.to_str().unwrap()]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert_eq!(
+            err,
+            format!("offwake-perf: error: {} {says}", file.display())
+                + if says.ends_with("header") {
+                    ", before any record\n"
+                } else {
+                    "\n"
+                },
+            "{name}"
+        );
+        assert_quotes_nothing(&err, &file, content);
+        assert!(out.stdout.is_empty(), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A recording without both events, or without callchains, is refused
 /// with the `perf record` command that works; a file cut short gives its
 /// whole records and a warning.
@@ -325,6 +392,30 @@ fn what_a_recording_lacks_is_said() {
         cut_total > 0 && cut_total <= whole_total,
         "cut {cut_total} us, whole {whole_total} us\n{err}"
     );
+
+    // Cut inside its header, or inside its event attributes (their offset
+    // and size are at 24 and 32): refused in words, quoting nothing.
+    for (end, says) in [
+        (
+            20,
+            "is cut short: it ends inside its perf.data header, before any record",
+        ),
+        (
+            word(24) + 10,
+            "cannot be read: its event attributes run past its end: it is cut short, or \
+             its header is malformed",
+        ),
+    ] {
+        std::fs::write(&cut, &bytes[..end]).expect("writing the cut file");
+        let out = run(&["-f", "-i", cut.to_str().unwrap()]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(
+            err,
+            format!("offwake-perf: error: {} {says}\n", cut.display())
+        );
+        assert_quotes_nothing(&err, &cut, &bytes[..end]);
+    }
 
     // A header whose attribute size is 0 (a parser would divide by it) is
     // refused; a record whose size says 4 ends the records there.

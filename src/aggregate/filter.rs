@@ -1,4 +1,5 @@
-//! The `--state` filter over the task state `sched_switch` reports.
+//! The `--state` filter over the task state `sched_switch` reports, and
+//! the names of those states.
 
 use anyhow::{Result, bail};
 
@@ -12,6 +13,36 @@ pub(crate) struct StateFilter {
 
 /// The report bits `sched_switch` can show in `prev_state` (S D T t X Z P I).
 pub(crate) const REPORTED_BITS: u64 = 0xff;
+
+/// Each report bit's state, by the bit's position (S is bit 0, I bit 7),
+/// named with the letter `ps` shows for it.
+const STATE_NAMES: [&str; 8] = [
+    "interruptible sleep (S)",
+    "uninterruptible sleep (D)",
+    "stopped (T)",
+    "traced (t)",
+    "dead (X)",
+    "zombie (Z)",
+    "parked (P)",
+    "idle (I)",
+];
+
+/// The position of the report bit a switch-out's `prev_state` shows (S 0
+/// … I 7), or `None` when it shows none: the task was preempted.
+pub(crate) fn reported_state(prev_state: u64) -> Option<u8> {
+    let bits = prev_state & REPORTED_BITS;
+    // At most 7: the lowest of eight bits.
+    (bits != 0).then(|| bits.trailing_zeros() as u8)
+}
+
+/// The state at report bit position `index` (from [`reported_state`]), in
+/// words with its `ps` letter, e.g. "interruptible sleep (S)".
+pub(crate) fn state_name(index: u8) -> &'static str {
+    STATE_NAMES
+        .get(usize::from(index))
+        .copied()
+        .unwrap_or("an unknown state")
+}
 
 /// `TASK_NOLOAD`: only ever set together with D as `TASK_IDLE`, reported as I.
 const TASK_NOLOAD: u64 = 1024;
@@ -118,6 +149,22 @@ mod tests {
 
     fn refused(n: u64) -> String {
         format!("{:#}", StateFilter::from_user(n).unwrap_err())
+    }
+
+    #[test]
+    fn reported_states_are_named_as_ps_names_them() {
+        assert_eq!(reported_state(0), None);
+        assert_eq!(reported_state(PREEMPTED), None);
+        let name = |state| reported_state(state).map(state_name);
+        assert_eq!(name(1), Some("interruptible sleep (S)"));
+        assert_eq!(name(2), Some("uninterruptible sleep (D)"));
+        assert_eq!(name(4), Some("stopped (T)"));
+        assert_eq!(name(8), Some("traced (t)"));
+        assert_eq!(name(64), Some("parked (P)"));
+        assert_eq!(name(128), Some("idle (I)"));
+        // A kernel that reports the raw state word (before 4.14): a
+        // killable sleep, D with TASK_WAKEKILL, is D.
+        assert_eq!(name(2 | 256), Some("uninterruptible sleep (D)"));
     }
 
     #[test]

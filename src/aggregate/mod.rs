@@ -128,9 +128,11 @@ pub(crate) struct Stats {
     /// backend, which tells switch-ins with switch-outs, could not say
     /// when it had switched in (see `perf::running`).
     pub(crate) switch_in_unknown: u64,
-    /// Intervals of a sleep (a reported sleeping state, not preemption)
-    /// counted with an empty waker: no wakeup was read for them.
-    pub(crate) wakeup_unseen: u64,
+    /// Intervals of a sleep (a reported state, not preemption) counted
+    /// with an empty waker: no wakeup was read for them. By the state the
+    /// thread switched out in, as the position of its report bit (S 0 …
+    /// I 7, see [`filter::reported_state`]).
+    pub(crate) wakeup_unseen: [u64; 8],
     /// Intervals counted whose waker is one of the tool's own tasks (not
     /// an interrupt that landed in one), and their microseconds.
     pub(crate) woken_by_self: u64,
@@ -175,14 +177,8 @@ impl Stats {
                 self.switch_in_unseen
             ));
         }
-        if self.wakeup_unseen > 0 {
-            out.push(format!(
-                "NOTE: {} intervals of sleep have an empty waker: no wakeup was read for \
-                 them (some kernels skip sched_waking in a CPU's idle task, or while \
-                 certain tasks run; with -p, see the README on threads created during \
-                 tracing).",
-                self.wakeup_unseen
-            ));
+        if let Some(note) = self.wakeup_unseen_note() {
+            out.push(note);
         }
         if self.woken_by_self > 0 {
             let n = self.woken_by_self;
@@ -203,6 +199,41 @@ impl Stats {
             ));
         }
         out
+    }
+
+    /// The NOTE on sleeps no wakeup was read for, by the state each
+    /// thread slept in, e.g. "no wakeup was read for 5 intervals in
+    /// interruptible sleep (S) and 1 in idle (I), so they have an empty
+    /// waker".
+    fn wakeup_unseen_note(&self) -> Option<String> {
+        let counts: Vec<String> = (0u8..)
+            .zip(self.wakeup_unseen)
+            .filter(|&(_, n)| n > 0)
+            .enumerate()
+            .map(|(i, (state, n))| {
+                let name = filter::state_name(state);
+                match (i, n) {
+                    (0, 1) => format!("1 interval in {name}"),
+                    (0, n) => format!("{n} intervals in {name}"),
+                    (_, n) => format!("{n} in {name}"),
+                }
+            })
+            .collect();
+        let (last, rest) = counts.split_last()?;
+        let listed = match rest {
+            [] => last.clone(),
+            _ => format!("{} and {last}", rest.join(", ")),
+        };
+        let they = if self.wakeup_unseen.iter().sum::<u64>() == 1 {
+            "it has"
+        } else {
+            "they have"
+        };
+        Some(format!(
+            "NOTE: no wakeup was read for {listed}, so {they} an empty waker (some \
+             kernels skip sched_waking in a CPU's idle task, or while certain tasks run; \
+             with -p, see the README on threads created during tracing)."
+        ))
     }
 }
 
@@ -261,12 +292,13 @@ struct OpenInterval {
     /// The first and the last wakeup seen while open, with their times.
     first_waker: Option<(u64, Waker)>,
     waker: Option<(u64, Waker)>,
-    /// It switched out asleep (not preempted): exactly one wakeup ends
-    /// such an interval, since a woken task is not woken again before it
-    /// has run. The first one is then the waker even when its switch-in,
-    /// learnt late, was estimated a few microseconds before it (and later
-    /// ones came while it ran).
-    slept: bool,
+    /// The state it switched out asleep in (see
+    /// [`filter::reported_state`]); `None` when preempted. Exactly one
+    /// wakeup ends a sleep, since a woken task is not woken again before
+    /// it has run. The first one is then the waker even when its
+    /// switch-in, learnt late, was estimated a few microseconds before it
+    /// (and later ones came while it ran).
+    slept: Option<u8>,
     /// Value of `Aggregator::losses` when the interval opened: any later
     /// loss may fall inside it.
     losses_at_start: u64,
@@ -573,7 +605,7 @@ impl Aggregator {
                 user,
                 first_waker: None,
                 waker: None,
-                slept: s.prev_state & filter::REPORTED_BITS != 0,
+                slept: filter::reported_state(s.prev_state),
                 // Opening inside a loss window: tainted from the start.
                 losses_at_start: if time < self.lost_until {
                     self.losses.wrapping_sub(1)
@@ -656,7 +688,7 @@ impl Aggregator {
         }
         // The last wakeup before the switch-in (with one learnt late, the
         // only wakeup of a sleep: see `OpenInterval::slept`).
-        let waker = if late && open.slept {
+        let waker = if late && open.slept.is_some() {
             open.first_waker
         } else {
             [open.waker, open.first_waker]
@@ -665,8 +697,11 @@ impl Aggregator {
                 .find(|&(at, _)| at <= time)
         }
         .map(|(_, w)| w);
-        if waker.is_none() && open.slept {
-            self.stats.wakeup_unseen += 1;
+        if waker.is_none()
+            && let Some(state) = open.slept
+            && let Some(n) = self.stats.wakeup_unseen.get_mut(usize::from(state))
+        {
+            *n += 1;
         }
         let waker = waker.unwrap_or(Waker {
             tid: 0,
@@ -1452,8 +1487,8 @@ mod tests {
         let mut a = agg(config());
         run(&mut a, &[out(0, 0, 100), back_in(7_000, 0, 100, "app")]);
         let r = a.finish();
-        // A sleep no wakeup was reported for: counted for the NOTE.
-        assert_eq!(r.stats.wakeup_unseen, 1);
+        // A sleep (S) no wakeup was reported for: counted for the NOTE.
+        assert_eq!(r.stats.wakeup_unseen, [1, 0, 0, 0, 0, 0, 0, 0]);
         let e = only(&r);
         assert_eq!(e.total_us, 7);
         assert_eq!(
@@ -1462,6 +1497,61 @@ mod tests {
         );
         assert_eq!(e.key.waker_kernel, StackRef::Empty);
         assert_eq!(e.key.waker_user, StackRef::Empty);
+    }
+
+    /// The NOTE on sleeps without a wakeup, from the note lines of `r`.
+    fn wakeup_note(r: &Aggregate) -> Option<String> {
+        let notes = r.stats.notes(false, "--mmap-pages");
+        let mut found = notes
+            .into_iter()
+            .filter(|n| n.contains("no wakeup was read"));
+        let note = found.next();
+        assert_eq!(found.next(), None, "one such NOTE");
+        note
+    }
+
+    #[test]
+    fn the_no_waker_note_names_the_states_and_counts_right() {
+        const IDLE: u64 = 128; // TASK_REPORT_IDLE
+        let sleeps = |states: &[u64]| {
+            let mut a = agg(config());
+            let mut events = Vec::new();
+            for (i, &state) in states.iter().enumerate() {
+                let t = i as u64 * 10_000;
+                events.push(switch(t, 0, 100, state, chain(&[0xf1], &[]), 0, "swapper"));
+                events.push(back_in(t + 5_000, 0, 100, "app"));
+            }
+            run(&mut a, &events);
+            a.finish()
+        };
+        let r = sleeps(&[S]);
+        // The empty waker itself is bcc's: no comm, pid 0.
+        let e = only(&r);
+        assert_eq!((e.key.waker_tid, e.key.waker_comm), (0, Comm::default()));
+        assert_eq!(
+            wakeup_note(&r).unwrap(),
+            "NOTE: no wakeup was read for 1 interval in interruptible sleep (S), so it has \
+             an empty waker (some kernels skip sched_waking in a CPU's idle task, or while \
+             certain tasks run; with -p, see the README on threads created during tracing)."
+        );
+        let note = wakeup_note(&sleeps(&[S, S])).unwrap();
+        assert!(
+            note.starts_with(
+                "NOTE: no wakeup was read for 2 intervals in interruptible sleep (S), so \
+                 they have an empty waker ("
+            ),
+            "{note}"
+        );
+        let note = wakeup_note(&sleeps(&[IDLE, S, D, S, PREEMPTED])).unwrap();
+        assert!(
+            note.starts_with(
+                "NOTE: no wakeup was read for 2 intervals in interruptible sleep (S), 1 in \
+                 uninterruptible sleep (D) and 1 in idle (I), so they have an empty waker ("
+            ),
+            "{note}"
+        );
+        // A preempted interval has an empty waker by nature: no NOTE.
+        assert_eq!(wakeup_note(&sleeps(&[PREEMPTED])), None);
     }
 
     #[test]
@@ -1479,7 +1569,7 @@ mod tests {
         let e = only(&r);
         assert_eq!(e.key.waker_tid, 0);
         assert_eq!(e.key.waker_comm.as_str(), "swapper/3");
-        assert_eq!(r.stats.wakeup_unseen, 0);
+        assert_eq!(r.stats.wakeup_unseen, [0; 8]);
     }
 
     #[test]
@@ -1630,7 +1720,7 @@ mod tests {
         let e = only(&r);
         assert_eq!((e.key.waker_tid, e.total_us), (0, 2));
         // Preempted: no wakeup was due, so none went unreported.
-        assert_eq!(r.stats.wakeup_unseen, 0);
+        assert_eq!(r.stats.wakeup_unseen, [0; 8]);
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! whole record and the missing features are left out. A record too short
 //! to be one, or running past the data, ends the data there. Records that
 //! carry more than their header says (AUX trace data) or that expand
-//! (compressed records, `perf record -z`) are refused.
+//! (compressed records, `perf record -z`) are refused. A file that is not
+//! a perf.data is told apart first, in words that quote none of it.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -32,6 +33,61 @@ const FEATURES_AT: usize = 72;
 /// tracepoints writes three.
 pub(super) const MAX_ATTRS: u64 = 256;
 
+/// perf's magic, as a little-endian machine writes it; a big-endian one
+/// writes it reversed.
+const MAGIC: &[u8; 8] = b"PERFILE2";
+const MAGIC_REVERSED: &[u8; 8] = b"2ELIFREP";
+
+/// Why a file is no perf.data this tool reads. Its words follow the
+/// file's name, and quote nothing of the file: it may be any file the
+/// user can name, secrets included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum NotPerfData {
+    Empty,
+    /// Its first bytes are not perf's magic.
+    Other,
+    /// perf's magic (or the start of it), then less than a whole header.
+    HeaderCut,
+    /// A perf.data of a big-endian machine.
+    BigEndian,
+}
+
+impl std::fmt::Display for NotPerfData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NotPerfData::Empty => "is an empty file, not a perf.data file",
+            NotPerfData::Other => "is not a perf.data file",
+            NotPerfData::HeaderCut => {
+                "is cut short: it ends inside its perf.data header, before any record"
+            }
+            NotPerfData::BigEndian => {
+                "is a perf.data file of a big-endian machine, which this tool does not read"
+            }
+        })
+    }
+}
+
+/// What `file`, of `len` bytes, is not, if it is not a perf.data whose
+/// whole header is there.
+pub(super) fn identify(file: &File, len: u64) -> io::Result<Option<NotPerfData>> {
+    if len == 0 {
+        return Ok(Some(NotPerfData::Empty));
+    }
+    let mut start = [0u8; 8];
+    let have = usize::try_from(len).map_or(start.len(), |l| l.min(start.len()));
+    file.read_exact_at(&mut start[..have], 0)?;
+    let start = &start[..have];
+    Ok(if start == &MAGIC[..] {
+        (len < HEADER as u64).then_some(NotPerfData::HeaderCut)
+    } else if start == &MAGIC_REVERSED[..] {
+        Some(NotPerfData::BigEndian)
+    } else if MAGIC.starts_with(start) {
+        Some(NotPerfData::HeaderCut)
+    } else {
+        Some(NotPerfData::Other)
+    })
+}
+
 /// Feature bit of the event descriptions (`HEADER_EVENT_DESC`).
 const EVENT_DESC: usize = 12;
 
@@ -46,9 +102,8 @@ const RECORD_COMPRESSED2: u32 = 83;
 #[derive(Debug)]
 pub(super) struct View {
     file: File,
-    /// The header read in place of the file's; `None`: the file's own (a
-    /// file that is not a perf.data, for its parser to say so).
-    header: Option<[u8; HEADER]>,
+    /// The header read in place of the file's.
+    header: [u8; HEADER],
     /// When the records were ended early: the feature table, which a
     /// parser looks for right after them, is read from where it is
     /// (`(at in the view, at in the file, length)`).
@@ -90,22 +145,21 @@ fn half(h: &[u8], at: usize) -> u32 {
 }
 
 impl View {
-    /// The checked view of `file`, and what it repaired; an error for a
-    /// file whose header cannot be made safe to parse, or whose records
-    /// are of a kind refused.
+    /// The checked view of `file`, a perf.data ([`identify`]), and what
+    /// it repaired; an error for a file whose header cannot be made safe
+    /// to parse, or whose records are of a kind refused.
     pub(super) fn new(file: File) -> Result<(View, Repair)> {
         let len = file.metadata()?.len();
         let mut header = [0u8; HEADER];
+        file.read_exact_at(&mut header, 0)?;
+        ensure!(&header[..8] == MAGIC, "not a perf.data file");
         let mut view = View {
             file,
-            header: None,
+            header,
             table: None,
             pos: 0,
             len,
         };
-        if view.file.read_exact_at(&mut header, 0).is_err() || &header[..8] != b"PERFILE2" {
-            return Ok((view, Repair::default()));
-        }
         view.check_attrs(&header)?;
         // Not needed, and parsed with counts from the file: left out.
         header[EVENT_TYPES_AT..EVENT_TYPES_AT + 16].fill(0);
@@ -115,7 +169,7 @@ impl View {
         let data_end = data_at.saturating_add(data_size);
         ensure!(
             data_at >= HEADER as u64,
-            "malformed header: records at {data_at}"
+            "malformed header: its records begin inside it"
         );
         if data_at < len {
             let limit = if data_size == 0 {
@@ -154,7 +208,7 @@ impl View {
                 }
             }
         }
-        view.header = Some(header);
+        view.header = header;
         Ok((view, repair))
     }
 
@@ -164,14 +218,20 @@ impl View {
     fn check_attrs(&self, header: &[u8; HEADER]) -> Result<()> {
         let entry = word(header, ATTR_SIZE_AT);
         let (at, size) = (word(header, ATTRS_AT), word(header, ATTRS_AT + 8));
+        // Not the header's values: see `NotPerfData`.
         ensure!(
             (80..=4096).contains(&entry),
-            "malformed header: attribute entries of {entry} bytes"
+            "malformed header: its attribute entries are of no size perf writes"
         );
         ensure!(
-            size % entry == 0 && size / entry <= MAX_ATTRS && at.saturating_add(size) <= self.len,
-            "malformed header: {size} bytes of attributes at {at}, of {entry} bytes each (at \
-             most {MAX_ATTRS})"
+            size % entry == 0 && size / entry <= MAX_ATTRS,
+            "malformed header: its attributes are not a whole number of entries, or more \
+             than {MAX_ATTRS}"
+        );
+        ensure!(
+            at.saturating_add(size) <= self.len,
+            "its event attributes run past its end: it is cut short, or its header is \
+             malformed"
         );
         let mut attrs = vec![0u8; size as usize];
         self.file.read_exact_at(&mut attrs, at)?;
@@ -277,10 +337,10 @@ fn has_feature(header: &[u8; HEADER], bit: usize) -> bool {
 
 impl Read for View {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = match (&self.header, usize::try_from(self.pos)) {
-            (Some(header), Ok(pos)) if pos < HEADER => {
+        let n = match usize::try_from(self.pos) {
+            Ok(pos) if pos < HEADER => {
                 let n = buf.len().min(HEADER - pos);
-                buf[..n].copy_from_slice(&header[pos..pos + n]);
+                buf[..n].copy_from_slice(&self.header[pos..pos + n]);
                 n
             }
             _ => match self.table {
@@ -470,12 +530,24 @@ mod tests {
     }
 
     #[test]
-    fn short_or_foreign_files_are_left_alone() {
-        for bytes in [&b"PERF"[..], &[0u8; 200][..]] {
-            let (v, repair) = View::new(file_of(bytes)).unwrap();
-            assert_eq!(repair, Repair::default());
-            assert_eq!(read_all(v), bytes);
-        }
+    fn short_or_foreign_files_are_told_apart() {
+        let what = |bytes: &[u8]| identify(&file_of(bytes), bytes.len() as u64).unwrap();
+        assert_eq!(what(b""), Some(NotPerfData::Empty));
+        assert_eq!(
+            what(b"root:*:19000:0:99999:7:::\n"),
+            Some(NotPerfData::Other)
+        );
+        assert_eq!(what(&[0u8; 200]), Some(NotPerfData::Other));
+        assert_eq!(what(b"PERF"), Some(NotPerfData::HeaderCut));
+        assert_eq!(what(b"PERFILE2garbage"), Some(NotPerfData::HeaderCut));
+        assert_eq!(what(&whole()[..HEADER - 1]), Some(NotPerfData::HeaderCut));
+        let mut reversed = whole();
+        reversed[..8].copy_from_slice(MAGIC_REVERSED);
+        assert_eq!(what(&reversed), Some(NotPerfData::BigEndian));
+        assert_eq!(what(&whole()), None);
+        assert_eq!(what(&whole()[..HEADER]), None);
+        // Should one get this far, it is refused all the same.
+        assert!(View::new(file_of(&[0u8; 200])).is_err());
     }
 
     #[test]

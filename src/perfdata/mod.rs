@@ -5,6 +5,9 @@
 //! order; each record's bytes then go through the live perf backend's own
 //! decoder, so a recording is paired, filtered and symbolized as a live
 //! trace of the whole system is.
+//!
+//! Its errors never quote the file: a file that is not a perf.data may
+//! be any file the user can name, so what it is not is said in words.
 
 mod cut;
 mod tracing;
@@ -29,6 +32,7 @@ use crate::perf::sys::{
     RECORD_SAMPLE, SAMPLE_CALLCHAIN, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER,
 };
 use crate::report::{Place, Span, escape};
+use crate::tracepoint::sched::SchedFields;
 use crate::tracepoint::{EventFormat, Tracefs};
 
 /// The `perf record` command whose file this source reads.
@@ -93,18 +97,22 @@ impl RecordedSource {
         let meta = f
             .metadata()
             .with_context(|| format!("reading {}", path.display()))?;
+        let shown = path.display();
         if !meta.is_file() {
-            bail!("{}: not a regular file", path.display());
+            bail!("{shown}: not a regular file");
         }
-        let (view, repair) =
-            View::new(f).with_context(|| format!("{} cannot be read", path.display()))?;
+        if let Some(not) =
+            cut::identify(&f, meta.len()).with_context(|| format!("reading {shown}"))?
+        {
+            bail!("{shown} {not}");
+        }
+        let (view, repair) = View::new(f).with_context(|| format!("{shown} cannot be read"))?;
         let PerfFileReader {
             perf_file: file,
             record_iter: records,
         } = contained(|| PerfFileReader::parse_file(BufReader::new(view)))
-            .and_then(|r| r.map_err(anyhow::Error::from))
-            .with_context(|| format!("{}: not a perf.data file perf can read", path.display()))?;
-        let shown = path.display();
+            .and_then(|r| r.map_err(|e| anyhow::anyhow!(in_words(&e))))
+            .with_context(|| format!("{shown} is a malformed perf.data file"))?;
         if file.endian() != native_endian() {
             bail!("{shown} was recorded on a machine of another byte order");
         }
@@ -185,8 +193,7 @@ impl RecordedSource {
         for at in [switch_at, waking_at] {
             ensure!(
                 attrs[at].ids().len() <= MAX_IDS,
-                "{shown}: an event with {} ids (at most {MAX_IDS})",
-                attrs[at].ids().len()
+                "{shown}: an event has more than {MAX_IDS} ids"
             );
         }
         // One decoder per record layout (sample type and user registers),
@@ -209,15 +216,21 @@ impl RecordedSource {
                 "{shown}: its events have more than {MAX_LAYOUTS} record layouts"
             );
             let event = escape(a.name().unwrap_or("an event").as_bytes(), Place::Quoted);
-            let unreadable = |e: anyhow::Error| {
+            let unreadable = |why: &str| {
                 anyhow::anyhow!(
-                    "{shown}: the samples of {event} cannot be read ({e:#}); record them \
+                    "{shown}: the samples of {event} cannot be read ({why}); record them \
                      with:\n    {RECORD_COMMAND}"
                 )
             };
-            let mut d = Decoder::new(sample_type, &switch, &waking).map_err(unreadable)?;
+            // The formats were checked (see `formats`): what fails here is
+            // the samples' layout, said without its values.
+            let mut d = Decoder::new(sample_type, &switch, &waking).map_err(|_| {
+                unreadable("they lack a field this tool needs, or carry one it cannot walk")
+            })?;
             if sample_type & SAMPLE_REGS_USER != 0 {
-                d.set_user_regs(regs).map_err(unreadable)?;
+                d.set_user_regs(regs).map_err(|_| {
+                    unreadable("their user registers lack BP, SP or IP, which unwinding needs")
+                })?;
             }
             for (at, tp) in [
                 (switch_at, Tracepoint::Switch),
@@ -358,7 +371,7 @@ impl RecordedSource {
                     return;
                 }
                 Err(e) => {
-                    self.cut_short = Some(e.to_string());
+                    self.cut_short = Some(in_words(&e));
                     self.done = true;
                     return;
                 }
@@ -514,14 +527,49 @@ fn contained<T>(f: impl FnOnce() -> T) -> Result<T> {
     std::panic::set_hook(Box::new(|_| {}));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     std::panic::set_hook(hook);
-    result.map_err(|panic| {
-        let why = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        anyhow::anyhow!("the perf.data parser failed on it: {why}")
-    })
+    // Not the panic's message, which may quote what the parser read.
+    result.map_err(|_| anyhow::anyhow!("the perf.data parser failed on it"))
+}
+
+/// What an error of the perf.data parser says is wrong with the file, in
+/// words that quote none of it (its magic, say, or its values).
+fn in_words(e: &linux_perf_data::Error) -> String {
+    use linux_perf_data::{Error, ReadError};
+    match e {
+        Error::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            "it is cut short".to_string()
+        }
+        // The system's own words (EIO, say), never the file's.
+        Error::IoError(io) => match io.raw_os_error() {
+            Some(code) => format!(
+                "it cannot be read: {}",
+                std::io::Error::from_raw_os_error(code)
+            ),
+            None => format!("it cannot be read: {}", io.kind()),
+        },
+        Error::UnrecognizedMagicValue(_) => "it is not a perf.data file".to_string(),
+        Error::Read(part) => match part {
+            ReadError::PerfHeader => "its header is cut short or malformed",
+            ReadError::AttrsSection | ReadError::PerfEventAttr => {
+                "its event attributes are cut short or malformed"
+            }
+            ReadError::PerfEventHeader | ReadError::PerfEventData => {
+                "a record is cut short or malformed"
+            }
+            _ => "one of its sections is cut short or malformed",
+        }
+        .to_string(),
+        Error::NoAttributes => "it describes no events".to_string(),
+        Error::InconsistentAttributeSizes(..) => {
+            "its event attributes disagree on their size".to_string()
+        }
+        Error::NoIdentifierDespiteMultiEvent(_)
+        | Error::InconsistentSampleIdAllWithMultiEvent(_) => {
+            "its events' records cannot be told apart".to_string()
+        }
+        Error::InvalidPerfEventSize => "a record is shorter than its own header".to_string(),
+        _ => "one of its sections is malformed".to_string(),
+    }
 }
 
 fn native_endian() -> Endianness {
@@ -534,12 +582,22 @@ fn native_endian() -> Endianness {
 
 /// The formats of the two tracepoints: from the file's tracing data, else
 /// from this machine's tracefs (right only for a file recorded on this
-/// kernel).
+/// kernel). Either has every field the decoder reads.
 fn formats(file: &PerfFile, path: &Path) -> Result<(EventFormat, EventFormat)> {
     if let Some(data) = file.feature_section_data(Feature::TRACING_DATA) {
+        // The outermost message only, which says what part was malformed:
+        // the inner ones may quote the format text.
         let found = tracing::event_formats(data, "sched", &["sched_switch", "sched_waking"])
-            .with_context(|| format!("reading the tracing data of {}", path.display()))?;
+            .map_err(|e| anyhow::anyhow!("reading the tracing data of {}: {e}", path.display()))?;
         if let [Some(switch), Some(waking)] = <[_; 2]>::try_from(found).unwrap_or([None, None]) {
+            // Said without the fields the formats have, which are the file's.
+            SchedFields::new(&switch, &waking).map_err(|_| {
+                anyhow::anyhow!(
+                    "{}: its formats of sched_switch and sched_waking lack a field this tool \
+                     reads",
+                    path.display()
+                )
+            })?;
             return Ok((switch, waking));
         }
     }
@@ -549,10 +607,12 @@ fn formats(file: &PerfFile, path: &Path) -> Result<(EventFormat, EventFormat)> {
             path.display()
         )
     })?;
-    Ok((
+    let (switch, waking) = (
         tracefs.event_format("sched", "sched_switch")?,
         tracefs.event_format("sched", "sched_waking")?,
-    ))
+    );
+    SchedFields::new(&switch, &waking).context("this machine's tracepoint formats")?;
+    Ok((switch, waking))
 }
 
 #[cfg(test)]
@@ -591,16 +651,62 @@ mod tests {
     #[test]
     fn a_file_that_is_not_perf_data_is_an_error_naming_it() {
         let path = std::env::temp_dir().join(format!("offwake-notperf-{}", std::process::id()));
-        std::fs::write(
-            &path,
-            b"not a perf.data file at all, but long enough to be read",
-        )
-        .unwrap();
-        let err = format!(
-            "{:#}",
-            RecordedSource::open(&path, None).err().expect("an error")
-        );
-        assert!(err.contains(&path.display().to_string()), "{err}");
+        let content = b"secret: not a perf.data file at all, but long enough to be read";
+        let shown = path.display().to_string();
+        for (bytes, says) in [
+            (&content[..], "is not a perf.data file"),
+            (&content[..3], "is not a perf.data file"),
+            (b"", "is an empty file, not a perf.data file"),
+            (
+                b"PERFILE2\x68\0\0\0secret",
+                "is cut short: it ends inside its perf.data header",
+            ),
+        ] {
+            std::fs::write(&path, bytes).unwrap();
+            let err = format!(
+                "{:#}",
+                RecordedSource::open(&path, None).err().expect("an error")
+            );
+            assert!(err.starts_with(&format!("{shown} {says}")), "{err}");
+            assert!(
+                !err.contains("secret") && !err.contains("[115, 101"),
+                "{err}"
+            );
+        }
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn parser_errors_are_said_without_the_file_s_values() {
+        use linux_perf_data::{Error, ReadError};
+        let eof = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        let eio = std::io::Error::from_raw_os_error(libc::EIO);
+        let eio_says = format!(
+            "it cannot be read: {}",
+            std::io::Error::from_raw_os_error(libc::EIO)
+        );
+        for (e, says) in [
+            (
+                Error::UnrecognizedMagicValue(*b"root:*:1"),
+                "it is not a perf.data file",
+            ),
+            (Error::IoError(eof), "it is cut short"),
+            (Error::IoError(eio), eio_says.as_str()),
+            (
+                Error::Read(ReadError::PerfHeader),
+                "its header is cut short or malformed",
+            ),
+            (
+                Error::Read(ReadError::PerfEventAttr),
+                "its event attributes are cut short or malformed",
+            ),
+            (
+                Error::InconsistentAttributeSizes(987654, 123456),
+                "its event attributes disagree on their size",
+            ),
+            (Error::StringUtf8, "one of its sections is malformed"),
+        ] {
+            assert_eq!(in_words(&e), says, "{e:?}");
+        }
     }
 }

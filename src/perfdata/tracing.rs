@@ -65,10 +65,9 @@ pub(crate) fn event_formats(
                 continue;
             };
             if let Some(i) = names.iter().position(|n| *n == name.trim()) {
-                found[i] = Some(
-                    EventFormat::parse(text)
-                        .with_context(|| format!("tracing data: the format of {system}:{name}"))?,
-                );
+                found[i] = Some(EventFormat::parse(text).with_context(|| {
+                    format!("tracing data: the format of {system}:{}", names[i])
+                })?);
             }
         }
     }
