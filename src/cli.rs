@@ -74,7 +74,9 @@ pub(crate) const MAX_DWARF_SIZE: u32 = 65528;
     long_about = "Summarize blocked time by off-CPU stack + waker stack, without eBPF.\n\n\
         Reads the sched:sched_switch and sched:sched_waking tracepoints with \
         callchains through perf_event_open(2), pairs them per thread and prints \
-        what bcc's offwaketime prints. Needs root (or CAP_PERFMON and tracefs access).",
+        what bcc's offwaketime prints. Needs root (or CAP_PERFMON and tracefs access).\n\n\
+        offwake-perf's own threads are never traced as targets; where one of them \
+        wakes a traced thread, the report names it as the waker and a NOTE counts it.",
     after_help = EXAMPLES,
     after_long_help = EXAMPLES,
     override_usage = USAGE
@@ -572,6 +574,15 @@ mod tests {
         assert!(e.contains("is too large"), "{e}");
         let help = Cli::command().render_long_help().to_string();
         assert!(help.contains("Whole seconds to trace"), "{help}");
+    }
+
+    #[test]
+    fn help_says_the_tools_own_threads_are_no_targets() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(
+            help.contains("offwake-perf's own threads are never traced as targets"),
+            "{help}"
+        );
     }
 
     /// The usage shown with an error is a valid command line, in both

@@ -279,3 +279,44 @@ fn past_the_event_budget_per_cpu_events_trace_the_same_threads() {
         "blocks of other threads:\n{out}"
     );
 }
+
+/// Tracing the whole system, the tool's own threads are never targets
+/// (as wakers they stay): none of the threads it had while it ran, its
+/// main thread included, which blocks every round, heads an entry.
+#[test]
+fn the_tools_own_threads_are_never_targets() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    for backend in ["perf", "tracefs"] {
+        let tracer = start_traced(&["--backend", backend, "-K", "1"]);
+        let pid = tracer.child.id();
+        let mut own = std::collections::BTreeSet::from([pid]);
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(900);
+        while std::time::Instant::now() < until {
+            if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+                own.extend(
+                    dir.flatten()
+                        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()),
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let (out, err) = tracer.finish();
+        let blocks = parse_default(&out);
+        assert!(
+            blocks.len() > 3,
+            "{backend}: too little traced:\n{out}\n{err}"
+        );
+        let mine: Vec<&Block> = blocks
+            .iter()
+            .filter(|b| own.contains(&b.target_tid))
+            .collect();
+        assert!(
+            mine.is_empty(),
+            "{backend}: the tool's own threads {own:?} are targets: {mine:#?}"
+        );
+    }
+}

@@ -162,40 +162,44 @@ impl Stats {
             ));
         }
         if self.switch_ins_from_backstop > 0 && !switch_ins_from_records {
+            let n = self.switch_ins_from_backstop;
+            let (they_were, those) = if n == 1 {
+                ("it was", "that interval")
+            } else {
+                ("they were", "those intervals")
+            };
             out.push(format!(
-                "NOTE: the kernel's sched_switch did not report {} switch-ins; they were \
-                 taken from perf context-switch records. Wakeups the kernel did not report \
-                 either leave those intervals without a waker.",
-                self.switch_ins_from_backstop
+                "NOTE: the kernel's sched_switch did not report {}; {they_were} taken from \
+                 perf context-switch records. Wakeups the kernel did not report either leave \
+                 {those} without a waker.",
+                counted(n, "switch-in", "switch-ins")
             ));
         }
         if self.switch_in_unseen > 0 {
             out.push(format!(
-                "NOTE: {} intervals were dropped: their thread ran again but the kernel \
-                 never reported the switch-in that ended them (some kernels skip \
-                 sched_switch when a CPU leaves its idle task, or while certain tasks run).",
-                self.switch_in_unseen
+                "NOTE: {} dropped: their thread ran again but the kernel never reported the \
+                 switch-in that ended them (some kernels skip sched_switch when a CPU leaves \
+                 its idle task, or while certain tasks run).",
+                counted(self.switch_in_unseen, "interval was", "intervals were")
             ));
         }
         if let Some(note) = self.wakeup_unseen_note() {
             out.push(note);
         }
         if self.woken_by_self > 0 {
-            let n = self.woken_by_self;
             out.push(format!(
-                "NOTE: offwake-perf's own threads woke traced threads, ending {n} blocked \
-                 interval{} ({} us): those entries are the tracer's doing, not the traced \
-                 program's.",
-                if n == 1 { "" } else { "s" },
+                "NOTE: offwake-perf's own threads woke traced threads, ending {} ({} us): \
+                 those entries are the tracer's doing, not the traced program's.",
+                counted(self.woken_by_self, "blocked interval", "blocked intervals"),
                 self.woken_by_self_us
             ));
         }
         if self.switch_in_unknown > 0 {
             out.push(format!(
-                "NOTE: {} intervals were dropped: their thread ran again, but when it had \
-                 switched in could not be told (it was already running when tracing \
-                 began, or records may have been lost).",
-                self.switch_in_unknown
+                "NOTE: {} dropped: their thread ran again, but when it had switched in \
+                 could not be told (it was already running when tracing began, or records \
+                 may have been lost).",
+                counted(self.switch_in_unknown, "interval was", "intervals were")
             ));
         }
         out
@@ -235,6 +239,11 @@ impl Stats {
              with -p, see the README on threads created during tracing)."
         ))
     }
+}
+
+/// `n` and what is counted, in the singular or plural.
+fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The result of a run.
@@ -1000,6 +1009,45 @@ mod tests {
         v.dedup();
         v
     }
+    #[test]
+    fn notes_count_in_the_singular_and_the_plural() {
+        let notes = |stats: Stats| stats.notes(false, "--mmap-pages").join("\n");
+        let one = notes(Stats {
+            switch_ins_from_backstop: 1,
+            switch_in_unseen: 1,
+            switch_in_unknown: 1,
+            woken_by_self: 1,
+            woken_by_self_us: 7,
+            ..Stats::default()
+        });
+        for want in [
+            "did not report 1 switch-in; it was taken",
+            "leave that interval without",
+            "NOTE: 1 interval was dropped: their thread ran again but",
+            "NOTE: 1 interval was dropped: their thread ran again, but",
+            "ending 1 blocked interval (7 us)",
+        ] {
+            assert!(one.contains(want), "{want:?} not in:\n{one}");
+        }
+        let many = notes(Stats {
+            switch_ins_from_backstop: 2,
+            switch_in_unseen: 3,
+            switch_in_unknown: 4,
+            woken_by_self: 5,
+            woken_by_self_us: 9,
+            ..Stats::default()
+        });
+        for want in [
+            "did not report 2 switch-ins; they were taken",
+            "leave those intervals without",
+            "NOTE: 3 intervals were dropped",
+            "NOTE: 4 intervals were dropped",
+            "ending 5 blocked intervals (9 us)",
+        ] {
+            assert!(many.contains(want), "{want:?} not in:\n{many}");
+        }
+    }
+
     #[test]
     fn own_tasks_are_never_targets_and_are_named_as_wakers() {
         // 100 (and its thread 101) is the tool; 400 a helper it forked.
