@@ -121,8 +121,9 @@ struct Attached {
     source: Source,
     /// The command of `-- COMMAND`, running.
     child: Option<Child>,
-    /// The thread that started it, whose events it inherits: it stays
-    /// until tracing stops.
+    /// The thread that started it, whose events it inherits. It stays
+    /// until the report is out: a command still running then may have
+    /// asked for a signal when its parent thread exits (`PR_SET_PDEATHSIG`).
     launched: Option<command::Launched>,
     /// What was known about threads before the first event.
     tasks: TaskTable,
@@ -243,6 +244,7 @@ struct Traced {
     source: Source,
     plan: Plan,
     child: Option<Child>,
+    launched: Option<command::Launched>,
     /// The command's status, when it ended or was taken as tracing ended.
     child_status: Option<ExitStatus>,
     /// After a signal, how long the command may take to give its status.
@@ -364,7 +366,6 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
     }
     timing::mark("trace");
     source.finish(&mut sink)?;
-    drop(launched);
     timing::mark("drain.finish");
     if let Some(u) = &sink.unwinder
         && timing::enabled()
@@ -393,6 +394,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         source,
         plan,
         child,
+        launched,
         child_status,
         grace_until,
         result: aggregator.finish(),
@@ -415,6 +417,7 @@ fn report(traced: Traced) -> Result<Outcome> {
         source,
         plan,
         mut child,
+        launched,
         child_status,
         grace_until,
         result,
@@ -506,6 +509,7 @@ fn report(traced: Traced) -> Result<Outcome> {
     crate::sys::child::take_left()
         .iter()
         .for_each(|job| (job.run)());
+    drop(launched);
     Ok(Outcome { command })
 }
 
