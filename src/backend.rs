@@ -160,6 +160,16 @@ impl Source {
         }
     }
 
+    /// Keeps the wakeups of `tid`, a task just created by a traced one
+    /// (the command), from now on rather than from the next round. The
+    /// tracefs backend follows new tasks in the kernel already.
+    pub(crate) fn follow_now(&mut self, tid: u32) -> Result<()> {
+        match self {
+            Source::Perf(p) => p.follow_now(tid),
+            Source::Tracefs(_) | Source::Recorded(_) => Ok(()),
+        }
+    }
+
     /// True when samples carry user stack copies to unwind
     /// ([`crate::event::UserCopy`]).
     pub(crate) fn copies_user_stacks(&self) -> bool {

@@ -171,7 +171,7 @@ fn attach(mut plan: Plan) -> Result<Attached> {
     }
     install_signal_handlers()?;
     timing::mark("attach.maps");
-    let (source, notes) = Source::open(&plan, &tracefs, kallsyms.as_ref())?;
+    let (mut source, notes) = Source::open(&plan, &tracefs, kallsyms.as_ref())?;
     timing::mark("attach");
     if let Some(at) = timing::since_launch() {
         // Said at once: scripts wait for this line to start their load.
@@ -192,6 +192,12 @@ fn attach(mut plan: Plan) -> Result<Attached> {
     let (child, launched) = match launcher.map(command::Launcher::release).transpose()? {
         Some((child, launched)) => {
             plan.command_started(child.id());
+            // Its wakeups were kept from its creation only where the
+            // kernel's next pids could be forecast (not in a PID namespace
+            // other than the initial one): from now on, in any case.
+            if let Err(e) = source.follow_now(child.id()) {
+                diag!("offwake-perf: warning: {e:#}");
+            }
             // Started by this process, the command began in its root,
             // which is known even if it is gone before its first event.
             maps.hold_own_root_for(child.id());

@@ -760,6 +760,16 @@ impl PerfBackend {
         }
     }
 
+    /// See [`crate::backend::Source::follow_now`].
+    pub(crate) fn follow_now(&mut self, tid: u32) -> Result<()> {
+        if let Some(t) = self.threads.as_mut() {
+            t.add_wakee(&mut self.cpus, tid)
+                .map_err(|e| anyhow!("{e:#}"))
+                .with_context(|| format!("keeping the wakeups of thread {tid}"))?;
+        }
+        Ok(())
+    }
+
     /// See [`crate::backend::Source::copies_user_stacks`].
     pub(crate) fn copies_user_stacks(&self) -> bool {
         self.decoder.sample_type() & sys::SAMPLE_STACK_USER != 0

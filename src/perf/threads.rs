@@ -408,6 +408,17 @@ impl Threads {
         }
     }
 
+    /// Keeps the wakeups of `tid` from now on, without waiting for the
+    /// record of its creation (or the forecast, which has none in a PID
+    /// namespace other than the initial one).
+    pub(super) fn add_wakee(&mut self, cpus: &mut [CpuRing], tid: u32) -> Result<(), OpenFailure> {
+        if self.wakees.contains(tid) {
+            return Ok(());
+        }
+        self.wakees.add(tid);
+        self.update_wakee_filter(cpus)
+    }
+
     /// Gives the kernel the current `sched_waking` filter if it changed.
     ///
     /// The kernel takes a perf event's filter only once, so the events are
