@@ -73,17 +73,6 @@ pub(crate) fn parse_stat(raw: &[u8]) -> Option<StatInfo> {
     })
 }
 
-/// The threads of process `pid`, from `/proc/PID/task` (empty when it is
-/// gone).
-pub(crate) fn threads_of(pid: u32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .collect()
-}
-
 fn numeric_entries(dir: &Path) -> Vec<u32> {
     let Ok(read) = fs::read_dir(dir) else {
         return Vec::new();

@@ -764,7 +764,6 @@ impl PerfBackend {
     pub(crate) fn follow_now(&mut self, tid: u32) -> Result<()> {
         if let Some(t) = self.threads.as_mut() {
             t.add_wakee(&mut self.cpus, tid)
-                .map_err(|e| anyhow!("{e:#}"))
                 .with_context(|| format!("keeping the wakeups of thread {tid}"))?;
         }
         Ok(())

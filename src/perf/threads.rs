@@ -473,7 +473,7 @@ impl Threads {
             // The threads are in the filters already; those the processes
             // create from now on join them from their fork records.
             for &pid in processes {
-                for tid in crate::aggregate::tasks::threads_of(pid) {
+                for tid in crate::sys::proc::threads_of(pid) {
                     self.wakees.add(tid);
                 }
             }
@@ -488,7 +488,7 @@ impl Threads {
         for _ in 0..16 {
             let mut new = Vec::new();
             for &pid in processes {
-                for tid in crate::aggregate::tasks::threads_of(pid) {
+                for tid in crate::sys::proc::threads_of(pid) {
                     if !self.tasks.contains_key(&tid) {
                         new.push(tid);
                     }

@@ -35,7 +35,7 @@ pub(crate) fn is_helper(pid: u32) -> bool {
 /// The pids of the tasks that are this process's own now: its threads
 /// and its helpers.
 pub(crate) fn tasks_now() -> Vec<u32> {
-    let mut pids = crate::aggregate::tasks::threads_of(std::process::id());
+    let mut pids = super::proc::threads_of(std::process::id());
     let n = COUNT.load(Ordering::Acquire).min(MAX_HELPERS);
     pids.extend(HELPERS[..n].iter().map(|slot| slot.load(Ordering::Acquire)));
     pids.retain(|&p| p != 0);

@@ -1,6 +1,7 @@
 //! Facts about tasks read from `/proc` with the `procfs` crate: a task's
 //! process and parent, and a process's start time and state. Every answer
-//! is `None` when the task is gone or its file cannot be parsed.
+//! is `None` when the task is gone or its file cannot be parsed. Also a
+//! process's threads, from `/proc/PID/task`.
 //!
 //! Three readers stay hand-written, where procfs would be wrong:
 //! - a task's `stat` for its comm ([`crate::aggregate::tasks`]): procfs
@@ -14,6 +15,17 @@
 use std::path::Path;
 
 use procfs::process::Process;
+
+/// The threads of process `pid`, from `/proc/PID/task` (empty when it is
+/// gone).
+pub(crate) fn threads_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .collect()
+}
 
 fn task(pid: u32) -> Option<Process> {
     Process::new(i32::try_from(pid).ok()?).ok()
