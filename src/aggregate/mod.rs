@@ -505,14 +505,15 @@ impl Aggregator {
         }
     }
 
+    /// True when task `tid` of process `tgid` is one of the tool's own.
+    fn is_own(&self, tid: u32, tgid: u32) -> bool {
+        self.config.own.is_some_and(|own| own.contains(tid, tgid))
+    }
+
     /// `named` is what [`Aggregator::tally_key`] said of that thread. The
     /// tool's own tasks never are.
     fn is_target(&mut self, s: &Switch, named: Option<u32>) -> bool {
-        if self
-            .config
-            .own
-            .is_some_and(|own| own.contains(s.prev_tid, s.prev_tgid))
-        {
+        if self.is_own(s.prev_tid, s.prev_tgid) {
             return false;
         }
         let selected = match &self.config.threads {
@@ -732,12 +733,7 @@ impl Aggregator {
             waker_kernel: waker.kernel,
             waker_user: waker.user,
         };
-        if waker.context == WakeContext::Task
-            && self
-                .config
-                .own
-                .is_some_and(|own| own.contains(waker.tid, waker.tgid))
-        {
+        if waker.context == WakeContext::Task && self.is_own(waker.tid, waker.tgid) {
             self.stats.woken_by_self += 1;
             self.stats.woken_by_self_us = self.stats.woken_by_self_us.saturating_add(us);
         }
