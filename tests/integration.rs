@@ -11,6 +11,7 @@ mod exit_status;
 mod filters;
 mod formats;
 mod hostile;
+mod layout;
 mod live;
 mod loss;
 mod names;
