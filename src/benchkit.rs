@@ -10,15 +10,15 @@ use anyhow::{Context, Result};
 
 use crate::aggregate::{Aggregator, Config, TaskTable};
 use crate::event::Event;
-use crate::perf::record::{Decoder, Tracepoint};
-use crate::perf::ring::extract_records;
-use crate::perf::sys::{
+use crate::plan::{Stacks, Targets};
+use crate::source::perf::record::{Decoder, Tracepoint};
+use crate::source::perf::ring::extract_records;
+use crate::source::perf::sys::{
     CONTEXT_KERNEL, CONTEXT_USER, RECORD_SAMPLE, SAMPLE_CALLCHAIN, SAMPLE_CPU, SAMPLE_IDENTIFIER,
     SAMPLE_RAW, SAMPLE_TID, SAMPLE_TIME,
 };
-use crate::plan::{Stacks, Targets};
-use crate::reorder::Reorder;
-use crate::tracepoint::{EventFormat, Tracefs};
+use crate::source::reorder::Reorder;
+use crate::source::tracepoint::{EventFormat, Tracefs};
 
 const ST: u64 =
     SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_CALLCHAIN | SAMPLE_RAW;

@@ -244,7 +244,7 @@ impl Cli {
         if cli.backend == Backend::Tracefs
             && let Some(pages) = cli.mmap_pages
         {
-            use crate::tracefs::backend::{max_buffer_pages, too_many_pages};
+            use crate::source::tracefs::backend::{max_buffer_pages, too_many_pages};
             let max = max_buffer_pages(crate::sys::host::page_size());
             if pages > max {
                 return Err(
@@ -509,7 +509,7 @@ mod tests {
 
     #[test]
     fn tracefs_buffer_capped() {
-        let max = crate::tracefs::backend::max_buffer_pages(crate::sys::host::page_size());
+        let max = crate::source::tracefs::backend::max_buffer_pages(crate::sys::host::page_size());
         let max = max.to_string();
         assert!(parse(&["--backend", "tracefs", "--mmap-pages", &max]).is_ok());
         let over = (2 * max.parse::<usize>().unwrap()).to_string();

@@ -1,7 +1,7 @@
 //! Backend-neutral events: the one vocabulary every backend (perf, tracefs)
 //! emits and everything downstream (aggregate, symbolize) consumes.
 //!
-//! Events are delivered in global timestamp order (see [`crate::reorder`]).
+//! Events are delivered in global timestamp order (see [`crate::source::reorder`]).
 //! Times are nanoseconds of `CLOCK_MONOTONIC`, shared by all CPUs.
 
 use std::borrow::{Borrow, Cow};

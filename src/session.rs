@@ -17,18 +17,18 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail};
 
 use crate::aggregate::{self, Aggregator, StackRef, StackTable, TaskTable};
-use crate::backend::Source;
 use crate::cli::Cli;
 use crate::command;
 use crate::diag::diag;
 use crate::event::{Event, EventSink, SourceStats};
 use crate::kallsyms::Preload;
-use crate::perfdata::RecordedSource;
 use crate::plan::{Plan, Targets};
 use crate::report::{self, Frame, Frames, Output, ReportOptions, ResolvedEntry, Span};
+use crate::source::Source;
+use crate::source::perfdata::RecordedSource;
+use crate::source::tracepoint::Tracefs;
 use crate::symbolize::{ProcessMaps, Symbol, Symbolizer, UserStack};
 use crate::timing;
-use crate::tracepoint::Tracefs;
 use crate::unwind::Unwinder;
 
 /// Set by SIGINT/SIGTERM: stop tracing and print the report.
@@ -141,7 +141,7 @@ fn attach(mut plan: Plan) -> Result<Attached> {
     let tracefs = Tracefs::open()?;
     timing::mark("attach.tracefs");
     // Whatever the backend: one listing of `instances/`.
-    let stale = crate::tracefs::instance::remove_stale(&tracefs);
+    let stale = crate::source::tracefs::instance::remove_stale(&tracefs);
     if !stale.is_empty() {
         diag!(
             "offwake-perf: removed {} ftrace instance(s) left behind by earlier runs that \

@@ -18,7 +18,7 @@
 //!
 //! The directory also holds small files of other facts about the boot
 //! ([`CacheDir::read_small`], [`CacheDir::write_small`]; see
-//! `crate::perf::abilities`), checked and written the same way.
+//! `crate::source::perf::abilities`), checked and written the same way.
 
 use std::ffi::{CString, OsStr};
 use std::io::{Read, Write};
@@ -33,7 +33,7 @@ use nix::sys::stat::{Mode, SFlag, fstat, mkdirat};
 
 use super::Tables;
 use crate::bytes::{u32_at, u64_at};
-use crate::probes::ProbeRanges;
+use crate::source::probes::ProbeRanges;
 use crate::symbolize::kernel::{self, KernelSymbols};
 
 const FILE: &str = "kallsyms";

@@ -1,6 +1,6 @@
 //! `/proc/kallsyms`: reading it (streamed to a parser thread, or from a
 //! per-boot [`cache`]), and splitting its lines into symbols.
-//! Shared by the backends' trimming of tracing frames ([`crate::probes`])
+//! Shared by the backends' trimming of tracing frames ([`crate::source::probes`])
 //! and by kernel symbolization ([`crate::symbolize`]), which get their
 //! tables from one reading on a thread started before tracing
 //! ([`Preload`]).
@@ -12,7 +12,7 @@ use anyhow::{Context, Result, anyhow};
 
 pub(crate) mod cache;
 
-use crate::probes::ProbeRanges;
+use crate::source::probes::ProbeRanges;
 use crate::symbolize::kernel::KernelSymbols;
 
 /// One line: `ffffffff81000000 T name [module]`.
@@ -135,7 +135,7 @@ fn read_streamed(
 /// [`Tables`] built in one pass over a listing's lines.
 #[derive(Default)]
 struct TablesBuilder {
-    probes: crate::probes::ProbeBuilder,
+    probes: crate::source::probes::ProbeBuilder,
     symbols: crate::symbolize::kernel::SymbolsBuilder,
 }
 

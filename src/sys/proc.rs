@@ -9,7 +9,7 @@
 //! - `/proc/PID/maps` ([`crate::symbolize::maps`]): procfs slices a path
 //!   that begins with `/SYSV` at fixed offsets, so a file a traced process
 //!   names so could panic the tool;
-//! - `/proc/self/mounts` ([`crate::tracepoint`]): procfs does not decode
+//! - `/proc/self/mounts` ([`crate::source::tracepoint`]): procfs does not decode
 //!   `\040`, so a mount point with a space would be misread.
 
 use std::path::Path;

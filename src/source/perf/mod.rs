@@ -4,7 +4,7 @@
 //! delivered in global time order.
 //!
 //! Layout: [`sys`] wraps the syscall and ioctls, [`ring`] reads the ring
-//! buffers, [`record`] decodes records; [`crate::reorder`] merges the CPUs.
+//! buffers, [`record`] decodes records; [`crate::source::reorder`] merges the CPUs.
 
 mod abilities;
 pub(crate) mod filter;
@@ -32,9 +32,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use crate::event::{Event, EventKind, EventSink, Lost, SourceStats};
 use crate::kallsyms::Preload;
 use crate::plan::{Follow, Stacks, Targets};
-use crate::reorder::{Reorder, Rounds};
+use crate::source::reorder::{Reorder, Rounds};
+use crate::source::tracepoint::{EventFormat, Tracefs};
 use crate::sys::host::{self, online_cpus};
-use crate::tracepoint::{EventFormat, Tracefs};
 use record::{Decoder, Tracepoint};
 use ring::Ring;
 use threads::{TaskCpu, TaskEvent, Threads};
@@ -760,7 +760,7 @@ impl PerfBackend {
         }
     }
 
-    /// See [`crate::backend::Source::follow_now`].
+    /// See [`crate::source::Source::follow_now`].
     pub(crate) fn follow_now(&mut self, tid: u32) -> Result<()> {
         if let Some(t) = self.threads.as_mut() {
             t.add_wakee(&mut self.cpus, tid)
@@ -769,12 +769,12 @@ impl PerfBackend {
         Ok(())
     }
 
-    /// See [`crate::backend::Source::copies_user_stacks`].
+    /// See [`crate::source::Source::copies_user_stacks`].
     pub(crate) fn copies_user_stacks(&self) -> bool {
         self.decoder.sample_type() & sys::SAMPLE_STACK_USER != 0
     }
 
-    /// See [`crate::backend::Source::switch_ins_from_records`].
+    /// See [`crate::source::Source::switch_ins_from_records`].
     pub(crate) fn switch_ins_from_records(&self) -> bool {
         self.switch_ins == SwitchIns::Records
     }

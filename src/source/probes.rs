@@ -8,7 +8,7 @@
 use anyhow::Result;
 
 use crate::kallsyms;
-use crate::tracepoint::sched::Tracepoint;
+use crate::source::tracepoint::sched::Tracepoint;
 
 /// Address ranges of the functions between a tracepoint and the stack
 /// walker (`trace_event_raw_event_*`, `__traceiter_*`, …): ftrace's stack

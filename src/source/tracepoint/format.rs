@@ -347,11 +347,11 @@ mod tests {
     use super::*;
 
     const SWITCH: &str =
-        include_str!("../../tests/fixtures/tracefs/events/sched/sched_switch/format");
+        include_str!("../../../tests/fixtures/tracefs/events/sched/sched_switch/format");
     const WAKING: &str =
-        include_str!("../../tests/fixtures/tracefs/events/sched/sched_waking/format");
+        include_str!("../../../tests/fixtures/tracefs/events/sched/sched_waking/format");
     const EXEC: &str =
-        include_str!("../../tests/fixtures/tracefs/events/sched/sched_process_exec/format");
+        include_str!("../../../tests/fixtures/tracefs/events/sched/sched_process_exec/format");
 
     #[test]
     fn parses_real_sched_switch() {

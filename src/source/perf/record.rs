@@ -11,11 +11,11 @@ use super::sys::*;
 use super::wire::{Record, RecordParser, Sample, WireError};
 use crate::bytes::u64s;
 use crate::event::{Callchain, ChainCache, Event, EventKind, Ran, RanSince, UserCopy};
-use crate::probes::ProbeRanges;
-use crate::tracepoint::sched::SchedFields;
-use crate::tracepoint::{EventFormat, FieldError};
+use crate::source::probes::ProbeRanges;
+use crate::source::tracepoint::sched::SchedFields;
+use crate::source::tracepoint::{EventFormat, FieldError};
 
-pub(crate) use crate::tracepoint::sched::Tracepoint;
+pub(crate) use crate::source::tracepoint::sched::Tracepoint;
 
 /// A record that could not be made an event. Readers count these as
 /// malformed.
@@ -279,9 +279,9 @@ mod tests {
     use super::*;
     use crate::benchkit::{header, sample_body};
     use crate::event::{Exit, Fork, Lost, Mmap, SwitchIn};
-    use crate::perf::wire::SampleId;
+    use crate::source::perf::wire::SampleId;
+    use crate::source::tracepoint::{Field, Tracefs};
     use crate::sys::open::FileKey;
-    use crate::tracepoint::{Field, Tracefs};
 
     const ST: u64 =
         SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_CALLCHAIN | SAMPLE_RAW;
@@ -566,7 +566,7 @@ mod tests {
         }
         // A softirq run on an interrupt's exit: its stack passes the
         // interrupt entry code.
-        d.set_probes(crate::probes::ProbeRanges::from_kallsyms(
+        d.set_probes(crate::source::probes::ProbeRanges::from_kallsyms(
             "ffffffff81000100 T __irqentry_text_start\n\
              ffffffff81000120 T asm_common_interrupt\n\
              ffffffff81000140 T __irqentry_text_end\n",

@@ -19,9 +19,9 @@ use super::page::{self, HeaderLayout, Missed, PageLayout};
 use crate::event::{Event, EventKind, EventSink, Lost, SourceStats};
 use crate::kallsyms::Preload;
 use crate::plan::{Follow, Stacks, Targets};
-use crate::reorder::{Reorder, Rounds};
-use crate::tracepoint::Tracefs;
-use crate::tracepoint::sched::SchedFields;
+use crate::source::reorder::{Reorder, Rounds};
+use crate::source::tracepoint::Tracefs;
+use crate::source::tracepoint::sched::SchedFields;
 
 /// What to record.
 #[derive(Clone, Debug)]
@@ -68,7 +68,7 @@ impl TracefsBackend {
         let events = tracefs.root().join("events");
         let read = |name: &str| -> Result<String> {
             let path = events.join(name);
-            crate::tracepoint::read_file(&path)
+            crate::source::tracepoint::read_file(&path)
                 .with_context(|| format!("reading {}", path.display()))
         };
         let layout = PageLayout::parse(&read("header_page")?).context("parsing header_page")?;

@@ -89,7 +89,7 @@ impl PageLayout {
             if !line.starts_with("field") {
                 continue;
             }
-            let field = crate::tracepoint::format::parse_field(line)
+            let field = crate::source::tracepoint::format::parse_field(line)
                 .with_context(|| format!("header_page line {}", i + 1))?;
             let (name, offset, size) = (field.name.as_str(), field.offset, field.size);
             let slot = match name {

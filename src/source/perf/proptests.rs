@@ -23,7 +23,7 @@ use super::sys::*;
 use super::wire::SUPPORTED_SAMPLE_TYPE;
 use crate::event::EventKind;
 use crate::proptest_config::config;
-use crate::tracepoint::{EventFormat, Tracefs};
+use crate::source::tracepoint::{EventFormat, Tracefs};
 
 /// The sched_switch and sched_waking fixtures, read once.
 fn formats() -> &'static (EventFormat, EventFormat) {

@@ -11,11 +11,19 @@ use anyhow::{Result, bail};
 use crate::cli::Backend;
 use crate::event::{EventSink, SourceStats};
 use crate::kallsyms::Preload;
-use crate::perf::{PerfBackend, PerfConfig};
-use crate::perfdata::RecordedSource;
 use crate::plan::Plan;
-use crate::tracefs::backend::{TracefsBackend, TracefsConfig};
-use crate::tracepoint::Tracefs;
+
+pub(crate) mod perf;
+pub(crate) mod perfdata;
+pub(crate) mod probes;
+pub(crate) mod reorder;
+pub(crate) mod tracefs;
+pub(crate) mod tracepoint;
+
+use perf::{PerfBackend, PerfConfig};
+use perfdata::RecordedSource;
+use tracefs::backend::{TracefsBackend, TracefsConfig};
+use tracepoint::Tracefs;
 
 /// An open, recording backend.
 pub(crate) enum Source {

@@ -27,13 +27,13 @@ use linux_perf_data::{
 use self::cut::{DataCut, Repair, View};
 use crate::event::{EventKind, EventSink, SourceStats};
 use crate::kallsyms::Preload;
-use crate::perf::record::{Decoder, Tracepoint};
-use crate::perf::sys::{
+use crate::report::{Place, Span, escape};
+use crate::source::perf::record::{Decoder, Tracepoint};
+use crate::source::perf::sys::{
     RECORD_SAMPLE, SAMPLE_CALLCHAIN, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER,
 };
-use crate::report::{Place, Span, escape};
-use crate::tracepoint::sched::SchedFields;
-use crate::tracepoint::{EventFormat, Tracefs};
+use crate::source::tracepoint::sched::SchedFields;
+use crate::source::tracepoint::{EventFormat, Tracefs};
 
 /// The `perf record` command whose file this source reads.
 pub(crate) const RECORD_COMMAND: &str =

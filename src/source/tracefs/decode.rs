@@ -17,9 +17,9 @@ use anyhow::Result;
 use crate::bytes::u64s;
 use crate::event::{Callchain, Comm, CommChange, Event, EventKind, Fork};
 use crate::kallsyms::Preload;
-use crate::probes::ProbeRanges;
-use crate::tracepoint::sched::{SchedFields, Tracepoint};
-use crate::tracepoint::{EventFormat, Field, FieldError};
+use crate::source::probes::ProbeRanges;
+use crate::source::tracepoint::sched::{SchedFields, Tracepoint};
+use crate::source::tracepoint::{EventFormat, Field, FieldError};
 
 /// The `ftrace:kernel_stack` and `ftrace:user_stack` entry layouts.
 #[derive(Clone, Debug)]
@@ -417,7 +417,7 @@ fn words(raw: &[u8], offset: usize, max: usize) -> Vec<u64> {
 mod tests {
     use super::*;
     use crate::event::{RanSince, Switch, Waking};
-    use crate::tracepoint::Tracefs;
+    use crate::source::tracepoint::Tracefs;
 
     /// The formats of every entry the assembler reads, from the fixtures.
     struct Formats {

@@ -14,7 +14,7 @@
 use anyhow::{Context, Result, ensure};
 
 use crate::bytes::Cursor;
-use crate::tracepoint::EventFormat;
+use crate::source::tracepoint::EventFormat;
 
 const MAGIC: &[u8] = b"\x17\x08\x44tracing";
 
@@ -97,7 +97,7 @@ fn sized<'a>(c: &mut Cursor<'a>, max: u64) -> Result<&'a [u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tracepoint::Tracefs;
+    use crate::source::tracepoint::Tracefs;
 
     fn format_text(name: &str) -> String {
         let path = Tracefs::fixtures()

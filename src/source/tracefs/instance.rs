@@ -16,8 +16,8 @@ use anyhow::{Context, Result, bail};
 use super::guardian::{self, Guardian};
 use crate::diag::diag;
 use crate::plan::{Follow, Stacks};
+use crate::source::tracepoint::Tracefs;
 use crate::sys::proc;
-use crate::tracepoint::Tracefs;
 
 /// Prefix of our instances' names: `offwake-perf.<pid>.<start time>`.
 pub(crate) const NAME_PREFIX: &str = "offwake-perf.";

@@ -3,8 +3,8 @@
 //! what cannot be made sense of is an error (or, inside a page, a
 //! `truncated` page or a `malformed` count).
 //!
-//! Covered: the `format` parser ([`crate::tracepoint::format`]) and the typed field
-//! views built from it ([`crate::tracepoint::sched`]), the `header_page` /
+//! Covered: the `format` parser ([`crate::source::tracepoint::format`]) and the typed field
+//! views built from it ([`crate::source::tracepoint::sched`]), the `header_page` /
 //! `header_event` parsers and the ring-buffer page decoder
 //! ([`super::page`]), and the stack assembler ([`super::decode`]). Inputs
 //! are arbitrary text and bytes, and the real fixtures under
@@ -23,10 +23,10 @@ use proptest::prelude::*;
 use super::decode::{Assembler, ProcessFormats, StackFormats, TgidSource};
 use super::page::{HeaderLayout, PageLayout, decode_page};
 use crate::event::{Event, EventKind};
-use crate::probes::ProbeRanges;
 use crate::proptest_config::config;
-use crate::tracepoint::sched::SchedFields;
-use crate::tracepoint::{EventFormat, Field};
+use crate::source::probes::ProbeRanges;
+use crate::source::tracepoint::sched::SchedFields;
+use crate::source::tracepoint::{EventFormat, Field};
 
 macro_rules! fixture {
     ($path:literal) => {
@@ -388,7 +388,7 @@ proptest! {
         if let Ok(fmt) = EventFormat::parse(&text) {
             use_format(&fmt, &[&[], &[0xff; 64]]);
         }
-        let _ = crate::tracepoint::format::parse_field(&text);
+        let _ = crate::source::tracepoint::format::parse_field(&text);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The fallback backend: recording into a private ftrace instance
 //! ([`backend`]: [`instance`] sets it up, [`guardian`] removes it if we
 //! die, [`page`] decodes its buffer pages, [`decode`] turns entries into
-//! events). Finding tracefs and reading formats is [`crate::tracepoint`]'s.
+//! events). Finding tracefs and reading formats is [`crate::source::tracepoint`]'s.
 
 pub(crate) mod backend;
 pub(crate) mod decode;

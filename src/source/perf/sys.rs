@@ -46,7 +46,7 @@ fn ask_user_stack(a: &mut perf_event_attr, stack_user: u32) {
 }
 
 /// The only `read_format` used: a sample's `READ` part is then two words,
-/// the event's count and its `time_running` (see [`crate::perf::record`]).
+/// the event's count and its `time_running` (see [`crate::source::perf::record`]).
 pub(crate) const READ_FORMAT: u64 = b::PERF_FORMAT_TOTAL_TIME_RUNNING as u64;
 
 /// `PERF_RECORD_*` types.
