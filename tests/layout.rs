@@ -371,7 +371,10 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
 #[test]
 fn the_module_graph_has_no_cycle() {
     let graph = graph();
-    println!("{} top-level modules; each -> the modules it uses:", graph.len());
+    println!(
+        "{} top-level modules; each -> the modules it uses:",
+        graph.len()
+    );
     for (m, deps) in &graph {
         let deps: Vec<&str> = deps.iter().map(String::as_str).collect();
         println!("  {m} -> {}", deps.join(", "));
@@ -395,7 +398,10 @@ fn files_and_functions_are_short() {
         };
         let n = source.lines.len();
         if n > limit {
-            faults.push(format!("{}: {n} non-test lines (limit {limit})", source.path));
+            faults.push(format!(
+                "{}: {n} non-test lines (limit {limit})",
+                source.path
+            ));
         }
         for (line, name, len) in long_functions(&source) {
             faults.push(format!(
@@ -408,7 +414,12 @@ fn files_and_functions_are_short() {
     for f in &faults {
         println!("{f}");
     }
-    assert!(faults.is_empty(), "{} faults:\n{}", faults.len(), faults.join("\n"));
+    assert!(
+        faults.is_empty(),
+        "{} faults:\n{}",
+        faults.len(),
+        faults.join("\n")
+    );
 }
 
 /// The reader itself: a cycle, a long file and a long function are found.

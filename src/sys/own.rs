@@ -5,39 +5,62 @@
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-/// The most helpers remembered (a run forks at most a few: the ftrace
-/// instance's guardian, the ring grower, the holder of released events).
-const MAX_HELPERS: usize = 8;
+/// The most helpers remembered (a run forks a few: the ftrace instance's
+/// guardian, the ring grower, the holder of released events).
+const MAX_HELPERS: usize = 32;
 
-static HELPERS: [AtomicU32; MAX_HELPERS] = [const { AtomicU32::new(0) }; MAX_HELPERS];
-static COUNT: AtomicUsize = AtomicUsize::new(0);
+/// The helper pids, written once each, read from any thread without a lock.
+struct Registry {
+    slots: [AtomicU32; MAX_HELPERS],
+    count: AtomicUsize,
+}
+
+impl Registry {
+    const fn new() -> Registry {
+        Registry {
+            slots: [const { AtomicU32::new(0) }; MAX_HELPERS],
+            count: AtomicUsize::new(0),
+        }
+    }
+
+    fn add(&self, pid: u32) {
+        let i = self.count.fetch_add(1, Ordering::AcqRel);
+        match self.slots.get(i) {
+            Some(slot) => slot.store(pid, Ordering::Release),
+            None => self.count.store(MAX_HELPERS, Ordering::Release),
+        }
+    }
+
+    fn filled(&self) -> &[AtomicU32] {
+        &self.slots[..self.count.load(Ordering::Acquire).min(MAX_HELPERS)]
+    }
+
+    fn contains(&self, pid: u32) -> bool {
+        pid != 0
+            && self
+                .filled()
+                .iter()
+                .any(|slot| slot.load(Ordering::Acquire) == pid)
+    }
+}
+
+static HELPERS: Registry = Registry::new();
 
 /// Remembers `pid`, a process this one forked, as one of its own.
 pub(crate) fn add_helper(pid: u32) {
-    let i = COUNT.fetch_add(1, Ordering::AcqRel);
-    match HELPERS.get(i) {
-        Some(slot) => slot.store(pid, Ordering::Release),
-        None => {
-            COUNT.store(MAX_HELPERS, Ordering::Release);
-        }
-    }
+    HELPERS.add(pid);
 }
 
 /// True when `pid` is a helper this process forked.
 pub(crate) fn is_helper(pid: u32) -> bool {
-    let n = COUNT.load(Ordering::Acquire).min(MAX_HELPERS);
-    pid != 0
-        && HELPERS[..n]
-            .iter()
-            .any(|slot| slot.load(Ordering::Acquire) == pid)
+    HELPERS.contains(pid)
 }
 
 /// The pids of the tasks that are this process's own now: its threads
 /// and its helpers.
 pub(crate) fn tasks_now() -> Vec<u32> {
     let mut pids = super::proc::threads_of(std::process::id());
-    let n = COUNT.load(Ordering::Acquire).min(MAX_HELPERS);
-    pids.extend(HELPERS[..n].iter().map(|slot| slot.load(Ordering::Acquire)));
+    pids.extend(HELPERS.filled().iter().map(|s| s.load(Ordering::Acquire)));
     pids.retain(|&p| p != 0);
     pids.sort_unstable();
     pids.dedup();
@@ -89,15 +112,19 @@ mod tests {
 
     #[test]
     fn helpers_are_remembered() {
+        // A registry of its own: the tests of other modules fork helpers.
+        let helpers = Registry::new();
         let pid = u32::MAX - 7;
-        assert!(!is_helper(pid));
-        add_helper(pid);
-        assert!(is_helper(pid));
-        assert!(!is_helper(0));
+        assert!(!helpers.contains(pid));
+        helpers.add(pid);
+        assert!(helpers.contains(pid));
+        assert!(!helpers.contains(0));
+        for p in 1..=MAX_HELPERS as u32 + 2 {
+            helpers.add(p);
+        }
+        assert!(helpers.contains(pid) && helpers.contains(1));
+        assert_eq!(helpers.filled().len(), MAX_HELPERS);
         let now = tasks_now();
-        assert!(
-            now.contains(&pid) && now.contains(&std::process::id()),
-            "{now:?}"
-        );
+        assert!(now.contains(&std::process::id()), "{now:?}");
     }
 }
