@@ -93,6 +93,11 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// `bytes` as lowercase hexadecimal digits (a build-id's usual spelling).
+pub(crate) fn hex_string(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,9 +11,11 @@ use std::thread::JoinHandle;
 use anyhow::{Context, Result, anyhow};
 
 pub(crate) mod cache;
+pub(crate) mod machinery;
+pub(crate) mod table;
 
-use crate::source::probes::ProbeRanges;
-use crate::symbolize::kernel::KernelSymbols;
+use machinery::ProbeRanges;
+use table::KernelSymbols;
 
 /// One line: `ffffffff81000000 T name [module]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,8 +137,8 @@ fn read_streamed(
 /// [`Tables`] built in one pass over a listing's lines.
 #[derive(Default)]
 struct TablesBuilder {
-    probes: crate::source::probes::ProbeBuilder,
-    symbols: crate::symbolize::kernel::SymbolsBuilder,
+    probes: machinery::ProbeBuilder,
+    symbols: table::SymbolsBuilder,
 }
 
 impl TablesBuilder {
@@ -145,7 +147,7 @@ impl TablesBuilder {
     fn with_capacity(symbols: usize, name_bytes: usize) -> TablesBuilder {
         TablesBuilder {
             probes: Default::default(),
-            symbols: crate::symbolize::kernel::SymbolsBuilder::with_capacity(symbols, name_bytes),
+            symbols: table::SymbolsBuilder::with_capacity(symbols, name_bytes),
         }
     }
 
@@ -211,9 +213,11 @@ impl Preload {
     pub(crate) fn spawn() -> Preload {
         let thread = std::thread::spawn(|| -> Result<Loaded> {
             let key = cache::Key::current();
-            let dir = key.as_ref().and_then(|_| cache::CacheDir::open());
+            let dir = key
+                .as_ref()
+                .and_then(|_| crate::sys::cache::CacheDir::open());
             if let (Some(key), Some(dir)) = (&key, &dir)
-                && let Some(tables) = dir.load(key)
+                && let Some(tables) = cache::load(dir, key)
                 && cache::head_agrees(&tables)
             {
                 crate::timing::mark("kallsyms.cached");
@@ -229,7 +233,7 @@ impl Preload {
                     if !tables.symbols.addresses_hidden()
                         && cache::Key::current().as_ref() == Some(key) =>
                 {
-                    dir.prepare(key, &tables).ok()
+                    cache::prepare(dir, key, &tables).ok()
                 }
                 _ => None,
             };

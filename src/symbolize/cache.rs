@@ -10,8 +10,8 @@ use std::sync::Arc;
 use super::elf::{DebugDirs, ElfFile, ParseError, Refused, Wanted};
 use super::persist::Kept;
 use super::read::RunBudget;
-use crate::kallsyms::cache::CacheDir;
 use crate::report::{Place, escape};
+use crate::sys::cache::CacheDir;
 use crate::sys::open::{OpenError, Opened};
 
 /// Identity of a parsed image.

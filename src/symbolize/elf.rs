@@ -25,6 +25,7 @@ use super::demangle::{Lang, demangle, demangle_as};
 use super::persist::DebugFile;
 use super::read::{Allowance, Reader as FileReader, RunBudget, Source};
 use super::symtab::{self, Sorted, Table};
+use crate::bytes::hex_string;
 use crate::sys::open::{Dir, Opened, Scope};
 
 /// DWARF reader owning its bytes, so a parsed file outlives its reads.
@@ -224,7 +225,7 @@ impl BuildIdDirs {
 
     /// The file whose build-id is `id`.
     pub(crate) fn open(&self, id: &[u8]) -> Option<Opened> {
-        let hex = hex(id);
+        let hex = hex_string(id);
         if hex.len() < 3 {
             return None;
         }
@@ -250,11 +251,6 @@ pub(crate) fn build_id(opened: &Opened) -> Option<Vec<u8>> {
     obj.build_id().ok()?.map(<[u8]>::to_vec)
 }
 
-/// A build-id as hex digits.
-pub(crate) fn hex(id: &[u8]) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The build-id (hex) of the ELF file `opened` when nothing at hand names
 /// its functions fully: it has no DWARF and no `.symtab`, and no debug
 /// file for it is in the debug directory. Only its headers are read.
@@ -263,7 +259,7 @@ pub(crate) fn wants_debug_file(opened: &Opened, debug: &DebugDirs) -> Option<Str
         if has_dwarf(obj) || obj.section_by_name(".symtab").is_some() {
             return None;
         }
-        let id = hex(obj.build_id().ok()??);
+        let id = hex_string(obj.build_id().ok()??);
         (debug.by_build_id(&id).is_none() && id.len() >= 2).then_some(id)
     })
 }
@@ -1086,7 +1082,7 @@ fn find_debug_file<'a, R: object::ReadRef<'a>>(
     debug: &DebugDirs,
 ) -> Option<(Opened, Found)> {
     if let Ok(Some(id)) = obj.build_id()
-        && let Some(file) = debug.by_build_id(&hex(id))
+        && let Some(file) = debug.by_build_id(&hex_string(id))
     {
         return Some((file, Found::BuildId));
     }

@@ -5,7 +5,7 @@
 //! addresses are resolved file by file, each file's data released before
 //! the next is read.
 //!
-//! Submodules: [`kernel`] (kallsyms), [`maps`] (map history, and opening a
+//! Kernel symbols come from [`crate::kallsyms`]. Submodules: [`maps`] (map history, and opening a
 //! mapped file safely), [`read`] (reading a file within a byte budget),
 //! [`elf`] (one parsed ELF file: segments, symbols, DWARF), [`symtab`]
 //! (symbol tables read by range), [`split`] (the inlined copy function
@@ -16,7 +16,6 @@ pub(crate) mod cache;
 pub(crate) mod debuginfod;
 pub(crate) mod demangle;
 pub(crate) mod elf;
-pub(crate) mod kernel;
 pub(crate) mod maps;
 pub(crate) mod perfmap;
 mod persist;
@@ -32,9 +31,9 @@ use std::sync::Arc;
 use anyhow::Result;
 
 use crate::kallsyms::Preload;
+use crate::kallsyms::table::KernelSymbols;
 use crate::sys::open::OpenError;
 use cache::{FileCache, FileId};
-use kernel::KernelSymbols;
 pub(crate) use maps::{Mapping, ProcessMaps};
 
 /// The name printed for a frame that cannot be resolved.

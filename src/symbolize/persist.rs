@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-use crate::kallsyms::cache::CacheDir;
+use crate::sys::cache::CacheDir;
 use crate::sys::open::{Opened, Version};
 
 /// The first bytes of a stored file, naming its format.

@@ -404,7 +404,7 @@ fn kept_run(
 ) -> (Vec<Vec<Symbol>>, usize) {
     let mut s = symbolizer_for(bin);
     s.files
-        .keep_names_in(crate::kallsyms::cache::CacheDir::at(cache).expect("cache dir"));
+        .keep_names_in(crate::sys::cache::CacheDir::at(cache).expect("cache dir"));
     if let Some(debug) = debug {
         s.files.set_debug_dirs(elf::DebugDirs::at(debug));
     }
@@ -473,7 +473,7 @@ fn names_are_kept_for_the_next_run_of_the_same_file() {
     let other = private_dir(&dir, "cache-small");
     let mut s = symbolizer_for(&bin);
     s.files
-        .keep_names_in(crate::kallsyms::cache::CacheDir::at(&other).expect("cache dir"));
+        .keep_names_in(crate::sys::cache::CacheDir::at(&other).expect("cache dir"));
     s.files
         .set_run_budget(read::RunBudget::new(8 << 10, 1 << 30));
     s.user(FAKE_TGID, 0, &addrs[..1]);
@@ -496,7 +496,7 @@ fn kept_names_give_way_to_a_debug_file_installed_since() {
         &["--strip-debug".as_ref(), full.as_os_str(), bin.as_os_str()],
     );
     let data = std::fs::read(&bin).expect("reading binary");
-    let id = elf::hex(
+    let id = crate::bytes::hex_string(
         object::File::parse(&*data)
             .expect("parsing binary")
             .build_id()
@@ -953,7 +953,7 @@ fn own_vdso_resolves() {
 #[test]
 fn kernel_frames_one_name_each() {
     let mut s = Symbolizer::new(ProcessMaps::new(), None).expect("symbolizer");
-    let k = kernel::KernelSymbols::load().expect("reading kallsyms");
+    let k = crate::kallsyms::table::KernelSymbols::load().expect("reading kallsyms");
     let names = if let Some(addr) = k.address_of("schedule") {
         // Frame 0 exact; frame 1 a return address just past `schedule`'s
         // first byte.
@@ -977,7 +977,7 @@ fn kernel_frames_one_name_each() {
 /// elsewhere: its addresses are moved to where the text is now.
 #[test]
 fn a_recordings_kernel_addresses_follow_the_text() {
-    let k = kernel::KernelSymbols::load().expect("reading kallsyms");
+    let k = crate::kallsyms::table::KernelSymbols::load().expect("reading kallsyms");
     let (Some(text), Some(addr)) = (k.text(), k.address_of("schedule")) else {
         // kptr_restrict hides the addresses: nothing to move.
         return;

@@ -4,6 +4,7 @@
 //! forked child closes first ([`child`]); which tasks are this process's
 //! own ([`own`]).
 
+pub(crate) mod cache;
 pub(crate) mod child;
 pub(crate) mod host;
 pub(crate) mod open;

@@ -10,7 +10,7 @@
 use anyhow::Context;
 
 use super::sys::{self, Probes, TracepointAttr};
-use crate::kallsyms::cache::CacheDir;
+use crate::sys::cache::CacheDir;
 
 /// The file in the cache directory.
 const FILE: &str = "perf-abilities";

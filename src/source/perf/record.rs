@@ -11,7 +11,8 @@ use super::sys::*;
 use super::wire::{Record, RecordParser, Sample, WireError};
 use crate::bytes::u64s;
 use crate::event::{Callchain, ChainCache, Event, EventKind, Ran, RanSince, UserCopy};
-use crate::source::probes::ProbeRanges;
+use crate::kallsyms::machinery::ProbeRanges;
+use crate::source::probes::kernel_start;
 use crate::source::tracepoint::sched::SchedFields;
 use crate::source::tracepoint::{EventFormat, FieldError};
 
@@ -173,16 +174,12 @@ impl Decoder {
     pub(crate) fn finish_stacks(&self, ev: &mut Event) {
         match &mut ev.kind {
             EventKind::Switch(s) => {
-                let start = self
-                    .probes
-                    .kernel_start(s.stack.kernel(), Tracepoint::Switch);
+                let start = kernel_start(&self.probes, s.stack.kernel(), Tracepoint::Switch);
                 s.stack.skip_kernel(start);
             }
             EventKind::Waking(w) => {
                 w.settle(self.probes.interrupted(w.stack.kernel()));
-                let start = self
-                    .probes
-                    .kernel_start(w.stack.kernel(), Tracepoint::Waking);
+                let start = kernel_start(&self.probes, w.stack.kernel(), Tracepoint::Waking);
                 w.stack.skip_kernel(start);
             }
             _ => {}
@@ -566,7 +563,7 @@ mod tests {
         }
         // A softirq run on an interrupt's exit: its stack passes the
         // interrupt entry code.
-        d.set_probes(crate::source::probes::ProbeRanges::from_kallsyms(
+        d.set_probes(crate::kallsyms::machinery::ProbeRanges::from_kallsyms(
             "ffffffff81000100 T __irqentry_text_start\n\
              ffffffff81000120 T asm_common_interrupt\n\
              ffffffff81000140 T __irqentry_text_end\n",

@@ -17,7 +17,8 @@ use anyhow::Result;
 use crate::bytes::u64s;
 use crate::event::{Callchain, Comm, CommChange, Event, EventKind, Fork};
 use crate::kallsyms::Preload;
-use crate::source::probes::ProbeRanges;
+use crate::kallsyms::machinery::ProbeRanges;
+use crate::source::probes::kernel_start;
 use crate::source::tracepoint::sched::{SchedFields, Tracepoint};
 use crate::source::tracepoint::{EventFormat, Field, FieldError};
 
@@ -381,12 +382,12 @@ impl Assembler {
     }
 
     /// Drops the leading frames that are not the traced code's
-    /// ([`ProbeRanges::kernel_start`]).
+    /// ([`kernel_start`]).
     fn trim_kernel(&mut self, mut frames: Vec<u64>, tp: Tracepoint) -> Vec<u64> {
         if frames.is_empty() {
             return frames;
         }
-        let start = self.probes().kernel_start(&frames, tp);
+        let start = kernel_start(self.probes(), &frames, tp);
         frames.drain(..start);
         frames
     }

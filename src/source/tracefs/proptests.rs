@@ -23,8 +23,8 @@ use proptest::prelude::*;
 use super::decode::{Assembler, ProcessFormats, StackFormats, TgidSource};
 use super::page::{HeaderLayout, PageLayout, decode_page};
 use crate::event::{Event, EventKind};
+use crate::kallsyms::machinery::ProbeRanges;
 use crate::proptest_config::config;
-use crate::source::probes::ProbeRanges;
 use crate::source::tracepoint::sched::SchedFields;
 use crate::source::tracepoint::{EventFormat, Field};
 
