@@ -210,48 +210,15 @@ pub struct Cli {
 /// (bench/scale measures both).
 pub(crate) const DEFAULT_EVENT_BUDGET: usize = 512;
 
-/// The default ring size per CPU, in pages: 32 MiB shared by `cpus`
-/// CPUs, clamped to 512 KiB ..= 4 MiB per CPU, rounded down to a power of
-/// two pages. (On 2 CPUs with 4 KiB pages: 1024 pages, 4 MiB, which
-/// holds a 10 s system-wide `perf bench sched pipe` storm without loss.)
-///
-/// With `dwarf` call graphs, whose samples carry a copy of the user stack,
-/// all of it is 4 times larger: 128 MiB shared, 2 ..= 16 MiB each.
-pub(crate) fn default_mmap_pages(cpus: usize, page_size: usize, dwarf: bool) -> usize {
-    const MIB: usize = 1024 * 1024;
-    let scale = if dwarf { 4 } else { 1 };
-    let per_cpu = (scale * 32 * MIB / cpus.max(1)).clamp(scale * MIB / 2, scale * 4 * MIB);
-    let pages = (per_cpu / page_size.max(1)).max(1);
-    1 << pages.ilog2()
-}
-
 impl Cli {
-    /// Parses `std::env::args_os()`, exiting with status 2 on a usage error.
-    pub fn parse_and_check() -> Cli {
-        match Cli::try_parse_from_checked(std::env::args_os()) {
-            Ok(cli) => cli,
-            Err(e) => e.exit(),
-        }
-    }
-
-    /// Parses and applies the cross-option rules that clap cannot express.
+    /// Parses and applies the cross-option rules that clap cannot express
+    /// (those that depend on the host are the plan's).
     pub fn try_parse_from_checked<I, T>(args: I) -> Result<Cli, clap::Error>
     where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
         let cli = Cli::try_parse_from(args)?;
-        if cli.backend == Backend::Tracefs
-            && let Some(pages) = cli.mmap_pages
-        {
-            use crate::source::tracefs::backend::{max_buffer_pages, too_many_pages};
-            let max = max_buffer_pages(crate::sys::host::page_size());
-            if pages > max {
-                return Err(
-                    Cli::command().error(ErrorKind::ArgumentConflict, too_many_pages(pages, max))
-                );
-            }
-        }
         if let Some(twice) = repeated_output(&cli.output) {
             return Err(Cli::command().error(
                 ErrorKind::ArgumentConflict,
@@ -375,7 +342,7 @@ fn call_graph(s: &str) -> Result<CallGraph, String> {
 /// `--state N`: refused here, as a usage error, when N can never match.
 fn state_bits(s: &str) -> Result<u64, String> {
     let n = parse_u64(s)?;
-    crate::aggregate::StateFilter::from_user(n).map_err(|e| format!("{e:#}"))?;
+    crate::event::state::StateFilter::from_user(n).map_err(|e| format!("{e:#}"))?;
     Ok(n)
 }
 
@@ -466,18 +433,7 @@ mod tests {
     }
 
     #[test]
-    fn default_ring_size_follows_cpus_and_page_size() {
-        assert_eq!(default_mmap_pages(2, 4096, false), 1024);
-        assert_eq!(default_mmap_pages(1, 4096, false), 1024);
-        assert_eq!(default_mmap_pages(16, 4096, false), 512);
-        assert_eq!(default_mmap_pages(64, 4096, false), 128);
-        assert_eq!(default_mmap_pages(1024, 4096, false), 128);
-        assert_eq!(default_mmap_pages(2, 65536, false), 64);
-        assert_eq!(default_mmap_pages(24, 4096, false), 256);
-        assert!(default_mmap_pages(0, 0, false).is_power_of_two());
-        assert_eq!(default_mmap_pages(2, 4096, true), 4096);
-        assert_eq!(default_mmap_pages(64, 4096, true), 512);
-        assert_eq!(default_mmap_pages(1024, 4096, true), 512);
+    fn a_duration_is_a_number() {
         assert_eq!(err_kind(&["x"]), ErrorKind::ValueValidation);
     }
 
@@ -505,24 +461,6 @@ mod tests {
             err_kind(&["-K", "--call-graph", "dwarf"]),
             ErrorKind::ArgumentConflict
         );
-    }
-
-    #[test]
-    fn tracefs_buffer_capped() {
-        let max = crate::source::tracefs::backend::max_buffer_pages(crate::sys::host::page_size());
-        let max = max.to_string();
-        assert!(parse(&["--backend", "tracefs", "--mmap-pages", &max]).is_ok());
-        let over = (2 * max.parse::<usize>().unwrap()).to_string();
-        let err = parse(&["--backend", "tracefs", "--mmap-pages", &over]).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::ArgumentConflict);
-        assert!(
-            err.to_string().contains(&format!("--mmap-pages ({over})")),
-            "{err}"
-        );
-        // The perf backend's bound is the kernel's; auto tries perf first
-        // (and checks again before falling back).
-        assert!(parse(&["--backend", "perf", "--mmap-pages", &over]).is_ok());
-        assert!(parse(&["--mmap-pages", &over]).is_ok());
     }
 
     #[test]

@@ -5,12 +5,11 @@
 
 use std::process::ExitCode;
 
-use offwake_perf::cli::Cli;
 use offwake_perf::session;
 
 fn main() -> ExitCode {
     offwake_perf::timing::start();
-    let cli = Cli::parse_and_check();
+    let cli = session::parse_args();
     match session::run(&cli) {
         Ok(outcome) => ExitCode::from(outcome.exit_code()),
         Err(e) => {

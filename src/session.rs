@@ -93,6 +93,17 @@ impl Outcome {
     }
 }
 
+/// Parses `std::env::args_os()` with every usage rule, the host's
+/// included, exiting with status 2 on a usage error.
+pub fn parse_args() -> Cli {
+    let checked = Cli::try_parse_from_checked(std::env::args_os())
+        .and_then(|cli| crate::plan::sizing::check_host(&cli).map(|()| cli));
+    match checked {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    }
+}
+
 /// Runs the whole job described by `cli`: attach, trace, report.
 pub fn run(cli: &Cli) -> Result<Outcome> {
     let plan = Plan::from_cli(cli)?;

@@ -13,7 +13,6 @@
 //! is then discarded at its switch-in. Threads that exit, and TIDs that
 //! are reused by a fork, lose their pending state.
 
-pub(crate) mod filter;
 pub(crate) mod quiet;
 pub(crate) mod stacks;
 pub(crate) mod tasks;
@@ -34,7 +33,7 @@ use quiet::{QuietTarget, Tally, TargetKind};
 use stacks::StackInterner;
 use tasks::KTHREADD_TID;
 
-pub(crate) use filter::StateFilter;
+use crate::event::state::{self, StateFilter};
 pub(crate) use stacks::{StackRef, StackTable, UserStack};
 pub(crate) use tasks::{TaskInfo, TaskTable};
 
@@ -215,7 +214,7 @@ impl Stats {
             .filter(|&(_, n)| n > 0)
             .enumerate()
             .map(|(i, (state, n))| {
-                let name = filter::state_name(state);
+                let name = state::state_name(state);
                 match (i, n) {
                     (0, 1) => format!("1 interval in {name}"),
                     (0, n) => format!("{n} intervals in {name}"),
@@ -615,7 +614,7 @@ impl Aggregator {
                 user,
                 first_waker: None,
                 waker: None,
-                slept: filter::reported_state(s.prev_state),
+                slept: state::reported_state(s.prev_state),
                 // Opening inside a loss window: tainted from the start.
                 losses_at_start: if time < self.lost_until {
                     self.losses.wrapping_sub(1)

@@ -6,8 +6,8 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::diag::escape::{self, Place};
 use crate::event::Comm;
-use crate::report::{self, Place};
 
 /// What the user named.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,7 +118,7 @@ fn names(targets: &[&QuietTarget]) -> String {
         .iter()
         .take(NAMED_PER_NOTE)
         .map(|q| {
-            let comm = report::comm(&q.comm, Place::Quoted);
+            let comm = escape::comm(&q.comm, Place::Quoted);
             match q.kind {
                 TargetKind::Process => format!("PID {} {comm}", q.id),
                 TargetKind::Thread => format!("TID {} {comm}", q.id),

@@ -5,7 +5,6 @@
 
 mod chain;
 mod default;
-mod escape;
 mod flame;
 mod folded;
 mod output;
@@ -17,8 +16,9 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::sync::Arc;
 
+pub(crate) use crate::diag::escape::{Place, UNKNOWN, comm, escape};
 use crate::event::Comm;
-pub(crate) use escape::{Place, escape};
+pub(crate) use crate::event::Span;
 pub(crate) use output::Output;
 
 /// Which stacks are shown.
@@ -168,22 +168,6 @@ pub(crate) fn header_recorded(options: &ReportOptions, path: &Path) -> String {
     format!("Reading blocked time (us) by {what} off-CPU and waker stack from {path}.\n")
 }
 
-/// When the trace ran, for the formats that say so (pprof).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Span {
-    pub(crate) start: std::time::SystemTime,
-    pub(crate) duration: std::time::Duration,
-}
-
-impl Default for Span {
-    fn default() -> Span {
-        Span {
-            start: std::time::UNIX_EPOCH,
-            duration: std::time::Duration::ZERO,
-        }
-    }
-}
-
 /// Writes the report: for text, the blank line after tracing, then the
 /// entries in ascending order of total (folded: identical lines merged);
 /// the other formats whole.
@@ -235,20 +219,6 @@ impl ResolvedEntry {
         } else {
             Cow::Borrowed("")
         }
-    }
-}
-
-/// The name printed for a thread nothing named, or a frame nothing
-/// resolved.
-const UNKNOWN: &str = "[unknown]";
-
-/// A comm as printed at `place`: escaped, or `[unknown]` for
-/// [`Comm::UNKNOWN`].
-pub(crate) fn comm(comm: &Comm, place: Place) -> Cow<'_, str> {
-    if *comm == Comm::UNKNOWN {
-        Cow::Borrowed(UNKNOWN)
-    } else {
-        escape(comm.as_bytes(), place)
     }
 }
 

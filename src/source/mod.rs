@@ -49,7 +49,7 @@ pub(crate) struct OpenNotes {
 /// for samples that do or do not copy user stacks.
 fn buffer_pages(plan: &Plan, copies_stacks: bool) -> usize {
     plan.buffer_pages.unwrap_or_else(|| {
-        crate::cli::default_mmap_pages(
+        crate::plan::sizing::default_mmap_pages(
             crate::sys::host::online_cpus().map_or(1, |c| c.len()),
             crate::sys::host::page_size(),
             copies_stacks,
@@ -250,7 +250,7 @@ impl Source {
     }
 
     /// When a recording ran; `None` when live.
-    pub(crate) fn recorded_span(&self) -> Option<crate::report::Span> {
+    pub(crate) fn recorded_span(&self) -> Option<crate::event::Span> {
         match self {
             Source::Recorded(r) => r.span(),
             _ => None,

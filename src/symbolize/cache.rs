@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::elf::{DebugDirs, ElfFile, ParseError, Refused, Wanted};
 use super::persist::Kept;
 use super::read::RunBudget;
-use crate::report::{Place, escape};
+use crate::diag::escape::{Place, escape};
 use crate::sys::cache::CacheDir;
 use crate::sys::open::{OpenError, Opened};
 

@@ -18,8 +18,8 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{Module, Unwinder as _};
 use rustc_hash::FxHashMap;
 
+use crate::diag::escape::{Place, escape};
 use crate::event::{Callchain, ChainCache, Event, EventKind, UserCopy};
-use crate::report::{Place, escape};
 use crate::symbolize::read::RunBudget;
 use crate::symbolize::{Mapping, ProcessMaps};
 use crate::sys::open::FileKey;

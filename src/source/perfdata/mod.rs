@@ -25,9 +25,10 @@ use linux_perf_data::{
 };
 
 use self::cut::{DataCut, Repair, View};
+use crate::diag::escape::{Place, escape};
+use crate::event::Span;
 use crate::event::{EventKind, EventSink, SourceStats};
 use crate::kallsyms::Preload;
-use crate::report::{Place, Span, escape};
 use crate::source::perf::record::{Decoder, Tracepoint};
 use crate::source::perf::sys::{
     RECORD_SAMPLE, SAMPLE_CALLCHAIN, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER,

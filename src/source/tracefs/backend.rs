@@ -18,6 +18,7 @@ use super::instance::{Instance, InstanceConfig, Owner};
 use super::page::{self, HeaderLayout, Missed, PageLayout};
 use crate::event::{Event, EventKind, EventSink, Lost, SourceStats};
 use crate::kallsyms::Preload;
+use crate::plan::sizing::{max_buffer_pages, too_many_pages};
 use crate::plan::{Follow, Stacks, Targets};
 use crate::source::reorder::{Reorder, Rounds};
 use crate::source::tracepoint::Tracefs;
@@ -310,17 +311,6 @@ impl TracefsBackend {
     }
 }
 
-/// The largest per-CPU buffer we ask for, in bytes: as large as a perf ring
-/// buffer gets (the kernel keeps a perf ring's page pointers in one
-/// max-order allocation, 4 MiB: 2^18 pages of 4 KiB). The kernel would
-/// give tracefs as much as the machine has.
-pub(crate) const MAX_BUFFER_BYTES: usize = 1 << 30;
-
-/// The most pages `--mmap-pages` may ask of the tracefs buffer.
-pub(crate) fn max_buffer_pages(page_size: usize) -> usize {
-    (MAX_BUFFER_BYTES / page_size.max(1)).max(1)
-}
-
 /// The per-CPU `buffer_size_kb` for `pages` pages of `page_size` bytes, or
 /// the error that says the buffer would be too large.
 pub(crate) fn buffer_kb(pages: usize, page_size: usize) -> Result<usize> {
@@ -329,15 +319,6 @@ pub(crate) fn buffer_kb(pages: usize, page_size: usize) -> Result<usize> {
         bail!("{}", too_many_pages(pages, max));
     }
     Ok((pages * page_size / 1024).max(1))
-}
-
-/// Says that `pages` is above `max` (shared by the command line's check).
-pub(crate) fn too_many_pages(pages: usize, max: usize) -> String {
-    format!(
-        "--mmap-pages ({pages}) must not be greater than {max} with the tracefs backend \
-         ({} GiB per CPU, the largest perf ring buffer)",
-        MAX_BUFFER_BYTES >> 30
-    )
 }
 
 /// Entries a CPU lost, from its `per_cpu/cpuN/stats`: `overrun` (pages

@@ -1,9 +1,11 @@
-//! Names from outside the tool (comms, function names) escaped for
-//! printing: a traced process chooses them, so none may add a line, a
-//! field or a word that reads as the tool's own. README, "Names in the
-//! output", states the rule for users.
+//! Names from outside the tool (comms, function names, paths) escaped for
+//! printing, in the report and in diagnostics alike: a traced process
+//! chooses them, so none may add a line, a field or a word that reads as
+//! the tool's own. The README states the rule for users.
 
 use std::borrow::Cow;
+
+use crate::event::Comm;
 
 /// Where a name is printed; each place has separators of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,6 +219,19 @@ fn push_hex(out: &mut String, b: u8) {
     out.push_str("\\x");
     out.push(char::from(HEX[usize::from(b >> 4)]));
     out.push(char::from(HEX[usize::from(b & 0xf)]));
+}
+
+/// The name printed for a thread nothing named, or a frame nothing
+/// resolved.
+pub(crate) const UNKNOWN: &str = "[unknown]";
+
+/// A thread's name as printed at `place`.
+pub(crate) fn comm(comm: &Comm, place: Place) -> Cow<'_, str> {
+    if *comm == Comm::UNKNOWN {
+        Cow::Borrowed(UNKNOWN)
+    } else {
+        escape(comm.as_bytes(), place)
+    }
 }
 
 #[cfg(test)]

@@ -9,11 +9,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 
-use crate::aggregate::StateFilter;
 use crate::cli::{Backend, CallGraph, Cli, DEFAULT_DWARF_SIZE};
+use crate::event::state::StateFilter;
 use crate::report::{Format, ReportOptions, StackMode};
 use crate::sys::proc;
 use crate::sys::proc::threads_of;
+
+pub(crate) mod sizing;
 
 /// Which threads are targets (`-p`, `-t`, `-u`, `-k`, `-- COMMAND`, or
 /// every thread). The backends derive what the kernel can drop from it;

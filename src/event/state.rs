@@ -1,5 +1,5 @@
-//! The `--state` filter over the task state `sched_switch` reports, and
-//! the names of those states.
+//! The task states `sched_switch` reports in `prev_state`, their names,
+//! and the `--state` filter over them.
 
 use anyhow::{Result, bail};
 

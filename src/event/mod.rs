@@ -4,6 +4,8 @@
 //! Events are delivered in global timestamp order (see [`crate::source::reorder`]).
 //! Times are nanoseconds of `CLOCK_MONOTONIC`, shared by all CPUs.
 
+pub(crate) mod state;
+
 use std::borrow::{Borrow, Cow};
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -565,6 +567,22 @@ pub(crate) struct Event {
     /// CPU whose ring buffer delivered the event.
     pub(crate) cpu: u32,
     pub(crate) kind: EventKind,
+}
+
+/// When the trace ran, for the formats that say so (pprof).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) start: std::time::SystemTime,
+    pub(crate) duration: std::time::Duration,
+}
+
+impl Default for Span {
+    fn default() -> Span {
+        Span {
+            start: std::time::UNIX_EPOCH,
+            duration: std::time::Duration::ZERO,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 //! panicking as `eprintln!` does, and once one write has failed nothing
 //! more is tried.
 
+pub(crate) mod escape;
+
 use std::fmt;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};

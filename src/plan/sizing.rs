@@ -1,0 +1,105 @@
+//! Sizes decided from the host before tracing: the default ring size per
+//! CPU, and the tracefs backend's largest buffer, checked with the other
+//! usage rules (a refusal is a usage error, as clap's are).
+
+use clap::CommandFactory;
+use clap::error::ErrorKind;
+
+use crate::cli::{Backend, Cli};
+
+/// The default ring size per CPU, in pages: 32 MiB shared by `cpus`
+/// CPUs, clamped to 512 KiB ..= 4 MiB per CPU, rounded down to a power of
+/// two pages. (On 2 CPUs with 4 KiB pages: 1024 pages, 4 MiB, which
+/// holds a 10 s system-wide `perf bench sched pipe` storm without loss.)
+///
+/// With `dwarf` call graphs, whose samples carry a copy of the user stack,
+/// all of it is 4 times larger: 128 MiB shared, 2 ..= 16 MiB each.
+pub(crate) fn default_mmap_pages(cpus: usize, page_size: usize, dwarf: bool) -> usize {
+    const MIB: usize = 1024 * 1024;
+    let scale = if dwarf { 4 } else { 1 };
+    let per_cpu = (scale * 32 * MIB / cpus.max(1)).clamp(scale * MIB / 2, scale * 4 * MIB);
+    let pages = (per_cpu / page_size.max(1)).max(1);
+    1 << pages.ilog2()
+}
+
+/// The largest per-CPU buffer we ask for, in bytes: as large as a perf ring
+/// buffer gets (the kernel keeps a perf ring's page pointers in one
+/// max-order allocation, 4 MiB: 2^18 pages of 4 KiB). The kernel would
+/// give tracefs as much as the machine has.
+pub(crate) const MAX_BUFFER_BYTES: usize = 1 << 30;
+
+/// The most pages `--mmap-pages` may ask of the tracefs buffer.
+pub(crate) fn max_buffer_pages(page_size: usize) -> usize {
+    (MAX_BUFFER_BYTES / page_size.max(1)).max(1)
+}
+
+/// Says that `pages` is above `max`.
+pub(crate) fn too_many_pages(pages: usize, max: usize) -> String {
+    format!(
+        "--mmap-pages ({pages}) must not be greater than {max} with the tracefs backend \
+         ({} GiB per CPU, the largest perf ring buffer)",
+        MAX_BUFFER_BYTES >> 30
+    )
+}
+
+/// The usage rules that depend on the host (its page size), checked after
+/// [`Cli::try_parse_from_checked`]: a refusal is a usage error.
+pub(crate) fn check_host(cli: &Cli) -> Result<(), clap::Error> {
+    if cli.backend == Backend::Tracefs
+        && let Some(pages) = cli.mmap_pages
+    {
+        let max = max_buffer_pages(crate::sys::host::page_size());
+        if pages > max {
+            return Err(
+                Cli::command().error(ErrorKind::ArgumentConflict, too_many_pages(pages, max))
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        let mut v = vec!["offwake-perf"];
+        v.extend_from_slice(args);
+        let cli = Cli::try_parse_from_checked(v)?;
+        check_host(&cli)?;
+        Ok(cli)
+    }
+
+    #[test]
+    fn tracefs_buffer_capped_before_tracing() {
+        let max = max_buffer_pages(crate::sys::host::page_size());
+        let max = max.to_string();
+        assert!(parse(&["--backend", "tracefs", "--mmap-pages", &max]).is_ok());
+        let over = (2 * max.parse::<usize>().unwrap()).to_string();
+        let err = parse(&["--backend", "tracefs", "--mmap-pages", &over]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ArgumentConflict);
+        assert!(
+            err.to_string().contains(&format!("--mmap-pages ({over})")),
+            "{err}"
+        );
+        // The perf backend's bound is the kernel's; auto tries perf first
+        // (and checks again before falling back).
+        assert!(parse(&["--backend", "perf", "--mmap-pages", &over]).is_ok());
+        assert!(parse(&["--mmap-pages", &over]).is_ok());
+    }
+
+    #[test]
+    fn default_ring_size_follows_cpus_and_page_size() {
+        assert_eq!(default_mmap_pages(2, 4096, false), 1024);
+        assert_eq!(default_mmap_pages(1, 4096, false), 1024);
+        assert_eq!(default_mmap_pages(16, 4096, false), 512);
+        assert_eq!(default_mmap_pages(64, 4096, false), 128);
+        assert_eq!(default_mmap_pages(1024, 4096, false), 128);
+        assert_eq!(default_mmap_pages(2, 65536, false), 64);
+        assert_eq!(default_mmap_pages(24, 4096, false), 256);
+        assert!(default_mmap_pages(0, 0, false).is_power_of_two());
+        assert_eq!(default_mmap_pages(2, 4096, true), 4096);
+        assert_eq!(default_mmap_pages(64, 4096, true), 512);
+        assert_eq!(default_mmap_pages(1024, 4096, true), 512);
+    }
+}
