@@ -121,8 +121,8 @@ fn assert_folded_grammar(what: &str, line: &str) {
 
 /// The folded output of a process with hostile comms and symbols: each
 /// line one entry, the names escaped, under both backends. (Under tracefs
-/// the short-lived workload's user frames may all be `[unknown]`, see the
-/// README, so only perf must show the symbol.)
+/// the short-lived workload's user frames may all be `[unknown]`, see
+/// docs/tracefs.md, so only perf must show the symbol.)
 #[test]
 fn hostile_names_forge_no_folded_line() {
     let _suite = suite(module_path!());

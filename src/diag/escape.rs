@@ -1,7 +1,7 @@
 //! Names from outside the tool (comms, function names, paths) escaped for
 //! printing, in the report and in diagnostics alike: a traced process
 //! chooses them, so none may add a line, a field or a word that reads as
-//! the tool's own. The README states the rule for users.
+//! the tool's own. docs/names.md states the rule for users.
 
 use std::borrow::Cow;
 
