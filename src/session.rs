@@ -31,6 +31,10 @@ use crate::symbolize::{ProcessMaps, Symbol, Symbolizer, UserStack};
 use crate::timing;
 use crate::unwind::Unwinder;
 
+mod progress;
+
+use progress::Progress;
+
 /// Set by SIGINT/SIGTERM: stop tracing and print the report.
 static STOP: AtomicBool = AtomicBool::new(false);
 /// How long after a signal ended tracing a command still running may take
@@ -725,7 +729,7 @@ fn symbolize_entries(
         .unzip();
     let mut progress = Progress::new("reading files", 0);
     let resolved = symbolizer.user_stacks(&stacks, &mut |what, done, total| {
-        if what != progress.what {
+        if what != progress.what() {
             // A new step: end the line of the last one.
             progress.done();
             progress = Progress::new(what, total);
@@ -789,55 +793,5 @@ fn user_frame(symbol: Symbol, module_offsets: bool) -> Frame {
             offset,
         } if module_offsets => Frame::InFile { module, offset },
         Symbol::Unresolved { .. } => Frame::Unknown,
-    }
-}
-
-/// A `WHAT N/M` counter on stderr, shown only once the work has taken
-/// more than a second.
-struct Progress {
-    what: &'static str,
-    started: Instant,
-    done: usize,
-    total: usize,
-    shown: bool,
-}
-
-impl Progress {
-    fn new(what: &'static str, total: usize) -> Progress {
-        Progress {
-            what,
-            started: Instant::now(),
-            done: 0,
-            total,
-            shown: false,
-        }
-    }
-
-    fn step(&mut self) {
-        self.at(self.done + 1, self.total);
-    }
-
-    /// `done` of `total` are done (a total of 0: unknown).
-    fn at(&mut self, done: usize, total: usize) {
-        (self.done, self.total) = (done, total);
-        if (self.done.is_multiple_of(64) || self.done == self.total || self.shown)
-            && self.started.elapsed() > Duration::from_secs(1)
-        {
-            if self.total == 0 {
-                crate::diag::write(format_args!("\roffwake-perf: {} {}", self.done, self.what));
-            } else {
-                crate::diag::write(format_args!(
-                    "\roffwake-perf: {} {}/{}",
-                    self.what, self.done, self.total
-                ));
-            }
-            self.shown = true;
-        }
-    }
-
-    fn done(&self) {
-        if self.shown {
-            diag!("");
-        }
     }
 }
