@@ -11,7 +11,6 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
@@ -32,47 +31,16 @@ use crate::timing;
 use crate::unwind::Unwinder;
 
 mod progress;
+mod signals;
 
 use progress::Progress;
 
-/// Set by SIGINT/SIGTERM: stop tracing and print the report.
-static STOP: AtomicBool = AtomicBool::new(false);
 /// How long after a signal ended tracing a command still running may take
 /// to exit and give its status.
 const COMMAND_GRACE: Duration = Duration::from_millis(500);
-/// SIGINTs received; the second one aborts.
-static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
-/// SIGINTs and SIGTERMs received: one during symbolization cuts it short.
-static SIGNALS: AtomicU32 = AtomicU32::new(0);
 /// How long symbolization, told to stop, may take to come back before the
 /// run ends without a report (a read that never returns).
 const SYMBOLIZE_GRACE: Duration = Duration::from_secs(2);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    SIGNALS.fetch_add(1, Ordering::SeqCst);
-    if sig == libc::SIGINT && INTERRUPTS.fetch_add(1, Ordering::SeqCst) >= 1 {
-        // SAFETY: _exit is async-signal-safe; a second Ctrl-C aborts at once.
-        unsafe { libc::_exit(130) };
-    }
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() -> Result<()> {
-    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
-    // No SA_RESTART: poll() must return EINTR so the loop sees the flag.
-    let action = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::empty(),
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only touches atomics and calls _exit, both
-        // async-signal-safe.
-        unsafe { sigaction(sig, &action) }
-            .with_context(|| format!("installing a handler for {sig}"))?;
-    }
-    Ok(())
-}
 
 /// How the run ended, for the caller's exit status.
 #[derive(Debug, PartialEq, Eq)]
@@ -184,7 +152,7 @@ fn attach(mut plan: Plan) -> Result<Attached> {
             maps.ensure_known(pid, 0);
         }
     }
-    install_signal_handlers()?;
+    signals::install()?;
     timing::mark("attach.maps");
     let (mut source, notes) = Source::open(&plan, &tracefs, kallsyms.as_ref())?;
     timing::mark("attach");
@@ -240,7 +208,7 @@ fn attach(mut plan: Plan) -> Result<Attached> {
 /// are known from its records only: nothing of them is read from /proc.
 fn attach_recorded(plan: Plan, input: &Path) -> Result<Attached> {
     let kallsyms = plan.stacks.kernel.then(Preload::spawn);
-    install_signal_handlers()?;
+    signals::install()?;
     let source = RecordedSource::open(input, kallsyms.as_ref())?;
     if plan.stacks.kernel
         && let Some(warning) = source.other_kernel()
@@ -346,7 +314,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
     let mut reading = Progress::new("records read", 0);
     let (started, began) = (SystemTime::now(), Instant::now());
     loop {
-        if STOP.load(Ordering::SeqCst) || source.is_exhausted() {
+        if signals::stop_requested() || source.is_exhausted() {
             break;
         }
         let now = Instant::now();
@@ -376,9 +344,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
     });
     // A signal that ended tracing (Ctrl-C reaches the command too) gives
     // the command a moment to clean up and exit, for its status.
-    let grace_until = STOP
-        .load(Ordering::SeqCst)
-        .then(|| Instant::now() + COMMAND_GRACE);
+    let grace_until = signals::stop_requested().then(|| Instant::now() + COMMAND_GRACE);
     // Without a signal, a command still running when tracing stops is left
     // running, however long the report then takes: its state is taken now.
     // After a signal its status is waited for while the report is made.
@@ -610,8 +576,7 @@ fn symbolize_apart(
     kernel_text: Option<u64>,
     module_offsets: bool,
 ) -> Result<Vec<ResolvedEntry>> {
-    let before = SIGNALS.load(Ordering::SeqCst);
-    let signalled = move || SIGNALS.load(Ordering::SeqCst) > before;
+    let signalled = signals::signalled_from_now();
     let (tx, rx) = std::sync::mpsc::channel();
     let result = Arc::clone(result);
     std::thread::Builder::new()
