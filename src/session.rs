@@ -4,7 +4,6 @@
 //! command exits, and [`report`] symbolizes, prints, and says on stderr
 //! what the run's counters call for.
 
-use std::collections::{HashMap, HashSet};
 use std::io::{self, IsTerminal};
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
@@ -15,32 +14,30 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 
-use crate::aggregate::{self, Aggregator, StackRef, StackTable, TaskTable};
+use crate::aggregate::{self, Aggregator, TaskTable};
 use crate::cli::Cli;
 use crate::command;
 use crate::diag::diag;
 use crate::event::{Event, EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::plan::{Plan, Targets};
-use crate::report::{self, Frame, Frames, Output, ReportOptions, ResolvedEntry, Span};
+use crate::report::{self, Output, ReportOptions, Span};
 use crate::source::Source;
 use crate::source::perfdata::RecordedSource;
 use crate::source::tracepoint::Tracefs;
-use crate::symbolize::{ProcessMaps, Symbol, Symbolizer, UserStack};
+use crate::symbolize::ProcessMaps;
 use crate::timing;
 use crate::unwind::Unwinder;
 
 mod progress;
 mod signals;
+mod symbols;
 
 use progress::Progress;
 
 /// How long after a signal ended tracing a command still running may take
 /// to exit and give its status.
 const COMMAND_GRACE: Duration = Duration::from_millis(500);
-/// How long symbolization, told to stop, may take to come back before the
-/// run ends without a report (a read that never returns).
-const SYMBOLIZE_GRACE: Duration = Duration::from_secs(2);
 
 /// How the run ended, for the caller's exit status.
 #[derive(Debug, PartialEq, Eq)]
@@ -421,7 +418,7 @@ fn report(traced: Traced) -> Result<Outcome> {
     let result = Arc::new(result);
     let kallsyms_cache = kallsyms.clone();
     if outputs.iter().any(|(output, _)| output.is_open()) {
-        let entries = symbolize_apart(
+        let entries = symbols::symbolize_apart(
             &result,
             maps,
             kallsyms,
@@ -562,201 +559,5 @@ impl EventSink for Stages<'_> {
             self.maps
                 .ensure_covers(stack.tgid, stack.time, &stack.addrs);
         }
-    }
-}
-
-/// Symbolizes on a thread of its own, so that SIGINT or SIGTERM ends the
-/// run promptly whatever a traced process's files do: a signal makes
-/// symbolization open no more files, and if it still has not come back
-/// after [`SYMBOLIZE_GRACE`], the run ends without a report.
-fn symbolize_apart(
-    result: &Arc<aggregate::Aggregate>,
-    maps: ProcessMaps,
-    kallsyms: Option<Preload>,
-    kernel_text: Option<u64>,
-    module_offsets: bool,
-) -> Result<Vec<ResolvedEntry>> {
-    let signalled = signals::signalled_from_now();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let result = Arc::clone(result);
-    std::thread::Builder::new()
-        .name("symbolize".into())
-        // As much stack as the main thread: DWARF is walked recursively
-        // (to a bounded depth).
-        .stack_size(8 << 20)
-        .spawn(move || {
-            let _ = tx.send(symbolize_entries(
-                &result,
-                maps,
-                kallsyms,
-                kernel_text,
-                module_offsets,
-                signalled,
-            ));
-        })
-        .context("starting the symbolization thread")?;
-    let mut stop_seen: Option<Instant> = None;
-    loop {
-        match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(entries) => return entries,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                bail!("symbolization failed")
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-        }
-        if signalled() && stop_seen.get_or_insert_with(Instant::now).elapsed() > SYMBOLIZE_GRACE {
-            bail!(
-                "interrupted: symbolization did not stop within {} s (a read of a traced \
-                 process's file did not return); no report",
-                SYMBOLIZE_GRACE.as_secs()
-            );
-        }
-    }
-}
-
-/// Symbolizes every stack that some entry uses, once, then builds the
-/// printable entries. Shows progress on stderr when it takes a while.
-/// Once `stop` says so, no more files are opened. A recording's kernel
-/// addresses are moved to where this kernel's text is (`kernel_text`).
-fn symbolize_entries(
-    result: &aggregate::Aggregate,
-    maps: ProcessMaps,
-    kallsyms: Option<Preload>,
-    kernel_text: Option<u64>,
-    module_offsets: bool,
-    stop: impl Fn() -> bool + Send + 'static,
-) -> Result<Vec<ResolvedEntry>> {
-    let mut symbolizer = Symbolizer::new(maps, kallsyms)?;
-    symbolizer.stop_when(stop);
-    if let Some(text) = kernel_text {
-        symbolizer.relocate_kernel(text);
-    }
-    let table: &StackTable = &result.stacks;
-
-    // Target kernel stacks start at an exact IP; waker kernel stacks start at
-    // a return address (into the caller of try_to_wake_up). A kernel stack
-    // used in both roles is resolved both ways.
-    let mut target_kernel: HashSet<u32> = HashSet::new();
-    let mut waker_kernel: HashSet<u32> = HashSet::new();
-    let mut user: HashSet<u32> = HashSet::new();
-    for e in &result.entries {
-        let k = &e.key;
-        for (r, role) in [
-            (k.target_kernel, &mut target_kernel),
-            (k.waker_kernel, &mut waker_kernel),
-        ] {
-            if let StackRef::Kernel(id) = r {
-                role.insert(id);
-            }
-        }
-        for r in [k.target_user, k.waker_user] {
-            if let StackRef::User(id) = r {
-                user.insert(id);
-            }
-        }
-    }
-    let total = target_kernel.len() + waker_kernel.len();
-    let mut progress = Progress::new("symbolizing kernel stacks", total);
-    let sorted = |set: HashSet<u32>| {
-        let mut v: Vec<u32> = set.into_iter().collect();
-        v.sort_unstable();
-        v
-    };
-    let frames_of =
-        |names: Vec<Option<String>>| -> Vec<Frame> { names.into_iter().map(Frame::from).collect() };
-    let mut target_kernel_names: HashMap<u32, Vec<Frame>> = HashMap::new();
-    for id in sorted(target_kernel) {
-        if let Some(addrs) = table.kernel.get(id as usize) {
-            target_kernel_names.insert(id, frames_of(symbolizer.kernel_frames(addrs)));
-        }
-        progress.step();
-    }
-    let mut waker_kernel_names: HashMap<u32, Vec<Frame>> = HashMap::new();
-    for id in sorted(waker_kernel) {
-        if let Some(addrs) = table.kernel.get(id as usize) {
-            waker_kernel_names.insert(id, frames_of(symbolizer.kernel_return_frames(addrs)));
-        }
-        progress.step();
-    }
-    progress.done();
-    timing::mark("symbolize.kernel");
-    let (user_ids, stacks): (Vec<u32>, Vec<UserStack<'_>>) = sorted(user)
-        .into_iter()
-        .filter_map(|id| {
-            let s = table.user.get(id as usize)?;
-            let stack = UserStack {
-                tgid: s.tgid,
-                time: s.time,
-                addrs: &s.addrs,
-            };
-            Some((id, stack))
-        })
-        .unzip();
-    let mut progress = Progress::new("reading files", 0);
-    let resolved = symbolizer.user_stacks(&stacks, &mut |what, done, total| {
-        if what != progress.what() {
-            // A new step: end the line of the last one.
-            progress.done();
-            progress = Progress::new(what, total);
-        }
-        progress.at(done, total);
-    });
-    progress.done();
-    timing::mark("symbolize.user");
-    let user_names: HashMap<u32, Vec<Frame>> = user_ids
-        .into_iter()
-        .zip(resolved)
-        .map(|(id, symbols)| {
-            let frames = symbols
-                .into_iter()
-                .map(|s| user_frame(s, module_offsets))
-                .collect();
-            (id, frames)
-        })
-        .collect();
-    // Each warning carries its own "WARNING:" prefix.
-    for w in symbolizer.warnings() {
-        diag!("{w}");
-    }
-
-    // Parts hidden by -U/-K were never stored (StackRef::Empty), and the
-    // report omits them anyway.
-    let frames = |r: StackRef, kernel_names: &HashMap<u32, Vec<Frame>>| -> Frames {
-        match r {
-            StackRef::Empty => Frames::Names(Vec::new()),
-            StackRef::Missed => Frames::Missed,
-            StackRef::Kernel(id) => {
-                Frames::Names(kernel_names.get(&id).cloned().unwrap_or_default())
-            }
-            StackRef::User(id) => Frames::Names(user_names.get(&id).cloned().unwrap_or_default()),
-        }
-    };
-    Ok(result
-        .entries
-        .iter()
-        .map(|e| ResolvedEntry {
-            target_comm: e.key.target_comm,
-            target_tid: e.key.target_tid,
-            waker_comm: e.key.waker_comm,
-            waker_tid: e.key.waker_tid,
-            target_kernel: frames(e.key.target_kernel, &target_kernel_names),
-            target_user: frames(e.key.target_user, &target_kernel_names),
-            waker_kernel: frames(e.key.waker_kernel, &waker_kernel_names),
-            waker_user: frames(e.key.waker_user, &waker_kernel_names),
-            total_us: e.total_us,
-        })
-        .collect())
-}
-
-/// How a user address's [`Symbol`] prints: its name, else `MODULE+0xOFF`
-/// with `--module-offsets` when it is in a file, else `[unknown]`.
-fn user_frame(symbol: Symbol, module_offsets: bool) -> Frame {
-    match symbol {
-        Symbol::Name(name) => Frame::Name(name),
-        Symbol::Unresolved {
-            module: Some(module),
-            offset,
-        } if module_offsets => Frame::InFile { module, offset },
-        Symbol::Unresolved { .. } => Frame::Unknown,
     }
 }
