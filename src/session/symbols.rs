@@ -89,46 +89,97 @@ fn symbolize_entries(
         symbolizer.relocate_kernel(text);
     }
     let table: &StackTable = &result.stacks;
+    let used = StacksUsed::by(result);
+    let (target_kernel_names, waker_kernel_names) = kernel_names(
+        &mut symbolizer,
+        table,
+        used.target_kernel,
+        used.waker_kernel,
+    );
+    let user_names = user_names(&mut symbolizer, table, used.user, module_offsets);
+    // Each warning carries its own "WARNING:" prefix.
+    for w in symbolizer.warnings() {
+        diag!("{w}");
+    }
+    Ok(resolved_entries(
+        result,
+        &target_kernel_names,
+        &waker_kernel_names,
+        &user_names,
+    ))
+}
 
-    // Target kernel stacks start at an exact IP; waker kernel stacks start at
-    // a return address (into the caller of try_to_wake_up). A kernel stack
-    // used in both roles is resolved both ways.
-    let mut target_kernel: HashSet<u32> = HashSet::new();
-    let mut waker_kernel: HashSet<u32> = HashSet::new();
-    let mut user: HashSet<u32> = HashSet::new();
-    for e in &result.entries {
-        let k = &e.key;
-        for (r, role) in [
-            (k.target_kernel, &mut target_kernel),
-            (k.waker_kernel, &mut waker_kernel),
-        ] {
-            if let StackRef::Kernel(id) = r {
-                role.insert(id);
+/// The frames of each stack symbolized, by its id in the [`StackTable`].
+type Names = HashMap<u32, Vec<Frame>>;
+
+/// The ids of the stacks that some entry uses.
+struct StacksUsed {
+    target_kernel: HashSet<u32>,
+    waker_kernel: HashSet<u32>,
+    user: HashSet<u32>,
+}
+
+impl StacksUsed {
+    fn by(result: &aggregate::Aggregate) -> StacksUsed {
+        // Target kernel stacks start at an exact IP; waker kernel stacks start at
+        // a return address (into the caller of try_to_wake_up). A kernel stack
+        // used in both roles is resolved both ways.
+        let mut target_kernel: HashSet<u32> = HashSet::new();
+        let mut waker_kernel: HashSet<u32> = HashSet::new();
+        let mut user: HashSet<u32> = HashSet::new();
+        for e in &result.entries {
+            let k = &e.key;
+            for (r, role) in [
+                (k.target_kernel, &mut target_kernel),
+                (k.waker_kernel, &mut waker_kernel),
+            ] {
+                if let StackRef::Kernel(id) = r {
+                    role.insert(id);
+                }
+            }
+            for r in [k.target_user, k.waker_user] {
+                if let StackRef::User(id) = r {
+                    user.insert(id);
+                }
             }
         }
-        for r in [k.target_user, k.waker_user] {
-            if let StackRef::User(id) = r {
-                user.insert(id);
-            }
+        StacksUsed {
+            target_kernel,
+            waker_kernel,
+            user,
         }
     }
+}
+
+/// The ids of `set`, in order.
+fn sorted(set: HashSet<u32>) -> Vec<u32> {
+    let mut v: Vec<u32> = set.into_iter().collect();
+    v.sort_unstable();
+    v
+}
+
+fn frames_of(names: Vec<Option<String>>) -> Vec<Frame> {
+    names.into_iter().map(Frame::from).collect()
+}
+
+/// Symbolizes the kernel stacks of targets and of wakers, with one
+/// progress counter for both.
+fn kernel_names(
+    symbolizer: &mut Symbolizer,
+    table: &StackTable,
+    target_kernel: HashSet<u32>,
+    waker_kernel: HashSet<u32>,
+) -> (Names, Names) {
     let total = target_kernel.len() + waker_kernel.len();
     let mut progress = Progress::new("symbolizing kernel stacks", total);
-    let sorted = |set: HashSet<u32>| {
-        let mut v: Vec<u32> = set.into_iter().collect();
-        v.sort_unstable();
-        v
-    };
-    let frames_of =
-        |names: Vec<Option<String>>| -> Vec<Frame> { names.into_iter().map(Frame::from).collect() };
-    let mut target_kernel_names: HashMap<u32, Vec<Frame>> = HashMap::new();
+    let mut target_kernel_names: Names = HashMap::new();
     for id in sorted(target_kernel) {
         if let Some(addrs) = table.kernel.get(id as usize) {
             target_kernel_names.insert(id, frames_of(symbolizer.kernel_frames(addrs)));
         }
         progress.step();
     }
-    let mut waker_kernel_names: HashMap<u32, Vec<Frame>> = HashMap::new();
+    let mut waker_kernel_names: Names = HashMap::new();
     for id in sorted(waker_kernel) {
         if let Some(addrs) = table.kernel.get(id as usize) {
             waker_kernel_names.insert(id, frames_of(symbolizer.kernel_return_frames(addrs)));
@@ -137,6 +188,17 @@ fn symbolize_entries(
     }
     progress.done();
     timing::mark("symbolize.kernel");
+    (target_kernel_names, waker_kernel_names)
+}
+
+/// Symbolizes the user stacks `user`, file by file, with a progress
+/// counter for each step.
+fn user_names(
+    symbolizer: &mut Symbolizer,
+    table: &StackTable,
+    user: HashSet<u32>,
+    module_offsets: bool,
+) -> Names {
     let (user_ids, stacks): (Vec<u32>, Vec<UserStack<'_>>) = sorted(user)
         .into_iter()
         .filter_map(|id| {
@@ -160,7 +222,7 @@ fn symbolize_entries(
     });
     progress.done();
     timing::mark("symbolize.user");
-    let user_names: HashMap<u32, Vec<Frame>> = user_ids
+    user_ids
         .into_iter()
         .zip(resolved)
         .map(|(id, symbols)| {
@@ -170,15 +232,19 @@ fn symbolize_entries(
                 .collect();
             (id, frames)
         })
-        .collect();
-    // Each warning carries its own "WARNING:" prefix.
-    for w in symbolizer.warnings() {
-        diag!("{w}");
-    }
+        .collect()
+}
 
+/// The printable entries, each stack given its names.
+fn resolved_entries(
+    result: &aggregate::Aggregate,
+    target_kernel_names: &Names,
+    waker_kernel_names: &Names,
+    user_names: &Names,
+) -> Vec<ResolvedEntry> {
     // Parts hidden by -U/-K were never stored (StackRef::Empty), and the
     // report omits them anyway.
-    let frames = |r: StackRef, kernel_names: &HashMap<u32, Vec<Frame>>| -> Frames {
+    let frames = |r: StackRef, kernel_names: &Names| -> Frames {
         match r {
             StackRef::Empty => Frames::Names(Vec::new()),
             StackRef::Missed => Frames::Missed,
@@ -188,7 +254,7 @@ fn symbolize_entries(
             StackRef::User(id) => Frames::Names(user_names.get(&id).cloned().unwrap_or_default()),
         }
     };
-    Ok(result
+    result
         .entries
         .iter()
         .map(|e| ResolvedEntry {
@@ -196,13 +262,13 @@ fn symbolize_entries(
             target_tid: e.key.target_tid,
             waker_comm: e.key.waker_comm,
             waker_tid: e.key.waker_tid,
-            target_kernel: frames(e.key.target_kernel, &target_kernel_names),
-            target_user: frames(e.key.target_user, &target_kernel_names),
-            waker_kernel: frames(e.key.waker_kernel, &waker_kernel_names),
-            waker_user: frames(e.key.waker_user, &waker_kernel_names),
+            target_kernel: frames(e.key.target_kernel, target_kernel_names),
+            target_user: frames(e.key.target_user, target_kernel_names),
+            waker_kernel: frames(e.key.waker_kernel, waker_kernel_names),
+            waker_user: frames(e.key.waker_user, waker_kernel_names),
             total_us: e.total_us,
         })
-        .collect())
+        .collect()
 }
 
 /// How a user address's [`Symbol`] prints: its name, else `MODULE+0xOFF`
