@@ -14,11 +14,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 
-use crate::aggregate::{self, Aggregator, TaskTable};
+use crate::aggregate::{self, TaskTable};
 use crate::cli::Cli;
 use crate::command;
 use crate::diag::diag;
-use crate::event::{Event, EventSink, SourceStats};
+use crate::event::SourceStats;
 use crate::kallsyms::Preload;
 use crate::plan::{Plan, Targets};
 use crate::report::{self, Output, ReportOptions, Span};
@@ -27,13 +27,14 @@ use crate::source::perfdata::RecordedSource;
 use crate::source::tracepoint::Tracefs;
 use crate::symbolize::ProcessMaps;
 use crate::timing;
-use crate::unwind::Unwinder;
 
 mod progress;
 mod signals;
+mod stages;
 mod symbols;
 
 use progress::Progress;
+use stages::Stages;
 
 /// How long after a signal ended tracing a command still running may take
 /// to exit and give its status.
@@ -274,32 +275,13 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         }
     }
 
-    let mut aggregator = Aggregator::new(
-        aggregate::Config {
-            threads: plan.targets.clone(),
-            state: plan.state,
-            min_block_us: plan.min_block_us,
-            max_block_us: plan.max_block_us,
-            stack_storage_size: plan.stack_storage_size,
-            stacks: plan.stacks,
-            // A recording's pids are not this machine's now.
-            own: plan
-                .input
-                .is_none()
-                .then(crate::sys::own::OwnTasks::of_this_process),
-        },
-        tasks,
+    let mut aggregator = stages::aggregator(&plan, tasks);
+    let mut sink = Stages::new(
+        plan.stacks.user,
+        &mut maps,
+        source.copies_user_stacks(),
+        &mut aggregator,
     );
-    if plan.input.is_some() {
-        // A recording's threads are not this machine's threads now.
-        aggregator = aggregator.with_task_lookup(Box::new(|_| None));
-    }
-    let mut sink = Stages {
-        keep_user: plan.stacks.user,
-        maps: &mut maps,
-        unwinder: source.copies_user_stacks().then(Unwinder::new),
-        aggregator: &mut aggregator,
-    };
 
     let deadline = plan
         .duration
@@ -351,25 +333,9 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
     timing::mark("trace");
     source.finish(&mut sink)?;
     timing::mark("drain.finish");
-    if let Some(u) = &sink.unwinder
-        && timing::enabled()
-    {
-        let st = u.stats();
-        diag!(
-            "offwake-perf: unwound {} user stacks in {:.3} ms ({:.2} us each): {} frames \
-             by DWARF, {} more by frame pointers; {} files' unwind tables unreadable",
-            st.stacks,
-            st.time.as_secs_f64() * 1e3,
-            st.time.as_secs_f64() * 1e6 / st.stacks.max(1) as f64,
-            st.frames,
-            st.fp_frames,
-            st.unreadable_files
-        );
-    }
-    let unwind_note = sink.unwinder.as_ref().and_then(Unwinder::note);
     // The unwind tables are of no more use: their memory goes before
     // symbolization's.
-    drop(sink);
+    let unwind_note = sink.finish();
     let (source_stats, source_notes) = (source.stats(), source.notes());
     let kernel_text = source.recorded_kernel_text();
     let switch_ins_from_records = source.switch_ins_from_records();
@@ -518,46 +484,6 @@ fn command_status_after_tracing(
                 );
                 return None;
             }
-        }
-    }
-}
-
-/// What a run does with the events, in time order: the processes' maps
-/// and the unwinding of user stacks as soon as an event's place in time is
-/// known (a stack copy is never kept waiting), then the aggregation.
-struct Stages<'a> {
-    /// False under `-K`: no user stack is kept, no map is needed.
-    keep_user: bool,
-    maps: &'a mut ProcessMaps,
-    /// When samples copy user stacks.
-    unwinder: Option<Unwinder>,
-    aggregator: &'a mut Aggregator,
-}
-
-impl EventSink for Stages<'_> {
-    fn early(&mut self, event: &mut Event) {
-        if !self.keep_user {
-            return;
-        }
-        // Fork, exec, mmap and exit; other events are ignored.
-        self.maps.observe(event);
-        if let Some(u) = self.unwinder.as_mut() {
-            u.unwind(event, self.maps);
-        }
-    }
-
-    fn event(&mut self, event: Event) {
-        if !self.keep_user {
-            self.aggregator.process(&event);
-            return;
-        }
-        let stored = self.aggregator.user_stacks_stored();
-        self.aggregator.process(&event);
-        // Only processes whose user stacks were stored need their memory
-        // map, snapshotted from /proc the first time, while they live.
-        for stack in self.aggregator.user_stacks_since(stored) {
-            self.maps
-                .ensure_covers(stack.tgid, stack.time, &stack.addrs);
         }
     }
 }
