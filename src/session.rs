@@ -18,7 +18,6 @@ use crate::aggregate::{self, TaskTable};
 use crate::cli::Cli;
 use crate::command;
 use crate::diag::diag;
-use crate::event::SourceStats;
 use crate::kallsyms::Preload;
 use crate::plan::{Plan, Targets};
 use crate::report::{self, Output, ReportOptions, Span};
@@ -31,10 +30,12 @@ use crate::timing;
 mod progress;
 mod signals;
 mod stages;
+mod summary;
 mod symbols;
 
 use progress::Progress;
 use stages::Stages;
+use summary::Summary;
 
 /// How long after a signal ended tracing a command still running may take
 /// to exit and give its status.
@@ -239,16 +240,12 @@ struct Traced {
     result: aggregate::Aggregate,
     maps: ProcessMaps,
     kallsyms: Option<Preload>,
-    source_stats: SourceStats,
-    /// Warnings the source has about what it read.
-    source_notes: Vec<String>,
     /// Where a recording's kernel text was.
     kernel_text: Option<u64>,
     /// When the trace ran.
     span: Span,
-    switch_ins_from_records: bool,
-    /// Files whose unwind tables could not be read.
-    unwind_note: Option<String>,
+    /// What the source and the unwinder said of what they read.
+    summary: Summary,
     /// Where the report goes, and how it looks there.
     outputs: Vec<(Output, ReportOptions)>,
 }
@@ -336,9 +333,13 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
     // The unwind tables are of no more use: their memory goes before
     // symbolization's.
     let unwind_note = sink.finish();
-    let (source_stats, source_notes) = (source.stats(), source.notes());
+    let summary = Summary {
+        source_stats: source.stats(),
+        source_notes: source.notes(),
+        switch_ins_from_records: source.switch_ins_from_records(),
+        unwind_note,
+    };
     let kernel_text = source.recorded_kernel_text();
-    let switch_ins_from_records = source.switch_ins_from_records();
     timing::mark("drain");
     Ok(Traced {
         source,
@@ -350,12 +351,9 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         result: aggregator.finish(),
         maps,
         kallsyms,
-        source_stats,
-        source_notes,
+        summary,
         span,
         kernel_text,
-        switch_ins_from_records,
-        unwind_note,
         outputs,
     })
 }
@@ -373,12 +371,9 @@ fn report(traced: Traced) -> Result<Outcome> {
         result,
         maps,
         kallsyms,
-        source_stats,
-        source_notes,
+        summary,
         kernel_text,
         span,
-        switch_ins_from_records,
-        unwind_note,
         mut outputs,
     } = traced;
     let result = Arc::new(result);
@@ -413,39 +408,7 @@ fn report(traced: Traced) -> Result<Outcome> {
         diag!("offwake-perf: the command exited with {status}");
     }
 
-    let stats = result.stats;
-    let larger_buffer = match plan.input {
-        Some(_) => "buffer when recording (perf record -m PAGES)",
-        None => "--mmap-pages",
-    };
-    let notes = stats
-        .notes(switch_ins_from_records, larger_buffer)
-        .into_iter()
-        .chain(aggregate::quiet::notes(
-            &result.quiet,
-            plan.state.is_some(),
-            plan.input.is_some(),
-        ))
-        .chain(unwind_note)
-        .chain(source_notes);
-    for note in notes {
-        diag!("{note}");
-    }
-    diag!(
-        "offwake-perf: {} records read, {} lost; {} intervals counted, {} discarded \
-         for a possible loss, {} outside -m/-M",
-        source_stats.records,
-        stats.lost_records,
-        stats.intervals,
-        stats.discarded_lost,
-        stats.out_of_range
-    );
-    if source_stats.malformed > 0 {
-        diag!(
-            "WARNING: {} malformed records skipped",
-            source_stats.malformed
-        );
-    }
+    summary.print(&result, &plan);
     timing::print();
     // The kallsyms cache a cold run has to write is written by the holder
     // of the perf events, forked last, while this process exits; without
