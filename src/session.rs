@@ -27,19 +27,17 @@ use crate::source::tracepoint::Tracefs;
 use crate::symbolize::ProcessMaps;
 use crate::timing;
 
+mod command_end;
 mod progress;
 mod signals;
 mod stages;
 mod summary;
 mod symbols;
 
+use command_end::CommandEnd;
 use progress::Progress;
 use stages::Stages;
 use summary::Summary;
-
-/// How long after a signal ended tracing a command still running may take
-/// to exit and give its status.
-const COMMAND_GRACE: Duration = Duration::from_millis(500);
 
 /// How the run ended, for the caller's exit status.
 #[derive(Debug, PartialEq, Eq)]
@@ -233,10 +231,8 @@ struct Traced {
     plan: Plan,
     child: Option<Child>,
     launched: Option<command::Launched>,
-    /// The command's status, when it ended or was taken as tracing ended.
-    child_status: Option<ExitStatus>,
-    /// After a signal, how long the command may take to give its status.
-    grace_until: Option<Instant>,
+    /// The command's status as tracing ended.
+    command_end: CommandEnd,
     result: aggregate::Aggregate,
     maps: ProcessMaps,
     kallsyms: Option<Preload>,
@@ -318,15 +314,8 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         start: started,
         duration: began.elapsed(),
     });
-    // A signal that ended tracing (Ctrl-C reaches the command too) gives
-    // the command a moment to clean up and exit, for its status.
-    let grace_until = signals::stop_requested().then(|| Instant::now() + COMMAND_GRACE);
-    // Without a signal, a command still running when tracing stops is left
-    // running, however long the report then takes: its state is taken now.
-    // After a signal its status is waited for while the report is made.
-    if grace_until.is_none() && child_status.is_none() {
-        child_status = command_status_after_tracing(child.as_mut(), None);
-    }
+    let command_end =
+        CommandEnd::as_tracing_stops(child.as_mut(), child_status, signals::stop_requested());
     timing::mark("trace");
     source.finish(&mut sink)?;
     timing::mark("drain.finish");
@@ -346,8 +335,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         plan,
         child,
         launched,
-        child_status,
-        grace_until,
+        command_end,
         result: aggregator.finish(),
         maps,
         kallsyms,
@@ -366,8 +354,7 @@ fn report(traced: Traced) -> Result<Outcome> {
         plan,
         mut child,
         launched,
-        child_status,
-        grace_until,
+        command_end,
         result,
         maps,
         kallsyms,
@@ -397,16 +384,7 @@ fn report(traced: Traced) -> Result<Outcome> {
         output.finish()?;
     }
     timing::mark("write");
-    let command = match (child_status, grace_until) {
-        (None, Some(until)) => command_status_after_tracing(child.as_mut(), Some(until)),
-        // Known, or taken when tracing stopped.
-        (status, _) => status,
-    };
-    if let Some(status) = command
-        && !status.success()
-    {
-        diag!("offwake-perf: the command exited with {status}");
-    }
+    let command = command_end.status(child.as_mut());
 
     summary.print(&result, &plan);
     timing::print();
@@ -424,29 +402,4 @@ fn report(traced: Traced) -> Result<Outcome> {
         .for_each(|job| (job.run)());
     drop(launched);
     Ok(Outcome { command })
-}
-
-/// How the command ended, when tracing stopped first (duration or signal),
-/// waiting until `until` (if given) for it to exit: `None`, after saying
-/// so, when it still runs (it is left running).
-fn command_status_after_tracing(
-    child: Option<&mut std::process::Child>,
-    until: Option<Instant>,
-) -> Option<ExitStatus> {
-    let child = child?;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
-            Ok(None) if until.is_some_and(|u| Instant::now() < u) => {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            _ => {
-                diag!(
-                    "offwake-perf: tracing ended; the command (pid {}) is still running",
-                    child.id()
-                );
-                return None;
-            }
-        }
-    }
 }
