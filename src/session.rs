@@ -258,16 +258,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         mut maps,
         kallsyms,
     } = attached;
-    for (output, options) in &mut outputs {
-        let header = match &plan.input {
-            Some(input) => report::header_recorded(options, input),
-            None => report::header(options, plan.duration, child.is_some()),
-        };
-        if !header.is_empty() {
-            output.write_with(|w| w.write_all(header.as_bytes()))?;
-        }
-    }
-
+    write_headers(&mut outputs, &plan, child.is_some())?;
     let mut aggregator = stages::aggregator(&plan, tasks);
     let mut sink = Stages::new(
         plan.stacks.user,
@@ -275,45 +266,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         source.copies_user_stacks(),
         &mut aggregator,
     );
-
-    let deadline = plan
-        .duration
-        .map(|s| Instant::now() + Duration::from_secs(s));
-    let mut child_status = None;
-    // The command's end wakes the loop at once.
-    let exit_watch = child.as_ref().and_then(command::exit_watch);
-    // Reading a large recording takes a while: say how far it is.
-    let mut reading = Progress::new("records read", 0);
-    let (started, began) = (SystemTime::now(), Instant::now());
-    loop {
-        if signals::stop_requested() || source.is_exhausted() {
-            break;
-        }
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
-            break;
-        }
-        if let Some(c) = child.as_mut()
-            && let Some(status) = c.try_wait().context("waiting for the command")?
-        {
-            child_status = Some(status);
-            timing::mark("trace.reaped");
-            break;
-        }
-        let mut timeout = source.round_period();
-        if let Some(d) = deadline {
-            timeout = timeout.min(d.saturating_duration_since(now));
-        }
-        source.poll(timeout, exit_watch.as_ref().map(|fd| fd.as_fd()), &mut sink)?;
-        if plan.input.is_some() {
-            reading.at(source.stats().records as usize, 0);
-        }
-    }
-    reading.done();
-    let span = source.recorded_span().unwrap_or(Span {
-        start: started,
-        duration: began.elapsed(),
-    });
+    let (child_status, span) = read_events(&plan, &mut source, child.as_mut(), &mut sink)?;
     let command_end =
         CommandEnd::as_tracing_stops(child.as_mut(), child_status, signals::stop_requested());
     timing::mark("trace");
@@ -344,6 +297,74 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         kernel_text,
         outputs,
     })
+}
+
+/// Writes each output's header, if its format has one.
+fn write_headers(
+    outputs: &mut [(Output, ReportOptions)],
+    plan: &Plan,
+    with_command: bool,
+) -> Result<()> {
+    for (output, options) in outputs {
+        let header = match &plan.input {
+            Some(input) => report::header_recorded(options, input),
+            None => report::header(options, plan.duration, with_command),
+        };
+        if !header.is_empty() {
+            output.write_with(|w| w.write_all(header.as_bytes()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads events into `sink` until the duration ends, a signal arrives,
+/// the source is exhausted or the command exits: the command's status if
+/// it did, and when the trace ran.
+fn read_events(
+    plan: &Plan,
+    source: &mut Source,
+    mut child: Option<&mut Child>,
+    sink: &mut Stages<'_>,
+) -> Result<(Option<ExitStatus>, Span)> {
+    let deadline = plan
+        .duration
+        .map(|s| Instant::now() + Duration::from_secs(s));
+    let mut child_status = None;
+    // The command's end wakes the loop at once.
+    let exit_watch = child.as_deref().and_then(command::exit_watch);
+    // Reading a large recording takes a while: say how far it is.
+    let mut reading = Progress::new("records read", 0);
+    let (started, began) = (SystemTime::now(), Instant::now());
+    loop {
+        if signals::stop_requested() || source.is_exhausted() {
+            break;
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            break;
+        }
+        if let Some(c) = child.as_deref_mut()
+            && let Some(status) = c.try_wait().context("waiting for the command")?
+        {
+            child_status = Some(status);
+            timing::mark("trace.reaped");
+            break;
+        }
+        let mut timeout = source.round_period();
+        if let Some(d) = deadline {
+            timeout = timeout.min(d.saturating_duration_since(now));
+        }
+        source.poll(timeout, exit_watch.as_ref().map(|fd| fd.as_fd()), sink)?;
+        if plan.input.is_some() {
+            reading.at(source.stats().records as usize, 0);
+        }
+    }
+    reading.done();
+    let span = source.recorded_span().unwrap_or(Span {
+        start: started,
+        duration: began.elapsed(),
+    });
+    Ok((child_status, span))
 }
 
 /// Symbolizes and writes the report, then the command's status and the
