@@ -1,8 +1,11 @@
-//! One run of the tool, in three steps over its [`Plan`]: [`attach`] opens
-//! the backend (and starts the command once tracing is active),
-//! [`trace`] reads events until the duration ends, a signal arrives or the
-//! command exits, and [`report`] symbolizes, prints, and says on stderr
-//! what the run's counters call for.
+//! One run of the tool, in three steps over its [`Plan`] that follow the
+//! data: [`attach()`] opens the source (and starts the command once
+//! tracing is active); [`trace`] reads its events through the [`Stages`]
+//! (the processes' maps, the unwinding of user stacks, the aggregation)
+//! until the duration ends, a signal arrives or the command exits; and
+//! [`report()`] symbolizes what was aggregated ([`symbols`]), prints it, and
+//! says on stderr how the command ended ([`CommandEnd`]) and what the
+//! run's counters call for ([`Summary`]).
 
 use std::io::{self, IsTerminal};
 use std::os::fd::AsFd;
@@ -275,13 +278,20 @@ fn report(traced: Traced) -> Result<Outcome> {
     }
     timing::mark("write");
     let command = command_end.status(child.as_mut());
-
     summary.print(&result, &plan);
     timing::print();
+    close(source, kallsyms_cache.as_ref());
+    drop(launched);
+    Ok(Outcome { command })
+}
+
+/// Ends the run's work: the kallsyms cache left to write, then the
+/// source, then the jobs left for the end.
+fn close(source: Source, kallsyms: Option<&Preload>) {
     // The kallsyms cache a cold run has to write is written by the holder
     // of the perf events, forked last, while this process exits; without
     // one (other sources), here.
-    if let Some(job) = kallsyms_cache.as_ref().and_then(Preload::pending_store) {
+    if let Some(job) = kallsyms.and_then(Preload::pending_store) {
         crate::sys::child::leave(job);
     }
     // Last: the holder of the events is forked when this process has no
@@ -290,6 +300,4 @@ fn report(traced: Traced) -> Result<Outcome> {
     crate::sys::child::take_left()
         .iter()
         .for_each(|job| (job.run)());
-    drop(launched);
-    Ok(Outcome { command })
 }
