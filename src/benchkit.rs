@@ -97,23 +97,12 @@ fn record(id: u64, tid: u32, time: u64, cpu: u32, ips: &[u64], raw: &[u8]) -> Ve
     )
 }
 
-/// Runs `events` synthetic events through the pipeline and says how fast.
-pub fn pipeline(events: usize) -> Result<String> {
-    let t = Tracefs::at(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/tracefs"
-    ));
-    let sw = t.event_format("sched", "sched_switch")?;
-    let wk = t.event_format("sched", "sched_waking")?;
-    let mut decoder = Decoder::new(ST, &sw, &wk)?;
-    decoder.add_id(1, Tracepoint::Switch);
-    decoder.add_id(2, Tracepoint::Waking);
-
-    // Per CPU, rounds of about 64 KiB of whole records: thread A wakes
-    // thread B, then A switches out (blocked) to B, which runs. The CPUs
-    // run at the same time, as in a real trace: their timestamps
-    // interleave (offset so that none are equal), so each round releases
-    // about what it read and the reorder window stays small.
+/// Per CPU, rounds of about 64 KiB of whole records: thread A wakes
+/// thread B, then A switches out (blocked) to B, which runs. The CPUs
+/// run at the same time, as in a real trace: their timestamps
+/// interleave (offset so that none are equal), so each round releases
+/// about what it read and the reorder window stays small.
+fn rings(events: usize, sw: &EventFormat, wk: &EventFormat) -> Result<Vec<Vec<Vec<u8>>>> {
     let chunk = 64 * 1024;
     let mut rings: Vec<Vec<Vec<u8>>> = vec![vec![Vec::new()]; CPUS as usize];
     let per_cpu = events / CPUS as usize;
@@ -124,27 +113,30 @@ pub fn pipeline(events: usize) -> Result<String> {
             let a = 1000 + cpu * THREADS + (i as u32 % THREADS);
             let b = 1000 + cpu * THREADS + ((i as u32 + 1) % THREADS);
             time += 1_500;
-            let mut w = payload(&wk);
-            put(&mut w, &wk, "comm", b"worker\0");
-            put(&mut w, &wk, "pid", &(b as i32).to_ne_bytes());
+            let mut w = payload(wk);
+            put(&mut w, wk, "comm", b"worker\0");
+            put(&mut w, wk, "pid", &(b as i32).to_ne_bytes());
             if ring.last().is_some_and(|r| r.len() >= chunk) {
                 ring.push(Vec::new());
             }
             let round = ring.last_mut().context("one round at least")?;
             round.extend(record(2, a, time, cpu, &callchain(a), &w));
             time += 500;
-            let mut s = payload(&sw);
-            put(&mut s, &sw, "prev_comm", b"worker\0");
-            put(&mut s, &sw, "prev_pid", &(a as i32).to_ne_bytes());
-            put(&mut s, &sw, "prev_state", &1i64.to_ne_bytes());
-            put(&mut s, &sw, "next_comm", b"worker\0");
-            put(&mut s, &sw, "next_pid", &(b as i32).to_ne_bytes());
+            let mut s = payload(sw);
+            put(&mut s, sw, "prev_comm", b"worker\0");
+            put(&mut s, sw, "prev_pid", &(a as i32).to_ne_bytes());
+            put(&mut s, sw, "prev_state", &1i64.to_ne_bytes());
+            put(&mut s, sw, "next_comm", b"worker\0");
+            put(&mut s, sw, "next_pid", &(b as i32).to_ne_bytes());
             round.extend(record(1, a, time, cpu, &callchain(a + 1), &s));
         }
     }
-    let bytes: usize = rings.iter().flatten().map(Vec::len).sum();
+    Ok(rings)
+}
 
-    let config = Config {
+/// The aggregation of a system-wide trace of both stacks.
+fn config() -> Config {
+    Config {
         threads: Targets::All,
         state: None,
         min_block_us: 1,
@@ -157,11 +149,27 @@ pub fn pipeline(events: usize) -> Result<String> {
             call_graph: crate::cli::CallGraph::Fp,
             call_graph_asked: false,
         },
-    };
+    }
+}
+
+/// Runs `events` synthetic events through the pipeline and says how fast.
+pub fn pipeline(events: usize) -> Result<String> {
+    let t = Tracefs::at(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/tracefs"
+    ));
+    let sw = t.event_format("sched", "sched_switch")?;
+    let wk = t.event_format("sched", "sched_waking")?;
+    let mut decoder = Decoder::new(ST, &sw, &wk)?;
+    decoder.add_id(1, Tracepoint::Switch);
+    decoder.add_id(2, Tracepoint::Waking);
+    let rings = rings(events, &sw, &wk)?;
+    let bytes: usize = rings.iter().flatten().map(Vec::len).sum();
+
     // The synthetic threads are looked up nowhere (not in this machine's
     // /proc, where a real task may hold one of their tids).
     let mut aggregator =
-        Aggregator::new(config, TaskTable::default()).with_task_lookup(Box::new(|_| None));
+        Aggregator::new(config(), TaskTable::default()).with_task_lookup(Box::new(|_| None));
     let mut reorder = Reorder::new();
     let mut scratch = Vec::new();
     let mut decoded = 0u64;

@@ -1,74 +1,44 @@
-//! One run of the tool, in three steps over its [`Plan`]: [`attach`] opens
-//! the backend (and starts the command once tracing is active),
-//! [`trace`] reads events until the duration ends, a signal arrives or the
-//! command exits, and [`report`] symbolizes, prints, and says on stderr
-//! what the run's counters call for.
+//! One run of the tool, in three steps over its [`Plan`] that follow the
+//! data: [`attach()`] opens the source (and starts the command once
+//! tracing is active); [`trace`] reads its events through the [`Stages`]
+//! (the processes' maps, the unwinding of user stacks, the aggregation)
+//! until the duration ends, a signal arrives or the command exits; and
+//! [`report()`] symbolizes what was aggregated ([`symbols`]), prints it, and
+//! says on stderr how the command ended ([`CommandEnd`]) and what the
+//! run's counters call for ([`Summary`]).
 
-use std::collections::{HashMap, HashSet};
 use std::io::{self, IsTerminal};
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 
-use crate::aggregate::{self, Aggregator, StackRef, StackTable, TaskTable};
+use crate::aggregate;
 use crate::cli::Cli;
 use crate::command;
-use crate::diag::diag;
-use crate::event::{Event, EventSink, SourceStats};
 use crate::kallsyms::Preload;
-use crate::plan::{Plan, Targets};
-use crate::report::{self, Frame, Frames, Output, ReportOptions, ResolvedEntry, Span};
+use crate::plan::Plan;
+use crate::report::{self, Output, ReportOptions, Span};
 use crate::source::Source;
-use crate::source::perfdata::RecordedSource;
-use crate::source::tracepoint::Tracefs;
-use crate::symbolize::{ProcessMaps, Symbol, Symbolizer, UserStack};
+use crate::symbolize::ProcessMaps;
 use crate::timing;
-use crate::unwind::Unwinder;
 
-/// Set by SIGINT/SIGTERM: stop tracing and print the report.
-static STOP: AtomicBool = AtomicBool::new(false);
-/// How long after a signal ended tracing a command still running may take
-/// to exit and give its status.
-const COMMAND_GRACE: Duration = Duration::from_millis(500);
-/// SIGINTs received; the second one aborts.
-static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
-/// SIGINTs and SIGTERMs received: one during symbolization cuts it short.
-static SIGNALS: AtomicU32 = AtomicU32::new(0);
-/// How long symbolization, told to stop, may take to come back before the
-/// run ends without a report (a read that never returns).
-const SYMBOLIZE_GRACE: Duration = Duration::from_secs(2);
+mod attach;
+mod command_end;
+mod progress;
+mod signals;
+mod stages;
+mod summary;
+mod symbols;
 
-extern "C" fn on_signal(sig: libc::c_int) {
-    SIGNALS.fetch_add(1, Ordering::SeqCst);
-    if sig == libc::SIGINT && INTERRUPTS.fetch_add(1, Ordering::SeqCst) >= 1 {
-        // SAFETY: _exit is async-signal-safe; a second Ctrl-C aborts at once.
-        unsafe { libc::_exit(130) };
-    }
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() -> Result<()> {
-    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
-    // No SA_RESTART: poll() must return EINTR so the loop sees the flag.
-    let action = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::empty(),
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only touches atomics and calls _exit, both
-        // async-signal-safe.
-        unsafe { sigaction(sig, &action) }
-            .with_context(|| format!("installing a handler for {sig}"))?;
-    }
-    Ok(())
-}
+use attach::{Attached, attach};
+use command_end::CommandEnd;
+use progress::Progress;
+use stages::Stages;
+use summary::Summary;
 
 /// How the run ended, for the caller's exit status.
 #[derive(Debug, PartialEq, Eq)]
@@ -126,135 +96,6 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     report(traced)
 }
 
-/// Tracing is active: what [`attach`] made.
-struct Attached {
-    plan: Plan,
-    source: Source,
-    /// The command of `-- COMMAND`, running.
-    child: Option<Child>,
-    /// The thread that started it, whose events it inherits. It stays
-    /// until the report is out: a command still running then may have
-    /// asked for a signal when its parent thread exits (`PR_SET_PDEATHSIG`).
-    launched: Option<command::Launched>,
-    /// What was known about threads before the first event.
-    tasks: TaskTable,
-    maps: ProcessMaps,
-    /// kallsyms, being read, when kernel stacks are wanted.
-    kallsyms: Option<Preload>,
-}
-
-/// Opens the source on the plan's targets and, once tracing is active,
-/// lets the command (if any) run.
-fn attach(mut plan: Plan) -> Result<Attached> {
-    if let Some(input) = plan.input.clone() {
-        return attach_recorded(plan, &input);
-    }
-    let tracefs = Tracefs::open()?;
-    timing::mark("attach.tracefs");
-    // Whatever the backend: one listing of `instances/`.
-    let stale = crate::source::tracefs::instance::remove_stale(&tracefs);
-    if !stale.is_empty() {
-        diag!(
-            "offwake-perf: removed {} ftrace instance(s) left behind by earlier runs that \
-             were killed: {}",
-            stale.len(),
-            stale.join(", ")
-        );
-    }
-    timing::mark("attach.stale");
-    // The command's launcher is the thread tracing is attached to: the
-    // command it starts once tracing runs inherits its events.
-    let launcher = if plan.command.is_empty() {
-        None
-    } else {
-        let launcher = command::Launcher::spawn(&plan.command)?;
-        plan.command_launching(launcher.tid());
-        Some(launcher)
-    };
-    timing::mark("attach.fork");
-    // Kernel symbols take longest to come: started at once.
-    let kallsyms = plan.stacks.kernel.then(Preload::spawn);
-    let mut maps = ProcessMaps::new();
-    if let Targets::Processes(pids) = &plan.targets {
-        for &pid in pids {
-            maps.ensure_known(pid, 0);
-        }
-    }
-    install_signal_handlers()?;
-    timing::mark("attach.maps");
-    let (mut source, notes) = Source::open(&plan, &tracefs, kallsyms.as_ref())?;
-    timing::mark("attach");
-    if let Some(at) = timing::since_launch() {
-        // Said at once: scripts wait for this line to start their load.
-        diag!(
-            "offwake-perf: tracing active {:.3} ms after launch ({} backend)",
-            at.as_secs_f64() * 1e3,
-            source.name()
-        );
-    }
-    maps.set_mmap_events(source.delivers_mmaps());
-    for notice in [&notes.fallback, &notes.call_graph, &notes.wide]
-        .into_iter()
-        .flatten()
-    {
-        diag!("{notice}");
-    }
-    // Tracing is active from here on.
-    let (child, launched) = match launcher.map(command::Launcher::release).transpose()? {
-        Some((child, launched)) => {
-            plan.command_started(child.id());
-            // Its wakeups were kept from its creation only where the
-            // kernel's next pids could be forecast (not in a PID namespace
-            // other than the initial one): from now on, in any case.
-            if let Err(e) = source.follow_now(child.id()) {
-                diag!("offwake-perf: warning: {e:#}");
-            }
-            // Started by this process, the command began in its root,
-            // which is known even if it is gone before its first event.
-            maps.hold_own_root_for(child.id());
-            (Some(child), Some(launched))
-        }
-        None => (None, None),
-    };
-    timing::mark("trace.exec");
-    // What is known about threads before their first event is read: once
-    // tracing is active, since it takes a while on a busy host.
-    let tasks = TaskTable::scan_proc();
-    timing::mark("trace.tasks");
-    Ok(Attached {
-        plan,
-        source,
-        child,
-        launched,
-        tasks,
-        maps,
-        kallsyms,
-    })
-}
-
-/// Opens the recording `input` in place of a live source. Its processes
-/// are known from its records only: nothing of them is read from /proc.
-fn attach_recorded(plan: Plan, input: &Path) -> Result<Attached> {
-    let kallsyms = plan.stacks.kernel.then(Preload::spawn);
-    install_signal_handlers()?;
-    let source = RecordedSource::open(input, kallsyms.as_ref())?;
-    if plan.stacks.kernel
-        && let Some(warning) = source.other_kernel()
-    {
-        diag!("{warning}");
-    }
-    let maps = ProcessMaps::recorded(source.build_ids());
-    Ok(Attached {
-        plan,
-        source: Source::Recorded(Box::new(source)),
-        child: None,
-        launched: None,
-        tasks: TaskTable::default(),
-        maps,
-        kallsyms,
-    })
-}
-
 /// Tracing has stopped: what [`trace`] gathered.
 struct Traced {
     /// Stopped; closed once the report is out (see [`Source::close`]).
@@ -262,23 +103,17 @@ struct Traced {
     plan: Plan,
     child: Option<Child>,
     launched: Option<command::Launched>,
-    /// The command's status, when it ended or was taken as tracing ended.
-    child_status: Option<ExitStatus>,
-    /// After a signal, how long the command may take to give its status.
-    grace_until: Option<Instant>,
+    /// The command's status as tracing ended.
+    command_end: CommandEnd,
     result: aggregate::Aggregate,
     maps: ProcessMaps,
     kallsyms: Option<Preload>,
-    source_stats: SourceStats,
-    /// Warnings the source has about what it read.
-    source_notes: Vec<String>,
     /// Where a recording's kernel text was.
     kernel_text: Option<u64>,
     /// When the trace ran.
     span: Span,
-    switch_ins_from_records: bool,
-    /// Files whose unwind tables could not be read.
-    unwind_note: Option<String>,
+    /// What the source and the unwinder said of what they read.
+    summary: Summary,
     /// Where the report goes, and how it looks there.
     outputs: Vec<(Output, ReportOptions)>,
 }
@@ -295,61 +130,92 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         mut maps,
         kallsyms,
     } = attached;
-    for (output, options) in &mut outputs {
+    write_headers(&mut outputs, &plan, child.is_some())?;
+    let mut aggregator = stages::aggregator(&plan, tasks);
+    let mut sink = Stages::new(
+        plan.stacks.user,
+        &mut maps,
+        source.copies_user_stacks(),
+        &mut aggregator,
+    );
+    let (child_status, span) = read_events(&plan, &mut source, child.as_mut(), &mut sink)?;
+    let command_end =
+        CommandEnd::as_tracing_stops(child.as_mut(), child_status, signals::stop_requested());
+    timing::mark("trace");
+    source.finish(&mut sink)?;
+    timing::mark("drain.finish");
+    // The unwind tables are of no more use: their memory goes before
+    // symbolization's.
+    let unwind_note = sink.finish();
+    let summary = Summary {
+        source_stats: source.stats(),
+        source_notes: source.notes(),
+        switch_ins_from_records: source.switch_ins_from_records(),
+        unwind_note,
+    };
+    let kernel_text = source.recorded_kernel_text();
+    timing::mark("drain");
+    Ok(Traced {
+        source,
+        plan,
+        child,
+        launched,
+        command_end,
+        result: aggregator.finish(),
+        maps,
+        kallsyms,
+        summary,
+        span,
+        kernel_text,
+        outputs,
+    })
+}
+
+/// Writes each output's header, if its format has one.
+fn write_headers(
+    outputs: &mut [(Output, ReportOptions)],
+    plan: &Plan,
+    with_command: bool,
+) -> Result<()> {
+    for (output, options) in outputs {
         let header = match &plan.input {
             Some(input) => report::header_recorded(options, input),
-            None => report::header(options, plan.duration, child.is_some()),
+            None => report::header(options, plan.duration, with_command),
         };
         if !header.is_empty() {
             output.write_with(|w| w.write_all(header.as_bytes()))?;
         }
     }
+    Ok(())
+}
 
-    let mut aggregator = Aggregator::new(
-        aggregate::Config {
-            threads: plan.targets.clone(),
-            state: plan.state,
-            min_block_us: plan.min_block_us,
-            max_block_us: plan.max_block_us,
-            stack_storage_size: plan.stack_storage_size,
-            stacks: plan.stacks,
-            // A recording's pids are not this machine's now.
-            own: plan
-                .input
-                .is_none()
-                .then(crate::sys::own::OwnTasks::of_this_process),
-        },
-        tasks,
-    );
-    if plan.input.is_some() {
-        // A recording's threads are not this machine's threads now.
-        aggregator = aggregator.with_task_lookup(Box::new(|_| None));
-    }
-    let mut sink = Stages {
-        keep_user: plan.stacks.user,
-        maps: &mut maps,
-        unwinder: source.copies_user_stacks().then(Unwinder::new),
-        aggregator: &mut aggregator,
-    };
-
+/// Reads events into `sink` until the duration ends, a signal arrives,
+/// the source is exhausted or the command exits: the command's status if
+/// it did, and when the trace ran.
+fn read_events(
+    plan: &Plan,
+    source: &mut Source,
+    mut child: Option<&mut Child>,
+    sink: &mut Stages<'_>,
+) -> Result<(Option<ExitStatus>, Span)> {
     let deadline = plan
         .duration
         .map(|s| Instant::now() + Duration::from_secs(s));
     let mut child_status = None;
     // The command's end wakes the loop at once.
-    let exit_watch = child.as_ref().and_then(command::exit_watch);
+    let exit_watch = child.as_deref().and_then(command::exit_watch);
     // Reading a large recording takes a while: say how far it is.
     let mut reading = Progress::new("records read", 0);
     let (started, began) = (SystemTime::now(), Instant::now());
     loop {
-        if STOP.load(Ordering::SeqCst) || source.is_exhausted() {
+        if signals::stop_requested() || source.is_exhausted() {
             break;
         }
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
             break;
         }
-        if let Some(c) = child.as_mut()
+        if let Some(c) = child.as_deref_mut()
             && let Some(status) = c.try_wait().context("waiting for the command")?
         {
             child_status = Some(status);
@@ -360,7 +226,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         if let Some(d) = deadline {
             timeout = timeout.min(d.saturating_duration_since(now));
         }
-        source.poll(timeout, exit_watch.as_ref().map(|fd| fd.as_fd()), &mut sink)?;
+        source.poll(timeout, exit_watch.as_ref().map(|fd| fd.as_fd()), sink)?;
         if plan.input.is_some() {
             reading.at(source.stats().records as usize, 0);
         }
@@ -370,61 +236,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         start: started,
         duration: began.elapsed(),
     });
-    // A signal that ended tracing (Ctrl-C reaches the command too) gives
-    // the command a moment to clean up and exit, for its status.
-    let grace_until = STOP
-        .load(Ordering::SeqCst)
-        .then(|| Instant::now() + COMMAND_GRACE);
-    // Without a signal, a command still running when tracing stops is left
-    // running, however long the report then takes: its state is taken now.
-    // After a signal its status is waited for while the report is made.
-    if grace_until.is_none() && child_status.is_none() {
-        child_status = command_status_after_tracing(child.as_mut(), None);
-    }
-    timing::mark("trace");
-    source.finish(&mut sink)?;
-    timing::mark("drain.finish");
-    if let Some(u) = &sink.unwinder
-        && timing::enabled()
-    {
-        let st = u.stats();
-        diag!(
-            "offwake-perf: unwound {} user stacks in {:.3} ms ({:.2} us each): {} frames \
-             by DWARF, {} more by frame pointers; {} files' unwind tables unreadable",
-            st.stacks,
-            st.time.as_secs_f64() * 1e3,
-            st.time.as_secs_f64() * 1e6 / st.stacks.max(1) as f64,
-            st.frames,
-            st.fp_frames,
-            st.unreadable_files
-        );
-    }
-    let unwind_note = sink.unwinder.as_ref().and_then(Unwinder::note);
-    // The unwind tables are of no more use: their memory goes before
-    // symbolization's.
-    drop(sink);
-    let (source_stats, source_notes) = (source.stats(), source.notes());
-    let kernel_text = source.recorded_kernel_text();
-    let switch_ins_from_records = source.switch_ins_from_records();
-    timing::mark("drain");
-    Ok(Traced {
-        source,
-        plan,
-        child,
-        launched,
-        child_status,
-        grace_until,
-        result: aggregator.finish(),
-        maps,
-        kallsyms,
-        source_stats,
-        source_notes,
-        span,
-        kernel_text,
-        switch_ins_from_records,
-        unwind_note,
-        outputs,
-    })
+    Ok((child_status, span))
 }
 
 /// Symbolizes and writes the report, then the command's status and the
@@ -435,23 +247,19 @@ fn report(traced: Traced) -> Result<Outcome> {
         plan,
         mut child,
         launched,
-        child_status,
-        grace_until,
+        command_end,
         result,
         maps,
         kallsyms,
-        source_stats,
-        source_notes,
+        summary,
         kernel_text,
         span,
-        switch_ins_from_records,
-        unwind_note,
         mut outputs,
     } = traced;
     let result = Arc::new(result);
     let kallsyms_cache = kallsyms.clone();
     if outputs.iter().any(|(output, _)| output.is_open()) {
-        let entries = symbolize_apart(
+        let entries = symbols::symbolize_apart(
             &result,
             maps,
             kallsyms,
@@ -469,55 +277,21 @@ fn report(traced: Traced) -> Result<Outcome> {
         output.finish()?;
     }
     timing::mark("write");
-    let command = match (child_status, grace_until) {
-        (None, Some(until)) => command_status_after_tracing(child.as_mut(), Some(until)),
-        // Known, or taken when tracing stopped.
-        (status, _) => status,
-    };
-    if let Some(status) = command
-        && !status.success()
-    {
-        diag!("offwake-perf: the command exited with {status}");
-    }
-
-    let stats = result.stats;
-    let larger_buffer = match plan.input {
-        Some(_) => "buffer when recording (perf record -m PAGES)",
-        None => "--mmap-pages",
-    };
-    let notes = stats
-        .notes(switch_ins_from_records, larger_buffer)
-        .into_iter()
-        .chain(aggregate::quiet::notes(
-            &result.quiet,
-            plan.state.is_some(),
-            plan.input.is_some(),
-        ))
-        .chain(unwind_note)
-        .chain(source_notes);
-    for note in notes {
-        diag!("{note}");
-    }
-    diag!(
-        "offwake-perf: {} records read, {} lost; {} intervals counted, {} discarded \
-         for a possible loss, {} outside -m/-M",
-        source_stats.records,
-        stats.lost_records,
-        stats.intervals,
-        stats.discarded_lost,
-        stats.out_of_range
-    );
-    if source_stats.malformed > 0 {
-        diag!(
-            "WARNING: {} malformed records skipped",
-            source_stats.malformed
-        );
-    }
+    let command = command_end.status(child.as_mut());
+    summary.print(&result, &plan);
     timing::print();
+    close(source, kallsyms_cache.as_ref());
+    drop(launched);
+    Ok(Outcome { command })
+}
+
+/// Ends the run's work: the kallsyms cache left to write, then the
+/// source, then the jobs left for the end.
+fn close(source: Source, kallsyms: Option<&Preload>) {
     // The kallsyms cache a cold run has to write is written by the holder
     // of the perf events, forked last, while this process exits; without
     // one (other sources), here.
-    if let Some(job) = kallsyms_cache.as_ref().and_then(Preload::pending_store) {
+    if let Some(job) = kallsyms.and_then(Preload::pending_store) {
         crate::sys::child::leave(job);
     }
     // Last: the holder of the events is forked when this process has no
@@ -526,318 +300,4 @@ fn report(traced: Traced) -> Result<Outcome> {
     crate::sys::child::take_left()
         .iter()
         .for_each(|job| (job.run)());
-    drop(launched);
-    Ok(Outcome { command })
-}
-
-/// How the command ended, when tracing stopped first (duration or signal),
-/// waiting until `until` (if given) for it to exit: `None`, after saying
-/// so, when it still runs (it is left running).
-fn command_status_after_tracing(
-    child: Option<&mut std::process::Child>,
-    until: Option<Instant>,
-) -> Option<ExitStatus> {
-    let child = child?;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
-            Ok(None) if until.is_some_and(|u| Instant::now() < u) => {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            _ => {
-                diag!(
-                    "offwake-perf: tracing ended; the command (pid {}) is still running",
-                    child.id()
-                );
-                return None;
-            }
-        }
-    }
-}
-
-/// What a run does with the events, in time order: the processes' maps
-/// and the unwinding of user stacks as soon as an event's place in time is
-/// known (a stack copy is never kept waiting), then the aggregation.
-struct Stages<'a> {
-    /// False under `-K`: no user stack is kept, no map is needed.
-    keep_user: bool,
-    maps: &'a mut ProcessMaps,
-    /// When samples copy user stacks.
-    unwinder: Option<Unwinder>,
-    aggregator: &'a mut Aggregator,
-}
-
-impl EventSink for Stages<'_> {
-    fn early(&mut self, event: &mut Event) {
-        if !self.keep_user {
-            return;
-        }
-        // Fork, exec, mmap and exit; other events are ignored.
-        self.maps.observe(event);
-        if let Some(u) = self.unwinder.as_mut() {
-            u.unwind(event, self.maps);
-        }
-    }
-
-    fn event(&mut self, event: Event) {
-        if !self.keep_user {
-            self.aggregator.process(&event);
-            return;
-        }
-        let stored = self.aggregator.user_stacks_stored();
-        self.aggregator.process(&event);
-        // Only processes whose user stacks were stored need their memory
-        // map, snapshotted from /proc the first time, while they live.
-        for stack in self.aggregator.user_stacks_since(stored) {
-            self.maps
-                .ensure_covers(stack.tgid, stack.time, &stack.addrs);
-        }
-    }
-}
-
-/// Symbolizes on a thread of its own, so that SIGINT or SIGTERM ends the
-/// run promptly whatever a traced process's files do: a signal makes
-/// symbolization open no more files, and if it still has not come back
-/// after [`SYMBOLIZE_GRACE`], the run ends without a report.
-fn symbolize_apart(
-    result: &Arc<aggregate::Aggregate>,
-    maps: ProcessMaps,
-    kallsyms: Option<Preload>,
-    kernel_text: Option<u64>,
-    module_offsets: bool,
-) -> Result<Vec<ResolvedEntry>> {
-    let before = SIGNALS.load(Ordering::SeqCst);
-    let signalled = move || SIGNALS.load(Ordering::SeqCst) > before;
-    let (tx, rx) = std::sync::mpsc::channel();
-    let result = Arc::clone(result);
-    std::thread::Builder::new()
-        .name("symbolize".into())
-        // As much stack as the main thread: DWARF is walked recursively
-        // (to a bounded depth).
-        .stack_size(8 << 20)
-        .spawn(move || {
-            let _ = tx.send(symbolize_entries(
-                &result,
-                maps,
-                kallsyms,
-                kernel_text,
-                module_offsets,
-                signalled,
-            ));
-        })
-        .context("starting the symbolization thread")?;
-    let mut stop_seen: Option<Instant> = None;
-    loop {
-        match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(entries) => return entries,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                bail!("symbolization failed")
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-        }
-        if signalled() && stop_seen.get_or_insert_with(Instant::now).elapsed() > SYMBOLIZE_GRACE {
-            bail!(
-                "interrupted: symbolization did not stop within {} s (a read of a traced \
-                 process's file did not return); no report",
-                SYMBOLIZE_GRACE.as_secs()
-            );
-        }
-    }
-}
-
-/// Symbolizes every stack that some entry uses, once, then builds the
-/// printable entries. Shows progress on stderr when it takes a while.
-/// Once `stop` says so, no more files are opened. A recording's kernel
-/// addresses are moved to where this kernel's text is (`kernel_text`).
-fn symbolize_entries(
-    result: &aggregate::Aggregate,
-    maps: ProcessMaps,
-    kallsyms: Option<Preload>,
-    kernel_text: Option<u64>,
-    module_offsets: bool,
-    stop: impl Fn() -> bool + Send + 'static,
-) -> Result<Vec<ResolvedEntry>> {
-    let mut symbolizer = Symbolizer::new(maps, kallsyms)?;
-    symbolizer.stop_when(stop);
-    if let Some(text) = kernel_text {
-        symbolizer.relocate_kernel(text);
-    }
-    let table: &StackTable = &result.stacks;
-
-    // Target kernel stacks start at an exact IP; waker kernel stacks start at
-    // a return address (into the caller of try_to_wake_up). A kernel stack
-    // used in both roles is resolved both ways.
-    let mut target_kernel: HashSet<u32> = HashSet::new();
-    let mut waker_kernel: HashSet<u32> = HashSet::new();
-    let mut user: HashSet<u32> = HashSet::new();
-    for e in &result.entries {
-        let k = &e.key;
-        for (r, role) in [
-            (k.target_kernel, &mut target_kernel),
-            (k.waker_kernel, &mut waker_kernel),
-        ] {
-            if let StackRef::Kernel(id) = r {
-                role.insert(id);
-            }
-        }
-        for r in [k.target_user, k.waker_user] {
-            if let StackRef::User(id) = r {
-                user.insert(id);
-            }
-        }
-    }
-    let total = target_kernel.len() + waker_kernel.len();
-    let mut progress = Progress::new("symbolizing kernel stacks", total);
-    let sorted = |set: HashSet<u32>| {
-        let mut v: Vec<u32> = set.into_iter().collect();
-        v.sort_unstable();
-        v
-    };
-    let frames_of =
-        |names: Vec<Option<String>>| -> Vec<Frame> { names.into_iter().map(Frame::from).collect() };
-    let mut target_kernel_names: HashMap<u32, Vec<Frame>> = HashMap::new();
-    for id in sorted(target_kernel) {
-        if let Some(addrs) = table.kernel.get(id as usize) {
-            target_kernel_names.insert(id, frames_of(symbolizer.kernel_frames(addrs)));
-        }
-        progress.step();
-    }
-    let mut waker_kernel_names: HashMap<u32, Vec<Frame>> = HashMap::new();
-    for id in sorted(waker_kernel) {
-        if let Some(addrs) = table.kernel.get(id as usize) {
-            waker_kernel_names.insert(id, frames_of(symbolizer.kernel_return_frames(addrs)));
-        }
-        progress.step();
-    }
-    progress.done();
-    timing::mark("symbolize.kernel");
-    let (user_ids, stacks): (Vec<u32>, Vec<UserStack<'_>>) = sorted(user)
-        .into_iter()
-        .filter_map(|id| {
-            let s = table.user.get(id as usize)?;
-            let stack = UserStack {
-                tgid: s.tgid,
-                time: s.time,
-                addrs: &s.addrs,
-            };
-            Some((id, stack))
-        })
-        .unzip();
-    let mut progress = Progress::new("reading files", 0);
-    let resolved = symbolizer.user_stacks(&stacks, &mut |what, done, total| {
-        if what != progress.what {
-            // A new step: end the line of the last one.
-            progress.done();
-            progress = Progress::new(what, total);
-        }
-        progress.at(done, total);
-    });
-    progress.done();
-    timing::mark("symbolize.user");
-    let user_names: HashMap<u32, Vec<Frame>> = user_ids
-        .into_iter()
-        .zip(resolved)
-        .map(|(id, symbols)| {
-            let frames = symbols
-                .into_iter()
-                .map(|s| user_frame(s, module_offsets))
-                .collect();
-            (id, frames)
-        })
-        .collect();
-    // Each warning carries its own "WARNING:" prefix.
-    for w in symbolizer.warnings() {
-        diag!("{w}");
-    }
-
-    // Parts hidden by -U/-K were never stored (StackRef::Empty), and the
-    // report omits them anyway.
-    let frames = |r: StackRef, kernel_names: &HashMap<u32, Vec<Frame>>| -> Frames {
-        match r {
-            StackRef::Empty => Frames::Names(Vec::new()),
-            StackRef::Missed => Frames::Missed,
-            StackRef::Kernel(id) => {
-                Frames::Names(kernel_names.get(&id).cloned().unwrap_or_default())
-            }
-            StackRef::User(id) => Frames::Names(user_names.get(&id).cloned().unwrap_or_default()),
-        }
-    };
-    Ok(result
-        .entries
-        .iter()
-        .map(|e| ResolvedEntry {
-            target_comm: e.key.target_comm,
-            target_tid: e.key.target_tid,
-            waker_comm: e.key.waker_comm,
-            waker_tid: e.key.waker_tid,
-            target_kernel: frames(e.key.target_kernel, &target_kernel_names),
-            target_user: frames(e.key.target_user, &target_kernel_names),
-            waker_kernel: frames(e.key.waker_kernel, &waker_kernel_names),
-            waker_user: frames(e.key.waker_user, &waker_kernel_names),
-            total_us: e.total_us,
-        })
-        .collect())
-}
-
-/// How a user address's [`Symbol`] prints: its name, else `MODULE+0xOFF`
-/// with `--module-offsets` when it is in a file, else `[unknown]`.
-fn user_frame(symbol: Symbol, module_offsets: bool) -> Frame {
-    match symbol {
-        Symbol::Name(name) => Frame::Name(name),
-        Symbol::Unresolved {
-            module: Some(module),
-            offset,
-        } if module_offsets => Frame::InFile { module, offset },
-        Symbol::Unresolved { .. } => Frame::Unknown,
-    }
-}
-
-/// A `WHAT N/M` counter on stderr, shown only once the work has taken
-/// more than a second.
-struct Progress {
-    what: &'static str,
-    started: Instant,
-    done: usize,
-    total: usize,
-    shown: bool,
-}
-
-impl Progress {
-    fn new(what: &'static str, total: usize) -> Progress {
-        Progress {
-            what,
-            started: Instant::now(),
-            done: 0,
-            total,
-            shown: false,
-        }
-    }
-
-    fn step(&mut self) {
-        self.at(self.done + 1, self.total);
-    }
-
-    /// `done` of `total` are done (a total of 0: unknown).
-    fn at(&mut self, done: usize, total: usize) {
-        (self.done, self.total) = (done, total);
-        if (self.done.is_multiple_of(64) || self.done == self.total || self.shown)
-            && self.started.elapsed() > Duration::from_secs(1)
-        {
-            if self.total == 0 {
-                crate::diag::write(format_args!("\roffwake-perf: {} {}", self.done, self.what));
-            } else {
-                crate::diag::write(format_args!(
-                    "\roffwake-perf: {} {}/{}",
-                    self.what, self.done, self.total
-                ));
-            }
-            self.shown = true;
-        }
-    }
-
-    fn done(&self) {
-        if self.shown {
-            diag!("");
-        }
-    }
 }

@@ -1,0 +1,116 @@
+//! What each event goes through once its place in time is known: the
+//! processes' maps, the unwinding of user stacks, then the aggregation.
+
+use crate::aggregate::{self, Aggregator, TaskTable};
+use crate::diag::diag;
+use crate::event::{Event, EventSink};
+use crate::plan::Plan;
+use crate::symbolize::ProcessMaps;
+use crate::timing;
+use crate::unwind::Unwinder;
+
+/// The aggregator of a run on `plan`, knowing `tasks` before the first
+/// event.
+pub(super) fn aggregator(plan: &Plan, tasks: TaskTable) -> Aggregator {
+    let mut aggregator = Aggregator::new(
+        aggregate::Config {
+            threads: plan.targets.clone(),
+            state: plan.state,
+            min_block_us: plan.min_block_us,
+            max_block_us: plan.max_block_us,
+            stack_storage_size: plan.stack_storage_size,
+            stacks: plan.stacks,
+            // A recording's pids are not this machine's now.
+            own: plan
+                .input
+                .is_none()
+                .then(crate::sys::own::OwnTasks::of_this_process),
+        },
+        tasks,
+    );
+    if plan.input.is_some() {
+        // A recording's threads are not this machine's threads now.
+        aggregator = aggregator.with_task_lookup(Box::new(|_| None));
+    }
+    aggregator
+}
+
+/// What a run does with the events, in time order: the processes' maps
+/// and the unwinding of user stacks as soon as an event's place in time is
+/// known (a stack copy is never kept waiting), then the aggregation.
+pub(super) struct Stages<'a> {
+    /// False under `-K`: no user stack is kept, no map is needed.
+    keep_user: bool,
+    maps: &'a mut ProcessMaps,
+    /// When samples copy user stacks.
+    unwinder: Option<Unwinder>,
+    aggregator: &'a mut Aggregator,
+}
+
+impl<'a> Stages<'a> {
+    /// The stages into `aggregator`, keeping user stacks if `keep_user`,
+    /// and unwinding them if `unwind` (when samples copy user stacks).
+    pub(super) fn new(
+        keep_user: bool,
+        maps: &'a mut ProcessMaps,
+        unwind: bool,
+        aggregator: &'a mut Aggregator,
+    ) -> Stages<'a> {
+        Stages {
+            keep_user,
+            maps,
+            unwinder: unwind.then(Unwinder::new),
+            aggregator,
+        }
+    }
+
+    /// Ends the unwinding, saying how it went when timing is on, and gives
+    /// the note of files whose unwind tables could not be read. The unwind
+    /// tables go with it.
+    pub(super) fn finish(self) -> Option<String> {
+        if let Some(u) = &self.unwinder
+            && timing::enabled()
+        {
+            let st = u.stats();
+            diag!(
+                "offwake-perf: unwound {} user stacks in {:.3} ms ({:.2} us each): {} frames \
+                 by DWARF, {} more by frame pointers; {} files' unwind tables unreadable",
+                st.stacks,
+                st.time.as_secs_f64() * 1e3,
+                st.time.as_secs_f64() * 1e6 / st.stacks.max(1) as f64,
+                st.frames,
+                st.fp_frames,
+                st.unreadable_files
+            );
+        }
+        self.unwinder.as_ref().and_then(Unwinder::note)
+    }
+}
+
+impl EventSink for Stages<'_> {
+    fn early(&mut self, event: &mut Event) {
+        if !self.keep_user {
+            return;
+        }
+        // Fork, exec, mmap and exit; other events are ignored.
+        self.maps.observe(event);
+        if let Some(u) = self.unwinder.as_mut() {
+            u.unwind(event, self.maps);
+        }
+    }
+
+    fn event(&mut self, event: Event) {
+        if !self.keep_user {
+            self.aggregator.process(&event);
+            return;
+        }
+        let stored = self.aggregator.user_stacks_stored();
+        self.aggregator.process(&event);
+        // Only processes whose user stacks were stored need their memory
+        // map, snapshotted from /proc the first time, while they live.
+        for stack in self.aggregator.user_stacks_since(stored) {
+            self.maps
+                .ensure_covers(stack.tgid, stack.time, &stack.addrs);
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! Turning the aggregated entries into printable ones: every stack that
+//! an entry uses is symbolized once, on a thread of its own that a signal
+//! cuts short.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::aggregate::{self, StackRef, StackTable};
+use crate::diag::diag;
+use crate::kallsyms::Preload;
+use crate::report::{Frame, Frames, ResolvedEntry};
+use crate::symbolize::{ProcessMaps, Symbol, Symbolizer, UserStack};
+use crate::timing;
+
+use super::progress::Progress;
+use super::signals;
+
+/// How long symbolization, told to stop, may take to come back before the
+/// run ends without a report (a read that never returns).
+const SYMBOLIZE_GRACE: Duration = Duration::from_secs(2);
+
+/// Symbolizes on a thread of its own, so that SIGINT or SIGTERM ends the
+/// run promptly whatever a traced process's files do: a signal makes
+/// symbolization open no more files, and if it still has not come back
+/// after [`SYMBOLIZE_GRACE`], the run ends without a report.
+pub(super) fn symbolize_apart(
+    result: &Arc<aggregate::Aggregate>,
+    maps: ProcessMaps,
+    kallsyms: Option<Preload>,
+    kernel_text: Option<u64>,
+    module_offsets: bool,
+) -> Result<Vec<ResolvedEntry>> {
+    let signalled = signals::signalled_from_now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let result = Arc::clone(result);
+    std::thread::Builder::new()
+        .name("symbolize".into())
+        // As much stack as the main thread: DWARF is walked recursively
+        // (to a bounded depth).
+        .stack_size(8 << 20)
+        .spawn(move || {
+            let _ = tx.send(symbolize_entries(
+                &result,
+                maps,
+                kallsyms,
+                kernel_text,
+                module_offsets,
+                signalled,
+            ));
+        })
+        .context("starting the symbolization thread")?;
+    let mut stop_seen: Option<Instant> = None;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(entries) => return entries,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                bail!("symbolization failed")
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if signalled() && stop_seen.get_or_insert_with(Instant::now).elapsed() > SYMBOLIZE_GRACE {
+            bail!(
+                "interrupted: symbolization did not stop within {} s (a read of a traced \
+                 process's file did not return); no report",
+                SYMBOLIZE_GRACE.as_secs()
+            );
+        }
+    }
+}
+
+/// Symbolizes every stack that some entry uses, once, then builds the
+/// printable entries. Shows progress on stderr when it takes a while.
+/// Once `stop` says so, no more files are opened. A recording's kernel
+/// addresses are moved to where this kernel's text is (`kernel_text`).
+fn symbolize_entries(
+    result: &aggregate::Aggregate,
+    maps: ProcessMaps,
+    kallsyms: Option<Preload>,
+    kernel_text: Option<u64>,
+    module_offsets: bool,
+    stop: impl Fn() -> bool + Send + 'static,
+) -> Result<Vec<ResolvedEntry>> {
+    let mut symbolizer = Symbolizer::new(maps, kallsyms)?;
+    symbolizer.stop_when(stop);
+    if let Some(text) = kernel_text {
+        symbolizer.relocate_kernel(text);
+    }
+    let table: &StackTable = &result.stacks;
+    let used = StacksUsed::by(result);
+    let (target_kernel_names, waker_kernel_names) = kernel_names(
+        &mut symbolizer,
+        table,
+        used.target_kernel,
+        used.waker_kernel,
+    );
+    let user_names = user_names(&mut symbolizer, table, used.user, module_offsets);
+    // Each warning carries its own "WARNING:" prefix.
+    for w in symbolizer.warnings() {
+        diag!("{w}");
+    }
+    Ok(resolved_entries(
+        result,
+        &target_kernel_names,
+        &waker_kernel_names,
+        &user_names,
+    ))
+}
+
+/// The frames of each stack symbolized, by its id in the [`StackTable`].
+type Names = HashMap<u32, Vec<Frame>>;
+
+/// The ids of the stacks that some entry uses.
+struct StacksUsed {
+    target_kernel: HashSet<u32>,
+    waker_kernel: HashSet<u32>,
+    user: HashSet<u32>,
+}
+
+impl StacksUsed {
+    fn by(result: &aggregate::Aggregate) -> StacksUsed {
+        // Target kernel stacks start at an exact IP; waker kernel stacks start at
+        // a return address (into the caller of try_to_wake_up). A kernel stack
+        // used in both roles is resolved both ways.
+        let mut target_kernel: HashSet<u32> = HashSet::new();
+        let mut waker_kernel: HashSet<u32> = HashSet::new();
+        let mut user: HashSet<u32> = HashSet::new();
+        for e in &result.entries {
+            let k = &e.key;
+            for (r, role) in [
+                (k.target_kernel, &mut target_kernel),
+                (k.waker_kernel, &mut waker_kernel),
+            ] {
+                if let StackRef::Kernel(id) = r {
+                    role.insert(id);
+                }
+            }
+            for r in [k.target_user, k.waker_user] {
+                if let StackRef::User(id) = r {
+                    user.insert(id);
+                }
+            }
+        }
+        StacksUsed {
+            target_kernel,
+            waker_kernel,
+            user,
+        }
+    }
+}
+
+/// The ids of `set`, in order.
+fn sorted(set: HashSet<u32>) -> Vec<u32> {
+    let mut v: Vec<u32> = set.into_iter().collect();
+    v.sort_unstable();
+    v
+}
+
+fn frames_of(names: Vec<Option<String>>) -> Vec<Frame> {
+    names.into_iter().map(Frame::from).collect()
+}
+
+/// Symbolizes the kernel stacks of targets and of wakers, with one
+/// progress counter for both.
+fn kernel_names(
+    symbolizer: &mut Symbolizer,
+    table: &StackTable,
+    target_kernel: HashSet<u32>,
+    waker_kernel: HashSet<u32>,
+) -> (Names, Names) {
+    let total = target_kernel.len() + waker_kernel.len();
+    let mut progress = Progress::new("symbolizing kernel stacks", total);
+    let mut target_kernel_names: Names = HashMap::new();
+    for id in sorted(target_kernel) {
+        if let Some(addrs) = table.kernel.get(id as usize) {
+            target_kernel_names.insert(id, frames_of(symbolizer.kernel_frames(addrs)));
+        }
+        progress.step();
+    }
+    let mut waker_kernel_names: Names = HashMap::new();
+    for id in sorted(waker_kernel) {
+        if let Some(addrs) = table.kernel.get(id as usize) {
+            waker_kernel_names.insert(id, frames_of(symbolizer.kernel_return_frames(addrs)));
+        }
+        progress.step();
+    }
+    progress.done();
+    timing::mark("symbolize.kernel");
+    (target_kernel_names, waker_kernel_names)
+}
+
+/// Symbolizes the user stacks `user`, file by file, with a progress
+/// counter for each step.
+fn user_names(
+    symbolizer: &mut Symbolizer,
+    table: &StackTable,
+    user: HashSet<u32>,
+    module_offsets: bool,
+) -> Names {
+    let (user_ids, stacks): (Vec<u32>, Vec<UserStack<'_>>) = sorted(user)
+        .into_iter()
+        .filter_map(|id| {
+            let s = table.user.get(id as usize)?;
+            let stack = UserStack {
+                tgid: s.tgid,
+                time: s.time,
+                addrs: &s.addrs,
+            };
+            Some((id, stack))
+        })
+        .unzip();
+    let mut progress = Progress::new("reading files", 0);
+    let resolved = symbolizer.user_stacks(&stacks, &mut |what, done, total| {
+        if what != progress.what() {
+            // A new step: end the line of the last one.
+            progress.done();
+            progress = Progress::new(what, total);
+        }
+        progress.at(done, total);
+    });
+    progress.done();
+    timing::mark("symbolize.user");
+    user_ids
+        .into_iter()
+        .zip(resolved)
+        .map(|(id, symbols)| {
+            let frames = symbols
+                .into_iter()
+                .map(|s| user_frame(s, module_offsets))
+                .collect();
+            (id, frames)
+        })
+        .collect()
+}
+
+/// The printable entries, each stack given its names.
+fn resolved_entries(
+    result: &aggregate::Aggregate,
+    target_kernel_names: &Names,
+    waker_kernel_names: &Names,
+    user_names: &Names,
+) -> Vec<ResolvedEntry> {
+    // Parts hidden by -U/-K were never stored (StackRef::Empty), and the
+    // report omits them anyway.
+    let frames = |r: StackRef, kernel_names: &Names| -> Frames {
+        match r {
+            StackRef::Empty => Frames::Names(Vec::new()),
+            StackRef::Missed => Frames::Missed,
+            StackRef::Kernel(id) => {
+                Frames::Names(kernel_names.get(&id).cloned().unwrap_or_default())
+            }
+            StackRef::User(id) => Frames::Names(user_names.get(&id).cloned().unwrap_or_default()),
+        }
+    };
+    result
+        .entries
+        .iter()
+        .map(|e| ResolvedEntry {
+            target_comm: e.key.target_comm,
+            target_tid: e.key.target_tid,
+            waker_comm: e.key.waker_comm,
+            waker_tid: e.key.waker_tid,
+            target_kernel: frames(e.key.target_kernel, target_kernel_names),
+            target_user: frames(e.key.target_user, target_kernel_names),
+            waker_kernel: frames(e.key.waker_kernel, waker_kernel_names),
+            waker_user: frames(e.key.waker_user, waker_kernel_names),
+            total_us: e.total_us,
+        })
+        .collect()
+}
+
+/// How a user address's [`Symbol`] prints: its name, else `MODULE+0xOFF`
+/// with `--module-offsets` when it is in a file, else `[unknown]`.
+fn user_frame(symbol: Symbol, module_offsets: bool) -> Frame {
+    match symbol {
+        Symbol::Name(name) => Frame::Name(name),
+        Symbol::Unresolved {
+            module: Some(module),
+            offset,
+        } if module_offsets => Frame::InFile { module, offset },
+        Symbol::Unresolved { .. } => Frame::Unknown,
+    }
+}
