@@ -13,13 +13,14 @@
 //! is then discarded at its switch-in. Threads that exit, and TIDs that
 //! are reused by a fork, lose their pending state.
 
+mod identity;
 pub(crate) mod quiet;
 pub(crate) mod stacks;
 pub(crate) mod tasks;
 
 use std::hash::{Hash, Hasher};
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 use crate::plan::{Stacks, Targets};
 use crate::sys::own::OwnTasks;
@@ -29,13 +30,14 @@ use crate::event::{
     WakeContext, Waking,
 };
 
-use quiet::{QuietTarget, Tally, TargetKind};
+use identity::Identity;
+use quiet::QuietTarget;
 use stacks::StackInterner;
-use tasks::KTHREADD_TID;
 
 use crate::event::state::{self, StateFilter};
+pub(crate) use identity::TaskLookup;
 pub(crate) use stacks::{StackRef, StackTable, UserStack};
-pub(crate) use tasks::{TaskInfo, TaskTable};
+pub(crate) use tasks::TaskTable;
 
 /// How to aggregate.
 #[derive(Clone, Debug)]
@@ -256,10 +258,6 @@ pub(crate) struct Aggregate {
     pub(crate) quiet: Vec<QuietTarget>,
 }
 
-/// Looks up a thread the task table does not know (default:
-/// [`TaskTable::read_proc_task`]).
-pub(crate) type TaskLookup = Box<dyn FnMut(u32) -> Option<TaskInfo> + Send>;
-
 /// Per-thread state key: idle tasks (tid 0) exist once per CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct ThreadKey {
@@ -314,21 +312,14 @@ struct OpenInterval {
 
 /// The pairing state machine.
 pub(crate) struct Aggregator {
-    config: Config,
-    tasks: TaskTable,
-    /// Threads that exited during the trace: a dying thread still switches
-    /// out and wakes its parent after its exit record.
-    exited: FxHashMap<u32, TaskInfo>,
-    /// Threads the lookup did not find (not asked again).
-    unknown: FxHashSet<u32>,
-    lookup: TaskLookup,
+    /// [`Config::min_block_us`] and [`Config::max_block_us`].
+    min_block_us: u64,
+    max_block_us: u64,
+    /// Which stacks are kept ([`Config::stacks`]).
+    kept: Stacks,
+    /// Who the threads are, and which are targets.
+    identity: Identity,
     open: FxHashMap<ThreadKey, OpenInterval>,
-    /// Comms seen in events for threads missing from the task table.
-    seen_comms: FxHashMap<u32, Comm>,
-    /// Target processes under `Targets::Command`.
-    command_tgids: FxHashSet<u32>,
-    /// Switch-outs and intervals per named target.
-    tally: Tally,
     stacks: StackInterner,
     entries: FxHashMap<EntryKey, u64>,
     stats: Stats,
@@ -341,18 +332,22 @@ pub(crate) struct Aggregator {
 
 impl Aggregator {
     pub(crate) fn new(config: Config, tasks: TaskTable) -> Aggregator {
-        let stacks = StackInterner::new(config.stack_storage_size);
-        Aggregator {
-            config,
-            tasks,
-            exited: FxHashMap::default(),
-            unknown: FxHashSet::default(),
-            lookup: Box::new(TaskTable::read_proc_task),
-            open: FxHashMap::default(),
-            seen_comms: FxHashMap::default(),
-            command_tgids: FxHashSet::default(),
-            tally: Tally::default(),
+        let Config {
+            threads,
+            state,
+            min_block_us,
+            max_block_us,
+            stack_storage_size,
             stacks,
+            own,
+        } = config;
+        Aggregator {
+            min_block_us,
+            max_block_us,
+            kept: stacks,
+            identity: Identity::new(threads, state, own, tasks),
+            open: FxHashMap::default(),
+            stacks: StackInterner::new(stack_storage_size),
             entries: FxHashMap::default(),
             stats: Stats::default(),
             losses: 0,
@@ -363,7 +358,7 @@ impl Aggregator {
     /// Replaces how threads missing from the task table are looked up
     /// (tests use this to stay away from `/proc`).
     pub(crate) fn with_task_lookup(mut self, lookup: TaskLookup) -> Aggregator {
-        self.lookup = lookup;
+        self.identity.set_lookup(lookup);
         self
     }
 
@@ -399,14 +394,14 @@ impl Aggregator {
 
     pub(crate) fn finish(mut self) -> Aggregate {
         self.stats.missed_stacks = self.stacks.missed;
-        let quiet = self.quiet_targets();
+        let quiet = self.identity.quiet_targets();
         // A waker that had not been seen when it woke (running since before
         // tracing, gone before /proc could say) may have shown its comm
         // later, in its own switches.
         let mut entries: FxHashMap<EntryKey, u64> = FxHashMap::default();
         for (mut key, total) in self.entries {
             if key.waker_comm == Comm::UNKNOWN
-                && let Some(&comm) = self.seen_comms.get(&key.waker_tid)
+                && let Some(comm) = self.identity.seen_comm(key.waker_tid)
             {
                 key.waker_comm = comm;
             }
@@ -424,164 +419,18 @@ impl Aggregator {
         }
     }
 
-    /// The named targets that gave no interval, in order of id.
-    fn quiet_targets(&mut self) -> Vec<QuietTarget> {
-        let mut named: Vec<(TargetKind, u32)> = match &self.config.threads {
-            Targets::Processes(set) => set.iter().map(|&p| (TargetKind::Process, p)).collect(),
-            Targets::Threads(set) => set.iter().map(|&t| (TargetKind::Thread, t)).collect(),
-            Targets::Command { root, .. } => vec![(TargetKind::Command, *root)],
-            _ => Vec::new(),
-        };
-        named.sort_unstable_by_key(|&(_, id)| id);
-        let mut quiet = Vec::new();
-        for (kind, id) in named {
-            let counts = self.tally.get(id);
-            if counts.intervals == 0 {
-                quiet.push(QuietTarget {
-                    kind,
-                    id,
-                    comm: self.comm_of(id),
-                    switch_outs: counts.switch_outs,
-                });
-            }
-        }
-        quiet
-    }
-
-    /// The named target a thread belongs to (what [`Tally`] counts by):
-    /// its process under `-p`, itself under `-t`, the command's first
-    /// process under `-- COMMAND`; `None` when it is not one, or when no
-    /// target was named.
-    fn tally_key(&self, tid: u32, tgid: u32) -> Option<u32> {
-        match &self.config.threads {
-            Targets::Processes(set) => set.contains(&tgid).then_some(tgid),
-            Targets::Threads(set) => set.contains(&tid).then_some(tid),
-            Targets::Command { root, .. } => {
-                (tid != 0 && self.command_tgids.contains(&tgid)).then_some(*root)
-            }
-            _ => None,
-        }
-    }
-
-    /// What is known of a thread: the table, then threads that exited, then
-    /// the lookup (once per thread).
-    fn task_info(&mut self, tid: u32) -> Option<TaskInfo> {
-        if let Some(info) = self.tasks.tasks.get(&tid) {
-            return Some(*info);
-        }
-        if let Some(info) = self.exited.get(&tid) {
-            return Some(*info);
-        }
-        if self.unknown.contains(&tid) {
-            return None;
-        }
-        match (self.lookup)(tid) {
-            Some(mut info) => {
-                // A comm an event gave is what the thread was called then;
-                // /proc says what it is called now.
-                if let Some(&comm) = self.seen_comms.get(&tid) {
-                    info.comm = comm;
-                }
-                self.insert_task(tid, info);
-                Some(info)
-            }
-            None => {
-                self.unknown.insert(tid);
-                None
-            }
-        }
-    }
-
-    fn is_kthread(&mut self, tid: u32, tgid: u32, stack: &Callchain) -> bool {
-        if tid == 0 {
-            return true;
-        }
-        match self.task_info(tid) {
-            Some(info) => info.kthread,
-            // Unknown to /proc too: a kernel thread is its own process and
-            // never has user frames.
-            None => tid == tgid && stack.user().is_empty(),
-        }
-    }
-
-    /// True when task `tid` of process `tgid` is one of the tool's own.
-    fn is_own(&self, tid: u32, tgid: u32) -> bool {
-        self.config.own.is_some_and(|own| own.contains(tid, tgid))
-    }
-
-    /// `named` is what [`Aggregator::tally_key`] said of that thread. The
-    /// tool's own tasks never are.
-    fn is_target(&mut self, s: &Switch, named: Option<u32>) -> bool {
-        if self.is_own(s.prev_tid, s.prev_tgid) {
-            return false;
-        }
-        let selected = match &self.config.threads {
-            Targets::All => true,
-            Targets::UserThreads => !self.is_kthread(s.prev_tid, s.prev_tgid, &s.stack),
-            Targets::KernelThreads => self.is_kthread(s.prev_tid, s.prev_tgid, &s.stack),
-            Targets::Processes(_) | Targets::Threads(_) | Targets::Command { .. } => {
-                named.is_some()
-            }
-        };
-        selected
-            && self
-                .config
-                .state
-                .is_none_or(|state| state.matches(s.prev_state))
-    }
-
     fn intern(&mut self, tgid: u32, time: u64, stack: &Callchain) -> (StackRef, StackRef) {
-        let kernel = if self.config.stacks.kernel {
+        let kernel = if self.kept.kernel {
             self.stacks.intern_kernel_chain(stack)
         } else {
             StackRef::Empty
         };
-        let user = if self.config.stacks.user {
+        let user = if self.kept.user {
             self.stacks.intern_user_chain(tgid, time, stack)
         } else {
             StackRef::Empty
         };
         (kernel, user)
-    }
-
-    /// Records the comm an event gave for `tid`: in the task table when
-    /// the thread is there, else with the comms seen for threads it lacks.
-    fn learn_comm(&mut self, tid: u32, comm: Comm) {
-        if tid == 0 {
-            return;
-        }
-        match self.tasks.tasks.get_mut(&tid) {
-            Some(info) => info.comm = comm,
-            None => {
-                self.seen_comms.insert(tid, comm);
-            }
-        }
-    }
-
-    /// Adds `tid` to the task table; what it says of the comm is now the
-    /// latest, so an older one seen in events is forgotten.
-    fn insert_task(&mut self, tid: u32, info: TaskInfo) {
-        self.tasks.tasks.insert(tid, info);
-        self.seen_comms.remove(&tid);
-    }
-
-    /// A thread's latest comm, for a switch-in or a wakeup whose event
-    /// does not carry it: from the events that did (switches, wakeups,
-    /// comm records) or the table, then a thread that exited, then
-    /// `/proc`, and [`Comm::UNKNOWN`] when nothing knows it. Never empty
-    /// for a thread seen in an event, even one missing from the table (started
-    /// between the `/proc` scan and the start of tracing) and gone before
-    /// the report.
-    fn comm_of(&mut self, tid: u32) -> Comm {
-        if let Some(info) = self.tasks.tasks.get(&tid) {
-            return info.comm;
-        }
-        if let Some(&comm) = self.seen_comms.get(&tid) {
-            return comm;
-        }
-        self.task_info(tid)
-            .map(|info| info.comm)
-            .unwrap_or(Comm::UNKNOWN)
     }
 
     fn on_switch(&mut self, time: u64, cpu: u32, s: &Switch) {
@@ -590,22 +439,13 @@ impl Aggregator {
         if let Some(open) = self.open.remove(&next_key) {
             self.close(time, false, s.next_tid, s.next_comm, open);
         }
-        self.learn_comm(s.next_tid, s.next_comm);
+        self.identity.learn_comm(s.next_tid, s.next_comm);
 
         // Switch-out of prev.
-        self.learn_comm(s.prev_tid, s.prev_comm);
-        if s.prev_tid != 0
-            && let Some(info) = self.tasks.tasks.get_mut(&s.prev_tid)
-        {
-            info.tgid = s.prev_tgid;
-        }
-        let named = self.tally_key(s.prev_tid, s.prev_tgid);
-        if let Some(target) = named {
-            self.tally.switch_out(target);
-        }
+        let named = self.identity.switched_out(s);
         // A task leaving as X or Z (its final switch) never comes back:
         // keep no state, and store no stack, for an interval that cannot end.
-        let opened = if !s.is_final() && self.is_target(s, named) {
+        let opened = if !s.is_final() && self.identity.is_target(s, named) {
             let (kernel, user) = self.intern(s.prev_tgid, time, &s.stack);
             Some(OpenInterval {
                 start: time,
@@ -662,7 +502,7 @@ impl Aggregator {
         let Some(open) = self.open.remove(&ThreadKey::new(r.tid, 0)) else {
             return;
         };
-        let comm = self.comm_of(r.tid);
+        let comm = self.identity.comm_of(r.tid);
         match r.since {
             Some(since) => self.close_late(time, since, r.tid, comm, open),
             None => self.stats.switch_in_unknown += 1,
@@ -678,7 +518,7 @@ impl Aggregator {
             let comm = if s.tid == 0 {
                 Comm::from(format!("swapper/{cpu}").as_str())
             } else {
-                self.comm_of(s.tid)
+                self.identity.comm_of(s.tid)
             };
             self.stats.switch_ins_from_backstop += 1;
             self.close(time, false, s.tid, comm, open);
@@ -691,7 +531,7 @@ impl Aggregator {
             return;
         }
         let us = time.saturating_sub(open.start) / 1000;
-        if us < self.config.min_block_us || us > self.config.max_block_us {
+        if us < self.min_block_us || us > self.max_block_us {
             self.stats.out_of_range += 1;
             return;
         }
@@ -732,23 +572,21 @@ impl Aggregator {
             waker_kernel: waker.kernel,
             waker_user: waker.user,
         };
-        if waker.context == WakeContext::Task && self.is_own(waker.tid, waker.tgid) {
+        if waker.context == WakeContext::Task && self.identity.is_own(waker.tid, waker.tgid) {
             self.stats.woken_by_self += 1;
             self.stats.woken_by_self_us = self.stats.woken_by_self_us.saturating_add(us);
         }
         let total = self.entries.entry(key).or_insert(0);
         *total = total.saturating_add(us);
         self.stats.intervals += 1;
-        if let Some(target) = self.tally_key(tid, open.tgid) {
-            self.tally.interval(target);
-        }
+        self.identity.interval(tid, open.tgid);
     }
 
     fn on_waking(&mut self, time: u64, cpu: u32, w: &Waking) {
         if w.wakee_tid == 0 {
             return;
         }
-        self.learn_comm(w.wakee_tid, w.wakee_comm);
+        self.identity.learn_comm(w.wakee_tid, w.wakee_comm);
         let key = ThreadKey::new(w.wakee_tid, cpu);
         if !self.open.contains_key(&key) {
             return;
@@ -756,7 +594,7 @@ impl Aggregator {
         let comm = if w.waker_tid == 0 {
             Comm::from(format!("swapper/{cpu}").as_str())
         } else {
-            self.comm_of(w.waker_tid)
+            self.identity.comm_of(w.waker_tid)
         };
         let (kernel, user) = self.intern(w.waker_tgid, time, &w.stack);
         if let Some(open) = self.open.get_mut(&key) {
@@ -779,37 +617,16 @@ impl Aggregator {
     }
 
     fn on_fork(&mut self, f: &Fork) {
-        // A new thread starts with its parent's comm.
-        let comm = self.comm_of(f.parent_tid);
-        self.insert_task(
-            f.tid,
-            TaskInfo {
-                tgid: f.tgid,
-                comm,
-                kthread: f.parent_tid == KTHREADD_TID,
-            },
-        );
-        self.exited.remove(&f.tid);
-        self.unknown.remove(&f.tid);
+        self.identity.fork(f);
         // A reused TID starts with no history.
         self.open.remove(&ThreadKey::new(f.tid, 0));
-        if matches!(self.config.threads, Targets::Command { .. })
-            && self.command_tgids.contains(&f.parent_tgid)
-        {
-            self.command_tgids.insert(f.tgid);
-        }
     }
 
     fn on_exit(&mut self, e: &Exit) {
-        if e.tid == 0 {
-            return;
-        }
         // An open interval stays: the thread still switches out for the
         // last time, and that switch-out may tell when it last switched in
         // (`Switch::prev_ran_since`); it then leaves no state.
-        if let Some(info) = self.tasks.tasks.remove(&e.tid) {
-            self.exited.insert(e.tid, info);
-        }
+        self.identity.exit(e);
     }
 
     fn on_comm(&mut self, c: &CommChange) {
@@ -818,23 +635,8 @@ impl Aggregator {
         }
         if c.exec {
             self.stacks.bump_generation(c.tgid);
-            self.unknown.remove(&c.tid);
-            self.insert_task(
-                c.tid,
-                TaskInfo {
-                    tgid: c.tgid,
-                    comm: c.comm,
-                    kthread: false,
-                },
-            );
-            if let Targets::Command { root, .. } = self.config.threads
-                && c.tgid == root
-            {
-                self.command_tgids.insert(root);
-            }
-        } else {
-            self.learn_comm(c.tid, c.comm);
         }
+        self.identity.comm(c);
     }
 }
 

@@ -4,6 +4,8 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
+use super::quiet::TargetKind;
+use super::tasks::TaskInfo;
 use super::*;
 use crate::event::{Lost, Mmap};
 
