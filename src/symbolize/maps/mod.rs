@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::elf::{BuildIdDirs, build_id};
-use crate::event::{Event, EventKind};
+use crate::event::{Event, EventKind, Fork, Mmap};
 use crate::sys::open::{Dir, FileKey, OpenError, Opened, Scope, open_magic};
 
 /// One executable mapping, valid during `[from, until)` (nanoseconds).
@@ -320,109 +320,125 @@ impl ProcessMaps {
     pub(crate) fn observe(&mut self, event: &Event) {
         let time = event.time;
         match &event.kind {
-            EventKind::Fork(f) if f.tgid != f.parent_tgid => {
-                self.snapshot_if_unknown(f.parent_tgid, 0);
-                let inherited: Vec<Mapping> = self
-                    .procs
-                    .get(&f.parent_tgid)
-                    .map(|p| {
-                        p.mappings
-                            .iter()
-                            .filter(|m| m.valid_at(time))
-                            .map(|m| Mapping {
-                                // The child exists from the fork on.
-                                from: time,
-                                ..m.clone()
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                // The child starts in its parent's root.
-                let root = self.procs.get(&f.parent_tgid).and_then(|p| p.root);
-                match self.procs.get_mut(&f.tgid) {
-                    // A reused pid: the old process's history ends here.
-                    Some(child) if child.exited => {
-                        end_all(&mut child.mappings, time);
-                        child.mappings.extend(inherited);
-                        child.exited = false;
-                        child.root = root;
-                        child.version += 1;
-                    }
-                    // Already known (snapshotted): keep what we have.
-                    Some(_) => {}
-                    None => {
-                        self.procs.insert(
-                            f.tgid,
-                            Process {
-                                mappings: inherited,
-                                root,
-                                ..Process::default()
-                            },
-                        );
-                    }
-                }
-            }
-            EventKind::Comm(c) if c.exec => match self.procs.get_mut(&c.tgid) {
-                // /proc was read after this exec (events are read late):
-                // what it showed is the new image already.
-                Some(p) if p.read_at > time => p.image_since = time,
-                Some(p) => {
-                    // It may have changed root before the exec, and its
-                    // effective uid with it.
-                    if let Some(root) = self.roots.capture(c.tgid) {
-                        p.root = Some(root);
-                    }
-                    if !self.recorded
-                        && let Some(ids) = crate::sys::proc::ns_pid_and_euid(c.tgid)
-                    {
-                        p.perf_map = Some(ids);
-                    }
-                    end_all(&mut p.mappings, time);
-                    p.image_since = time;
-                    p.version += 1;
-                    // The new image's mappings come as mmap events, or
-                    // else from /proc once the loader is done.
-                    p.stale = !self.mmap_events;
-                }
-                // Never seen before: whatever /proc shows now is the new
-                // image, valid from the exec on.
-                None => self.snapshot_if_unknown(c.tgid, time),
-            },
-            EventKind::Mmap(m) => {
-                if !m.executable || !wanted_path(&m.path) {
-                    return;
-                }
-                self.snapshot_if_unknown(m.tgid, 0);
-                let end = m.start.saturating_add(m.len);
-                let mut mapping = Mapping::new(m.start, end, m.pgoff, &m.path, time);
-                mapping.file = m.file;
-                mapping.build_id = m
-                    .build_id
-                    .clone()
-                    .or_else(|| self.build_ids.get(&mapping.path).cloned());
-                if let Some(p) = self.procs.get_mut(&m.tgid) {
-                    if p.root.is_none() {
-                        p.root = self.roots.capture(m.tgid);
-                    }
-                    p.mappings.push(mapping);
-                    p.version += 1;
-                }
-            }
-            EventKind::Exit(e) if e.tid == e.tgid => {
-                let held = if self.held_perf_maps < MAX_HELD_PERF_MAPS {
-                    self.open_perf_map(e.tgid).ok()
-                } else {
-                    None
-                };
-                if let Some(p) = self.procs.get_mut(&e.tgid) {
-                    p.exited = true;
-                    if let Some(file) = held {
-                        p.held_perf_map = Some(Arc::new(file));
-                        self.held_perf_maps += 1;
-                    }
-                }
-            }
+            EventKind::Fork(f) if f.tgid != f.parent_tgid => self.observe_fork(f, time),
+            EventKind::Comm(c) if c.exec => self.observe_exec(c.tgid, time),
+            EventKind::Mmap(m) => self.observe_mmap(m, time),
+            EventKind::Exit(e) if e.tid == e.tgid => self.observe_exit(e.tgid),
             _ => {}
+        }
+    }
+
+    /// A new process `f.tgid`: it inherits its parent's mappings and root.
+    fn observe_fork(&mut self, f: &Fork, time: u64) {
+        self.snapshot_if_unknown(f.parent_tgid, 0);
+        let inherited: Vec<Mapping> = self
+            .procs
+            .get(&f.parent_tgid)
+            .map(|p| {
+                p.mappings
+                    .iter()
+                    .filter(|m| m.valid_at(time))
+                    .map(|m| Mapping {
+                        // The child exists from the fork on.
+                        from: time,
+                        ..m.clone()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        // The child starts in its parent's root.
+        let root = self.procs.get(&f.parent_tgid).and_then(|p| p.root);
+        match self.procs.get_mut(&f.tgid) {
+            // A reused pid: the old process's history ends here.
+            Some(child) if child.exited => {
+                end_all(&mut child.mappings, time);
+                child.mappings.extend(inherited);
+                child.exited = false;
+                child.root = root;
+                child.version += 1;
+            }
+            // Already known (snapshotted): keep what we have.
+            Some(_) => {}
+            None => {
+                self.procs.insert(
+                    f.tgid,
+                    Process {
+                        mappings: inherited,
+                        root,
+                        ..Process::default()
+                    },
+                );
+            }
+        }
+    }
+
+    /// An exec by `tgid` at `time`: its old image's mappings end.
+    fn observe_exec(&mut self, tgid: u32, time: u64) {
+        match self.procs.get_mut(&tgid) {
+            // /proc was read after this exec (events are read late):
+            // what it showed is the new image already.
+            Some(p) if p.read_at > time => p.image_since = time,
+            Some(p) => {
+                // It may have changed root before the exec, and its
+                // effective uid with it.
+                if let Some(root) = self.roots.capture(tgid) {
+                    p.root = Some(root);
+                }
+                if !self.recorded
+                    && let Some(ids) = crate::sys::proc::ns_pid_and_euid(tgid)
+                {
+                    p.perf_map = Some(ids);
+                }
+                end_all(&mut p.mappings, time);
+                p.image_since = time;
+                p.version += 1;
+                // The new image's mappings come as mmap events, or
+                // else from /proc once the loader is done.
+                p.stale = !self.mmap_events;
+            }
+            // Never seen before: whatever /proc shows now is the new
+            // image, valid from the exec on.
+            None => self.snapshot_if_unknown(tgid, time),
+        }
+    }
+
+    /// A new mapping: kept when it is executable and of a file (or the
+    /// vDSO).
+    fn observe_mmap(&mut self, m: &Mmap, time: u64) {
+        if !m.executable || !wanted_path(&m.path) {
+            return;
+        }
+        self.snapshot_if_unknown(m.tgid, 0);
+        let end = m.start.saturating_add(m.len);
+        let mut mapping = Mapping::new(m.start, end, m.pgoff, &m.path, time);
+        mapping.file = m.file;
+        mapping.build_id = m
+            .build_id
+            .clone()
+            .or_else(|| self.build_ids.get(&mapping.path).cloned());
+        if let Some(p) = self.procs.get_mut(&m.tgid) {
+            if p.root.is_none() {
+                p.root = self.roots.capture(m.tgid);
+            }
+            p.mappings.push(mapping);
+            p.version += 1;
+        }
+    }
+
+    /// The exit of process `tgid`: its perf map is held open, while fewer
+    /// than [`MAX_HELD_PERF_MAPS`] are.
+    fn observe_exit(&mut self, tgid: u32) {
+        let held = if self.held_perf_maps < MAX_HELD_PERF_MAPS {
+            self.open_perf_map(tgid).ok()
+        } else {
+            None
+        };
+        if let Some(p) = self.procs.get_mut(&tgid) {
+            p.exited = true;
+            if let Some(file) = held {
+                p.held_perf_map = Some(Arc::new(file));
+                self.held_perf_maps += 1;
+            }
         }
     }
 
