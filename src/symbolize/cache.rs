@@ -7,7 +7,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::elf::{DebugDirs, ElfFile, ParseError, Refused, Wanted};
+use super::debugfile::DebugDirs;
+use super::elf::{ElfFile, ParseError, Refused, Wanted};
 use super::persist::Kept;
 use super::read::RunBudget;
 use crate::diag::escape::{Place, escape};
@@ -90,7 +91,7 @@ impl FileCache {
                 .filter(|_| allowance.limit() > 0)
                 .and_then(|(dir, (opened, path))| {
                     let version = opened.version?;
-                    let debug = super::elf::debug_file_of(opened, path, debug, &allowance)?;
+                    let debug = super::debugfile::debug_file_of(opened, path, debug, &allowance)?;
                     Kept::load(dir, version, debug)
                 });
             self.run.spend(&allowance);
@@ -133,7 +134,7 @@ impl FileCache {
         let debug = self.debug.get_or_insert_with(DebugDirs::system);
         let mut out: Vec<String> = ids
             .filter_map(|id| self.opened.get(&id))
-            .filter_map(|(opened, _)| super::elf::wants_debug_file(opened, debug))
+            .filter_map(|(opened, _)| super::debugfile::wants_debug_file(opened, debug))
             .collect();
         out.sort_unstable();
         out.dedup();

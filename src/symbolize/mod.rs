@@ -13,6 +13,7 @@
 //! (files opened once, addresses resolved once) and [`vdso`].
 
 pub(crate) mod cache;
+mod debugfile;
 pub(crate) mod debuginfod;
 pub(crate) mod demangle;
 pub(crate) mod elf;

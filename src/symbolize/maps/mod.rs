@@ -10,7 +10,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::elf::{BuildIdDirs, build_id};
+use super::debugfile::{BuildIdDirs, build_id};
 use crate::event::{Event, EventKind, Fork, Mmap};
 use crate::sys::open::{Dir, FileKey, OpenError, Opened, Scope, open_magic};
 
