@@ -1,11 +1,12 @@
 //! One ELF file, parsed once for the addresses wanted: its `PT_LOAD`
 //! segments (file offset → virtual address), the names of its function
 //! symbols at those addresses (`.symtab`, else `.dynsym` with its
-//! MiniDebugInfo and its debug file's; see [`super::symtab`]) and, when
-//! present, its DWARF (or that of a separate debug file found by GNU
-//! build-id or debuglink in the trusted debug directory, or fetched from
-//! debuginfod: see [`super::debugfile`]) for names with inlined frames,
-//! read by unit where it can be (see [`super::sparse`]).
+//! MiniDebugInfo, see [`super::minidebug`], and its debug file's; see
+//! [`super::symtab`]) and, when present, its DWARF (or that of a separate
+//! debug file found by GNU build-id or debuglink in the trusted debug
+//! directory, or fetched from debuginfod: see [`super::debugfile`]) for
+//! names with inlined frames, read by unit where it can be (see
+//! [`super::sparse`]).
 //!
 //! Files come from traced processes and may be hostile: they are read
 //! within a byte budget (see [`super::read`]), DWARF units nested deeper
@@ -22,6 +23,7 @@ use typed_arena::Arena;
 
 use super::debugfile::{DebugDirs, find_debug_file, is_debug_file_of};
 use super::demangle::{Lang, demangle, demangle_as};
+use super::minidebug::mini_debuginfo;
 use super::persist::DebugFile;
 use super::read::{Allowance, Reader as FileReader, RunBudget, Source};
 use super::symtab::{self, Sorted, Table};
@@ -532,53 +534,6 @@ fn name_at<'data, T: ObjectSymbolTable<'data>>(
     at: object::SymbolIndex,
 ) -> Option<String> {
     Some(table.symbol_by_index(at).ok()?.name().ok()?.to_string())
-}
-
-/// Most bytes a MiniDebugInfo image may expand to: real ones hold a symbol
-/// table and its strings, a few MiB at most.
-const MAX_MINI_IMAGE: u64 = 32 << 20;
-
-/// The ELF image inside `.gnu_debugdata` (xz-compressed), read and
-/// expanded within the file's allowance and [`MAX_MINI_IMAGE`]; `None`
-/// when there is none or it does not expand.
-fn mini_debuginfo<'a>(
-    obj: &object::File<'a, &'a FileReader<'a>>,
-    reader: &'a FileReader<'a>,
-) -> Option<Vec<u8>> {
-    let section = obj.section_by_name(".gnu_debugdata")?;
-    let (offset, size) = section.file_range()?;
-    let packed = reader.read_owned(offset, size)?;
-    let allowance = reader.allowance();
-    let mut out = Bounded {
-        bytes: Vec::new(),
-        limit: MAX_MINI_IMAGE,
-        allowance,
-    };
-    lzma_rs::xz_decompress(&mut &packed[..], &mut out).ok()?;
-    Some(out.bytes)
-}
-
-/// A buffer that refuses to grow past its limit or its file's allowance,
-/// so that a lying stream stops expanding at once.
-struct Bounded<'a> {
-    bytes: Vec<u8>,
-    limit: u64,
-    allowance: &'a Allowance,
-}
-
-impl std::io::Write for Bounded<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let len = buf.len() as u64;
-        if self.bytes.len() as u64 + len > self.limit || !self.allowance.charge(len) {
-            return Err(std::io::Error::other("MiniDebugInfo over its budget"));
-        }
-        self.bytes.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// True when `obj` carries a non-empty `.debug_info`.

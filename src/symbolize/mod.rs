@@ -18,6 +18,7 @@ pub(crate) mod debuginfod;
 pub(crate) mod demangle;
 pub(crate) mod elf;
 pub(crate) mod maps;
+mod minidebug;
 pub(crate) mod perfmap;
 mod persist;
 pub(crate) mod read;
