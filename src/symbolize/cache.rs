@@ -8,9 +8,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::debugfile::DebugDirs;
-use super::elf::{ElfFile, ParseError, Refused, Wanted};
+use super::elf::{ElfFile, ParseError, Wanted};
 use super::persist::Kept;
 use super::read::RunBudget;
+use super::vet::Refused;
 use crate::diag::escape::{Place, escape};
 use crate::sys::cache::CacheDir;
 use crate::sys::open::{OpenError, Opened};
@@ -243,7 +244,7 @@ impl FileCache {
                     Some(Refused::Deep) => {
                         let why = format!(
                             "DWARF nested deeper than {} levels",
-                            super::elf::MAX_DIE_DEPTH
+                            super::vet::MAX_DIE_DEPTH
                         );
                         self.skip(&why, &path);
                     }

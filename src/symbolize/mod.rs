@@ -26,6 +26,7 @@ mod sparse;
 mod split;
 mod symtab;
 pub(crate) mod vdso;
+mod vet;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

@@ -899,7 +899,7 @@ fn by_unit_matches_whole(dir: &TempDir, name: &str, flags: &[&str], sources: &[P
         elf::Wanted::Offsets(&offsets),
     )
     .expect("parsing the binary");
-    assert_eq!(elf.dwarf_refused(), Some(elf::Refused::Budget));
+    assert_eq!(elf.dwarf_refused(), Some(vet::Refused::Budget));
     for &vaddr in &picks {
         let names = elf.names(vaddr);
         assert_eq!(names.len(), 1, "at {vaddr:#x}: {names:?}");
