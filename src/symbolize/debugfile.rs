@@ -196,8 +196,20 @@ pub(super) enum Found {
     Link { crc: u32 },
 }
 
+/// The debug file `found` for `bin`, parsed through `reader`, when it is
+/// `bin`'s by the rule it was found by.
+pub(super) fn parse_debug_file<'a, 'b, R: object::ReadRef<'a>>(
+    bin: &object::File<'a, R>,
+    reader: &'b FileReader<'b>,
+    (file, how): &(Opened, Found),
+) -> Option<object::File<'b, &'b FileReader<'b>>> {
+    object::File::parse(reader)
+        .ok()
+        .filter(|dbg| is_debug_file_of(bin, dbg, how, file))
+}
+
 /// True when `dbg` is the debug file of `bin`, by the rule of `found`.
-pub(super) fn is_debug_file_of<'a, 'b, R: object::ReadRef<'a>, S: object::ReadRef<'b>>(
+fn is_debug_file_of<'a, 'b, R: object::ReadRef<'a>, S: object::ReadRef<'b>>(
     bin: &object::File<'a, R>,
     dbg: &object::File<'b, S>,
     found: &Found,

@@ -22,7 +22,7 @@ use anyhow::Result;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, ObjectSymbolTable};
 use typed_arena::Arena;
 
-use super::debugfile::{DebugDirs, find_debug_file, is_debug_file_of};
+use super::debugfile::{DebugDirs, find_debug_file, parse_debug_file};
 use super::demangle::{Lang, demangle, demangle_as};
 use super::minidebug::mini_debuginfo;
 use super::persist::DebugFile;
@@ -385,40 +385,12 @@ fn parse_image(
 ) -> Result<ElfFile, ParseError> {
     let arena = Arena::new();
     let reader = FileReader::new(source, len, allowance, &arena);
-    let obj = match object::File::parse(&reader) {
-        Ok(obj) => obj,
-        Err(_) if allowance.exceeded() => return Err(ParseError::OverBudget(allowance.limit())),
-        Err(e) => {
-            return Err(anyhow::Error::new(e)
-                .context("not a readable object file")
-                .into());
-        }
-    };
-    if !matches!(obj.format(), object::BinaryFormat::Elf) {
-        return Err(anyhow::anyhow!("not an ELF file").into());
-    }
+    let obj = parse_elf(&reader, allowance)?;
     let segments = load_segments(&obj);
     if matches!(wanted, Wanted::All) {
-        // Every name will be read: read each string table whole once, so
-        // that names are found in memory rather than by one read each.
-        for name in [".strtab", ".dynstr"] {
-            if let Some(s) = obj.section_by_name(name) {
-                let _ = s.data();
-            }
-        }
+        read_string_tables(&obj);
     }
-    let code = symtab::code_sections(&obj);
-    let mut entries = obj
-        .symbol_table()
-        .map(|t| symtab::entries(&t, Table::Symtab, &code, allowance))
-        .unwrap_or_default();
-    let own_symtab = !entries.is_empty();
-    if !own_symtab {
-        entries = obj
-            .dynamic_symbol_table()
-            .map(|t| symtab::entries(&t, Table::Dynsym, &code, allowance))
-            .unwrap_or_default();
-    }
+    let (mut entries, own_symtab) = own_entries(&obj, allowance);
 
     // A separate debug file, for a binary without DWARF: its DWARF and,
     // when the binary has no `.symtab`, its symbols.
@@ -436,30 +408,15 @@ fn parse_image(
             &dbg_arena,
         )
     });
-    let dbg = match (&dbg_reader, &found) {
-        (Some(r), Some((file, how))) => object::File::parse(r)
-            .ok()
-            .filter(|dbg| is_debug_file_of(&obj, dbg, how, file)),
-        _ => None,
-    };
+    let dbg = dbg_reader
+        .as_ref()
+        .zip(found.as_ref())
+        .and_then(|(r, found)| parse_debug_file(&obj, r, found));
 
-    // The addresses asked for, when not all of them.
-    let vaddrs: Option<Vec<u64>> = match wanted {
-        Wanted::All => None,
-        Wanted::Offsets(offsets) => Some(
-            offsets
-                .iter()
-                .filter_map(|&off| vaddr_of_offset(&segments, off))
-                .collect(),
-        ),
-    };
+    let vaddrs = wanted_vaddrs(wanted, &segments);
     // A debug file's symbols join those of a binary without `.symtab`.
-    if !own_symtab
-        && let Some(d) = &dbg
-        && let Some(t) = d.symbol_table()
-    {
-        let code = symtab::code_sections(d);
-        entries.extend(symtab::entries(&t, Table::Debug, &code, &dbg_allowance));
+    if !own_symtab && let Some(d) = &dbg {
+        entries.extend(symtab_entries(d, Table::Debug, &dbg_allowance));
     }
 
     // MiniDebugInfo: the symbols a stripped binary keeps beside its
@@ -472,40 +429,23 @@ fn parse_image(
     let mini = mini_image
         .as_deref()
         .and_then(|image| object::File::parse(image).ok());
-    if let Some(m) = &mini
-        && let Some(t) = m.symbol_table()
-    {
-        let code = symtab::code_sections(m);
-        entries.extend(symtab::entries(&t, Table::Mini, &code, allowance));
+    if let Some(m) = &mini {
+        entries.extend(symtab_entries(m, Table::Mini, allowance));
     }
 
     let index = symtab::Index::new(entries);
-    let name_of = |e: &symtab::Entry| -> Option<String> {
-        let at = object::SymbolIndex(e.index());
-        match e.table() {
-            Table::Symtab => name_at(obj.symbol_table()?, at),
-            Table::Dynsym => name_at(obj.dynamic_symbol_table()?, at),
-            Table::Debug => name_at(dbg.as_ref()?.symbol_table()?, at),
-            Table::Mini => name_at(mini.as_ref()?.symbol_table()?, at),
-        }
-    };
     // Names before DWARF, which may use up what is left of the allowance.
-    let symbols = match &vaddrs {
-        None => Symbols::All(index.all(&name_of, allowance)),
-        Some(vaddrs) => Symbols::At(index.names_at(vaddrs.iter().copied(), &name_of, allowance)),
-    };
+    let symbols = read_names(
+        &index,
+        vaddrs.as_deref(),
+        &obj,
+        dbg.as_ref(),
+        mini.as_ref(),
+        allowance,
+    );
 
-    let mut dwarf = None;
-    let mut over_budget = false;
-    if has_dwarf(&obj) {
-        dwarf = load_dwarf(&obj, &reader, vaddrs.as_deref());
-        over_budget = allowance.exceeded();
-    } else if let (Some(dbg), Some(r)) = (&dbg, &dbg_reader) {
-        if has_dwarf(dbg) {
-            dwarf = load_dwarf(dbg, r, vaddrs.as_deref());
-        }
-        over_budget = dbg_allowance.exceeded();
-    }
+    let dbg = dbg.as_ref().zip(dbg_reader.as_ref());
+    let (dwarf, over_budget) = own_or_debug_dwarf(&obj, &reader, dbg, vaddrs.as_deref());
     run.spend(&dbg_allowance);
     let whole = !allowance.exceeded() && !dbg_allowance.exceeded();
 
@@ -525,6 +465,139 @@ fn parse_image(
         debug_file,
         whole,
     })
+}
+
+/// The DWARF of `obj` (read through `reader`) or, when it has none, of
+/// its debug file `dbg`, loaded for `vaddrs` (see [`load_dwarf`]); and
+/// true when the allowance of the file looked in ran out.
+fn own_or_debug_dwarf<'a, 'b>(
+    obj: &object::File<'a, &'a FileReader<'a>>,
+    reader: &'a FileReader<'a>,
+    dbg: Option<(&object::File<'b, &'b FileReader<'b>>, &'b FileReader<'b>)>,
+    vaddrs: Option<&[u64]>,
+) -> (Option<Result<addr2line::Context<Reader>, Refused>>, bool) {
+    if has_dwarf(obj) {
+        let dwarf = load_dwarf(obj, reader, vaddrs);
+        return (dwarf, reader.allowance().exceeded());
+    }
+    let Some((dbg, r)) = dbg else {
+        return (None, false);
+    };
+    let dwarf = if has_dwarf(dbg) {
+        load_dwarf(dbg, r, vaddrs)
+    } else {
+        None
+    };
+    (dwarf, r.allowance().exceeded())
+}
+
+/// The ELF file `reader` reads; over budget when it did not parse for
+/// want of `allowance`.
+fn parse_elf<'a>(
+    reader: &'a FileReader<'a>,
+    allowance: &Allowance,
+) -> Result<object::File<'a, &'a FileReader<'a>>, ParseError> {
+    let obj = match object::File::parse(reader) {
+        Ok(obj) => obj,
+        Err(_) if allowance.exceeded() => return Err(ParseError::OverBudget(allowance.limit())),
+        Err(e) => {
+            return Err(anyhow::Error::new(e)
+                .context("not a readable object file")
+                .into());
+        }
+    };
+    if !matches!(obj.format(), object::BinaryFormat::Elf) {
+        return Err(anyhow::anyhow!("not an ELF file").into());
+    }
+    Ok(obj)
+}
+
+/// Reads each string table of `obj` whole once, for when every name will
+/// be read: names are then found in memory rather than by one read each.
+fn read_string_tables<'a, R: object::ReadRef<'a>>(obj: &object::File<'a, R>) {
+    for name in [".strtab", ".dynstr"] {
+        if let Some(s) = obj.section_by_name(name) {
+            let _ = s.data();
+        }
+    }
+}
+
+/// The function symbols of `obj`'s own tables, charged to `allowance`:
+/// those of its `.symtab`, else of its `.dynsym`; true when they are its
+/// `.symtab`'s.
+fn own_entries<'a, R: object::ReadRef<'a>>(
+    obj: &object::File<'a, R>,
+    allowance: &Allowance,
+) -> (Vec<symtab::Entry>, bool) {
+    let code = symtab::code_sections(obj);
+    let entries = obj
+        .symbol_table()
+        .map(|t| symtab::entries(&t, Table::Symtab, &code, allowance))
+        .unwrap_or_default();
+    if !entries.is_empty() {
+        return (entries, true);
+    }
+    let entries = obj
+        .dynamic_symbol_table()
+        .map(|t| symtab::entries(&t, Table::Dynsym, &code, allowance))
+        .unwrap_or_default();
+    (entries, false)
+}
+
+/// The function symbols of the `.symtab` of `obj` (a debug file, or a
+/// MiniDebugInfo image), as those of table `which`, charged to
+/// `allowance`.
+fn symtab_entries<'a, R: object::ReadRef<'a>>(
+    obj: &object::File<'a, R>,
+    which: Table,
+    allowance: &Allowance,
+) -> Vec<symtab::Entry> {
+    let Some(t) = obj.symbol_table() else {
+        return Vec::new();
+    };
+    let code = symtab::code_sections(obj);
+    symtab::entries(&t, which, &code, allowance)
+}
+
+/// The virtual addresses of the file offsets `wanted`, through the
+/// `PT_LOAD` `segments`; `None` when all are wanted.
+fn wanted_vaddrs(wanted: Wanted<'_>, segments: &[Segment]) -> Option<Vec<u64>> {
+    match wanted {
+        Wanted::All => None,
+        Wanted::Offsets(offsets) => Some(
+            offsets
+                .iter()
+                .filter_map(|&off| vaddr_of_offset(segments, off))
+                .collect(),
+        ),
+    }
+}
+
+/// The names of `index`'s symbols at `vaddrs` (of all of them when
+/// `None`), each read from the table it is in (of the image `obj`, its
+/// debug file `dbg` or its MiniDebugInfo `mini`) and charged to
+/// `allowance`.
+fn read_names<'data>(
+    index: &symtab::Index,
+    vaddrs: Option<&[u64]>,
+    obj: &impl Object<'data>,
+    dbg: Option<&impl Object<'data>>,
+    mini: Option<&impl Object<'data>>,
+    allowance: &Allowance,
+) -> Symbols {
+    let name_of = |e: &symtab::Entry| -> Option<String> {
+        let at = object::SymbolIndex(e.index());
+        match e.table() {
+            Table::Symtab => name_at(obj.symbol_table()?, at),
+            Table::Dynsym => name_at(obj.dynamic_symbol_table()?, at),
+            Table::Debug => name_at(dbg?.symbol_table()?, at),
+            Table::Mini => name_at(mini?.symbol_table()?, at),
+        }
+    };
+    match vaddrs {
+        None => Symbols::All(index.all(&name_of, allowance)),
+        Some(vaddrs) => Symbols::At(index.names_at(vaddrs.iter().copied(), &name_of, allowance)),
+    }
 }
 
 /// The name of symbol `at` of `table`.
