@@ -11,7 +11,7 @@ use std::path::Path;
 use object::Object;
 use typed_arena::Arena;
 
-use super::elf::has_dwarf;
+use super::dwarf::has_dwarf;
 use super::persist::DebugFile;
 use super::read::{Allowance, Reader as FileReader, Source};
 use crate::bytes::hex_string;

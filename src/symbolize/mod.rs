@@ -16,6 +16,7 @@ pub(crate) mod cache;
 mod debugfile;
 pub(crate) mod debuginfod;
 pub(crate) mod demangle;
+mod dwarf;
 pub(crate) mod elf;
 pub(crate) mod maps;
 mod minidebug;

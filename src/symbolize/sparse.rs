@@ -22,7 +22,8 @@ use std::io::Read;
 use gimli::{AttributeValue, EndianSlice, Reader as _, RunTimeEndian};
 use object::{Object, ObjectSection};
 
-use super::elf::{Bytes, MAX_EXPANSION};
+use super::dwarf::Bytes;
+use super::elf::MAX_EXPANSION;
 use super::read::{Allowance, MAX_NAME, Reader as FileReader};
 use super::vet::{MAX_DIE_DEPTH, MAX_UNITS};
 

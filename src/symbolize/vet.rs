@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::elf::Reader;
+use super::dwarf::Reader;
 use super::read::Allowance;
 
 /// Deepest DIE nesting walked. addr2line recurses once per nested inlined
