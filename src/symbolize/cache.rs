@@ -7,9 +7,11 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::elf::{DebugDirs, ElfFile, ParseError, Refused, Wanted};
+use super::debugfile::DebugDirs;
+use super::elf::{ElfFile, ParseError, Wanted};
 use super::persist::Kept;
 use super::read::RunBudget;
+use super::vet::Refused;
 use crate::diag::escape::{Place, escape};
 use crate::sys::cache::CacheDir;
 use crate::sys::open::{OpenError, Opened};
@@ -90,7 +92,7 @@ impl FileCache {
                 .filter(|_| allowance.limit() > 0)
                 .and_then(|(dir, (opened, path))| {
                     let version = opened.version?;
-                    let debug = super::elf::debug_file_of(opened, path, debug, &allowance)?;
+                    let debug = super::debugfile::debug_file_of(opened, path, debug, &allowance)?;
                     Kept::load(dir, version, debug)
                 });
             self.run.spend(&allowance);
@@ -133,7 +135,7 @@ impl FileCache {
         let debug = self.debug.get_or_insert_with(DebugDirs::system);
         let mut out: Vec<String> = ids
             .filter_map(|id| self.opened.get(&id))
-            .filter_map(|(opened, _)| super::elf::wants_debug_file(opened, debug))
+            .filter_map(|(opened, _)| super::debugfile::wants_debug_file(opened, debug))
             .collect();
         out.sort_unstable();
         out.dedup();
@@ -242,7 +244,7 @@ impl FileCache {
                     Some(Refused::Deep) => {
                         let why = format!(
                             "DWARF nested deeper than {} levels",
-                            super::elf::MAX_DIE_DEPTH
+                            super::vet::MAX_DIE_DEPTH
                         );
                         self.skip(&why, &path);
                     }

@@ -1,19 +1,20 @@
 //! One ELF file, parsed once for the addresses wanted: its `PT_LOAD`
 //! segments (file offset → virtual address), the names of its function
 //! symbols at those addresses (`.symtab`, else `.dynsym` with its
-//! MiniDebugInfo and its debug file's; see [`super::symtab`]) and, when
-//! present, its DWARF (or that of a separate debug file found by GNU
-//! build-id or debuglink in the trusted debug directory, or fetched from
-//! debuginfod) for names with inlined frames, read by unit where it can
-//! be (see [`super::sparse`]).
+//! MiniDebugInfo, see [`super::minidebug`], and its debug file's; see
+//! [`super::symtab`]) and, when present, its DWARF (or that of a separate
+//! debug file found by GNU build-id or debuglink in the trusted debug
+//! directory, or fetched from debuginfod: see [`super::debugfile`]) for
+//! names with inlined frames, loaded by [`super::dwarf`] (by unit where
+//! it can be, see [`super::sparse`]).
 //!
 //! Files come from traced processes and may be hostile: they are read
 //! within a byte budget (see [`super::read`]), DWARF units nested deeper
-//! than [`MAX_DIE_DEPTH`] are not walked, and an address yields at most
+//! than [`super::vet::MAX_DIE_DEPTH`] are not walked (see [`super::vet`]
+//! for the rest of what DWARF must be), and an address yields at most
 //! [`MAX_INLINE_FRAMES`] names.
 
-use std::collections::{HashMap, HashSet};
-use std::fs::File;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -21,55 +22,18 @@ use anyhow::Result;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, ObjectSymbolTable};
 use typed_arena::Arena;
 
+use super::debugfile::{DebugDirs, find_debug_file, parse_debug_file};
 use super::demangle::{Lang, demangle, demangle_as};
+use super::dwarf::{Bytes, Reader, has_dwarf, load_dwarf};
+use super::minidebug::mini_debuginfo;
 use super::persist::DebugFile;
 use super::read::{Allowance, Reader as FileReader, RunBudget, Source};
 use super::symtab::{self, Sorted, Table};
-use crate::bytes::hex_string;
-use crate::sys::open::{Dir, Opened, Scope};
+use super::vet::Refused;
+use crate::sys::open::Opened;
 
-/// DWARF reader owning its bytes, so a parsed file outlives its reads.
-pub(crate) type Reader = gimli::EndianReader<gimli::RunTimeEndian, Bytes>;
-
-/// The bytes of a DWARF section: read whole, or read by unit into an
-/// anonymous mapping (see [`super::sparse`]).
-#[derive(Clone, Debug)]
-pub(crate) enum Bytes {
-    Heap(Arc<[u8]>),
-    /// Decompressed, kept in the buffer the decompressor filled.
-    Vec(Arc<Vec<u8>>),
-    Map(Arc<memmap2::Mmap>),
-}
-
-impl std::ops::Deref for Bytes {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        match self {
-            Bytes::Heap(b) => b,
-            Bytes::Vec(v) => v,
-            Bytes::Map(m) => m,
-        }
-    }
-}
-
-// SAFETY: the bytes are behind an `Arc` (a heap slice, a vector never
-// changed once shared, or a private anonymous mapping never remapped or
-// unmapped while referenced), so they stay where they are however a
-// `Bytes` is moved or cloned.
-unsafe impl stable_deref_trait::StableDeref for Bytes {}
-// SAFETY: as above; a clone refers to the same bytes.
-unsafe impl stable_deref_trait::CloneStableDeref for Bytes {}
-
-/// Deepest DIE nesting walked. addr2line recurses once per nested inlined
-/// function; real code stays far below this.
-pub(crate) const MAX_DIE_DEPTH: usize = 256;
 /// Most names one address yields (its inline chain).
 pub(crate) const MAX_INLINE_FRAMES: usize = 128;
-
-/// Where separate debug files are looked for: root's, never a traced
-/// process's.
-const DEBUG_DIR: &str = "/usr/lib/debug";
 
 /// One `PT_LOAD` segment: where its bytes are in the file and in memory.
 #[derive(Debug, Clone, Copy)]
@@ -130,172 +94,6 @@ pub(crate) enum ParseError {
     Bad(#[from] anyhow::Error),
 }
 
-/// Where debug files are found: the trusted debug directory, opened once,
-/// and the debuginfod cache for the build-ids fetched into it.
-#[derive(Debug, Default)]
-pub(crate) struct DebugDirs {
-    dir: Option<Dir>,
-    fetched: Option<(Dir, HashSet<String>)>,
-}
-
-impl DebugDirs {
-    pub(crate) fn system() -> DebugDirs {
-        DebugDirs {
-            dir: Dir::open(Path::new(DEBUG_DIR), Scope::Beneath).ok(),
-            fetched: None,
-        }
-    }
-
-    /// Another directory standing in for the system's (tests).
-    #[cfg(test)]
-    pub(crate) fn at(dir: &Path) -> DebugDirs {
-        DebugDirs {
-            dir: Dir::open(dir, Scope::Beneath).ok(),
-            fetched: None,
-        }
-    }
-
-    /// Adds the debug files of build-ids `found` (hex), fetched into the
-    /// debuginfod cache `cache`.
-    pub(crate) fn add_fetched(&mut self, cache: &Path, found: HashSet<String>) {
-        if let Ok(dir) = Dir::open(cache, Scope::Beneath) {
-            self.fetched = Some((dir, found));
-        }
-    }
-
-    fn open(&self, rel: &str) -> Option<Opened> {
-        self.dir.as_ref()?.open_file(rel).ok()
-    }
-
-    /// The debug file of build-id `hex`: in the debug directory, else
-    /// fetched.
-    fn by_build_id(&self, hex: &str) -> Option<Opened> {
-        if hex.len() < 2 {
-            return None;
-        }
-        self.open(&format!(".build-id/{}/{}.debug", &hex[..2], &hex[2..]))
-            .or_else(|| {
-                let (dir, found) = self.fetched.as_ref()?;
-                if !found.contains(hex) {
-                    return None;
-                }
-                dir.open_file(&super::debuginfod::cached_name(hex)).ok()
-            })
-    }
-}
-
-/// Where a recording's files are found by build-id when their path no
-/// longer holds them: perf's build-id cache of this user
-/// (`~/.debug/.build-id/xx/rest/elf`, which perf record fills), then the
-/// debug directory (`.build-id/xx/rest.debug`). A file found there is
-/// used only when its own build-id is the one looked for.
-#[derive(Debug, Default)]
-pub(crate) struct BuildIdDirs {
-    perf_cache: Option<Dir>,
-    debug: Option<Dir>,
-}
-
-impl BuildIdDirs {
-    pub(crate) fn system() -> BuildIdDirs {
-        let me = nix::unistd::geteuid();
-        // Where perf puts it ($HOME, else the user's home), and only a
-        // cache this user owns and no one else may write.
-        let home = std::env::var_os("HOME")
-            .map(std::path::PathBuf::from)
-            .or_else(|| {
-                nix::unistd::User::from_uid(me)
-                    .ok()
-                    .flatten()
-                    .map(|u| u.dir)
-            });
-        let perf_cache = home
-            .map(|home| home.join(".debug"))
-            .filter(|dir| {
-                use std::os::unix::fs::{MetadataExt, PermissionsExt};
-                std::fs::symlink_metadata(dir).is_ok_and(|m| {
-                    m.is_dir() && m.uid() == me.as_raw() && m.permissions().mode() & 0o022 == 0
-                })
-            })
-            .and_then(|dir| Dir::open(&dir, Scope::Beneath).ok());
-        BuildIdDirs {
-            perf_cache,
-            debug: Dir::open(Path::new(DEBUG_DIR), Scope::Beneath).ok(),
-        }
-    }
-
-    /// The file whose build-id is `id`.
-    pub(crate) fn open(&self, id: &[u8]) -> Option<Opened> {
-        let hex = hex_string(id);
-        if hex.len() < 3 {
-            return None;
-        }
-        let (head, rest) = hex.split_at(2);
-        let candidates = [
-            (&self.perf_cache, format!(".build-id/{head}/{rest}/elf")),
-            (&self.debug, format!(".build-id/{head}/{rest}.debug")),
-        ];
-        candidates.into_iter().find_map(|(dir, rel)| {
-            let opened = dir.as_ref()?.open_file(&rel).ok()?;
-            (build_id(&opened).as_deref() == Some(id)).then_some(opened)
-        })
-    }
-}
-
-/// The GNU build-id of the ELF file `opened`; only its headers and notes
-/// are read.
-pub(crate) fn build_id(opened: &Opened) -> Option<Vec<u8>> {
-    let allowance = Allowance::new(4 << 20);
-    let arena = Arena::new();
-    let reader = FileReader::new(Source::File(&opened.file), opened.size, &allowance, &arena);
-    let obj = object::File::parse(&reader).ok()?;
-    obj.build_id().ok()?.map(<[u8]>::to_vec)
-}
-
-/// The build-id (hex) of the ELF file `opened` when nothing at hand names
-/// its functions fully: it has no DWARF and no `.symtab`, and no debug
-/// file for it is in the debug directory. Only its headers are read.
-pub(crate) fn wants_debug_file(opened: &Opened, debug: &DebugDirs) -> Option<String> {
-    with_headers(opened, &Allowance::new(4 << 20), |obj| {
-        if has_dwarf(obj) || obj.section_by_name(".symtab").is_some() {
-            return None;
-        }
-        let id = hex_string(obj.build_id().ok()??);
-        (debug.by_build_id(&id).is_none() && id.len() >= 2).then_some(id)
-    })
-}
-
-/// `f` of the ELF file `opened`, parsed for its headers, section and
-/// program tables and notes only (a small read, within `allowance`);
-/// `None` when it does not parse.
-fn with_headers<T>(
-    opened: &Opened,
-    allowance: &Allowance,
-    f: impl for<'a> FnOnce(&object::File<'a, &'a FileReader<'a>>) -> Option<T>,
-) -> Option<T> {
-    let arena = Arena::new();
-    let reader = FileReader::new(Source::File(&opened.file), opened.size, allowance, &arena);
-    f(&object::File::parse(&reader).ok()?)
-}
-
-/// The separate debug file that parsing the file `opened` (mapped at
-/// `path`) would look in ([`DebugFile::Absent`] when there is none, or the
-/// file has DWARF of its own), read within `allowance`; `None` when the
-/// file cannot be read.
-pub(crate) fn debug_file_of(
-    opened: &Opened,
-    path: &str,
-    debug: &DebugDirs,
-    allowance: &Allowance,
-) -> Option<DebugFile> {
-    with_headers(opened, allowance, |obj| {
-        if has_dwarf(obj) {
-            return Some(DebugFile::Absent);
-        }
-        let found = find_debug_file(obj, Some(path), debug);
-        Some(DebugFile::of(found.as_ref().map(|(file, _)| file)))
-    })
-}
-
 /// A parsed ELF file, ready for lookups.
 pub(crate) struct ElfFile {
     segments: Vec<Segment>,
@@ -331,7 +129,8 @@ impl ElfFile {
     #[cfg(test)]
     pub(crate) fn open(path: &Path) -> Result<ElfFile> {
         use anyhow::{Context as _, bail};
-        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let file =
+            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
         let meta = file.metadata()?;
         if !meta.is_file() {
             bail!("{} is not a regular file", path.display());
@@ -504,7 +303,7 @@ impl ElfFile {
     }
 
     /// The separate debug file found for this file (and looked in): what
-    /// [`debug_file_of`] tells beforehand.
+    /// [`super::debugfile::debug_file_of`] tells beforehand.
     pub(crate) fn debug_file(&self) -> DebugFile {
         self.debug_file
     }
@@ -554,40 +353,12 @@ fn parse_image(
 ) -> Result<ElfFile, ParseError> {
     let arena = Arena::new();
     let reader = FileReader::new(source, len, allowance, &arena);
-    let obj = match object::File::parse(&reader) {
-        Ok(obj) => obj,
-        Err(_) if allowance.exceeded() => return Err(ParseError::OverBudget(allowance.limit())),
-        Err(e) => {
-            return Err(anyhow::Error::new(e)
-                .context("not a readable object file")
-                .into());
-        }
-    };
-    if !matches!(obj.format(), object::BinaryFormat::Elf) {
-        return Err(anyhow::anyhow!("not an ELF file").into());
-    }
+    let obj = parse_elf(&reader, allowance)?;
     let segments = load_segments(&obj);
     if matches!(wanted, Wanted::All) {
-        // Every name will be read: read each string table whole once, so
-        // that names are found in memory rather than by one read each.
-        for name in [".strtab", ".dynstr"] {
-            if let Some(s) = obj.section_by_name(name) {
-                let _ = s.data();
-            }
-        }
+        read_string_tables(&obj);
     }
-    let code = symtab::code_sections(&obj);
-    let mut entries = obj
-        .symbol_table()
-        .map(|t| symtab::entries(&t, Table::Symtab, &code, allowance))
-        .unwrap_or_default();
-    let own_symtab = !entries.is_empty();
-    if !own_symtab {
-        entries = obj
-            .dynamic_symbol_table()
-            .map(|t| symtab::entries(&t, Table::Dynsym, &code, allowance))
-            .unwrap_or_default();
-    }
+    let (mut entries, own_symtab) = own_entries(&obj, allowance);
 
     // A separate debug file, for a binary without DWARF: its DWARF and,
     // when the binary has no `.symtab`, its symbols.
@@ -605,30 +376,15 @@ fn parse_image(
             &dbg_arena,
         )
     });
-    let dbg = match (&dbg_reader, &found) {
-        (Some(r), Some((file, how))) => object::File::parse(r)
-            .ok()
-            .filter(|dbg| is_debug_file_of(&obj, dbg, how, file)),
-        _ => None,
-    };
+    let dbg = dbg_reader
+        .as_ref()
+        .zip(found.as_ref())
+        .and_then(|(r, found)| parse_debug_file(&obj, r, found));
 
-    // The addresses asked for, when not all of them.
-    let vaddrs: Option<Vec<u64>> = match wanted {
-        Wanted::All => None,
-        Wanted::Offsets(offsets) => Some(
-            offsets
-                .iter()
-                .filter_map(|&off| vaddr_of_offset(&segments, off))
-                .collect(),
-        ),
-    };
+    let vaddrs = wanted_vaddrs(wanted, &segments);
     // A debug file's symbols join those of a binary without `.symtab`.
-    if !own_symtab
-        && let Some(d) = &dbg
-        && let Some(t) = d.symbol_table()
-    {
-        let code = symtab::code_sections(d);
-        entries.extend(symtab::entries(&t, Table::Debug, &code, &dbg_allowance));
+    if !own_symtab && let Some(d) = &dbg {
+        entries.extend(symtab_entries(d, Table::Debug, &dbg_allowance));
     }
 
     // MiniDebugInfo: the symbols a stripped binary keeps beside its
@@ -641,40 +397,23 @@ fn parse_image(
     let mini = mini_image
         .as_deref()
         .and_then(|image| object::File::parse(image).ok());
-    if let Some(m) = &mini
-        && let Some(t) = m.symbol_table()
-    {
-        let code = symtab::code_sections(m);
-        entries.extend(symtab::entries(&t, Table::Mini, &code, allowance));
+    if let Some(m) = &mini {
+        entries.extend(symtab_entries(m, Table::Mini, allowance));
     }
 
     let index = symtab::Index::new(entries);
-    let name_of = |e: &symtab::Entry| -> Option<String> {
-        let at = object::SymbolIndex(e.index());
-        match e.table() {
-            Table::Symtab => name_at(obj.symbol_table()?, at),
-            Table::Dynsym => name_at(obj.dynamic_symbol_table()?, at),
-            Table::Debug => name_at(dbg.as_ref()?.symbol_table()?, at),
-            Table::Mini => name_at(mini.as_ref()?.symbol_table()?, at),
-        }
-    };
     // Names before DWARF, which may use up what is left of the allowance.
-    let symbols = match &vaddrs {
-        None => Symbols::All(index.all(&name_of, allowance)),
-        Some(vaddrs) => Symbols::At(index.names_at(vaddrs.iter().copied(), &name_of, allowance)),
-    };
+    let symbols = read_names(
+        &index,
+        vaddrs.as_deref(),
+        &obj,
+        dbg.as_ref(),
+        mini.as_ref(),
+        allowance,
+    );
 
-    let mut dwarf = None;
-    let mut over_budget = false;
-    if has_dwarf(&obj) {
-        dwarf = load_dwarf(&obj, &reader, vaddrs.as_deref());
-        over_budget = allowance.exceeded();
-    } else if let (Some(dbg), Some(r)) = (&dbg, &dbg_reader) {
-        if has_dwarf(dbg) {
-            dwarf = load_dwarf(dbg, r, vaddrs.as_deref());
-        }
-        over_budget = dbg_allowance.exceeded();
-    }
+    let dbg = dbg.as_ref().zip(dbg_reader.as_ref());
+    let (dwarf, over_budget) = own_or_debug_dwarf(&obj, &reader, dbg, vaddrs.as_deref());
     run.spend(&dbg_allowance);
     let whole = !allowance.exceeded() && !dbg_allowance.exceeded();
 
@@ -696,6 +435,139 @@ fn parse_image(
     })
 }
 
+/// The DWARF of `obj` (read through `reader`) or, when it has none, of
+/// its debug file `dbg`, loaded for `vaddrs` (see [`load_dwarf`]); and
+/// true when the allowance of the file looked in ran out.
+fn own_or_debug_dwarf<'a, 'b>(
+    obj: &object::File<'a, &'a FileReader<'a>>,
+    reader: &'a FileReader<'a>,
+    dbg: Option<(&object::File<'b, &'b FileReader<'b>>, &'b FileReader<'b>)>,
+    vaddrs: Option<&[u64]>,
+) -> (Option<Result<addr2line::Context<Reader>, Refused>>, bool) {
+    if has_dwarf(obj) {
+        let dwarf = load_dwarf(obj, reader, vaddrs);
+        return (dwarf, reader.allowance().exceeded());
+    }
+    let Some((dbg, r)) = dbg else {
+        return (None, false);
+    };
+    let dwarf = if has_dwarf(dbg) {
+        load_dwarf(dbg, r, vaddrs)
+    } else {
+        None
+    };
+    (dwarf, r.allowance().exceeded())
+}
+
+/// The ELF file `reader` reads; over budget when it did not parse for
+/// want of `allowance`.
+fn parse_elf<'a>(
+    reader: &'a FileReader<'a>,
+    allowance: &Allowance,
+) -> Result<object::File<'a, &'a FileReader<'a>>, ParseError> {
+    let obj = match object::File::parse(reader) {
+        Ok(obj) => obj,
+        Err(_) if allowance.exceeded() => return Err(ParseError::OverBudget(allowance.limit())),
+        Err(e) => {
+            return Err(anyhow::Error::new(e)
+                .context("not a readable object file")
+                .into());
+        }
+    };
+    if !matches!(obj.format(), object::BinaryFormat::Elf) {
+        return Err(anyhow::anyhow!("not an ELF file").into());
+    }
+    Ok(obj)
+}
+
+/// Reads each string table of `obj` whole once, for when every name will
+/// be read: names are then found in memory rather than by one read each.
+fn read_string_tables<'a, R: object::ReadRef<'a>>(obj: &object::File<'a, R>) {
+    for name in [".strtab", ".dynstr"] {
+        if let Some(s) = obj.section_by_name(name) {
+            let _ = s.data();
+        }
+    }
+}
+
+/// The function symbols of `obj`'s own tables, charged to `allowance`:
+/// those of its `.symtab`, else of its `.dynsym`; true when they are its
+/// `.symtab`'s.
+fn own_entries<'a, R: object::ReadRef<'a>>(
+    obj: &object::File<'a, R>,
+    allowance: &Allowance,
+) -> (Vec<symtab::Entry>, bool) {
+    let code = symtab::code_sections(obj);
+    let entries = obj
+        .symbol_table()
+        .map(|t| symtab::entries(&t, Table::Symtab, &code, allowance))
+        .unwrap_or_default();
+    if !entries.is_empty() {
+        return (entries, true);
+    }
+    let entries = obj
+        .dynamic_symbol_table()
+        .map(|t| symtab::entries(&t, Table::Dynsym, &code, allowance))
+        .unwrap_or_default();
+    (entries, false)
+}
+
+/// The function symbols of the `.symtab` of `obj` (a debug file, or a
+/// MiniDebugInfo image), as those of table `which`, charged to
+/// `allowance`.
+fn symtab_entries<'a, R: object::ReadRef<'a>>(
+    obj: &object::File<'a, R>,
+    which: Table,
+    allowance: &Allowance,
+) -> Vec<symtab::Entry> {
+    let Some(t) = obj.symbol_table() else {
+        return Vec::new();
+    };
+    let code = symtab::code_sections(obj);
+    symtab::entries(&t, which, &code, allowance)
+}
+
+/// The virtual addresses of the file offsets `wanted`, through the
+/// `PT_LOAD` `segments`; `None` when all are wanted.
+fn wanted_vaddrs(wanted: Wanted<'_>, segments: &[Segment]) -> Option<Vec<u64>> {
+    match wanted {
+        Wanted::All => None,
+        Wanted::Offsets(offsets) => Some(
+            offsets
+                .iter()
+                .filter_map(|&off| vaddr_of_offset(segments, off))
+                .collect(),
+        ),
+    }
+}
+
+/// The names of `index`'s symbols at `vaddrs` (of all of them when
+/// `None`), each read from the table it is in (of the image `obj`, its
+/// debug file `dbg` or its MiniDebugInfo `mini`) and charged to
+/// `allowance`.
+fn read_names<'data>(
+    index: &symtab::Index,
+    vaddrs: Option<&[u64]>,
+    obj: &impl Object<'data>,
+    dbg: Option<&impl Object<'data>>,
+    mini: Option<&impl Object<'data>>,
+    allowance: &Allowance,
+) -> Symbols {
+    let name_of = |e: &symtab::Entry| -> Option<String> {
+        let at = object::SymbolIndex(e.index());
+        match e.table() {
+            Table::Symtab => name_at(obj.symbol_table()?, at),
+            Table::Dynsym => name_at(obj.dynamic_symbol_table()?, at),
+            Table::Debug => name_at(dbg?.symbol_table()?, at),
+            Table::Mini => name_at(mini?.symbol_table()?, at),
+        }
+    };
+    match vaddrs {
+        None => Symbols::All(index.all(&name_of, allowance)),
+        Some(vaddrs) => Symbols::At(index.names_at(vaddrs.iter().copied(), &name_of, allowance)),
+    }
+}
+
 /// The name of symbol `at` of `table`.
 fn name_at<'data, T: ObjectSymbolTable<'data>>(
     table: T,
@@ -704,288 +576,10 @@ fn name_at<'data, T: ObjectSymbolTable<'data>>(
     Some(table.symbol_by_index(at).ok()?.name().ok()?.to_string())
 }
 
-/// Most bytes a MiniDebugInfo image may expand to: real ones hold a symbol
-/// table and its strings, a few MiB at most.
-const MAX_MINI_IMAGE: u64 = 32 << 20;
-
-/// The ELF image inside `.gnu_debugdata` (xz-compressed), read and
-/// expanded within the file's allowance and [`MAX_MINI_IMAGE`]; `None`
-/// when there is none or it does not expand.
-fn mini_debuginfo<'a>(
-    obj: &object::File<'a, &'a FileReader<'a>>,
-    reader: &'a FileReader<'a>,
-) -> Option<Vec<u8>> {
-    let section = obj.section_by_name(".gnu_debugdata")?;
-    let (offset, size) = section.file_range()?;
-    let packed = reader.read_owned(offset, size)?;
-    let allowance = reader.allowance();
-    let mut out = Bounded {
-        bytes: Vec::new(),
-        limit: MAX_MINI_IMAGE,
-        allowance,
-    };
-    lzma_rs::xz_decompress(&mut &packed[..], &mut out).ok()?;
-    Some(out.bytes)
-}
-
-/// A buffer that refuses to grow past its limit or its file's allowance,
-/// so that a lying stream stops expanding at once.
-struct Bounded<'a> {
-    bytes: Vec<u8>,
-    limit: u64,
-    allowance: &'a Allowance,
-}
-
-impl std::io::Write for Bounded<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let len = buf.len() as u64;
-        if self.bytes.len() as u64 + len > self.limit || !self.allowance.charge(len) {
-            return Err(std::io::Error::other("MiniDebugInfo over its budget"));
-        }
-        self.bytes.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// True when `obj` carries a non-empty `.debug_info`.
-fn has_dwarf<'a, R: object::ReadRef<'a>>(obj: &object::File<'a, R>) -> bool {
-    obj.section_by_name(".debug_info")
-        .is_some_and(|s| s.size() > 0)
-}
-
 /// The most deflate expands its input. A compressed section claiming more
 /// lies (real DWARF compresses far less, with zstd too), and decompressing
 /// it would first allocate, and fill, whatever size it claims.
 pub(crate) const MAX_EXPANSION: u64 = 1032;
-
-/// Why DWARF that was read is left out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refused {
-    /// DIEs nested deeper than [`MAX_DIE_DEPTH`]: addr2line recurses
-    /// once per level.
-    Deep,
-    /// More than [`MAX_UNITS`] units, or a line program or range list
-    /// named by more than [`MAX_SHARING`] units or DIEs: addr2line builds
-    /// those once per naming, so sharing multiplies them.
-    Shared,
-    /// The DWARF, or what addr2line would build from it, is over the
-    /// file's budget (or other parts of the file were left out for it).
-    Budget,
-}
-
-/// Most units a file's DWARF may have.
-pub(crate) const MAX_UNITS: usize = 100_000;
-/// Most units that may share one line program or range list (compilers
-/// give each unit its own; dwz shares a few with partial units).
-const MAX_SHARING: u32 = 16;
-
-/// Loads the DWARF sections of `obj` (read, decompressed and copied within
-/// the file's allowance) into an addr2line context. `None` when they do
-/// not fit, or do not parse; [`Refused`] when their shape would make
-/// addr2line recurse too deep or build too much.
-fn load_dwarf<'a>(
-    obj: &object::File<'a, &'a FileReader<'a>>,
-    reader: &'a FileReader<'a>,
-    vaddrs: Option<&[u64]>,
-) -> Option<Result<addr2line::Context<Reader>, Refused>> {
-    let endian = if obj.is_little_endian() {
-        gimli::RunTimeEndian::Little
-    } else {
-        gimli::RunTimeEndian::Big
-    };
-    let allowance = reader.allowance();
-    // Each section read once, whether by the sparse reading or for gimli.
-    let read: std::cell::RefCell<HashMap<gimli::SectionId, Option<Bytes>>> = Default::default();
-    let whole = |id: gimli::SectionId| -> Option<Bytes> {
-        read.borrow_mut()
-            .entry(id)
-            .or_insert_with(|| section_data(obj, reader, id.name()))
-            .clone()
-    };
-    let sparse = vaddrs.and_then(|v| super::sparse::load(obj, reader, v, endian, &whole));
-    let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
-        let bytes = match (&sparse, id) {
-            // Variables' locations and macros name nothing: never inflated
-            // (glibc's location lists are 1.4 MiB).
-            (
-                _,
-                gimli::SectionId::DebugLoc
-                | gimli::SectionId::DebugLocLists
-                | gimli::SectionId::DebugMacinfo
-                | gimli::SectionId::DebugMacro,
-            ) => None,
-            (Some(s), gimli::SectionId::DebugInfo) => Some(s.info.clone()),
-            (Some(s), gimli::SectionId::DebugLine) => Some(s.line.clone()),
-            (Some(s), gimli::SectionId::DebugStr) => Some(s.str.clone()),
-            (Some(s), gimli::SectionId::DebugAbbrev) => Some(s.abbrev.clone()),
-            _ => whole(id),
-        };
-        if bytes.is_none() && allowance.exceeded() {
-            return Err(gimli::Error::Io);
-        }
-        let bytes = bytes.unwrap_or_else(|| Bytes::Heap(Arc::from(&[][..])));
-        Ok(gimli::EndianReader::new(bytes, endian))
-    };
-    let mut dwarf = gimli::Dwarf::load(load).ok()?;
-    // Each abbreviation table parsed once, for the walk below and for
-    // addr2line (which parses every unit's), and shared by the units that
-    // use it.
-    dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::All);
-    if let Err(refused) = vet(&dwarf, allowance) {
-        return Some(Err(refused));
-    }
-    addr2line::Context::from_dwarf(dwarf).ok().map(Ok)
-}
-
-/// What addr2line keeps per range of a range list, and per byte of a
-/// line program (a row is at most a few bytes), charged before it runs.
-const RANGE_COST: u64 = 32;
-const LINE_BYTE_COST: u64 = 8;
-
-/// Checks the shape of `dwarf` before addr2line sees it, in one walk over
-/// every DIE without recursion: nesting depth, number of units, and the
-/// range lists and line programs that addr2line would build once per DIE
-/// or unit naming them. Each naming is charged to `allowance`, and no
-/// table may be named more than [`MAX_SHARING`] times. A unit that does
-/// not parse stops the walk of that unit only (addr2line then finds it
-/// unreadable too).
-fn vet(dwarf: &gimli::Dwarf<Reader>, allowance: &Allowance) -> Result<(), Refused> {
-    use gimli::{Reader as _, Section as _};
-    // Per table (range list: true, line program: false, by offset): times
-    // named, and what one naming costs.
-    let mut named: HashMap<(bool, usize), (u32, u64)> = HashMap::new();
-    let mut units = 0usize;
-    let mut headers = dwarf.units();
-    while let Ok(Some(header)) = headers.next() {
-        units += 1;
-        if units > MAX_UNITS {
-            return Err(Refused::Shared);
-        }
-        let encoding = header.encoding();
-        let Ok(abbrevs) = dwarf.abbreviations(&header) else {
-            continue;
-        };
-        let Ok(mut entries) = header.entries_raw(&abbrevs, None) else {
-            continue;
-        };
-        let mut root = true;
-        let mut base = None;
-        while !entries.is_empty() {
-            if entries.next_depth() > MAX_DIE_DEPTH as isize {
-                return Err(Refused::Deep);
-            }
-            let abbrev = match entries.read_abbreviation() {
-                // A unit without entries (one not read, see
-                // [`super::sparse`]): nothing to check.
-                Ok(None) if root => break,
-                // The end of a list of children.
-                Ok(None) => continue,
-                Ok(Some(abbrev)) => abbrev,
-                Err(_) => break,
-            };
-            let wanted = root
-                || abbrev
-                    .attributes()
-                    .iter()
-                    .any(|a| a.name() == gimli::DW_AT_ranges);
-            if !wanted {
-                if entries.skip_attributes(abbrev.attributes()).is_err() {
-                    break;
-                }
-                continue;
-            }
-            let mut tables = Vec::new();
-            let mut ranges = None;
-            for spec in abbrev.attributes() {
-                let Ok(attr) = entries.read_attribute(*spec) else {
-                    break;
-                };
-                match (attr.name(), attr.value()) {
-                    (gimli::DW_AT_stmt_list, gimli::AttributeValue::DebugLineRef(o)) if root => {
-                        tables.push((false, o.0));
-                    }
-                    (gimli::DW_AT_rnglists_base, gimli::AttributeValue::DebugRngListsBase(b)) => {
-                        base = Some(b);
-                    }
-                    (gimli::DW_AT_ranges, value) => ranges = Some(value),
-                    _ => {}
-                }
-            }
-            let childless_root = root && !abbrev.has_children();
-            root = false;
-            let offset = match ranges {
-                Some(gimli::AttributeValue::RangeListsRef(o)) => Some(o.0),
-                Some(gimli::AttributeValue::SecOffset(o)) => Some(o),
-                Some(gimli::AttributeValue::DebugRngListsIndex(i)) => base
-                    .and_then(|b| dwarf.ranges.get_offset(encoding, b, i).ok())
-                    .map(|o| o.0),
-                _ => None,
-            };
-            tables.extend(offset.map(|o| (true, o)));
-            for table in tables {
-                let entry = named.entry(table).or_insert((0, u64::MAX));
-                entry.0 += 1;
-                if entry.0 > MAX_SHARING {
-                    return Err(Refused::Shared);
-                }
-                if entry.1 == u64::MAX {
-                    entry.1 = match table {
-                        (true, o) => range_list_cost(dwarf, encoding, o, allowance)?,
-                        (false, o) => {
-                            let mut input = dwarf.debug_line.reader().clone();
-                            let length = input
-                                .skip(o)
-                                .and_then(|()| input.read_initial_length())
-                                .map_or(0, |(len, _)| len as u64);
-                            let cost = length.saturating_mul(LINE_BYTE_COST);
-                            if !allowance.charge(cost) {
-                                return Err(Refused::Budget);
-                            }
-                            cost
-                        }
-                    };
-                } else if !allowance.charge(entry.1) {
-                    return Err(Refused::Budget);
-                }
-            }
-            // A root without children is the whole unit (what follows
-            // is padding, or the zeros of a unit not read).
-            if childless_root {
-                break;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Charges the ranges of the list at `offset` one by one (so a long list
-/// costs no more walking than the budget allows); returns what the list
-/// costs each time it is named again.
-fn range_list_cost(
-    dwarf: &gimli::Dwarf<Reader>,
-    encoding: gimli::Encoding,
-    offset: usize,
-    allowance: &Allowance,
-) -> Result<u64, Refused> {
-    let Ok(mut list) = dwarf
-        .ranges
-        .raw_ranges(gimli::RangeListsOffset(offset), encoding)
-    else {
-        return Ok(0);
-    };
-    let mut cost = 0u64;
-    while let Ok(Some(_)) = list.next() {
-        if !allowance.charge(RANGE_COST) {
-            return Err(Refused::Budget);
-        }
-        cost += RANGE_COST;
-    }
-    Ok(cost)
-}
 
 /// The bytes of section `name`, decompressed: each charged as the section
 /// header claims before it is allocated (compressed, then expanded twice:
@@ -1002,7 +596,7 @@ pub(crate) fn section_bytes<'a>(
 }
 
 /// [`section_bytes`] without copying what was decompressed.
-fn section_data<'a>(
+pub(super) fn section_data<'a>(
     obj: &object::File<'a, &'a FileReader<'a>>,
     reader: &'a FileReader<'a>,
     name: &str,
@@ -1029,69 +623,4 @@ fn section_data<'a>(
         std::borrow::Cow::Owned(v) => Some(Bytes::Vec(Arc::new(v))),
         std::borrow::Cow::Borrowed(b) => Some(Bytes::Heap(Arc::from(b))),
     }
-}
-
-/// How a separate debug file was found, which says how it must match.
-enum Found {
-    /// By the binary's build-id: it must carry the same.
-    BuildId,
-    /// By `.gnu_debuglink`: it must carry the binary's build-id, or, when
-    /// the binary has none, have the CRC the link gives.
-    Link { crc: u32 },
-}
-
-/// True when `dbg` is the debug file of `bin`, by the rule of `found`.
-fn is_debug_file_of<'a, 'b, R: object::ReadRef<'a>, S: object::ReadRef<'b>>(
-    bin: &object::File<'a, R>,
-    dbg: &object::File<'b, S>,
-    found: &Found,
-    file: &Opened,
-) -> bool {
-    match (bin.build_id(), dbg.build_id(), found) {
-        (Ok(Some(a)), Ok(Some(b)), _) => a == b,
-        (Ok(None), _, Found::Link { crc }) => crc_of(&file.file, file.size) == Some(*crc),
-        _ => false,
-    }
-}
-
-/// The CRC-32 of a whole file no bigger than a file's budget.
-fn crc_of(file: &File, size: u64) -> Option<u32> {
-    use std::os::unix::fs::FileExt;
-    if size > super::read::FILE_BUDGET {
-        return None;
-    }
-    let mut hasher = crc32fast::Hasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut at = 0u64;
-    while at < size {
-        let n = usize::try_from((size - at).min(buf.len() as u64)).ok()?;
-        file.read_exact_at(&mut buf[..n], at).ok()?;
-        hasher.update(&buf[..n]);
-        at += n as u64;
-    }
-    Some(hasher.finalize())
-}
-
-/// A separate debug file, only in the trusted debug directory: by GNU
-/// build-id (`.build-id/xx/rest.debug`), else by `.gnu_debuglink` under
-/// the directory's copy of the binary's directory. Never next to the
-/// binary, where the process that owns it could plant a link.
-fn find_debug_file<'a, R: object::ReadRef<'a>>(
-    obj: &object::File<'a, R>,
-    path: Option<&str>,
-    debug: &DebugDirs,
-) -> Option<(Opened, Found)> {
-    if let Ok(Some(id)) = obj.build_id()
-        && let Some(file) = debug.by_build_id(&hex_string(id))
-    {
-        return Some((file, Found::BuildId));
-    }
-    let (name, crc) = obj.gnu_debuglink().ok()??;
-    let name = std::str::from_utf8(name).ok()?;
-    if name.is_empty() || name.contains('/') || name == ".." || name == "." {
-        return None;
-    }
-    let dir = Path::new(path?).parent()?.to_str()?;
-    let file = debug.open(&format!("{}/{name}", dir.trim_start_matches('/')))?;
-    Some((file, Found::Link { crc }))
 }

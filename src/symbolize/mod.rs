@@ -5,18 +5,25 @@
 //! addresses are resolved file by file, each file's data released before
 //! the next is read.
 //!
-//! Kernel symbols come from [`crate::kallsyms`]. Submodules: [`maps`] (map history, and opening a
-//! mapped file safely), [`read`] (reading a file within a byte budget),
-//! [`elf`] (one parsed ELF file: segments, symbols, DWARF), [`symtab`]
-//! (symbol tables read by range), [`split`] (the inlined copy function
-//! splitting leaves), [`perfmap`] (JIT code), [`demangle`], [`cache`]
-//! (files opened once, addresses resolved once) and [`vdso`].
+//! Kernel symbols come from [`crate::kallsyms`]. Submodules: [`maps`] (map
+//! history, and opening a mapped file safely), [`read`] (reading a file
+//! within a byte budget), [`elf`] (one parsed ELF file: segments, symbols,
+//! DWARF), [`symtab`] (symbol tables read by range), [`minidebug`]
+//! (MiniDebugInfo), [`debugfile`] (finding separate debug files),
+//! [`debuginfod`] (fetching them), [`dwarf`] (DWARF loaded for addr2line),
+//! [`sparse`] (DWARF read by unit), [`vet`] (the shape DWARF must have),
+//! [`split`] (the inlined copy function splitting leaves), [`perfmap`] (JIT
+//! code), [`demangle`], [`cache`] (files opened once, addresses resolved
+//! once), [`persist`] (names kept across runs) and [`vdso`].
 
 pub(crate) mod cache;
+mod debugfile;
 pub(crate) mod debuginfod;
 pub(crate) mod demangle;
+mod dwarf;
 pub(crate) mod elf;
 pub(crate) mod maps;
+mod minidebug;
 pub(crate) mod perfmap;
 mod persist;
 pub(crate) mod read;
@@ -24,6 +31,7 @@ mod sparse;
 mod split;
 mod symtab;
 pub(crate) mod vdso;
+mod vet;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

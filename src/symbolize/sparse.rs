@@ -22,8 +22,10 @@ use std::io::Read;
 use gimli::{AttributeValue, EndianSlice, Reader as _, RunTimeEndian};
 use object::{Object, ObjectSection};
 
-use super::elf::{Bytes, MAX_DIE_DEPTH, MAX_EXPANSION, MAX_UNITS};
+use super::dwarf::Bytes;
+use super::elf::MAX_EXPANSION;
 use super::read::{Allowance, MAX_NAME, Reader as FileReader};
+use super::vet::{MAX_DIE_DEPTH, MAX_UNITS};
 
 /// Below this size `.debug_info` is read whole: reading by unit would save
 /// little. (ld.so's 640 KiB, for three addresses: 4.1 ms by unit, 5.7 ms

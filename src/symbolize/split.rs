@@ -21,7 +21,7 @@ use gimli::Reader as _;
 use gimli::constants::*;
 use gimli::{AttributeValue, DebuggingInformationEntry, UnitOffset};
 
-use super::elf::Reader;
+use super::dwarf::Reader;
 
 /// The attributes of a call site, and of a declaration: file, line, column.
 const CALL: [gimli::DwAt; 3] = [DW_AT_call_file, DW_AT_call_line, DW_AT_call_column];

@@ -406,7 +406,7 @@ fn kept_run(
     s.files
         .keep_names_in(crate::sys::cache::CacheDir::at(cache).expect("cache dir"));
     if let Some(debug) = debug {
-        s.files.set_debug_dirs(elf::DebugDirs::at(debug));
+        s.files.set_debug_dirs(debugfile::DebugDirs::at(debug));
     }
     let stacks: Vec<UserStack<'_>> = addrs
         .iter()
@@ -858,9 +858,14 @@ fn by_unit_matches_whole(dir: &TempDir, name: &str, flags: &[&str], sources: &[P
     let opened = dir_fd.open_file(name).expect("opening the binary");
     let parse = |wanted| {
         let mut run = read::RunBudget::new(read::FILE_BUDGET, 1 << 40);
-        let elf =
-            elf::ElfFile::from_opened(&opened, name, &elf::DebugDirs::system(), &mut run, wanted)
-                .expect("parsing the binary");
+        let elf = elf::ElfFile::from_opened(
+            &opened,
+            name,
+            &debugfile::DebugDirs::system(),
+            &mut run,
+            wanted,
+        )
+        .expect("parsing the binary");
         assert!(elf.has_dwarf() && elf.dwarf_refused().is_none());
         (elf, (1 << 40) - run.left())
     };
@@ -889,12 +894,12 @@ fn by_unit_matches_whole(dir: &TempDir, name: &str, flags: &[&str], sources: &[P
     let elf = elf::ElfFile::from_opened(
         &opened,
         "/units",
-        &elf::DebugDirs::system(),
+        &debugfile::DebugDirs::system(),
         &mut run,
         elf::Wanted::Offsets(&offsets),
     )
     .expect("parsing the binary");
-    assert_eq!(elf.dwarf_refused(), Some(elf::Refused::Budget));
+    assert_eq!(elf.dwarf_refused(), Some(vet::Refused::Budget));
     for &vaddr in &picks {
         let names = elf.names(vaddr);
         assert_eq!(names.len(), 1, "at {vaddr:#x}: {names:?}");
@@ -1032,7 +1037,7 @@ fn finds_dwarf(bin: &Path, debug: &Path) -> bool {
     let elf = elf::ElfFile::from_opened(
         &opened,
         "/bin/work",
-        &elf::DebugDirs::at(debug),
+        &debugfile::DebugDirs::at(debug),
         &mut read::RunBudget::default(),
         elf::Wanted::All,
     )

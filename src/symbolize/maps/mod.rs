@@ -10,8 +10,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::elf::{BuildIdDirs, build_id};
-use crate::event::{Event, EventKind};
+use super::debugfile::{BuildIdDirs, build_id};
+use crate::event::{Event, EventKind, Fork, Mmap};
 use crate::sys::open::{Dir, FileKey, OpenError, Opened, Scope, open_magic};
 
 /// One executable mapping, valid during `[from, until)` (nanoseconds).
@@ -320,109 +320,125 @@ impl ProcessMaps {
     pub(crate) fn observe(&mut self, event: &Event) {
         let time = event.time;
         match &event.kind {
-            EventKind::Fork(f) if f.tgid != f.parent_tgid => {
-                self.snapshot_if_unknown(f.parent_tgid, 0);
-                let inherited: Vec<Mapping> = self
-                    .procs
-                    .get(&f.parent_tgid)
-                    .map(|p| {
-                        p.mappings
-                            .iter()
-                            .filter(|m| m.valid_at(time))
-                            .map(|m| Mapping {
-                                // The child exists from the fork on.
-                                from: time,
-                                ..m.clone()
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                // The child starts in its parent's root.
-                let root = self.procs.get(&f.parent_tgid).and_then(|p| p.root);
-                match self.procs.get_mut(&f.tgid) {
-                    // A reused pid: the old process's history ends here.
-                    Some(child) if child.exited => {
-                        end_all(&mut child.mappings, time);
-                        child.mappings.extend(inherited);
-                        child.exited = false;
-                        child.root = root;
-                        child.version += 1;
-                    }
-                    // Already known (snapshotted): keep what we have.
-                    Some(_) => {}
-                    None => {
-                        self.procs.insert(
-                            f.tgid,
-                            Process {
-                                mappings: inherited,
-                                root,
-                                ..Process::default()
-                            },
-                        );
-                    }
-                }
-            }
-            EventKind::Comm(c) if c.exec => match self.procs.get_mut(&c.tgid) {
-                // /proc was read after this exec (events are read late):
-                // what it showed is the new image already.
-                Some(p) if p.read_at > time => p.image_since = time,
-                Some(p) => {
-                    // It may have changed root before the exec, and its
-                    // effective uid with it.
-                    if let Some(root) = self.roots.capture(c.tgid) {
-                        p.root = Some(root);
-                    }
-                    if !self.recorded
-                        && let Some(ids) = crate::sys::proc::ns_pid_and_euid(c.tgid)
-                    {
-                        p.perf_map = Some(ids);
-                    }
-                    end_all(&mut p.mappings, time);
-                    p.image_since = time;
-                    p.version += 1;
-                    // The new image's mappings come as mmap events, or
-                    // else from /proc once the loader is done.
-                    p.stale = !self.mmap_events;
-                }
-                // Never seen before: whatever /proc shows now is the new
-                // image, valid from the exec on.
-                None => self.snapshot_if_unknown(c.tgid, time),
-            },
-            EventKind::Mmap(m) => {
-                if !m.executable || !wanted_path(&m.path) {
-                    return;
-                }
-                self.snapshot_if_unknown(m.tgid, 0);
-                let end = m.start.saturating_add(m.len);
-                let mut mapping = Mapping::new(m.start, end, m.pgoff, &m.path, time);
-                mapping.file = m.file;
-                mapping.build_id = m
-                    .build_id
-                    .clone()
-                    .or_else(|| self.build_ids.get(&mapping.path).cloned());
-                if let Some(p) = self.procs.get_mut(&m.tgid) {
-                    if p.root.is_none() {
-                        p.root = self.roots.capture(m.tgid);
-                    }
-                    p.mappings.push(mapping);
-                    p.version += 1;
-                }
-            }
-            EventKind::Exit(e) if e.tid == e.tgid => {
-                let held = if self.held_perf_maps < MAX_HELD_PERF_MAPS {
-                    self.open_perf_map(e.tgid).ok()
-                } else {
-                    None
-                };
-                if let Some(p) = self.procs.get_mut(&e.tgid) {
-                    p.exited = true;
-                    if let Some(file) = held {
-                        p.held_perf_map = Some(Arc::new(file));
-                        self.held_perf_maps += 1;
-                    }
-                }
-            }
+            EventKind::Fork(f) if f.tgid != f.parent_tgid => self.observe_fork(f, time),
+            EventKind::Comm(c) if c.exec => self.observe_exec(c.tgid, time),
+            EventKind::Mmap(m) => self.observe_mmap(m, time),
+            EventKind::Exit(e) if e.tid == e.tgid => self.observe_exit(e.tgid),
             _ => {}
+        }
+    }
+
+    /// A new process `f.tgid`: it inherits its parent's mappings and root.
+    fn observe_fork(&mut self, f: &Fork, time: u64) {
+        self.snapshot_if_unknown(f.parent_tgid, 0);
+        let inherited: Vec<Mapping> = self
+            .procs
+            .get(&f.parent_tgid)
+            .map(|p| {
+                p.mappings
+                    .iter()
+                    .filter(|m| m.valid_at(time))
+                    .map(|m| Mapping {
+                        // The child exists from the fork on.
+                        from: time,
+                        ..m.clone()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        // The child starts in its parent's root.
+        let root = self.procs.get(&f.parent_tgid).and_then(|p| p.root);
+        match self.procs.get_mut(&f.tgid) {
+            // A reused pid: the old process's history ends here.
+            Some(child) if child.exited => {
+                end_all(&mut child.mappings, time);
+                child.mappings.extend(inherited);
+                child.exited = false;
+                child.root = root;
+                child.version += 1;
+            }
+            // Already known (snapshotted): keep what we have.
+            Some(_) => {}
+            None => {
+                self.procs.insert(
+                    f.tgid,
+                    Process {
+                        mappings: inherited,
+                        root,
+                        ..Process::default()
+                    },
+                );
+            }
+        }
+    }
+
+    /// An exec by `tgid` at `time`: its old image's mappings end.
+    fn observe_exec(&mut self, tgid: u32, time: u64) {
+        match self.procs.get_mut(&tgid) {
+            // /proc was read after this exec (events are read late):
+            // what it showed is the new image already.
+            Some(p) if p.read_at > time => p.image_since = time,
+            Some(p) => {
+                // It may have changed root before the exec, and its
+                // effective uid with it.
+                if let Some(root) = self.roots.capture(tgid) {
+                    p.root = Some(root);
+                }
+                if !self.recorded
+                    && let Some(ids) = crate::sys::proc::ns_pid_and_euid(tgid)
+                {
+                    p.perf_map = Some(ids);
+                }
+                end_all(&mut p.mappings, time);
+                p.image_since = time;
+                p.version += 1;
+                // The new image's mappings come as mmap events, or
+                // else from /proc once the loader is done.
+                p.stale = !self.mmap_events;
+            }
+            // Never seen before: whatever /proc shows now is the new
+            // image, valid from the exec on.
+            None => self.snapshot_if_unknown(tgid, time),
+        }
+    }
+
+    /// A new mapping: kept when it is executable and of a file (or the
+    /// vDSO).
+    fn observe_mmap(&mut self, m: &Mmap, time: u64) {
+        if !m.executable || !wanted_path(&m.path) {
+            return;
+        }
+        self.snapshot_if_unknown(m.tgid, 0);
+        let end = m.start.saturating_add(m.len);
+        let mut mapping = Mapping::new(m.start, end, m.pgoff, &m.path, time);
+        mapping.file = m.file;
+        mapping.build_id = m
+            .build_id
+            .clone()
+            .or_else(|| self.build_ids.get(&mapping.path).cloned());
+        if let Some(p) = self.procs.get_mut(&m.tgid) {
+            if p.root.is_none() {
+                p.root = self.roots.capture(m.tgid);
+            }
+            p.mappings.push(mapping);
+            p.version += 1;
+        }
+    }
+
+    /// The exit of process `tgid`: its perf map is held open, while fewer
+    /// than [`MAX_HELD_PERF_MAPS`] are.
+    fn observe_exit(&mut self, tgid: u32) {
+        let held = if self.held_perf_maps < MAX_HELD_PERF_MAPS {
+            self.open_perf_map(tgid).ok()
+        } else {
+            None
+        };
+        if let Some(p) = self.procs.get_mut(&tgid) {
+            p.exited = true;
+            if let Some(file) = held {
+                p.held_perf_map = Some(Arc::new(file));
+                self.held_perf_maps += 1;
+            }
         }
     }
 
@@ -664,309 +680,4 @@ fn parse_file_key(dev: &str, inode: &str) -> Option<FileKey> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::event::{Comm, CommChange, Exit, Fork, Mmap};
-
-    #[test]
-    fn a_perf_map_must_be_owned_by_its_process_user() {
-        // A process of this root, as its pid in its namespace says.
-        let ns_pid = 0x7fff_0001u32;
-        let path = format!("/tmp/perf-{ns_pid}.map");
-        std::fs::write(&path, "10 10 f\n").unwrap();
-        let mut pm = ProcessMaps::new();
-        let root = pm.roots.capture(std::process::id());
-        let me = nix::unistd::geteuid().as_raw();
-        for (euid, ok) in [(me, true), (me.wrapping_add(4242), false)] {
-            pm.procs.insert(
-                1,
-                Process {
-                    root,
-                    perf_map: Some((ns_pid, euid)),
-                    ..Process::default()
-                },
-            );
-            let got = pm.open_perf_map(1);
-            if ok {
-                assert_eq!(got.map(|o| o.size).ok(), Some(8));
-            } else {
-                assert_eq!(got.err(), Some(OpenError::NotOwned));
-            }
-        }
-        std::fs::remove_file(&path).unwrap();
-        assert_eq!(pm.open_perf_map(1).err(), Some(OpenError::Missing));
-        assert_eq!(pm.open_perf_map(2).err(), Some(OpenError::NoRoot));
-    }
-
-    #[test]
-    fn a_perf_map_is_held_from_its_process_exit() {
-        let ns_pid = 0x7fff_0002u32;
-        let path = format!("/tmp/perf-{ns_pid}.map");
-        std::fs::write(&path, "10 10 before_exit\n").unwrap();
-        let mut pm = ProcessMaps::new();
-        let root = pm.roots.capture(std::process::id());
-        let me = nix::unistd::geteuid().as_raw();
-        pm.procs.insert(
-            5,
-            Process {
-                root,
-                perf_map: Some((ns_pid, me)),
-                ..Process::default()
-            },
-        );
-        pm.observe(&ev(1, EventKind::Exit(Exit { tgid: 5, tid: 5 })));
-        // Removed, and the name taken by another file: the held one reads.
-        std::fs::remove_file(&path).unwrap();
-        std::fs::write(&path, "10 10 someone_else\n").unwrap();
-        let wanted = [0x12u64].into_iter().collect();
-        for _ in 0..2 {
-            let file = pm.open_perf_map(5).expect("held");
-            let found = crate::symbolize::perfmap::read(&file, &wanted);
-            assert_eq!(found.names[&0x12], "before_exit");
-        }
-        std::fs::remove_file(&path).unwrap();
-    }
-
-    fn ev(time: u64, kind: EventKind) -> Event {
-        Event { time, cpu: 0, kind }
-    }
-
-    fn mmap(tgid: u32, start: u64, len: u64, pgoff: u64, path: &str) -> EventKind {
-        EventKind::Mmap(Mmap {
-            tgid,
-            tid: tgid,
-            start,
-            len,
-            pgoff,
-            path: path.to_string(),
-            executable: true,
-            file: None,
-            build_id: None,
-        })
-    }
-
-    /// A ProcessMaps where `tgid` is known with an empty history, so tests
-    /// never read the real /proc for synthetic pids.
-    fn known(tgids: &[u32]) -> ProcessMaps {
-        let mut pm = ProcessMaps::new();
-        for &t in tgids {
-            pm.procs.insert(t, Process::default());
-        }
-        pm
-    }
-
-    fn path_at(pm: &ProcessMaps, tgid: u32, time: u64, addr: u64) -> Option<(String, u64)> {
-        pm.lookup(tgid, time, addr)
-            .map(|(m, off)| (m.path.clone(), off))
-    }
-
-    #[test]
-    fn parses_maps_lines() {
-        let text = "\
-55d0c0a00000-55d0c0a02000 r--p 00000000 08:01 1234    /usr/bin/prog
-55d0c0a02000-55d0c0a08000 r-xp 00002000 08:01 1234    /usr/bin/prog
-7f0000000000-7f0000010000 r-xp 00001000 08:01 99      /opt/my app/lib x.so (deleted)
-7f0000100000-7f0000200000 rw-p 00000000 00:00 0
-7f0000300000-7f0000301000 r-xp 00000000 00:00 0       [anon:jit]
-7ffd1e7fe000-7ffd1e800000 r-xp 00000000 00:00 0       [vdso]
-not a maps line
-";
-        let maps = parse_maps(text, 0);
-        assert_eq!(maps.len(), 3);
-        assert_eq!(maps[0].path, "/usr/bin/prog");
-        assert_eq!(
-            (maps[0].start, maps[0].end, maps[0].pgoff),
-            (0x55d0c0a02000, 0x55d0c0a08000, 0x2000)
-        );
-        assert_eq!(maps[1].path, "/opt/my app/lib x.so");
-        assert!(maps[1].deleted && !maps[0].deleted);
-        assert_eq!(
-            maps[0].file,
-            Some(FileKey {
-                dev: libc::makedev(8, 1),
-                ino: 1234
-            })
-        );
-        assert_eq!(maps[1].file.map(|k| k.ino), Some(99));
-        assert_eq!(maps[2].file, None, "inode 0 is no file");
-        assert_eq!(maps[1].pgoff, 0x1000);
-        assert!(maps[2].is_vdso());
-    }
-
-    #[test]
-    fn exec_replaces_the_image() {
-        let mut pm = known(&[100]);
-        pm.observe(&ev(10, mmap(100, 0x1000, 0x1000, 0, "/bin/old")));
-        pm.observe(&ev(
-            20,
-            EventKind::Comm(CommChange {
-                tgid: 100,
-                tid: 100,
-                comm: Comm::from("new"),
-                exec: true,
-            }),
-        ));
-        pm.observe(&ev(21, mmap(100, 0x1000, 0x2000, 0x3000, "/bin/new")));
-        assert_eq!(
-            path_at(&pm, 100, 15, 0x1800),
-            Some(("/bin/old".into(), 0x800))
-        );
-        // Between exec and the new mmap: nothing.
-        assert_eq!(path_at(&pm, 100, 20, 0x1800), None);
-        assert_eq!(
-            path_at(&pm, 100, 30, 0x1800),
-            Some(("/bin/new".into(), 0x3800))
-        );
-        assert_eq!(
-            path_at(&pm, 100, 30, 0x2800),
-            Some(("/bin/new".into(), 0x4800))
-        );
-        // Before the first mmap of a process seen only through events.
-        assert_eq!(path_at(&pm, 100, 5, 0x1800), None);
-    }
-
-    #[test]
-    fn later_mmap_supersedes_overlap() {
-        let mut pm = known(&[7]);
-        pm.observe(&ev(1, mmap(7, 0x10000, 0x10000, 0, "/lib/a.so")));
-        pm.observe(&ev(50, mmap(7, 0x14000, 0x1000, 0, "/lib/b.so")));
-        assert_eq!(
-            path_at(&pm, 7, 40, 0x14100),
-            Some(("/lib/a.so".into(), 0x4100))
-        );
-        assert_eq!(
-            path_at(&pm, 7, 60, 0x14100),
-            Some(("/lib/b.so".into(), 0x100))
-        );
-        assert_eq!(
-            path_at(&pm, 7, 60, 0x15100),
-            Some(("/lib/a.so".into(), 0x5100))
-        );
-        // Non-executable and anonymous mappings are ignored.
-        let mut data = mmap(7, 0x30000, 0x1000, 0, "/lib/data");
-        if let EventKind::Mmap(m) = &mut data {
-            m.executable = false;
-        }
-        pm.observe(&ev(70, data));
-        pm.observe(&ev(71, mmap(7, 0x40000, 0x1000, 0, "//anon")));
-        assert_eq!(path_at(&pm, 7, 80, 0x30000), None);
-        assert_eq!(path_at(&pm, 7, 80, 0x40000), None);
-    }
-
-    #[test]
-    fn fork_copies_parent_and_exit_keeps_history() {
-        let mut pm = known(&[1, 2]);
-        pm.observe(&ev(1, mmap(1, 0x1000, 0x1000, 0, "/bin/parent")));
-        pm.observe(&ev(
-            5,
-            EventKind::Fork(Fork {
-                parent_tgid: 1,
-                parent_tid: 1,
-                tgid: 3,
-                tid: 3,
-            }),
-        ));
-        // Parent maps more after the fork: the child must not see it.
-        pm.observe(&ev(6, mmap(1, 0x5000, 0x1000, 0, "/lib/late.so")));
-        assert_eq!(
-            path_at(&pm, 3, 10, 0x1010),
-            Some(("/bin/parent".into(), 0x10))
-        );
-        assert_eq!(path_at(&pm, 3, 10, 0x5010), None);
-        assert_eq!(
-            path_at(&pm, 1, 10, 0x5010),
-            Some(("/lib/late.so".into(), 0x10))
-        );
-
-        // A new thread (same tgid) changes nothing.
-        pm.observe(&ev(
-            7,
-            EventKind::Fork(Fork {
-                parent_tgid: 3,
-                parent_tid: 3,
-                tgid: 3,
-                tid: 4,
-            }),
-        ));
-        assert!(!pm.has_exited(3));
-        // A thread exiting is not the process exiting.
-        pm.observe(&ev(8, EventKind::Exit(Exit { tgid: 3, tid: 4 })));
-        assert!(!pm.has_exited(3));
-        let m = pm.lookup(3, 10, 0x1010).map(|(m, _)| m.clone()).unwrap();
-
-        pm.observe(&ev(9, EventKind::Exit(Exit { tgid: 3, tid: 3 })));
-        assert!(pm.has_exited(3));
-        assert_eq!(
-            path_at(&pm, 3, 100, 0x1010),
-            Some(("/bin/parent".into(), 0x10))
-        );
-        // Never seen alive, so no root, and nothing proves which file was
-        // mapped: it is not looked for on the host.
-        assert_eq!(pm.open_file(3, &m).err(), Some(OpenError::NoRoot));
-    }
-
-    #[test]
-    fn reused_pid_starts_a_new_history() {
-        let mut pm = known(&[1, 2, 9]);
-        pm.observe(&ev(1, mmap(1, 0x1000, 0x1000, 0, "/bin/one")));
-        pm.observe(&ev(1, mmap(9, 0x1000, 0x1000, 0, "/bin/old9")));
-        pm.observe(&ev(2, EventKind::Exit(Exit { tgid: 9, tid: 9 })));
-        pm.observe(&ev(
-            5,
-            EventKind::Fork(Fork {
-                parent_tgid: 1,
-                parent_tid: 1,
-                tgid: 9,
-                tid: 9,
-            }),
-        ));
-        assert_eq!(path_at(&pm, 9, 3, 0x1000), Some(("/bin/old9".into(), 0)));
-        assert_eq!(path_at(&pm, 9, 6, 0x1000), Some(("/bin/one".into(), 0)));
-        assert!(!pm.has_exited(9));
-    }
-
-    #[test]
-    fn an_exec_older_than_the_snapshot_keeps_what_it_shows() {
-        let me = std::process::id();
-        let f = an_exec_older_than_the_snapshot_keeps_what_it_shows as fn() as usize as u64;
-        let exec = |time| {
-            ev(
-                time,
-                EventKind::Comm(CommChange {
-                    tgid: me,
-                    tid: me,
-                    comm: Comm::from("x"),
-                    exec: true,
-                }),
-            )
-        };
-        // Read late: the exec happened before /proc was read.
-        let before = crate::sys::host::monotonic_ns();
-        let mut pm = ProcessMaps::new();
-        pm.ensure_known(me, 0);
-        pm.observe(&exec(before));
-        assert!(pm.lookup(me, before + 10, f).is_some());
-        // An exec after the read replaces the image.
-        let mut pm = ProcessMaps::new();
-        pm.ensure_known(me, 0);
-        let after = crate::sys::host::monotonic_ns() + 1_000_000_000;
-        pm.observe(&exec(after));
-        assert!(pm.lookup(me, after + 10, f).is_none());
-        assert!(pm.lookup(me, after - 10, f).is_some());
-    }
-
-    #[test]
-    fn snapshot_of_own_process() {
-        let mut pm = ProcessMaps::new();
-        let me = std::process::id();
-        pm.ensure_known(me, 0);
-        let f = snapshot_of_own_process as fn() as usize as u64;
-        let (m, off) = pm.lookup(me, 12345, f).expect("own code is mapped");
-        assert!(m.path.starts_with('/'));
-        assert!(off >= m.pgoff);
-        // An unreadable pid becomes known and empty.
-        pm.ensure_known(u32::MAX - 1, 0);
-        assert!(pm.is_known(u32::MAX - 1));
-        assert!(pm.lookup(u32::MAX - 1, 0, f).is_none());
-    }
-}
+mod tests;
