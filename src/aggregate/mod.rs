@@ -132,7 +132,7 @@ pub(crate) struct Stats {
     /// Intervals of a sleep (a reported state, not preemption) counted
     /// with an empty waker: no wakeup was read for them. By the state the
     /// thread switched out in, as the position of its report bit (S 0 …
-    /// I 7, see [`filter::reported_state`]).
+    /// I 7, see [`state::reported_state`]).
     pub(crate) wakeup_unseen: [u64; 8],
     /// Intervals counted whose waker is one of the tool's own tasks (not
     /// an interrupt that landed in one), and their microseconds.
@@ -299,7 +299,7 @@ struct OpenInterval {
     first_waker: Option<(u64, Waker)>,
     waker: Option<(u64, Waker)>,
     /// The state it switched out asleep in (see
-    /// [`filter::reported_state`]); `None` when preempted. Exactly one
+    /// [`state::reported_state`]); `None` when preempted. Exactly one
     /// wakeup ends a sleep, since a woken task is not woken again before
     /// it has run. The first one is then the waker even when its
     /// switch-in, learnt late, was estimated a few microseconds before it

@@ -110,7 +110,7 @@ pub(crate) fn notes(quiet: &[QuietTarget], state_filter: bool, recorded: bool) -
 }
 
 /// `PID 1 "systemd", TID 7 "worker" and 3 more`: each comm quoted and
-/// escaped ([`report::escape`]), so that a traced process can neither
+/// escaped ([`crate::diag::escape`]), so that a traced process can neither
 /// write a line of its own into the NOTE nor make its name read as
 /// another target.
 fn names(targets: &[&QuietTarget]) -> String {

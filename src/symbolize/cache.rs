@@ -56,7 +56,7 @@ pub(crate) struct FileCache {
 
 impl FileCache {
     /// Names are kept across runs in the cache directory (not in unit
-    /// tests, unless [`FileCache::keep_names_in`] says where).
+    /// tests, unless `FileCache::keep_names_in` says where).
     pub(crate) fn new() -> FileCache {
         FileCache::default()
     }

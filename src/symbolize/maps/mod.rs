@@ -145,7 +145,7 @@ pub(crate) struct ProcessMaps {
     /// This tool's own root.
     own_root: Option<Dir>,
     /// Roots taken before the process's first event (see
-    /// [`ProcessMaps::hold_root`]).
+    /// [`ProcessMaps::hold_own_root_for`]).
     early_roots: HashMap<u32, usize>,
     /// Perf maps held open for processes that exited (at most
     /// [`MAX_HELD_PERF_MAPS`]).
