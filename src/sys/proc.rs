@@ -1,11 +1,15 @@
 //! Facts about tasks read from `/proc` with the `procfs` crate: a task's
 //! process and parent, and a process's start time and state. Every answer
 //! is `None` when the task is gone or its file cannot be parsed. Also a
-//! process's threads, from `/proc/PID/task`.
+//! process's threads, from `/proc/PID/task`, and every thread's comm.
+//!
+//! Everything read from `/proc` is untrusted: a thread can vanish between
+//! listing and reading, and a comm may hold spaces and `)`. Unreadable or
+//! malformed entries are skipped, never fatal.
 //!
 //! Three readers stay hand-written, where procfs would be wrong:
-//! - a task's `stat` for its comm ([`crate::aggregate::tasks`]): procfs
-//!   makes it a lossy `String`, where the tracepoints report bytes;
+//! - a task's `stat` for its comm ([`parse_stat`]): procfs makes it a
+//!   lossy `String`, where the tracepoints report bytes;
 //! - `/proc/PID/maps` ([`crate::symbolize::maps`]): procfs slices a path
 //!   that begins with `/SYSV` at fixed offsets, so a file a traced process
 //!   names so could panic the tool;
@@ -74,6 +78,92 @@ pub(crate) fn ns_pid_and_euid(pid: u32) -> Option<(u32, u32)> {
     Some((ns_pid, status.euid))
 }
 
+/// `PF_KTHREAD` in the `flags` field of `/proc/.../stat`.
+const PF_KTHREAD: u64 = 0x0020_0000;
+/// `PF_WQ_WORKER`: a workqueue worker thread.
+const PF_WQ_WORKER: u64 = 0x0000_0020;
+
+/// What one `stat` file says of a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stat<'a> {
+    /// Its comm, as the tracepoints report it.
+    pub(crate) comm: &'a [u8],
+    /// PF_KTHREAD.
+    pub(crate) kthread: bool,
+}
+
+/// Parses the contents of a `/proc/.../stat` file.
+///
+/// The comm is the text between the first `(` and the LAST `)` (a comm may
+/// itself contain `)` and spaces); `flags` is the 7th field after it (the 9th
+/// overall). Returns None when the text is malformed.
+pub(crate) fn parse_stat(raw: &[u8]) -> Option<Stat<'_>> {
+    let open = raw.iter().position(|&b| b == b'(')?;
+    let close = raw.iter().rposition(|&b| b == b')')?;
+    if close < open {
+        return None;
+    }
+    let rest = std::str::from_utf8(&raw[close + 1..]).ok()?;
+    // state ppid pgrp session tty_nr tpgid flags
+    let flags: u64 = rest.split_ascii_whitespace().nth(6)?.parse().ok()?;
+    let mut comm = &raw[open + 1..close];
+    // /proc names a workqueue worker `kworker/u8:1-writeback` (or `+` while
+    // it runs a work item): its comm, as tracepoints and bpftrace report
+    // it, is the part before.
+    if flags & PF_WQ_WORKER != 0
+        && comm.starts_with(b"kworker/")
+        && let Some(end) = comm.iter().position(|&b| b == b'-' || b == b'+')
+    {
+        comm = &comm[..end];
+    }
+    Some(Stat {
+        comm,
+        kthread: flags & PF_KTHREAD != 0,
+    })
+}
+
+/// The entries of `dir` named by a number.
+fn numeric_entries(dir: &Path) -> Vec<u32> {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    read.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+        .collect()
+}
+
+/// Calls `f(tgid, tid, stat)` for every thread of every process under
+/// `root`, a directory laid out like `/proc` (`PID/task/TID/stat`).
+/// Threads that vanish meanwhile, or whose files cannot be parsed, are
+/// skipped.
+pub(crate) fn each_thread_under(root: &Path, mut f: impl FnMut(u32, u32, Stat<'_>)) {
+    for pid in numeric_entries(root) {
+        let task_dir = root.join(pid.to_string()).join("task");
+        for tid in numeric_entries(&task_dir) {
+            let Ok(raw) = std::fs::read(task_dir.join(tid.to_string()).join("stat")) else {
+                continue;
+            };
+            if let Some(stat) = parse_stat(&raw) {
+                f(pid, tid, stat);
+            }
+        }
+    }
+}
+
+/// `f(tgid, stat)` of thread `tid` under `root` (laid out like `/proc`):
+/// its `TID/stat`, and its process from `TID/status`; `None` when it is
+/// gone.
+pub(crate) fn thread_under<T>(
+    root: &Path,
+    tid: u32,
+    f: impl FnOnce(u32, Stat<'_>) -> T,
+) -> Option<T> {
+    let raw = std::fs::read(root.join(tid.to_string()).join("stat")).ok()?;
+    let stat = parse_stat(&raw)?;
+    let tgid = tgid_under(root, tid)?;
+    Some(f(tgid, stat))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +200,43 @@ mod tests {
             (s.starttime, s.state, s.comm.as_str()),
             (987654, 'S', "a) b) c")
         );
+    }
+
+    #[test]
+    fn stat_with_parens_and_spaces_in_comm() {
+        let raw = b"4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0";
+        let s = parse_stat(raw).unwrap();
+        assert_eq!(s.comm, b"a) b (c)");
+        assert!(!s.kthread);
+    }
+
+    #[test]
+    fn workqueue_workers_have_their_comm_without_the_work_description() {
+        // flags 0x04208060: PF_KTHREAD | PF_WQ_WORKER | ...
+        let raw = b"57 (kworker/u8:1-writeback) I 2 0 0 0 -1 69238880 0 0 0 0";
+        let s = parse_stat(raw).unwrap();
+        assert_eq!(s.comm, b"kworker/u8:1");
+        assert!(s.kthread);
+        let busy = b"57 (kworker/0:1H+kblockd) R 2 0 0 0 -1 69238880 0 0 0 0";
+        assert_eq!(parse_stat(busy).unwrap().comm, b"kworker/0:1H");
+        // Not a worker (no PF_WQ_WORKER): the name is the comm.
+        let plain = b"99 (kworker/x-y) S 1 0 0 0 -1 4194560 0 0 0 0";
+        assert_eq!(parse_stat(plain).unwrap().comm, b"kworker/x-y");
+    }
+
+    #[test]
+    fn stat_kthread_flag() {
+        let raw = b"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0\n";
+        let s = parse_stat(raw).unwrap();
+        assert_eq!(s.comm, b"kthreadd");
+        assert!(s.kthread);
+    }
+
+    #[test]
+    fn stat_malformed() {
+        assert_eq!(parse_stat(b""), None);
+        assert_eq!(parse_stat(b"1 (x) S 1 2"), None);
+        assert_eq!(parse_stat(b"1 x) S 1 2 3 4 5 6"), None);
+        assert_eq!(parse_stat(b"1 (x) S 1 2 3 4 5 notanumber"), None);
     }
 }
