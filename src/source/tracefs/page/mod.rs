@@ -193,62 +193,15 @@ impl HeaderLayout {
     /// encoding we decode; kernels before 2.6.31 had another), and unless
     /// the special types are distinct 5-bit values above the data range.
     pub(crate) fn parse(text: &str) -> Result<HeaderLayout> {
-        let mut type_len_bits = None;
-        let mut time_delta_bits = None;
-        let mut array_bits = None;
-        let mut padding = None;
-        let mut time_extend = None;
-        let mut time_stamp = None;
-        let mut data_max = None;
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let ctx = || format!("header_event line {}: `{line}`", i + 1);
-            if let Some(rest) = line.strip_prefix("data max type_len") {
-                let v = rest
-                    .trim()
-                    .strip_prefix("==")
-                    .ok_or_else(|| anyhow!("expected `== N`"))
-                    .and_then(|n| parse_u32(n.trim()))
-                    .with_context(ctx)?;
-                data_max = Some(v);
-                continue;
-            }
-            let Some((key, value)) = line.split_once(':') else {
-                // Unknown line without a `key: value` shape: not ours.
-                continue;
-            };
-            let value = value.trim();
-            let slot = match key.trim() {
-                "type_len" => &mut type_len_bits,
-                "time_delta" => &mut time_delta_bits,
-                "array" => &mut array_bits,
-                "padding" => &mut padding,
-                "time_extend" => &mut time_extend,
-                "time_stamp" => &mut time_stamp,
-                // `type` and `len` are the pre-2.6.31 encoding.
-                "type" | "len" => bail!(
-                    "header_event describes the old ring-buffer record encoding \
-                     (`{}`), which is not supported",
-                    line
-                ),
-                _ => continue,
-            };
-            let v = if let Some(bits) = value.strip_suffix("bits") {
-                parse_u32(bits.trim())
-            } else if let Some(t) = value.strip_prefix("type") {
-                t.trim()
-                    .strip_prefix("==")
-                    .ok_or_else(|| anyhow!("expected `type == N`"))
-                    .and_then(|n| parse_u32(n.trim()))
-            } else {
-                Err(anyhow!("expected `N bits` or `type == N`"))
-            }
-            .with_context(ctx)?;
-            *slot = Some(v);
-        }
+        let HeaderEventLines {
+            type_len_bits,
+            time_delta_bits,
+            array_bits,
+            padding,
+            time_extend,
+            time_stamp,
+            data_max,
+        } = HeaderEventLines::read(text)?;
 
         let type_len_bits =
             type_len_bits.ok_or_else(|| anyhow!("header_event has no `type_len` line"))?;
@@ -298,6 +251,80 @@ impl HeaderLayout {
             time_stamp,
             data_max_type_len,
         })
+    }
+}
+
+/// The values the lines of `events/header_event` give, before they are
+/// checked against each other.
+#[derive(Default)]
+struct HeaderEventLines {
+    type_len_bits: Option<u32>,
+    time_delta_bits: Option<u32>,
+    array_bits: Option<u32>,
+    padding: Option<u32>,
+    time_extend: Option<u32>,
+    time_stamp: Option<u32>,
+    data_max: Option<u32>,
+}
+
+impl HeaderEventLines {
+    /// Reads each known line of `events/header_event`; errors on a line
+    /// that does not read or that describes the pre-2.6.31 encoding.
+    fn read(text: &str) -> Result<HeaderEventLines> {
+        let mut out = HeaderEventLines::default();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let ctx = || format!("header_event line {}: `{line}`", i + 1);
+            if let Some(rest) = line.strip_prefix("data max type_len") {
+                let v = rest
+                    .trim()
+                    .strip_prefix("==")
+                    .ok_or_else(|| anyhow!("expected `== N`"))
+                    .and_then(|n| parse_u32(n.trim()))
+                    .with_context(ctx)?;
+                out.data_max = Some(v);
+                continue;
+            }
+            let Some((key, value)) = line.split_once(':') else {
+                // Unknown line without a `key: value` shape: not ours.
+                continue;
+            };
+            let slot = match key.trim() {
+                "type_len" => &mut out.type_len_bits,
+                "time_delta" => &mut out.time_delta_bits,
+                "array" => &mut out.array_bits,
+                "padding" => &mut out.padding,
+                "time_extend" => &mut out.time_extend,
+                "time_stamp" => &mut out.time_stamp,
+                // `type` and `len` are the pre-2.6.31 encoding.
+                "type" | "len" => bail!(
+                    "header_event describes the old ring-buffer record encoding \
+                     (`{}`), which is not supported",
+                    line
+                ),
+                _ => continue,
+            };
+            *slot = Some(parse_header_value(value.trim()).with_context(ctx)?);
+        }
+        Ok(out)
+    }
+}
+
+/// The value of a `key: N bits` or `key: type == N` line of
+/// `events/header_event`.
+fn parse_header_value(value: &str) -> Result<u32> {
+    if let Some(bits) = value.strip_suffix("bits") {
+        parse_u32(bits.trim())
+    } else if let Some(t) = value.strip_prefix("type") {
+        t.trim()
+            .strip_prefix("==")
+            .ok_or_else(|| anyhow!("expected `type == N`"))
+            .and_then(|n| parse_u32(n.trim()))
+    } else {
+        Err(anyhow!("expected `N bits` or `type == N`"))
     }
 }
 
