@@ -7,14 +7,14 @@ use std::os::fd::{AsFd, OwnedFd};
 use anyhow::Result;
 
 use super::cpus::FirstRing;
-use super::{PerfBackend, grow, sys};
+use super::{PerfBackend, PerfConfig, grow, sys};
 
 /// The large rings to grow into, once tracing runs ([`super::grow`]).
 pub(super) struct GrowPlan {
-    pub(super) pages: usize,
-    pub(super) sample_type: u64,
-    pub(super) stack_user: u32,
-    pub(super) watermark: u32,
+    pages: usize,
+    sample_type: u64,
+    stack_user: u32,
+    watermark: u32,
 }
 
 impl GrowPlan {
@@ -30,6 +30,31 @@ impl GrowPlan {
             false,
         )
     }
+}
+
+/// The pages each CPU's ring starts with, for `threads` chosen threads on
+/// `cpus` CPUs whose events share `base`, and when the rings are to grow,
+/// the plan of the large ones. Per-CPU events for chosen threads (`wide`)
+/// keep their rings.
+pub(super) fn first_rings(
+    config: &PerfConfig,
+    base: &sys::TracepointAttr,
+    wide: bool,
+    threads: usize,
+    cpus: usize,
+) -> (usize, Option<GrowPlan>) {
+    // A few per-task events (and the rings' other one) are
+    // quick to move to larger rings: the rings start small.
+    let events = threads.saturating_mul(cpus).saturating_mul(3);
+    let first_pages = grow::start_pages(config.mmap_pages, base.stack_user)
+        .filter(|_| config.grow_rings && !wide && events + cpus <= grow::MAX_MOVED);
+    let plan = first_pages.map(|_| GrowPlan {
+        pages: config.mmap_pages,
+        sample_type: base.sample_type,
+        stack_user: base.stack_user,
+        watermark: base.wakeup_watermark,
+    });
+    (first_pages.unwrap_or(config.mmap_pages), plan)
 }
 
 impl PerfBackend {

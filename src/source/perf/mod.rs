@@ -38,11 +38,10 @@ use crate::kallsyms::Preload;
 use crate::plan::{Follow, Stacks, Targets};
 use crate::source::reorder::{Reorder, Rounds};
 use crate::source::tracepoint::Tracefs;
-use crate::sys::host::{self, online_cpus};
+use crate::sys::host::online_cpus;
 use cpus::{CpuRing, FirstRing};
-use growing::GrowPlan;
 use record::{Decoder, Tracepoint};
-use sizing::{max_sample_size, wakeup_watermark};
+use sizing::{max_sample_size_here, wakeup_watermark};
 use threads::{TaskCpu, TaskEvent, Threads};
 use visit::{VISIT_TIMEOUT, visit_cpus};
 
@@ -172,6 +171,113 @@ fn switch_ins_for(
     })
 }
 
+/// The attributes every tracepoint event shares: what its samples carry
+/// (as when switch-ins come from the tracepoint, until they are known),
+/// which callchains, when the reader wakes, and what its per-task events
+/// follow.
+fn base_attr(config: &PerfConfig, watermark: u32) -> sys::TracepointAttr {
+    let follow = config.targets.follow();
+    sys::TracepointAttr {
+        id: 0,
+        sample_type: sample_type(config, SwitchIns::Tracepoint),
+        exclude_callchain_user: !config.stacks.user,
+        exclude_callchain_kernel: !config.stacks.kernel,
+        side_band: false,
+        context_switch: false,
+        wakeup_watermark: watermark,
+        // Per-task events of `-p` follow the threads the process
+        // creates; `-t` names threads, not what they create.
+        inherit: follow != Follow::Nothing,
+        inherit_thread: follow == Follow::Threads,
+        stack_user: config.stacks.user_copy().unwrap_or(0),
+    }
+}
+
+/// The events of `sched_switch` (which brings the side-band records) and
+/// `sched_waking`, and when switch-ins come from `time_running`, that of
+/// `sched_process_exit` (`exit_id`).
+fn sched_events(
+    base: &sys::TracepointAttr,
+    [switch_id, waking_id]: [u32; 2],
+    exit_id: Option<u64>,
+    switch_ins: SwitchIns,
+) -> ([TaskEvent; 2], Option<TaskEvent>) {
+    let switch_event = TaskEvent {
+        tp: Tracepoint::Switch,
+        what: "sched:sched_switch",
+        attr: sys::TracepointAttr {
+            id: switch_id as u64,
+            side_band: true,
+            context_switch: switch_ins != SwitchIns::Running,
+            ..*base
+        },
+    };
+    let waking_event = TaskEvent {
+        tp: Tracepoint::Waking,
+        what: "sched:sched_waking",
+        attr: sys::TracepointAttr {
+            id: waking_id as u64,
+            ..*base
+        },
+    };
+    // Threads created by traced ones tell their last slice with
+    // sched_process_exit (see `running`).
+    let exit_event = exit_id
+        .filter(|_| switch_ins == SwitchIns::Running)
+        .map(|id| TaskEvent {
+            tp: Tracepoint::Switch,
+            what: "sched:sched_process_exit",
+            attr: sys::TracepointAttr { id, ..*base },
+        });
+    ([switch_event, waking_event], exit_event)
+}
+
+/// The events of the chosen threads `tids`, yet to open: per task, or,
+/// when `wide` (their number past the event budget), per CPU filtered on
+/// their ids.
+fn chosen_threads(
+    tids: &[u32],
+    [switch_event, waking_event]: [TaskEvent; 2],
+    exit_event: Option<TaskEvent>,
+    switch_ins: SwitchIns,
+    wide: Option<usize>,
+    config: &PerfConfig,
+) -> Threads {
+    let wide = wide.map(|_| threads::Wide {
+        switch_event: TaskEvent {
+            attr: sys::TracepointAttr {
+                side_band: false,
+                context_switch: false,
+                inherit: false,
+                inherit_thread: false,
+                ..switch_event.attr
+            },
+            ..switch_event
+        },
+        processes: config.targets.processes(),
+    });
+    Threads::new(
+        tids,
+        [switch_event, waking_event],
+        exit_event,
+        config.targets.follow(),
+        config.state_filter.clone(),
+        switch_ins == SwitchIns::Running,
+        wide,
+    )
+}
+
+/// Said when `threads` chosen threads on `cpus` CPUs are `events` threads
+/// x CPUs, past the event `budget`.
+fn wide_note(threads: usize, cpus: usize, events: usize, budget: usize) -> String {
+    format!(
+        "offwake-perf: {threads} threads on {cpus} CPUs are {events} threads x CPUs, more \
+         than --event-budget {budget}: tracing with one sched_switch event per CPU \
+         instead of per-task events, which the kernel filters on the threads' ids \
+         at every context switch of the machine (and offwake-perf again)"
+    )
+}
+
 /// Open, enabled perf events and their rings.
 pub(crate) struct PerfBackend {
     cpus: Vec<CpuRing>,
@@ -195,7 +301,7 @@ pub(crate) struct PerfBackend {
     /// Why chosen threads are traced with per-CPU events, when they are.
     wide_note: Option<String>,
     /// The rings to grow into, from the second round on.
-    grow_plan: Option<GrowPlan>,
+    grow_plan: Option<growing::GrowPlan>,
     growth: Option<grow::Growth>,
     polls: u64,
 }
@@ -208,21 +314,7 @@ impl PerfBackend {
         let waking = tracefs.event_format("sched", "sched_waking")?;
         // The threads to attach to (`None`: every thread, per CPU).
         let threads = config.targets.threads_now();
-        let follow = config.targets.follow();
-        let mut base = sys::TracepointAttr {
-            id: 0,
-            sample_type: sample_type(config, SwitchIns::Tracepoint),
-            exclude_callchain_user: !config.stacks.user,
-            exclude_callchain_kernel: !config.stacks.kernel,
-            side_band: false,
-            context_switch: false,
-            wakeup_watermark: watermark,
-            // Per-task events of `-p` follow the threads the process
-            // creates; `-t` names threads, not what they create.
-            inherit: follow != Follow::Nothing,
-            inherit_thread: follow == Follow::Threads,
-            stack_user: config.stacks.user_copy().unwrap_or(0),
-        };
+        let mut base = base_attr(config, watermark);
         let online = online_cpus()?;
         crate::timing::mark("attach.formats");
         let wide = threads
@@ -231,100 +323,36 @@ impl PerfBackend {
             .filter(|&events| events > config.event_budget);
         // Kept until the real events are open.
         let mut probes = sys::Probes::default();
-        let (switch_ins, exit_id) = match wide {
-            // As when tracing the whole system.
-            Some(_) if config.state_filter.is_some() => (SwitchIns::Records, None),
-            Some(_) => (SwitchIns::Tracepoint, None),
-            None => switch_ins_for(
-                tracefs,
-                config,
-                threads.is_some(),
-                &sys::TracepointAttr {
-                    id: switch.id as u64,
-                    ..base
-                },
-                &online,
-                &mut probes,
-            )?,
-        };
+        let (switch_ins, exit_id) = switch_ins_for(
+            tracefs,
+            config,
+            // Per-CPU events for chosen threads (`wide`): as when tracing
+            // the whole system.
+            threads.is_some() && wide.is_none(),
+            &sys::TracepointAttr {
+                id: switch.id as u64,
+                ..base
+            },
+            &online,
+            &mut probes,
+        )?;
         crate::timing::mark("attach.probes");
         let st = sample_type(config, switch_ins);
         base.sample_type = st;
         let mut decoder = Decoder::new(st, &switch, &waking)?;
-        let switch_event = TaskEvent {
-            tp: Tracepoint::Switch,
-            what: "sched:sched_switch",
-            attr: sys::TracepointAttr {
-                id: switch.id as u64,
-                side_band: true,
-                context_switch: switch_ins != SwitchIns::Running,
-                ..base
-            },
-        };
-        let waking_event = TaskEvent {
-            tp: Tracepoint::Waking,
-            what: "sched:sched_waking",
-            attr: sys::TracepointAttr {
-                id: waking.id as u64,
-                ..base
-            },
-        };
+        let (events, exit_event) = sched_events(&base, [switch.id, waking.id], exit_id, switch_ins);
         let mut grow_plan = None;
         let (cpus, threads) = match threads {
             None => (
-                Self::open_per_cpu(&online, &[switch_event, waking_event], config, &mut decoder)?,
+                Self::open_per_cpu(&online, &events, config, &mut decoder)?,
                 None,
             ),
             Some(tids) => {
-                // Threads created by traced ones tell their last slice with
-                // sched_process_exit (see `running`).
-                let exit_event = exit_id
-                    .filter(|_| switch_ins == SwitchIns::Running)
-                    .map(|id| TaskEvent {
-                        tp: Tracepoint::Switch,
-                        what: "sched:sched_process_exit",
-                        attr: sys::TracepointAttr { id, ..base },
-                    });
-                // A few per-task events (and the rings' other one) are
-                // quick to move to larger rings: the rings start small.
-                let events = tids.len().saturating_mul(online.len()).saturating_mul(3);
-                let first_pages =
-                    grow::start_pages(config.mmap_pages, base.stack_user).filter(|_| {
-                        config.grow_rings
-                            && wide.is_none()
-                            && events + online.len() <= grow::MAX_MOVED
-                    });
-                let wide = wide.map(|_| threads::Wide {
-                    switch_event: TaskEvent {
-                        attr: sys::TracepointAttr {
-                            side_band: false,
-                            context_switch: false,
-                            inherit: false,
-                            inherit_thread: false,
-                            ..switch_event.attr
-                        },
-                        ..switch_event
-                    },
-                    processes: config.targets.processes(),
-                });
-                let mut threads = Threads::new(
-                    &tids,
-                    [switch_event, waking_event],
-                    exit_event,
-                    follow,
-                    config.state_filter.clone(),
-                    switch_ins == SwitchIns::Running,
-                    wide,
-                );
-                if first_pages.is_some() {
-                    grow_plan = Some(GrowPlan {
-                        pages: config.mmap_pages,
-                        sample_type: st,
-                        stack_user: base.stack_user,
-                        watermark,
-                    });
-                }
-                let pages = first_pages.unwrap_or(config.mmap_pages);
+                let (pages, plan) =
+                    growing::first_rings(config, &base, wide.is_some(), tids.len(), online.len());
+                grow_plan = plan;
+                let mut threads =
+                    chosen_threads(&tids, events, exit_event, switch_ins, wide, config);
                 let cpus = threads.open_rings(
                     &online,
                     st,
@@ -339,14 +367,11 @@ impl PerfBackend {
         let (threads, tids) = threads.unzip();
         let mut backend = PerfBackend {
             wide_note: wide.map(|events| {
-                format!(
-                    "offwake-perf: {} threads on {} CPUs are {events} threads x CPUs, more \
-                     than --event-budget {}: tracing with one sched_switch event per CPU \
-                     instead of per-task events, which the kernel filters on the threads' ids \
-                     at every context switch of the machine (and offwake-perf again)",
+                wide_note(
                     tids.as_ref().map_or(0, Vec::len),
                     online.len(),
-                    config.event_budget
+                    events,
+                    config.event_budget,
                 )
             }),
             cpus,
@@ -357,13 +382,7 @@ impl PerfBackend {
             held: VecDeque::new(),
             stats: SourceStats::default(),
             rounds: Rounds::default(),
-            max_sample: max_sample_size(
-                st,
-                &[&switch, &waking],
-                host::kernel_sysctl("perf_event_max_stack").unwrap_or(127),
-                host::kernel_sysctl("perf_event_max_contexts_per_stack").unwrap_or(8),
-                base.stack_user,
-            ),
+            max_sample: max_sample_size_here(st, &[&switch, &waking], base.stack_user),
             enabled: false,
             grow_plan,
             growth: None,
@@ -374,18 +393,31 @@ impl PerfBackend {
                 None
             },
         };
-        backend.enable()?;
+        backend.start(config, tids, &mut probes)?;
+        Ok(backend)
+    }
+
+    /// Enables the events; with chosen threads (`tids`), then attaches
+    /// their per-task events, gives the kernel their wakee filter, and
+    /// keeps the `probes` to close with the real events.
+    fn start(
+        &mut self,
+        config: &PerfConfig,
+        tids: Option<Vec<u32>>,
+        probes: &mut sys::Probes,
+    ) -> Result<(), OpenFailure> {
+        self.enable()?;
         crate::timing::mark("attach.enable");
-        if let (Some(t), Some(tids)) = (backend.threads.as_mut(), tids) {
+        if let (Some(t), Some(tids)) = (self.threads.as_mut(), tids) {
             let processes = config.targets.processes();
-            t.attach_threads(&backend.cpus, &mut backend.decoder, &tids, &processes)?;
-            t.update_wakee_filter(&mut backend.cpus)?;
+            t.attach_threads(&self.cpus, &mut self.decoder, &tids, &processes)?;
+            t.update_wakee_filter(&mut self.cpus)?;
             // Closed with the real events at the end: closing them now
             // could still be waiting for RCU when a short run exits, and
             // its exit would wait too.
-            t.graveyard.bury(probes.into_fds());
+            t.graveyard.bury(std::mem::take(probes).into_fds());
         }
-        Ok(backend)
+        Ok(())
     }
 
     /// Enables every CPU's events.

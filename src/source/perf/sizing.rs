@@ -54,6 +54,22 @@ pub(crate) fn max_sample_size(
     size
 }
 
+/// [`max_sample_size`] with this kernel's limits on callchains
+/// (`perf_event_max_stack` and `perf_event_max_contexts_per_stack`).
+pub(super) fn max_sample_size_here(
+    sample_type: u64,
+    formats: &[&EventFormat],
+    stack_user: u32,
+) -> u64 {
+    max_sample_size(
+        sample_type,
+        formats,
+        host::kernel_sysctl("perf_event_max_stack").unwrap_or(127),
+        host::kernel_sysctl("perf_event_max_contexts_per_stack").unwrap_or(8),
+        stack_user,
+    )
+}
+
 /// True when a ring of `data_size` bytes found holding `avail` unread bytes
 /// may have lost a record of up to `max_record` bytes since it was last
 /// read: its free space fell below that. (The kernel's lost record comes
