@@ -7,15 +7,19 @@
 //! buffers, [`record`] decodes records; [`crate::source::reorder`] merges the CPUs.
 
 mod abilities;
+mod cpus;
 pub(crate) mod filter;
 mod grow;
+mod growing;
 pub(crate) mod nascent;
 pub(crate) mod record;
 mod release;
 pub(crate) mod ring;
 pub(crate) mod running;
+mod sizing;
 pub(crate) mod sys;
 mod threads;
+mod visit;
 pub(crate) mod wire;
 
 #[cfg(test)]
@@ -24,20 +28,22 @@ mod live_tests;
 mod proptests;
 
 use std::collections::VecDeque;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result};
 
-use crate::event::{Event, EventKind, EventSink, Lost, SourceStats};
+use crate::event::{Event, EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::plan::{Follow, Stacks, Targets};
 use crate::source::reorder::{Reorder, Rounds};
-use crate::source::tracepoint::{EventFormat, Tracefs};
-use crate::sys::host::{self, online_cpus};
+use crate::source::tracepoint::Tracefs;
+use crate::sys::host::online_cpus;
+use cpus::{CpuRing, FirstRing};
 use record::{Decoder, Tracepoint};
-use ring::Ring;
+use sizing::{max_sample_size_here, wakeup_watermark};
 use threads::{TaskCpu, TaskEvent, Threads};
+use visit::{VISIT_TIMEOUT, visit_cpus};
 
 /// What to open.
 #[derive(Clone, Debug)]
@@ -127,72 +133,6 @@ fn sample_type(config: &PerfConfig, switch_ins: SwitchIns) -> u64 {
     st
 }
 
-/// The most bytes one sample of `sample_type` can take (header included),
-/// with callchains of at most `max_stack` frames and `max_contexts` context
-/// markers, tracepoint payloads laid out as `formats` say, and copies of
-/// `stack_user` bytes of user stack.
-pub(crate) fn max_sample_size(
-    sample_type: u64,
-    formats: &[&EventFormat],
-    max_stack: u64,
-    max_contexts: u64,
-    stack_user: u32,
-) -> u64 {
-    let mut size = (ring::HEADER_SIZE + wire::fixed_sample_len(sample_type)) as u64;
-    if sample_type & sys::SAMPLE_CALLCHAIN != 0 {
-        size += 8 + 8 * max_stack.saturating_add(max_contexts);
-    }
-    if sample_type & sys::SAMPLE_RAW != 0 {
-        // The payload's fixed part, plus room for any dynamic field's data
-        // (neither sched tracepoint has one today); a u32 size first, the
-        // whole padded to 8 bytes.
-        let payload = formats
-            .iter()
-            .map(|f| {
-                let fixed = f.fixed_size();
-                let dynamic = if f.fields.iter().any(|x| x.is_dynamic()) {
-                    4096
-                } else {
-                    0
-                };
-                (fixed + dynamic) as u64
-            })
-            .max()
-            .unwrap_or(0);
-        size += (4 + payload).div_ceil(8) * 8;
-    }
-    if sample_type & sys::SAMPLE_REGS_USER != 0 {
-        // The ABI word, then the registers.
-        size += 8 + 8 * sys::USER_REGS.len() as u64;
-    }
-    if sample_type & sys::SAMPLE_STACK_USER != 0 {
-        // The size, the copy, its dynamic size; a record is at most
-        // u16::MAX bytes long, and the kernel shortens the copy to fit.
-        size = (size + 16 + u64::from(stack_user)).min(u64::from(u16::MAX));
-    }
-    size
-}
-
-/// True when a ring of `data_size` bytes found holding `avail` unread bytes
-/// may have lost a record of up to `max_record` bytes since it was last
-/// read: its free space fell below that. (The kernel's lost record comes
-/// only with the next record that CPU writes, which can be long after.)
-pub(crate) fn may_have_lost(data_size: u64, avail: u64, max_record: u64) -> bool {
-    data_size.saturating_sub(avail) < max_record
-}
-
-/// The bytes a ring of `pages` pages (a power of two) holds before its
-/// reader is woken: a quarter of it.
-fn wakeup_watermark(pages: usize) -> Result<u32> {
-    if pages == 0 || !pages.is_power_of_two() {
-        bail!("the ring buffer size must be a power of two number of pages (got {pages})");
-    }
-    let data_bytes = pages
-        .checked_mul(host::page_size())
-        .ok_or_else(|| anyhow!("{pages} mmap pages is too large"))?;
-    Ok(u32::try_from((data_bytes / 4).max(1)).unwrap_or(u32::MAX))
-}
-
 /// Where switch-ins come from, probing what the kernel can do with
 /// `probe` (a `sched_switch` event as it would be opened) on the first of
 /// `online`. Chosen threads (`per_task`) use the samples' `time_running`
@@ -231,94 +171,111 @@ fn switch_ins_for(
     })
 }
 
-/// One CPU's events and the ring they share.
-struct CpuRing {
-    cpu: u32,
-    /// Time of the last event read from this ring: a loss reported later
-    /// happened after it.
-    last_time: u64,
-    /// Declared before `fds` so it is unmapped before they are closed.
-    ring: Ring,
-    /// `fds[0]` owns the ring (and carries the side-band records);
-    /// the others write into it through `PERF_EVENT_IOC_SET_OUTPUT`.
-    fds: Vec<OwnedFd>,
-    /// The small ring this CPU's events started with, once `ring` is the
-    /// large one they move to ([`grow`]): read until the end, since events
-    /// write into it until they move, and those opened before the swap
-    /// stay.
-    first: Option<FirstRing>,
-}
-
-/// A CPU's first ring, after it grew.
-struct FirstRing {
-    last_time: u64,
-    /// Declared before `owner` so it is unmapped before it is closed.
-    ring: Ring,
-    owner: OwnedFd,
-}
-
-/// The large rings to grow into, once tracing runs ([`grow`]).
-struct GrowPlan {
-    pages: usize,
-    sample_type: u64,
-    stack_user: u32,
-    watermark: u32,
-}
-
-impl GrowPlan {
-    /// A dummy event on `cpu` that owns a large ring, or anchors an event
-    /// to one (see [`grow`]).
-    fn owner(&self, cpu: u32) -> Result<OwnedFd, sys::OpenError> {
-        sys::open_ring_owner(
-            self.sample_type,
-            self.stack_user,
-            self.watermark,
-            cpu,
-            false,
-            false,
-        )
+/// The attributes every tracepoint event shares: what its samples carry
+/// (as when switch-ins come from the tracepoint, until they are known),
+/// which callchains, when the reader wakes, and what its per-task events
+/// follow.
+fn base_attr(config: &PerfConfig, watermark: u32) -> sys::TracepointAttr {
+    let follow = config.targets.follow();
+    sys::TracepointAttr {
+        id: 0,
+        sample_type: sample_type(config, SwitchIns::Tracepoint),
+        exclude_callchain_user: !config.stacks.user,
+        exclude_callchain_kernel: !config.stacks.kernel,
+        side_band: false,
+        context_switch: false,
+        wakeup_watermark: watermark,
+        // Per-task events of `-p` follow the threads the process
+        // creates; `-t` names threads, not what they create.
+        inherit: follow != Follow::Nothing,
+        inherit_thread: follow == Follow::Threads,
+        stack_user: config.stacks.user_copy().unwrap_or(0),
     }
 }
 
-/// How long [`PerfBackend::finish`] waits for [`visit_cpus`].
-const VISIT_TIMEOUT: Duration = Duration::from_millis(200);
-
-/// Runs a thread on each of `cpus` in turn, at the highest real-time
-/// priority where that is allowed, so that whatever runs on each is
-/// switched out once:
-/// per-task events sample that switch-out, which tells when each traced
-/// thread that was running had switched in ([`running`]). Each visit costs
-/// the thread it preempts a few microseconds. Returns whether every CPU was
-/// visited within `within` (a CPU busy with real-time work may not let a
-/// normal thread in: the visits then go on, unwaited for).
-pub(crate) fn visit_cpus(cpus: &[u32], within: Duration) -> bool {
-    use nix::sched::{CpuSet, sched_setaffinity};
-    use nix::unistd::Pid;
-
-    let cpus = cpus.to_vec();
-    let (done, visited) = std::sync::mpsc::channel();
-    let spawned = std::thread::Builder::new()
-        .name("offwake-visit".to_string())
-        .spawn(move || {
-            // SAFETY: plain syscall with no pointer arguments.
-            let top = unsafe { libc::sched_get_priority_max(libc::SCHED_FIFO) };
-            let param = libc::sched_param {
-                sched_priority: top.max(1),
-            };
-            // SAFETY: sched_setscheduler on the calling thread (pid 0)
-            // with a valid sched_param that outlives the call; failing
-            // (no CAP_SYS_NICE) leaves the thread as it was.
-            unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-            for cpu in cpus {
-                let mut set = CpuSet::new();
-                if set.set(cpu as usize).is_ok() {
-                    // Returns once this thread runs on `cpu`.
-                    let _ = sched_setaffinity(Pid::from_raw(0), &set);
-                }
-            }
-            let _ = done.send(());
+/// The events of `sched_switch` (which brings the side-band records) and
+/// `sched_waking`, and when switch-ins come from `time_running`, that of
+/// `sched_process_exit` (`exit_id`).
+fn sched_events(
+    base: &sys::TracepointAttr,
+    [switch_id, waking_id]: [u32; 2],
+    exit_id: Option<u64>,
+    switch_ins: SwitchIns,
+) -> ([TaskEvent; 2], Option<TaskEvent>) {
+    let switch_event = TaskEvent {
+        tp: Tracepoint::Switch,
+        what: "sched:sched_switch",
+        attr: sys::TracepointAttr {
+            id: switch_id as u64,
+            side_band: true,
+            context_switch: switch_ins != SwitchIns::Running,
+            ..*base
+        },
+    };
+    let waking_event = TaskEvent {
+        tp: Tracepoint::Waking,
+        what: "sched:sched_waking",
+        attr: sys::TracepointAttr {
+            id: waking_id as u64,
+            ..*base
+        },
+    };
+    // Threads created by traced ones tell their last slice with
+    // sched_process_exit (see `running`).
+    let exit_event = exit_id
+        .filter(|_| switch_ins == SwitchIns::Running)
+        .map(|id| TaskEvent {
+            tp: Tracepoint::Switch,
+            what: "sched:sched_process_exit",
+            attr: sys::TracepointAttr { id, ..*base },
         });
-    spawned.is_ok() && visited.recv_timeout(within).is_ok()
+    ([switch_event, waking_event], exit_event)
+}
+
+/// The events of the chosen threads `tids`, yet to open: per task, or,
+/// when `wide` (their number past the event budget), per CPU filtered on
+/// their ids.
+fn chosen_threads(
+    tids: &[u32],
+    [switch_event, waking_event]: [TaskEvent; 2],
+    exit_event: Option<TaskEvent>,
+    switch_ins: SwitchIns,
+    wide: Option<usize>,
+    config: &PerfConfig,
+) -> Threads {
+    let wide = wide.map(|_| threads::Wide {
+        switch_event: TaskEvent {
+            attr: sys::TracepointAttr {
+                side_band: false,
+                context_switch: false,
+                inherit: false,
+                inherit_thread: false,
+                ..switch_event.attr
+            },
+            ..switch_event
+        },
+        processes: config.targets.processes(),
+    });
+    Threads::new(
+        tids,
+        [switch_event, waking_event],
+        exit_event,
+        config.targets.follow(),
+        config.state_filter.clone(),
+        switch_ins == SwitchIns::Running,
+        wide,
+    )
+}
+
+/// Said when `threads` chosen threads on `cpus` CPUs are `events` threads
+/// x CPUs, past the event `budget`.
+fn wide_note(threads: usize, cpus: usize, events: usize, budget: usize) -> String {
+    format!(
+        "offwake-perf: {threads} threads on {cpus} CPUs are {events} threads x CPUs, more \
+         than --event-budget {budget}: tracing with one sched_switch event per CPU \
+         instead of per-task events, which the kernel filters on the threads' ids \
+         at every context switch of the machine (and offwake-perf again)"
+    )
 }
 
 /// Open, enabled perf events and their rings.
@@ -335,7 +292,7 @@ pub(crate) struct PerfBackend {
     stats: SourceStats,
     rounds: Rounds,
     /// The most bytes one sample can take: a ring with less free space than
-    /// this when read may have lost samples (see [`may_have_lost`]).
+    /// this when read may have lost samples (see [`sizing::may_have_lost`]).
     max_sample: u64,
     enabled: bool,
     /// kallsyms is read off the attach path; the decoder gets its probe
@@ -344,7 +301,7 @@ pub(crate) struct PerfBackend {
     /// Why chosen threads are traced with per-CPU events, when they are.
     wide_note: Option<String>,
     /// The rings to grow into, from the second round on.
-    grow_plan: Option<GrowPlan>,
+    grow_plan: Option<growing::GrowPlan>,
     growth: Option<grow::Growth>,
     polls: u64,
 }
@@ -357,21 +314,7 @@ impl PerfBackend {
         let waking = tracefs.event_format("sched", "sched_waking")?;
         // The threads to attach to (`None`: every thread, per CPU).
         let threads = config.targets.threads_now();
-        let follow = config.targets.follow();
-        let mut base = sys::TracepointAttr {
-            id: 0,
-            sample_type: sample_type(config, SwitchIns::Tracepoint),
-            exclude_callchain_user: !config.stacks.user,
-            exclude_callchain_kernel: !config.stacks.kernel,
-            side_band: false,
-            context_switch: false,
-            wakeup_watermark: watermark,
-            // Per-task events of `-p` follow the threads the process
-            // creates; `-t` names threads, not what they create.
-            inherit: follow != Follow::Nothing,
-            inherit_thread: follow == Follow::Threads,
-            stack_user: config.stacks.user_copy().unwrap_or(0),
-        };
+        let mut base = base_attr(config, watermark);
         let online = online_cpus()?;
         crate::timing::mark("attach.formats");
         let wide = threads
@@ -380,100 +323,36 @@ impl PerfBackend {
             .filter(|&events| events > config.event_budget);
         // Kept until the real events are open.
         let mut probes = sys::Probes::default();
-        let (switch_ins, exit_id) = match wide {
-            // As when tracing the whole system.
-            Some(_) if config.state_filter.is_some() => (SwitchIns::Records, None),
-            Some(_) => (SwitchIns::Tracepoint, None),
-            None => switch_ins_for(
-                tracefs,
-                config,
-                threads.is_some(),
-                &sys::TracepointAttr {
-                    id: switch.id as u64,
-                    ..base
-                },
-                &online,
-                &mut probes,
-            )?,
-        };
+        let (switch_ins, exit_id) = switch_ins_for(
+            tracefs,
+            config,
+            // Per-CPU events for chosen threads (`wide`): as when tracing
+            // the whole system.
+            threads.is_some() && wide.is_none(),
+            &sys::TracepointAttr {
+                id: switch.id as u64,
+                ..base
+            },
+            &online,
+            &mut probes,
+        )?;
         crate::timing::mark("attach.probes");
         let st = sample_type(config, switch_ins);
         base.sample_type = st;
         let mut decoder = Decoder::new(st, &switch, &waking)?;
-        let switch_event = TaskEvent {
-            tp: Tracepoint::Switch,
-            what: "sched:sched_switch",
-            attr: sys::TracepointAttr {
-                id: switch.id as u64,
-                side_band: true,
-                context_switch: switch_ins != SwitchIns::Running,
-                ..base
-            },
-        };
-        let waking_event = TaskEvent {
-            tp: Tracepoint::Waking,
-            what: "sched:sched_waking",
-            attr: sys::TracepointAttr {
-                id: waking.id as u64,
-                ..base
-            },
-        };
+        let (events, exit_event) = sched_events(&base, [switch.id, waking.id], exit_id, switch_ins);
         let mut grow_plan = None;
         let (cpus, threads) = match threads {
             None => (
-                Self::open_per_cpu(&online, &[switch_event, waking_event], config, &mut decoder)?,
+                Self::open_per_cpu(&online, &events, config, &mut decoder)?,
                 None,
             ),
             Some(tids) => {
-                // Threads created by traced ones tell their last slice with
-                // sched_process_exit (see `running`).
-                let exit_event = exit_id
-                    .filter(|_| switch_ins == SwitchIns::Running)
-                    .map(|id| TaskEvent {
-                        tp: Tracepoint::Switch,
-                        what: "sched:sched_process_exit",
-                        attr: sys::TracepointAttr { id, ..base },
-                    });
-                // A few per-task events (and the rings' other one) are
-                // quick to move to larger rings: the rings start small.
-                let events = tids.len().saturating_mul(online.len()).saturating_mul(3);
-                let first_pages =
-                    grow::start_pages(config.mmap_pages, base.stack_user).filter(|_| {
-                        config.grow_rings
-                            && wide.is_none()
-                            && events + online.len() <= grow::MAX_MOVED
-                    });
-                let wide = wide.map(|_| threads::Wide {
-                    switch_event: TaskEvent {
-                        attr: sys::TracepointAttr {
-                            side_band: false,
-                            context_switch: false,
-                            inherit: false,
-                            inherit_thread: false,
-                            ..switch_event.attr
-                        },
-                        ..switch_event
-                    },
-                    processes: config.targets.processes(),
-                });
-                let mut threads = Threads::new(
-                    &tids,
-                    [switch_event, waking_event],
-                    exit_event,
-                    follow,
-                    config.state_filter.clone(),
-                    switch_ins == SwitchIns::Running,
-                    wide,
-                );
-                if first_pages.is_some() {
-                    grow_plan = Some(GrowPlan {
-                        pages: config.mmap_pages,
-                        sample_type: st,
-                        stack_user: base.stack_user,
-                        watermark,
-                    });
-                }
-                let pages = first_pages.unwrap_or(config.mmap_pages);
+                let (pages, plan) =
+                    growing::first_rings(config, &base, wide.is_some(), tids.len(), online.len());
+                grow_plan = plan;
+                let mut threads =
+                    chosen_threads(&tids, events, exit_event, switch_ins, wide, config);
                 let cpus = threads.open_rings(
                     &online,
                     st,
@@ -488,14 +367,11 @@ impl PerfBackend {
         let (threads, tids) = threads.unzip();
         let mut backend = PerfBackend {
             wide_note: wide.map(|events| {
-                format!(
-                    "offwake-perf: {} threads on {} CPUs are {events} threads x CPUs, more \
-                     than --event-budget {}: tracing with one sched_switch event per CPU \
-                     instead of per-task events, which the kernel filters on the threads' ids \
-                     at every context switch of the machine (and offwake-perf again)",
+                wide_note(
                     tids.as_ref().map_or(0, Vec::len),
                     online.len(),
-                    config.event_budget
+                    events,
+                    config.event_budget,
                 )
             }),
             cpus,
@@ -506,13 +382,7 @@ impl PerfBackend {
             held: VecDeque::new(),
             stats: SourceStats::default(),
             rounds: Rounds::default(),
-            max_sample: max_sample_size(
-                st,
-                &[&switch, &waking],
-                host::kernel_sysctl("perf_event_max_stack").unwrap_or(127),
-                host::kernel_sysctl("perf_event_max_contexts_per_stack").unwrap_or(8),
-                base.stack_user,
-            ),
+            max_sample: max_sample_size_here(st, &[&switch, &waking], base.stack_user),
             enabled: false,
             grow_plan,
             growth: None,
@@ -523,18 +393,31 @@ impl PerfBackend {
                 None
             },
         };
-        backend.enable()?;
+        backend.start(config, tids, &mut probes)?;
+        Ok(backend)
+    }
+
+    /// Enables the events; with chosen threads (`tids`), then attaches
+    /// their per-task events, gives the kernel their wakee filter, and
+    /// keeps the `probes` to close with the real events.
+    fn start(
+        &mut self,
+        config: &PerfConfig,
+        tids: Option<Vec<u32>>,
+        probes: &mut sys::Probes,
+    ) -> Result<(), OpenFailure> {
+        self.enable()?;
         crate::timing::mark("attach.enable");
-        if let (Some(t), Some(tids)) = (backend.threads.as_mut(), tids) {
+        if let (Some(t), Some(tids)) = (self.threads.as_mut(), tids) {
             let processes = config.targets.processes();
-            t.attach_threads(&backend.cpus, &mut backend.decoder, &tids, &processes)?;
-            t.update_wakee_filter(&mut backend.cpus)?;
+            t.attach_threads(&self.cpus, &mut self.decoder, &tids, &processes)?;
+            t.update_wakee_filter(&mut self.cpus)?;
             // Closed with the real events at the end: closing them now
             // could still be waiting for RCU when a short run exits, and
             // its exit would wait too.
-            t.graveyard.bury(probes.into_fds());
+            t.graveyard.bury(std::mem::take(probes).into_fds());
         }
-        Ok(backend)
+        Ok(())
     }
 
     /// Enables every CPU's events.
@@ -547,47 +430,6 @@ impl PerfBackend {
         }
         self.enabled = true;
         Ok(())
-    }
-
-    /// One event per tracepoint on each of the `online` CPUs, sharing the
-    /// CPU's ring; the side-band records come with `sched_switch`.
-    fn open_per_cpu(
-        online: &[u32],
-        events: &[TaskEvent],
-        config: &PerfConfig,
-        decoder: &mut Decoder,
-    ) -> Result<Vec<CpuRing>, OpenFailure> {
-        let mut cpus = Vec::new();
-        for &cpu in online {
-            let mut fds = Vec::with_capacity(events.len());
-            for TaskEvent { tp, what, attr } in events {
-                let fd = sys::open_tracepoint(attr, what, cpu)?;
-                let id = sys::event_id(fd.as_fd())
-                    .with_context(|| format!("reading the id of {what} on CPU {cpu}"))?;
-                decoder.add_id(id, *tp);
-                if *tp == Tracepoint::Switch
-                    && let Some(filter) = &config.state_filter
-                {
-                    sys::set_filter(fd.as_fd(), filter)
-                        .with_context(|| format!("filtering {what} on CPU {cpu}"))?;
-                }
-                fds.push(fd);
-            }
-            let ring = Ring::map(fds[0].as_fd(), config.mmap_pages)
-                .with_context(|| format!("mapping the ring buffer of CPU {cpu}"))?;
-            for fd in &fds[1..] {
-                sys::set_output(fd.as_fd(), fds[0].as_fd())
-                    .with_context(|| format!("sharing the ring buffer of CPU {cpu}"))?;
-            }
-            cpus.push(CpuRing {
-                cpu,
-                last_time: 0,
-                ring,
-                fds,
-                first: None,
-            });
-        }
-        Ok(cpus)
     }
 
     /// Waits up to `timeout` for data (returns early on EINTR), reads every
@@ -793,165 +635,6 @@ impl PerfBackend {
             }
         }
     }
-
-    /// Forks the process that maps the large rings and moves the events
-    /// to them ([`grow`]); without it, the first rings stay, and stderr
-    /// says why.
-    fn start_growth(&mut self) {
-        let Some(plan) = self.grow_plan.take() else {
-            return;
-        };
-        let started = (|| -> Result<grow::Growth> {
-            let mut owners = Vec::with_capacity(self.cpus.len());
-            for c in &self.cpus {
-                owners.push(plan.owner(c.cpu)?);
-            }
-            // Per-task events move; the per-CPU ones are replaced instead
-            // (see `grow_rings`): a move holds the lock of the event's
-            // context through a grace period, and the trace loop must not
-            // wait on that of a CPU when it replaces a filtered event.
-            let mut moves: Vec<grow::Move<'_>> = Vec::new();
-            let mut anchors = Vec::new();
-            if let Some(t) = &self.threads {
-                for (cpu, fd) in t.fds_to_move() {
-                    let Some(ring) = self.cpus.iter().position(|c| c.cpu == cpu) else {
-                        continue;
-                    };
-                    anchors.push(plan.owner(cpu)?);
-                    moves.push(grow::Move {
-                        event: fd.as_fd(),
-                        ring,
-                    });
-                }
-            }
-            grow::Growth::start(owners, anchors, &moves, plan.pages)
-        })();
-        match started {
-            Ok(g) => self.growth = Some(g),
-            Err(e) => self.keep_first_rings(&format!("{e:#}")),
-        }
-    }
-
-    /// Takes the large rings once they are mapped, and lets the events
-    /// move to them; forgets the growth once it is over.
-    fn grow_rings(&mut self) {
-        let Some(g) = self.growth.as_mut() else {
-            return;
-        };
-        match g.step() {
-            grow::Step::Waiting => {}
-            grow::Step::Mapped(rings) => {
-                for (c, (owner, ring)) in self.cpus.iter_mut().zip(rings) {
-                    c.first = Some(FirstRing {
-                        last_time: c.last_time,
-                        ring: std::mem::replace(&mut c.ring, ring),
-                        owner: std::mem::replace(&mut c.fds[0], owner),
-                    });
-                }
-                if let Some(t) = self.threads.as_mut()
-                    && let Err(e) = t.reopen_filtered(&mut self.cpus)
-                {
-                    // The old ones stay, writing into the first rings.
-                    crate::diag::diag!(
-                        "offwake-perf: warning: the wakeup events stay in the first rings: {e:#}"
-                    );
-                }
-                g.go();
-                crate::timing::mark("rings.mapped");
-            }
-            grow::Step::Failed(why) => self.keep_first_rings(&why),
-            grow::Step::Moving => {
-                if g.done() {
-                    crate::timing::mark("rings.moved");
-                    self.growth = None;
-                }
-            }
-        }
-    }
-
-    fn keep_first_rings(&mut self, why: &str) {
-        let kib = self.cpus.first().map_or(0, |c| c.ring.data_size() >> 10);
-        crate::diag::diag!(
-            "offwake-perf: warning: the ring buffers stay at {kib} KiB per CPU, where records \
-             are more likely to be lost: growing them failed: {why}"
-        );
-    }
-
-    /// Reads every ring, decoding into the reorder buffer.
-    fn read_all(&mut self) {
-        let PerfBackend {
-            cpus,
-            threads,
-            decoder,
-            reorder,
-            stats,
-            rounds,
-            max_sample,
-            ..
-        } = self;
-        for (i, c) in cpus.iter_mut().enumerate() {
-            let cpu = c.cpu;
-            let mut read = |ring: &mut Ring, last_time: &mut u64| {
-                #[cfg(test)]
-                let mut switches = 0;
-                let ex = ring.read(&mut |rec| match decoder.decode_unfinished(rec) {
-                    Ok(Some(mut ev)) => {
-                        stats.records += 1;
-                        #[cfg(test)]
-                        if matches!(ev.kind, EventKind::Switch(_)) {
-                            switches += 1;
-                        }
-                        if let Some(t) = threads.as_mut()
-                            && !t.keep(i, cpu, &ev, decoder, &mut |e| reorder.push(e))
-                        {
-                            return;
-                        }
-                        if let EventKind::Lost(l) = ev.kind {
-                            decoder.running().forget_cpu(cpu);
-                            stats.lost_records += l.records;
-                            // The records were lost after the last one this ring
-                            // delivered (never before what was already passed on).
-                            ev.time = (*last_time).max(rounds.released_upto()).min(l.until);
-                        } else {
-                            *last_time = ev.time;
-                        }
-                        reorder.push(ev);
-                    }
-                    Ok(None) => stats.records += 1,
-                    Err(_) => stats.malformed += 1,
-                });
-                #[cfg(test)]
-                {
-                    ring.switches += switches;
-                }
-                if ex.corrupt {
-                    stats.malformed += 1;
-                }
-                if may_have_lost(ring.data_size() as u64, ex.avail, *max_sample) {
-                    // Samples may have been lost after the last record read,
-                    // up to now that the ring has room again. The kernel says
-                    // so (or not) only with this CPU's next record, and by then
-                    // intervals the loss could fall inside may have been counted:
-                    // the window is passed on now, counting no record. (Samples
-                    // are the largest records intervals depend on; a longer
-                    // mmap record lost meanwhile costs symbols, not durations.)
-                    let until = host::monotonic_ns();
-                    decoder.running().forget_cpu(cpu);
-                    reorder.push(Event {
-                        time: (*last_time).max(rounds.released_upto()).min(until),
-                        cpu,
-                        kind: EventKind::Lost(Lost { records: 0, until }),
-                    });
-                }
-            };
-            // The first ring's records are older than the large one's,
-            // event by event.
-            if let Some(f) = c.first.as_mut() {
-                read(&mut f.ring, &mut f.last_time);
-            }
-            read(&mut c.ring, &mut c.last_time);
-        }
-    }
 }
 
 impl Drop for PerfBackend {
@@ -970,38 +653,9 @@ impl Drop for PerfBackend {
 
 #[cfg(test)]
 mod tests {
+    use anyhow::anyhow;
+
     use super::*;
-
-    #[test]
-    fn a_ring_may_have_lost_a_sample_only_when_it_had_no_room_for_one() {
-        // 4096-byte ring, samples of up to 1200 bytes.
-        assert!(!may_have_lost(4096, 0, 1200));
-        assert!(!may_have_lost(4096, 2896, 1200));
-        assert!(may_have_lost(4096, 2897, 1200));
-        assert!(may_have_lost(4096, 4096, 1200));
-        // A ring smaller than one sample can lose one at any time.
-        assert!(may_have_lost(1024, 0, 1200));
-        // Inconsistent counts (more unread than the ring holds) count as full.
-        assert!(may_have_lost(4096, 5000, 1200));
-    }
-
-    #[test]
-    fn max_sample_size_without_callchain_or_payload() {
-        let st = sys::SAMPLE_IDENTIFIER | sys::SAMPLE_TID | sys::SAMPLE_TIME | sys::SAMPLE_CPU;
-        // Header and four words; no callchain, no payload whatever the limits.
-        assert_eq!(max_sample_size(st, &[], 127, 8, 0), 8 + 32);
-        let t = Tracefs::fixtures();
-        let switch = t.event_format("sched", "sched_switch").unwrap();
-        // The fixture's payload is 64 bytes: with its u32 size, padded, 72.
-        assert_eq!(
-            max_sample_size(st | sys::SAMPLE_RAW, &[&switch], 127, 8, 0),
-            8 + 32 + 72
-        );
-        assert_eq!(
-            max_sample_size(st | sys::SAMPLE_CALLCHAIN, &[], 127, 8, 0),
-            8 + 32 + 8 + 8 * 135
-        );
-    }
 
     #[test]
     fn sample_type_follows_callchain_config() {

@@ -16,9 +16,9 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 
-use super::max_sample_size;
 use super::record::{Decoder, Tracepoint};
 use super::ring::{HEADER_SIZE, extract_records};
+use super::sizing::max_sample_size;
 use super::sys::*;
 use super::wire::SUPPORTED_SAMPLE_TYPE;
 use crate::event::EventKind;

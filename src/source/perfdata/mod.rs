@@ -10,6 +10,7 @@
 //! be any file the user can name, so what it is not is said in words.
 
 mod cut;
+mod events;
 mod tracing;
 
 use std::collections::HashMap;
@@ -18,8 +19,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail, ensure};
-use linux_perf_data::linux_perf_event_reader::{AttrFlags, PerfEventType, SamplingPolicy};
+use anyhow::{Context, Result, bail};
 use linux_perf_data::{
     DsoKey, Endianness, Feature, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter,
 };
@@ -29,10 +29,8 @@ use crate::diag::escape::{Place, escape};
 use crate::event::Span;
 use crate::event::{EventKind, EventSink, SourceStats};
 use crate::kallsyms::Preload;
-use crate::source::perf::record::{Decoder, Tracepoint};
-use crate::source::perf::sys::{
-    RECORD_SAMPLE, SAMPLE_CALLCHAIN, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER,
-};
+use crate::source::perf::record::Decoder;
+use crate::source::perf::sys::{RECORD_SAMPLE, SAMPLE_STACK_USER};
 use crate::source::tracepoint::sched::SchedFields;
 use crate::source::tracepoint::{EventFormat, Tracefs};
 
@@ -43,12 +41,6 @@ pub(crate) const RECORD_COMMAND: &str =
 /// Records decoded per [`RecordedSource::read`], between checks for a
 /// signal.
 const BATCH: usize = 4096;
-
-/// Most ids of either tracepoint (perf opens one per CPU, or per thread).
-const MAX_IDS: usize = 1 << 17;
-
-/// Most record layouts of a file's events (perf's share one or two).
-const MAX_LAYOUTS: usize = 16;
 
 /// An open recording, read in batches.
 pub(crate) struct RecordedSource {
@@ -89,165 +81,23 @@ impl RecordedSource {
     /// reads their formats from the file, or from this machine's tracefs
     /// when the file has none. Kernel stacks are trimmed with `kallsyms`.
     pub(crate) fn open(path: &Path, kallsyms: Option<&Preload>) -> Result<RecordedSource> {
-        // A FIFO or device could block the open, or be read forever.
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        let meta = f
-            .metadata()
-            .with_context(|| format!("reading {}", path.display()))?;
-        let shown = path.display();
-        if !meta.is_file() {
-            bail!("{shown}: not a regular file");
-        }
-        if let Some(not) =
-            cut::identify(&f, meta.len()).with_context(|| format!("reading {shown}"))?
-        {
-            bail!("{shown} {not}");
-        }
-        let (view, repair) = View::new(f).with_context(|| format!("{shown} cannot be read"))?;
-        let PerfFileReader {
-            perf_file: file,
-            record_iter: records,
-        } = contained(|| PerfFileReader::parse_file(BufReader::new(view)))
-            .and_then(|r| r.map_err(|e| anyhow::anyhow!(in_words(&e))))
-            .with_context(|| format!("{shown} is a malformed perf.data file"))?;
-        if file.endian() != native_endian() {
-            bail!("{shown} was recorded on a machine of another byte order");
-        }
+        let (file, records, repair) = parse_file(path)?;
         let (switch, waking) = formats(&file, path)?;
         let attrs = file.event_attributes();
-        // By name (which must agree with the tracepoint id the attribute
-        // opened); in a file whose names were lost, by tracepoint id.
-        let is_tracepoint = |a: &linux_perf_data::AttributeDescription, format: &EventFormat| {
-            matches!(a.attributes().type_,
-                PerfEventType::Tracepoint(id) if id == u64::from(format.id))
-        };
-        let find = |name: &str, format: &EventFormat| -> Result<Option<usize>> {
-            if let Some(at) = attrs.iter().position(|a| a.name() == Some(name)) {
-                ensure!(
-                    is_tracepoint(&attrs[at], format),
-                    "{shown}: the event named {name} is not that tracepoint (id {}) in the file's \
-                     own formats",
-                    format.id
-                );
-                return Ok(Some(at));
-            }
-            Ok(attrs
-                .iter()
-                .position(|a| a.name().is_none() && is_tracepoint(a, format)))
-        };
-        let (Some(switch_at), Some(waking_at)) = (
-            find("sched:sched_switch", &switch)?,
-            find("sched:sched_waking", &waking)?,
-        ) else {
-            let names: Vec<String> = attrs
-                .iter()
-                .filter_map(|a| a.name())
-                .map(|n| escape(n.as_bytes(), Place::Quoted).into_owned())
-                .collect();
-            bail!(
-                "{shown} does not record both sched:sched_switch and sched:sched_waking (it has: \
-                 {}); record them with:\n    {RECORD_COMMAND}",
-                if names.is_empty() {
-                    "no named events".to_string()
-                } else {
-                    names.join(", ")
-                }
-            );
-        };
-        for (at, name) in [
-            (switch_at, "sched:sched_switch"),
-            (waking_at, "sched:sched_waking"),
-        ] {
-            let attr = attrs[at].attributes();
-            let sample_type = attr.sample_format.bits();
-            if sample_type & SAMPLE_CALLCHAIN == 0 {
-                bail!(
-                    "{shown} has no callchains for {name} (recorded without -g); record it \
-                     with:\n    {RECORD_COMMAND}"
-                );
-            }
-            if !matches!(attr.sampling_policy, SamplingPolicy::Period(p) if p.get() == 1) {
-                bail!(
-                    "{shown} samples {name} not on every event (perf record -c or -F): \
-                     blocked intervals need every switch and wakeup; record with:\n    \
-                     {RECORD_COMMAND}"
-                );
-            }
-            if !attr.flags.contains(AttrFlags::SAMPLE_ID_ALL) {
-                bail!(
-                    "{shown}: {name} was recorded without sample_id_all, which every perf since \
-                     Linux 2.6.38 sets; record it again with:\n    {RECORD_COMMAND}"
-                );
-            }
-        }
+        let sched_attrs = events::sched_attrs(attrs, &switch, &waking, path)?;
+        events::check_sampling(attrs, sched_attrs, path)?;
         // Without kallsyms (its reading failed, which symbolization says),
         // kernel stacks are not trimmed of tracing machinery.
         let probes = kallsyms
             .and_then(|k| k.wait().ok())
             .map(|t| t.probes.clone());
-        // Each decoder knows the ids of both tracepoints: one per CPU (or
-        // per thread) each, a few thousand at most.
-        for at in [switch_at, waking_at] {
-            ensure!(
-                attrs[at].ids().len() <= MAX_IDS,
-                "{shown}: an event has more than {MAX_IDS} ids"
-            );
-        }
-        // One decoder per record layout (sample type and user registers),
-        // shared by the events that have it: perf's events share one.
-        let mut decoders: Vec<Decoder> = Vec::new();
-        let mut layouts: Vec<(u64, u64)> = Vec::new();
-        let mut decoder_of = Vec::with_capacity(attrs.len());
-        for a in attrs {
-            // Every record goes through the decoder of its event. Only the
-            // tracepoints' samples carry a payload; the others' side-band
-            // records are read by their trailers, which RAW does not change.
-            let sample_type = a.attributes().sample_format.bits() | SAMPLE_RAW;
-            let regs = a.attributes().sample_regs_user;
-            if let Some(i) = layouts.iter().position(|&l| l == (sample_type, regs)) {
-                decoder_of.push(i);
-                continue;
-            }
-            ensure!(
-                layouts.len() < MAX_LAYOUTS,
-                "{shown}: its events have more than {MAX_LAYOUTS} record layouts"
-            );
-            let event = escape(a.name().unwrap_or("an event").as_bytes(), Place::Quoted);
-            let unreadable = |why: &str| {
-                anyhow::anyhow!(
-                    "{shown}: the samples of {event} cannot be read ({why}); record them \
-                     with:\n    {RECORD_COMMAND}"
-                )
-            };
-            // The formats were checked (see `formats`): what fails here is
-            // the samples' layout, said without its values.
-            let mut d = Decoder::new(sample_type, &switch, &waking).map_err(|_| {
-                unreadable("they lack a field this tool needs, or carry one it cannot walk")
-            })?;
-            if sample_type & SAMPLE_REGS_USER != 0 {
-                d.set_user_regs(regs).map_err(|_| {
-                    unreadable("their user registers lack BP, SP or IP, which unwinding needs")
-                })?;
-            }
-            for (at, tp) in [
-                (switch_at, Tracepoint::Switch),
-                (waking_at, Tracepoint::Waking),
-            ] {
-                for &id in attrs[at].ids() {
-                    d.add_id(id, tp);
-                }
-            }
-            if let Some(p) = &probes {
-                d.set_probes(p.clone());
-            }
-            decoder_of.push(decoders.len());
-            decoders.push(d);
-            layouts.push((sample_type, regs));
-        }
+        let (decoders, decoder_of) = events::decoders(
+            attrs,
+            sched_attrs,
+            (&switch, &waking),
+            probes.as_ref(),
+            path,
+        )?;
         Ok(RecordedSource {
             path: path.to_path_buf(),
             file,
@@ -261,7 +111,7 @@ impl RecordedSource {
             repair,
             kernel_text: None,
             bytes: Vec::new(),
-            sched_attrs: [switch_at, waking_at],
+            sched_attrs,
             other_samples: 0,
             times: None,
         })
@@ -500,6 +350,39 @@ impl RecordedSource {
         });
         notes
     }
+}
+
+/// Opens `path` without blocking on a FIFO or device, checks that it is
+/// a regular perf.data file of this machine's byte order, and parses its
+/// header, with what of it had to be set right to read it.
+fn parse_file(path: &Path) -> Result<(PerfFile, PerfRecordIter<BufReader<View>>, Repair)> {
+    // A FIFO or device could block the open, or be read forever.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    let meta = f
+        .metadata()
+        .with_context(|| format!("reading {}", path.display()))?;
+    let shown = path.display();
+    if !meta.is_file() {
+        bail!("{shown}: not a regular file");
+    }
+    if let Some(not) = cut::identify(&f, meta.len()).with_context(|| format!("reading {shown}"))? {
+        bail!("{shown} {not}");
+    }
+    let (view, repair) = View::new(f).with_context(|| format!("{shown} cannot be read"))?;
+    let PerfFileReader {
+        perf_file: file,
+        record_iter: records,
+    } = contained(|| PerfFileReader::parse_file(BufReader::new(view)))
+        .and_then(|r| r.map_err(|e| anyhow::anyhow!(in_words(&e))))
+        .with_context(|| format!("{shown} is a malformed perf.data file"))?;
+    if file.endian() != native_endian() {
+        bail!("{shown} was recorded on a machine of another byte order");
+    }
+    Ok((file, records, repair))
 }
 
 /// True when the `perf record` command line `cmdline` traced every CPU:

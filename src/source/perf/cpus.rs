@@ -1,0 +1,160 @@
+//! Each CPU's ring and the events that write into it: opening one event
+//! per tracepoint on every CPU, and reading every ring into the reorder
+//! buffer.
+
+use std::os::fd::{AsFd, OwnedFd};
+
+use anyhow::Context;
+
+use super::record::{Decoder, Tracepoint};
+use super::ring::Ring;
+use super::sizing::may_have_lost;
+use super::threads::TaskEvent;
+use super::{OpenFailure, PerfBackend, PerfConfig, sys};
+use crate::event::{Event, EventKind, Lost};
+use crate::sys::host;
+
+/// One CPU's events and the ring they share.
+pub(super) struct CpuRing {
+    pub(super) cpu: u32,
+    /// Time of the last event read from this ring: a loss reported later
+    /// happened after it.
+    pub(super) last_time: u64,
+    /// Declared before `fds` so it is unmapped before they are closed.
+    pub(super) ring: Ring,
+    /// `fds[0]` owns the ring (and carries the side-band records);
+    /// the others write into it through `PERF_EVENT_IOC_SET_OUTPUT`.
+    pub(super) fds: Vec<OwnedFd>,
+    /// The small ring this CPU's events started with, once `ring` is the
+    /// large one they move to ([`super::grow`]): read until the end, since
+    /// events write into it until they move, and those opened before the
+    /// swap stay.
+    pub(super) first: Option<FirstRing>,
+}
+
+/// A CPU's first ring, after it grew.
+pub(super) struct FirstRing {
+    pub(super) last_time: u64,
+    /// Declared before `owner` so it is unmapped before it is closed.
+    pub(super) ring: Ring,
+    pub(super) owner: OwnedFd,
+}
+
+impl PerfBackend {
+    /// One event per tracepoint on each of the `online` CPUs, sharing the
+    /// CPU's ring; the side-band records come with `sched_switch`.
+    pub(super) fn open_per_cpu(
+        online: &[u32],
+        events: &[TaskEvent],
+        config: &PerfConfig,
+        decoder: &mut Decoder,
+    ) -> Result<Vec<CpuRing>, OpenFailure> {
+        let mut cpus = Vec::new();
+        for &cpu in online {
+            let mut fds = Vec::with_capacity(events.len());
+            for TaskEvent { tp, what, attr } in events {
+                let fd = sys::open_tracepoint(attr, what, cpu)?;
+                let id = sys::event_id(fd.as_fd())
+                    .with_context(|| format!("reading the id of {what} on CPU {cpu}"))?;
+                decoder.add_id(id, *tp);
+                if *tp == Tracepoint::Switch
+                    && let Some(filter) = &config.state_filter
+                {
+                    sys::set_filter(fd.as_fd(), filter)
+                        .with_context(|| format!("filtering {what} on CPU {cpu}"))?;
+                }
+                fds.push(fd);
+            }
+            let ring = Ring::map(fds[0].as_fd(), config.mmap_pages)
+                .with_context(|| format!("mapping the ring buffer of CPU {cpu}"))?;
+            for fd in &fds[1..] {
+                sys::set_output(fd.as_fd(), fds[0].as_fd())
+                    .with_context(|| format!("sharing the ring buffer of CPU {cpu}"))?;
+            }
+            cpus.push(CpuRing {
+                cpu,
+                last_time: 0,
+                ring,
+                fds,
+                first: None,
+            });
+        }
+        Ok(cpus)
+    }
+
+    /// Reads every ring, decoding into the reorder buffer.
+    pub(super) fn read_all(&mut self) {
+        let PerfBackend {
+            cpus,
+            threads,
+            decoder,
+            reorder,
+            stats,
+            rounds,
+            max_sample,
+            ..
+        } = self;
+        for (i, c) in cpus.iter_mut().enumerate() {
+            let cpu = c.cpu;
+            let mut read = |ring: &mut Ring, last_time: &mut u64| {
+                #[cfg(test)]
+                let mut switches = 0;
+                let ex = ring.read(&mut |rec| match decoder.decode_unfinished(rec) {
+                    Ok(Some(mut ev)) => {
+                        stats.records += 1;
+                        #[cfg(test)]
+                        if matches!(ev.kind, EventKind::Switch(_)) {
+                            switches += 1;
+                        }
+                        if let Some(t) = threads.as_mut()
+                            && !t.keep(i, cpu, &ev, decoder, &mut |e| reorder.push(e))
+                        {
+                            return;
+                        }
+                        if let EventKind::Lost(l) = ev.kind {
+                            decoder.running().forget_cpu(cpu);
+                            stats.lost_records += l.records;
+                            // The records were lost after the last one this ring
+                            // delivered (never before what was already passed on).
+                            ev.time = (*last_time).max(rounds.released_upto()).min(l.until);
+                        } else {
+                            *last_time = ev.time;
+                        }
+                        reorder.push(ev);
+                    }
+                    Ok(None) => stats.records += 1,
+                    Err(_) => stats.malformed += 1,
+                });
+                #[cfg(test)]
+                {
+                    ring.switches += switches;
+                }
+                if ex.corrupt {
+                    stats.malformed += 1;
+                }
+                if may_have_lost(ring.data_size() as u64, ex.avail, *max_sample) {
+                    // Samples may have been lost after the last record read,
+                    // up to now that the ring has room again. The kernel says
+                    // so (or not) only with this CPU's next record, and by then
+                    // intervals the loss could fall inside may have been counted:
+                    // the window is passed on now, counting no record. (Samples
+                    // are the largest records intervals depend on; a longer
+                    // mmap record lost meanwhile costs symbols, not durations.)
+                    let until = host::monotonic_ns();
+                    decoder.running().forget_cpu(cpu);
+                    reorder.push(Event {
+                        time: (*last_time).max(rounds.released_upto()).min(until),
+                        cpu,
+                        kind: EventKind::Lost(Lost { records: 0, until }),
+                    });
+                }
+            };
+            // The first ring's records are older than the large one's,
+            // event by event.
+            if let Some(f) = c.first.as_mut() {
+                read(&mut f.ring, &mut f.last_time);
+            }
+            read(&mut c.ring, &mut c.last_time);
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! Interpretation of perf records into [`crate::event::Event`]s: which
+//! tracepoint a sample is, its payload's fields, its callchain split and
+//! shared, its kernel stack trimmed, and per-task switch-ins told from
+//! `time_running`. The bytes are read by [`super::wire`].
+
+use anyhow::Result;
+use rustc_hash::FxHashMap;
+
+use super::running::RunningClock;
+use super::sys::*;
+use super::wire::{Record, RecordParser, Sample, WireError};
+use crate::bytes::u64s;
+use crate::event::{Callchain, ChainCache, Event, EventKind, Ran, RanSince, UserCopy};
+use crate::kallsyms::machinery::ProbeRanges;
+use crate::source::probes::kernel_start;
+use crate::source::tracepoint::sched::SchedFields;
+use crate::source::tracepoint::{EventFormat, FieldError};
+
+pub(crate) use crate::source::tracepoint::sched::Tracepoint;
+
+/// A record that could not be made an event. Readers count these as
+/// malformed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum DecodeError {
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    #[error("tracepoint payload: {0}")]
+    Field(#[from] FieldError),
+    #[error("sample of unknown tracepoint (id {id:?}, common_type {common_type})")]
+    UnknownTracepoint { id: Option<u64>, common_type: u64 },
+    #[error("sched_process_exit sample without its count")]
+    ExitWithoutCount,
+}
+
+/// Decodes records produced by events opened with one `sample_type`.
+#[derive(Clone, Debug)]
+pub(crate) struct Decoder {
+    parser: RecordParser,
+    /// Kernel event ids (PERF_EVENT_IOC_ID) → tracepoint: two per CPU, or
+    /// per traced thread.
+    ids: FxHashMap<u64, Tracepoint>,
+    sched: SchedFields,
+    /// Tracing machinery to trim off the top of kernel callchains.
+    probes: ProbeRanges,
+    /// Callchains seen lately: samples with the same chain share it.
+    chains: ChainCache,
+    /// Per-task events' `time_running`, for switch-ins (`SAMPLE_READ`).
+    running: RunningClock,
+}
+
+/// [`split_entries`] over a list of entries.
+#[cfg(test)]
+pub(crate) fn split_callchain(ips: &[u64]) -> Callchain {
+    let bytes: Vec<u8> = ips.iter().flat_map(|ip| ip.to_ne_bytes()).collect();
+    split_entries(&bytes, &mut ChainCache::new())
+}
+
+/// Splits callchain entries, as they are in a record (native-endian
+/// u64s), into kernel and user parts, dropping every `PERF_CONTEXT_*`
+/// marker (anything `>= PERF_CONTEXT_MAX`). Entries under a hypervisor or
+/// guest marker are dropped; entries before any marker are classified by
+/// address (upper half = kernel). The chain is shared through `cache` with
+/// the samples that had the same entries; each run of frames between two
+/// markers is copied at once.
+fn split_entries(entries: &[u8], cache: &mut ChainCache) -> Callchain {
+    #[derive(Clone, Copy)]
+    enum Ctx {
+        Unknown,
+        Kernel,
+        User,
+        Other,
+    }
+    cache.get(entries, |kernel, user| {
+        let mut ctx = Ctx::Unknown;
+        let mut rest = entries;
+        loop {
+            let run = u64s(rest)
+                .position(|ip| ip >= CONTEXT_MAX)
+                .unwrap_or(rest.len() / 8);
+            let (frames, tail) = rest.split_at(run * 8);
+            match ctx {
+                Ctx::Kernel => kernel.extend(u64s(frames)),
+                Ctx::User => user.extend(u64s(frames)),
+                Ctx::Other => {}
+                Ctx::Unknown => {
+                    for ip in u64s(frames) {
+                        if ip >> 63 == 1 {
+                            kernel.push(ip);
+                        } else {
+                            user.push(ip);
+                        }
+                    }
+                }
+            }
+            let Some((marker, tail)) = tail.split_first_chunk::<8>() else {
+                break;
+            };
+            ctx = match u64::from_ne_bytes(*marker) {
+                CONTEXT_KERNEL => Ctx::Kernel,
+                CONTEXT_USER => Ctx::User,
+                _ => Ctx::Other,
+            };
+            rest = tail;
+        }
+    })
+}
+
+impl Decoder {
+    /// A decoder for samples of `sample_type` from the two tracepoints
+    /// described by `switch` and `waking`.
+    pub(crate) fn new(
+        sample_type: u64,
+        switch: &EventFormat,
+        waking: &EventFormat,
+    ) -> Result<Decoder> {
+        Ok(Decoder {
+            parser: RecordParser::new(sample_type)?,
+            ids: FxHashMap::default(),
+            sched: SchedFields::new(switch, waking)?,
+            probes: ProbeRanges::default(),
+            chains: ChainCache::new(),
+            running: RunningClock::new(),
+        })
+    }
+
+    /// Sets the machinery ranges (from kallsyms) that kernel callchains are
+    /// trimmed of. Until set, nothing is trimmed.
+    pub(crate) fn set_probes(&mut self, probes: ProbeRanges) {
+        self.probes = probes;
+    }
+
+    /// Registers the kernel id (`PERF_EVENT_IOC_ID`) of an opened event
+    /// (the first registration of an id holds).
+    pub(crate) fn add_id(&mut self, id: u64, tp: Tracepoint) {
+        self.ids.entry(id).or_insert(tp);
+    }
+
+    pub(crate) fn sample_type(&self) -> u64 {
+        self.parser.sample_type()
+    }
+
+    /// Samples dump the user registers of `mask` (`sample_regs_user`),
+    /// not only those this tool asks for.
+    pub(crate) fn set_user_regs(&mut self, mask: u64) -> Result<()> {
+        self.parser.set_user_regs(mask)
+    }
+
+    /// Switch-ins told by per-task events' counts.
+    pub(crate) fn running(&mut self) -> &mut RunningClock {
+        &mut self.running
+    }
+
+    /// Decodes one whole record (header included), kernel stacks finished
+    /// ([`Decoder::finish_stacks`]). `Ok(None)` for record types that carry
+    /// nothing we use; `Err` for malformed records.
+    pub(crate) fn decode(&mut self, rec: &[u8]) -> Result<Option<Event>, DecodeError> {
+        let mut ev = self.decode_unfinished(rec)?;
+        if let Some(ev) = &mut ev {
+            self.finish_stacks(ev);
+        }
+        Ok(ev)
+    }
+
+    /// Trims a sample's kernel stack as the report shows it: with more
+    /// than one tracer attached, callchains start inside the tracepoint's
+    /// iterator (trimmed with the ranges of [`Decoder::set_probes`]); and a
+    /// wakeup's first frame left is the tracepoint's site inside
+    /// `try_to_wake_up`, whose caller is where its stack starts. Apply once
+    /// per event, after the probe ranges are set.
+    ///
+    /// A wakeup's context is settled by its kernel stack
+    /// ([`crate::event::Waking::settle`]): an interrupt's loses its user stack, which is
+    /// of whatever task the interrupt happened to land on.
+    pub(crate) fn finish_stacks(&self, ev: &mut Event) {
+        match &mut ev.kind {
+            EventKind::Switch(s) => {
+                let start = kernel_start(&self.probes, s.stack.kernel(), Tracepoint::Switch);
+                s.stack.skip_kernel(start);
+            }
+            EventKind::Waking(w) => {
+                w.settle(self.probes.interrupted(w.stack.kernel()));
+                let start = kernel_start(&self.probes, w.stack.kernel(), Tracepoint::Waking);
+                w.stack.skip_kernel(start);
+            }
+            _ => {}
+        }
+    }
+
+    /// [`Decoder::decode`] without [`Decoder::finish_stacks`]: a backend
+    /// that reads before kallsyms is loaded finishes the stacks later.
+    pub(crate) fn decode_unfinished(&mut self, rec: &[u8]) -> Result<Option<Event>, DecodeError> {
+        match self.parser.parse(rec)? {
+            Record::Sample(s) => self.interpret_sample(s).map(Some),
+            Record::SideBand { kind, sid } => Ok(Some(Event {
+                time: sid.time,
+                cpu: sid.cpu,
+                kind,
+            })),
+            Record::Ignored => Ok(None),
+        }
+    }
+
+    fn tracepoint_of(&self, s: &Sample<'_>) -> Result<Tracepoint, DecodeError> {
+        if let Some(id) = s.id
+            && let Some(&tp) = self.ids.get(&id)
+        {
+            return Ok(tp);
+        }
+        // Unknown or absent id: the payload's common_type is the tracepoint id.
+        let ty = self.sched.common_type(s.raw)?;
+        self.sched
+            .tracepoint(ty)
+            .ok_or(DecodeError::UnknownTracepoint {
+                id: s.id,
+                common_type: ty,
+            })
+    }
+
+    /// A sample's event: a tracepoint hit, or a traced thread's exit.
+    fn interpret_sample(&mut self, s: Sample<'_>) -> Result<Event, DecodeError> {
+        if let Some(id) = s.id
+            && let Some(switch) = self.running.exit_of(id)
+        {
+            // A traced thread's sched_process_exit: only its count matters.
+            let running = s.running.ok_or(DecodeError::ExitWithoutCount)?;
+            let since = self.running.exiting(s.tid, s.cpu, switch, s.time, running);
+            return Ok(Event {
+                time: s.time,
+                cpu: s.cpu,
+                kind: EventKind::Ran(Ran { tid: s.tid, since }),
+            });
+        }
+        let tp = self.tracepoint_of(&s)?;
+        let raw = s.raw;
+        let stack = split_entries(s.callchain_bytes, &mut self.chains);
+        let user_copy = s.user_regs.map(|[bp, sp, ip]| {
+            Box::new(UserCopy {
+                ip,
+                sp,
+                bp,
+                stack: s.user_stack.into(),
+            })
+        });
+        let kind = match tp {
+            Tracepoint::Switch => {
+                let mut sw = self.sched.switch(raw, s.pid, stack)?;
+                sw.user_copy = user_copy;
+                if let (Some(running), Some(id)) = (s.running, s.id) {
+                    sw.prev_ran_since = self
+                        .running
+                        .switched_in(sw.prev_tid, s.cpu, id, s.time, running)
+                        .map_or(RanSince::Unknown, RanSince::At);
+                    if sw.is_final() {
+                        self.running.forget_thread(sw.prev_tid);
+                    }
+                }
+                EventKind::Switch(sw)
+            }
+            Tracepoint::Waking => {
+                let mut w = self.sched.waking(raw, s.tid, s.pid, stack)?;
+                // Settled in `finish_stacks`, which drops an interrupt's.
+                w.user_copy = user_copy;
+                EventKind::Waking(w)
+            }
+        };
+        Ok(Event {
+            time: s.time,
+            cpu: s.cpu,
+            kind,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
