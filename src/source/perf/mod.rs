@@ -3,8 +3,15 @@
 //! decoding of samples and side-band records into [`crate::event::Event`]s
 //! delivered in global time order.
 //!
-//! Layout: [`sys`] wraps the syscall and ioctls, [`ring`] reads the ring
-//! buffers, [`record`] decodes records; [`crate::source::reorder`] merges the CPUs.
+//! Layout: this file is the backend's lifecycle (open, start, read, stop).
+//! [`sys`] wraps the syscall and ioctls; [`cpus`] opens the per-CPU events
+//! and their rings, which [`ring`] reads and [`sizing`] sizes; [`wire`]
+//! reads records and [`record`] turns them into events, with switch-ins
+//! told by [`running`]; [`threads`], [`filter`] and [`nascent`] attach the
+//! chosen threads and keep the wakee filter; [`growing`] and [`grow`]
+//! grow the rings while tracing; [`release`] closes events out of the way;
+//! [`visit`] switches out what runs when tracing stops; [`abilities`]
+//! probes the kernel. [`crate::source::reorder`] merges the CPUs.
 
 mod abilities;
 mod cpus;
