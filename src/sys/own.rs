@@ -35,6 +35,16 @@ impl Registry {
         &self.slots[..self.count.load(Ordering::Acquire).min(MAX_HELPERS)]
     }
 
+    /// This process's threads and the helpers remembered.
+    fn tasks_now(&self) -> Vec<u32> {
+        let mut pids = super::proc::threads_of(std::process::id());
+        pids.extend(self.filled().iter().map(|s| s.load(Ordering::Acquire)));
+        pids.retain(|&p| p != 0);
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
     fn contains(&self, pid: u32) -> bool {
         pid != 0
             && self
@@ -59,12 +69,7 @@ pub(crate) fn is_helper(pid: u32) -> bool {
 /// The pids of the tasks that are this process's own now: its threads
 /// and its helpers.
 pub(crate) fn tasks_now() -> Vec<u32> {
-    let mut pids = super::proc::threads_of(std::process::id());
-    pids.extend(HELPERS.filled().iter().map(|s| s.load(Ordering::Acquire)));
-    pids.retain(|&p| p != 0);
-    pids.sort_unstable();
-    pids.dedup();
-    pids
+    HELPERS.tasks_now()
 }
 
 /// Which tasks are the tool's own.
@@ -124,6 +129,11 @@ mod tests {
         }
         assert!(helpers.contains(pid) && helpers.contains(1));
         assert_eq!(helpers.filled().len(), MAX_HELPERS);
+        let now = helpers.tasks_now();
+        assert!(
+            now.contains(&pid) && now.contains(&std::process::id()),
+            "{now:?}"
+        );
         let now = tasks_now();
         assert!(now.contains(&std::process::id()), "{now:?}");
     }
