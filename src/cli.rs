@@ -219,22 +219,28 @@ impl Cli {
         T: Into<OsString> + Clone,
     {
         let cli = Cli::try_parse_from(args)?;
-        if let Some(twice) = repeated_output(&cli.output) {
+        cli.check_rules()?;
+        Ok(cli)
+    }
+
+    /// The cross-option rules that clap cannot express.
+    pub fn check_rules(&self) -> Result<(), clap::Error> {
+        if let Some(twice) = repeated_output(&self.output) {
             return Err(Cli::command().error(
                 ErrorKind::ArgumentConflict,
                 format!("-o {twice} names a place another -o names too"),
             ));
         }
-        if cli.min_block_time > cli.max_block_time {
+        if self.min_block_time > self.max_block_time {
             return Err(Cli::command().error(
                 ErrorKind::ArgumentConflict,
                 format!(
                     "--min-block-time ({}) must not be greater than --max-block-time ({})",
-                    cli.min_block_time, cli.max_block_time
+                    self.min_block_time, self.max_block_time
                 ),
             ));
         }
-        Ok(cli)
+        Ok(())
     }
 }
 

@@ -14,6 +14,8 @@ use std::process::{Child, ExitStatus};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use clap::Parser;
+
 use anyhow::{Context, Result, bail};
 
 use crate::aggregate;
@@ -66,8 +68,12 @@ impl Outcome {
 /// Parses `std::env::args_os()` with every usage rule, the host's
 /// included, exiting with status 2 on a usage error.
 pub fn parse_args() -> Cli {
-    let checked = Cli::try_parse_from_checked(std::env::args_os())
-        .and_then(|cli| crate::plan::sizing::check_host(&cli).map(|()| cli));
+    // The host's rule first, then the others, as one parse did them.
+    let checked = Cli::try_parse_from(std::env::args_os()).and_then(|cli| {
+        crate::plan::sizing::check_host(&cli)?;
+        cli.check_rules()?;
+        Ok(cli)
+    });
     match checked {
         Ok(cli) => cli,
         Err(e) => e.exit(),

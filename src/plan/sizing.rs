@@ -42,8 +42,8 @@ pub(crate) fn too_many_pages(pages: usize, max: usize) -> String {
     )
 }
 
-/// The usage rules that depend on the host (its page size), checked after
-/// [`Cli::try_parse_from_checked`]: a refusal is a usage error.
+/// The usage rules that depend on the host (its page size): a refusal is a
+/// usage error.
 pub(crate) fn check_host(cli: &Cli) -> Result<(), clap::Error> {
     if cli.backend == Backend::Tracefs
         && let Some(pages) = cli.mmap_pages
@@ -61,12 +61,14 @@ pub(crate) fn check_host(cli: &Cli) -> Result<(), clap::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         let mut v = vec!["offwake-perf"];
         v.extend_from_slice(args);
-        let cli = Cli::try_parse_from_checked(v)?;
+        let cli = Cli::try_parse_from(v)?;
         check_host(&cli)?;
+        cli.check_rules()?;
         Ok(cli)
     }
 
