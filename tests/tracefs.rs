@@ -182,16 +182,21 @@ fn run_and_end_with(signal: Option<libc::c_int>) {
     } else {
         &["--backend", "tracefs", "1"]
     };
+    // Blocking of its own on CPU 0, so that the report has entries on an
+    // idle machine too.
+    let mut activity = start_pipewake_pinned(20, 10);
     let tracer = start_traced(args);
     let pid = tracer.child.id();
     // The instance exists while tracing.
     assert_eq!(instances_of(pid).len(), 1, "no instance while tracing");
+    activity.go();
     if let Some(sig) = signal {
         std::thread::sleep(Duration::from_millis(300));
         // SAFETY: kill has no memory-safety preconditions.
         assert_eq!(unsafe { libc::kill(pid as libc::pid_t, sig) }, 0);
     }
     let (out, err) = tracer.finish();
+    activity.finish();
     assert!(err.contains("records read"), "no summary: {err}");
     assert!(
         !parse_default(&out).is_empty(),
