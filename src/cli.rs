@@ -224,7 +224,7 @@ impl Cli {
     }
 
     /// The cross-option rules that clap cannot express.
-    pub fn check_rules(&self) -> Result<(), clap::Error> {
+    pub(crate) fn check_rules(&self) -> Result<(), clap::Error> {
         if let Some(twice) = repeated_output(&self.output) {
             return Err(Cli::command().error(
                 ErrorKind::ArgumentConflict,
