@@ -32,6 +32,19 @@ pub(super) struct CpuRing {
     pub(super) first: Option<FirstRing>,
 }
 
+impl CpuRing {
+    /// CPU `cpu`'s `ring`, which `fds[0]` owns, nothing read from it yet.
+    pub(super) fn new(cpu: u32, ring: Ring, fds: Vec<OwnedFd>) -> CpuRing {
+        CpuRing {
+            cpu,
+            last_time: 0,
+            ring,
+            fds,
+            first: None,
+        }
+    }
+}
+
 /// A CPU's first ring, after it grew.
 pub(super) struct FirstRing {
     pub(super) last_time: u64,
@@ -71,13 +84,7 @@ impl PerfBackend {
                 sys::set_output(fd.as_fd(), fds[0].as_fd())
                     .with_context(|| format!("sharing the ring buffer of CPU {cpu}"))?;
             }
-            cpus.push(CpuRing {
-                cpu,
-                last_time: 0,
-                ring,
-                fds,
-                first: None,
-            });
+            cpus.push(CpuRing::new(cpu, ring, fds));
         }
         Ok(cpus)
     }

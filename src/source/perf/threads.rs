@@ -292,13 +292,7 @@ impl Threads {
             if let Some(w) = &self.wide {
                 fds.push(open_filtered(&w.switch_event, cpu, &fds[0], &switch_text)?);
             }
-            cpus.push(CpuRing {
-                cpu,
-                last_time: 0,
-                ring,
-                fds,
-                first: None,
-            });
+            cpus.push(CpuRing::new(cpu, ring, fds));
         }
         Ok(cpus)
     }
