@@ -141,10 +141,12 @@ impl ProbeRanges {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const KALLSYMS: &str = "\
+    /// A listing with machinery, data and module symbols (also the
+    /// trimming tests').
+    pub(crate) const KALLSYMS: &str = "\
 0000000000000000 A fixed_percpu_data
 ffffffff81000000 T _text
 ffffffff81000100 t trace_event_raw_event_sched_switch

@@ -23,16 +23,7 @@ pub(crate) fn kernel_start(probes: &ProbeRanges, frames: &[u64], tp: Tracepoint)
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const KALLSYMS: &str = "\
-ffffffff81000000 T _text
-ffffffff81000100 t trace_event_raw_event_sched_switch
-ffffffff81000200 T __traceiter_sched_switch
-ffffffff81000280 T __schedule
-ffffffff81000400 T schedule
-ffffffff81000500 T __ftrace_trace_stack
-ffffffff81000600 T do_nanosleep
-";
+    use crate::kallsyms::machinery::tests::KALLSYMS;
 
     #[test]
     fn stacks_start_after_the_machinery_and_a_wakings_own_site() {
