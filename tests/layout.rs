@@ -113,23 +113,23 @@ fn item_end(lines: &[&str], mut from: usize) -> usize {
     let Some(first) = lines.get(from) else {
         return lines.len();
     };
-    let indent = first.len() - first.trim_start().len();
+    let indent = indent_of(first);
     let close = format!("{}}}", &first[..indent]);
-    for (j, line) in lines.iter().enumerate().skip(from) {
-        if j == from && (line.trim_end().ends_with(';') || line.trim_end().ends_with('}')) {
-            // `mod x;`, `use …;` or a one-line item.
-            if !line.trim_end().ends_with('{') {
-                return j;
-            }
-        }
-        if j > from && (line.trim_end() == close || line.starts_with(&format!("{close};"))) {
+    let close_statement = format!("{close};");
+    let head = first.trim_end();
+    if head.ends_with(';') || head.ends_with('}') {
+        // `mod x;`, `use …;` or a one-line item.
+        return from;
+    }
+    let opens_block = first.contains('{');
+    for (j, line) in lines.iter().enumerate().skip(from + 1) {
+        let t = line.trim_end();
+        if t == close || line.starts_with(&close_statement) {
             return j;
         }
-        if j > from && indent_of(line) == indent && line.trim_end().ends_with(';') {
+        if !opens_block && indent_of(line) == indent && t.ends_with(';') {
             // The end of a multi-line `use` or statement at this level.
-            if !lines[from].trim_end().ends_with('{') && !first.contains('{') {
-                return j;
-            }
+            return j;
         }
     }
     lines.len() - 1
@@ -208,11 +208,10 @@ fn first_segments(rest: &str, out: &mut BTreeSet<String>) {
         }
         push_ident(&mut item, out);
     } else {
-        let ident: String = rest
+        let mut ident: String = rest
             .chars()
             .take_while(|c| c.is_alphanumeric() || *c == '_')
             .collect();
-        let mut ident = ident;
         push_ident(&mut ident, out);
     }
 }
