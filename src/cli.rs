@@ -211,9 +211,11 @@ pub struct Cli {
 pub(crate) const DEFAULT_EVENT_BUDGET: usize = 512;
 
 impl Cli {
-    /// Parses and applies the cross-option rules that clap cannot express
-    /// (those that depend on the host are the plan's).
-    pub fn try_parse_from_checked<I, T>(args: I) -> Result<Cli, clap::Error>
+    /// Parses and applies the cross-option rules that clap cannot express,
+    /// for tests (the tool's own parse, with the host's rules, is
+    /// `session::parse_args`).
+    #[cfg(test)]
+    pub(crate) fn try_parse_from_checked<I, T>(args: I) -> Result<Cli, clap::Error>
     where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
