@@ -16,6 +16,7 @@
 mod identity;
 pub(crate) mod quiet;
 pub(crate) mod stacks;
+mod stats;
 pub(crate) mod tasks;
 
 use std::hash::{Hash, Hasher};
@@ -37,6 +38,7 @@ use stacks::StackInterner;
 use crate::event::state::{self, StateFilter};
 pub(crate) use identity::TaskLookup;
 pub(crate) use stacks::{StackRef, StackTable, UserStack};
+pub(crate) use stats::Stats;
 pub(crate) use tasks::TaskTable;
 
 /// How to aggregate.
@@ -105,147 +107,6 @@ pub(crate) struct Entry {
 /// How far before its interval a switch-in told late may be estimated and
 /// still end it (see [`Aggregator::close_late`]).
 const LATE_SWITCH_IN_SLACK_NS: u64 = 1_000_000;
-
-/// Counters for the end-of-run summary.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Stats {
-    /// Intervals counted into an entry.
-    pub(crate) intervals: u64,
-    /// Intervals dropped by `-m`/`-M`.
-    pub(crate) out_of_range: u64,
-    /// Intervals discarded because a lost record could fall inside them.
-    pub(crate) discarded_lost: u64,
-    /// Lost records seen (sum of `Lost::records`).
-    pub(crate) lost_records: u64,
-    /// Stacks that did not fit in the stack storage.
-    pub(crate) missed_stacks: u64,
-    /// Intervals closed by a context-switch record because `sched_switch`
-    /// did not report the switch-in (see [`crate::event::SwitchIn`]).
-    pub(crate) switch_ins_from_backstop: u64,
-    /// Intervals dropped because their thread switched out again without
-    /// a switch-in ever being reported (the kernel skipped it; no backstop).
-    pub(crate) switch_in_unseen: u64,
-    /// Intervals dropped because their thread switched out again, and the
-    /// backend, which tells switch-ins with switch-outs, could not say
-    /// when it had switched in (see `perf::running`).
-    pub(crate) switch_in_unknown: u64,
-    /// Intervals of a sleep (a reported state, not preemption) counted
-    /// with an empty waker: no wakeup was read for them. By the state the
-    /// thread switched out in, as the position of its report bit (S 0 …
-    /// I 7, see [`state::reported_state`]).
-    pub(crate) wakeup_unseen: [u64; 8],
-    /// Intervals counted whose waker is one of the tool's own tasks (not
-    /// an interrupt that landed in one), and their microseconds.
-    pub(crate) woken_by_self: u64,
-    pub(crate) woken_by_self_us: u64,
-}
-
-impl Stats {
-    /// The WARNING and NOTE lines (without newlines) these counts call
-    /// for. `switch_ins_from_records` says the source takes switch-ins
-    /// from context-switch records by design, so that their count is no
-    /// news; `larger_buffer` is how to get larger ring buffers from it
-    /// (the option, or for a recording, perf record's).
-    pub(crate) fn notes(&self, switch_ins_from_records: bool, larger_buffer: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        if self.missed_stacks > 0 {
-            out.push(format!(
-                "WARNING: {} stack traces lost and could not be displayed. \
-                 Consider increasing --stack-storage-size.",
-                self.missed_stacks
-            ));
-        }
-        if self.lost_records > 0 || self.discarded_lost > 0 {
-            out.push(format!(
-                "WARNING: {} records lost; {} intervals that could span a loss were \
-                 discarded. Consider a larger {larger_buffer}.",
-                self.lost_records, self.discarded_lost
-            ));
-        }
-        if self.switch_ins_from_backstop > 0 && !switch_ins_from_records {
-            let n = self.switch_ins_from_backstop;
-            let (they_were, those) = if n == 1 {
-                ("it was", "that interval")
-            } else {
-                ("they were", "those intervals")
-            };
-            out.push(format!(
-                "NOTE: the kernel's sched_switch did not report {}; {they_were} taken from \
-                 perf context-switch records. Wakeups the kernel did not report either leave \
-                 {those} without a waker.",
-                counted(n, "switch-in", "switch-ins")
-            ));
-        }
-        if self.switch_in_unseen > 0 {
-            out.push(format!(
-                "NOTE: {} dropped: their thread ran again but the kernel never reported the \
-                 switch-in that ended them (some kernels skip sched_switch when a CPU leaves \
-                 its idle task, or while certain tasks run).",
-                counted(self.switch_in_unseen, "interval was", "intervals were")
-            ));
-        }
-        if let Some(note) = self.wakeup_unseen_note() {
-            out.push(note);
-        }
-        if self.woken_by_self > 0 {
-            out.push(format!(
-                "NOTE: offwake-perf's own threads woke traced threads, ending {} ({} us): \
-                 those entries are the tracer's doing, not the traced program's.",
-                counted(self.woken_by_self, "blocked interval", "blocked intervals"),
-                self.woken_by_self_us
-            ));
-        }
-        if self.switch_in_unknown > 0 {
-            out.push(format!(
-                "NOTE: {} dropped: their thread ran again, but when it had switched in \
-                 could not be told (it was already running when tracing began, or records \
-                 may have been lost).",
-                counted(self.switch_in_unknown, "interval was", "intervals were")
-            ));
-        }
-        out
-    }
-
-    /// The NOTE on sleeps no wakeup was read for, by the state each
-    /// thread slept in, e.g. "no wakeup was read for 5 intervals in
-    /// interruptible sleep (S) and 1 in idle (I), so they have an empty
-    /// waker".
-    fn wakeup_unseen_note(&self) -> Option<String> {
-        let counts: Vec<String> = (0u8..)
-            .zip(self.wakeup_unseen)
-            .filter(|&(_, n)| n > 0)
-            .enumerate()
-            .map(|(i, (state, n))| {
-                let name = state::state_name(state);
-                match (i, n) {
-                    (0, 1) => format!("1 interval in {name}"),
-                    (0, n) => format!("{n} intervals in {name}"),
-                    (_, n) => format!("{n} in {name}"),
-                }
-            })
-            .collect();
-        let (last, rest) = counts.split_last()?;
-        let listed = match rest {
-            [] => last.clone(),
-            _ => format!("{} and {last}", rest.join(", ")),
-        };
-        let they = if self.wakeup_unseen.iter().sum::<u64>() == 1 {
-            "it has"
-        } else {
-            "they have"
-        };
-        Some(format!(
-            "NOTE: no wakeup was read for {listed}, so {they} an empty waker (some \
-             kernels skip sched_waking in a CPU's idle task, or while certain tasks run; \
-             with -p, see the README on threads created during tracing)."
-        ))
-    }
-}
-
-/// `n` and what is counted, in the singular or plural.
-fn counted(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
 
 /// The result of a run.
 #[derive(Debug)]
