@@ -66,10 +66,12 @@ pub(crate) struct EntryKey {
     pub(crate) target_tgid: u32,
     /// The target's comm at switch-in.
     pub(crate) target_comm: Comm,
-    /// 0 with an empty comm when there was no wakeup.
+    /// 0 with an empty comm when there was no wakeup, or when an
+    /// interrupt made it (`waker_context` says which).
     pub(crate) waker_tid: u32,
     pub(crate) waker_tgid: u32,
     pub(crate) waker_comm: Comm,
+    pub(crate) waker_context: WakeContext,
     pub(crate) target_kernel: StackRef,
     pub(crate) target_user: StackRef,
     pub(crate) waker_kernel: StackRef,
@@ -77,14 +79,15 @@ pub(crate) struct EntryKey {
 }
 
 impl Hash for EntryKey {
-    /// Every field, packed into ten words: the key is hashed once per
-    /// interval, and field by field it took 16 writes, two of them byte
+    /// Every field, packed into eleven words: the key is hashed once per
+    /// interval, and field by field it took 17 writes, two of them byte
     /// slices.
     fn hash<H: Hasher>(&self, state: &mut H) {
         let pair = |a: u32, b: u32| (u64::from(a) << 32) | u64::from(b);
         state.write_u64(pair(self.target_tid, self.target_tgid));
         state.write_u128(u128::from_ne_bytes(self.target_comm.0));
         state.write_u64(pair(self.waker_tid, self.waker_tgid));
+        state.write_u8(self.waker_context as u8);
         state.write_u128(u128::from_ne_bytes(self.waker_comm.0));
         for r in [
             self.target_kernel,
@@ -428,6 +431,7 @@ impl Aggregator {
             waker_tid: waker.tid,
             waker_tgid: waker.tgid,
             waker_comm: waker.comm,
+            waker_context: waker.context,
             target_kernel: open.kernel,
             target_user: open.user,
             waker_kernel: waker.kernel,
@@ -452,24 +456,36 @@ impl Aggregator {
         if !self.open.contains_key(&key) {
             return;
         }
-        let comm = if w.waker_tid == 0 {
-            Comm::from(format!("swapper/{cpu}").as_str())
+        let waker = if w.context != WakeContext::Task {
+            // An interrupt's: no task's, least of all the one it landed in
+            // (whose user stack the source left out).
+            let (kernel, _) = self.intern(0, time, &w.stack);
+            Waker {
+                tid: 0,
+                tgid: 0,
+                comm: Comm::default(),
+                kernel,
+                user: StackRef::Empty,
+                context: w.context,
+            }
         } else {
-            self.identity.comm_of(w.waker_tid)
+            let comm = if w.waker_tid == 0 {
+                Comm::from(format!("swapper/{cpu}").as_str())
+            } else {
+                self.identity.comm_of(w.waker_tid)
+            };
+            let (kernel, user) = self.intern(w.waker_tgid, time, &w.stack);
+            Waker {
+                tid: w.waker_tid,
+                tgid: w.waker_tgid,
+                comm,
+                kernel,
+                user,
+                context: WakeContext::Task,
+            }
         };
-        let (kernel, user) = self.intern(w.waker_tgid, time, &w.stack);
         if let Some(open) = self.open.get_mut(&key) {
-            let waker = Some((
-                time,
-                Waker {
-                    tid: w.waker_tid,
-                    tgid: w.waker_tgid,
-                    comm,
-                    kernel,
-                    user,
-                    context: w.context,
-                },
-            ));
+            let waker = Some((time, waker));
             if open.first_waker.is_none() {
                 open.first_waker = waker;
             }

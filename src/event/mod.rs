@@ -359,7 +359,7 @@ pub(crate) struct Waking {
 
 /// The context a wakeup was made in. An interrupt's wakeup is made on
 /// behalf of no task: `waker_tid` is whichever task it landed in.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum WakeContext {
     /// A task, a softirq it ran itself (`local_bh_enable`, ksoftirqd)
     /// included.
@@ -375,6 +375,17 @@ pub(crate) enum WakeContext {
 }
 
 impl WakeContext {
+    /// The pseudo-task an interrupt's wakeup is attributed to, as the
+    /// report names it; `None` for a task.
+    pub(crate) fn pseudo_task(self) -> Option<&'static str> {
+        match self {
+            WakeContext::Task => None,
+            WakeContext::Hardirq => Some("[hardirq]"),
+            WakeContext::Softirq => Some("[softirq]"),
+            WakeContext::Nmi => Some("[nmi]"),
+        }
+    }
+
     /// The context a trace entry's `common_flags` give (`TRACE_FLAG_*`:
     /// 0x08 hard interrupt, 0x10 serving a softirq, 0x40 NMI).
     pub(crate) fn from_trace_flags(flags: u64) -> WakeContext {

@@ -246,6 +246,7 @@ mod tests {
             target_tid: 7,
             waker_comm: "w\u{ffff}\x01'\x1f".into(),
             waker_tid: 8,
+            waker_context: crate::event::WakeContext::Task,
             target_kernel: names(&["schedule"]),
             target_user: Frames::Names(vec![
                 name(&format!("c0{c0}")),

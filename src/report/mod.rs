@@ -17,8 +17,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub(crate) use crate::diag::escape::{Place, UNKNOWN, comm, escape};
-use crate::event::Comm;
 pub(crate) use crate::event::Span;
+use crate::event::{Comm, WakeContext};
 pub(crate) use output::Output;
 
 /// Which stacks are shown.
@@ -130,9 +130,12 @@ pub(crate) struct ResolvedEntry {
     /// [`Comm::UNKNOWN`] prints as `[unknown]`.
     pub(crate) target_comm: Comm,
     pub(crate) target_tid: u32,
-    /// Empty with tid 0 when there was no wakeup.
+    /// Empty with tid 0 when there was no wakeup, or when an interrupt
+    /// made it (`waker_context`).
     pub(crate) waker_comm: Comm,
     pub(crate) waker_tid: u32,
+    /// An interrupt's wakeup is printed as its pseudo-task (`[hardirq]`).
+    pub(crate) waker_context: WakeContext,
     pub(crate) target_kernel: Frames,
     pub(crate) target_user: Frames,
     pub(crate) waker_kernel: Frames,
@@ -209,12 +212,17 @@ impl ReportOptions {
 impl ResolvedEntry {
     /// False for an interval no wakeup was read for.
     fn has_waker(&self) -> bool {
-        self.waker_tid != 0 || !self.waker_comm.is_empty()
+        self.waker_tid != 0
+            || !self.waker_comm.is_empty()
+            || self.waker_context != WakeContext::Task
     }
 
-    /// The waker's comm as printed at `place`; nothing without a waker.
+    /// The waker's comm as printed at `place` (an interrupt's pseudo-task
+    /// for an interrupt's wakeup); nothing without a waker.
     fn waker_comm(&self, place: Place) -> Cow<'_, str> {
-        if self.has_waker() {
+        if let Some(name) = self.waker_context.pseudo_task() {
+            Cow::Borrowed(name)
+        } else if self.has_waker() {
             comm(&self.waker_comm, place)
         } else {
             Cow::Borrowed("")

@@ -16,6 +16,7 @@ pub(super) fn sleeper(tid: u32, total_us: u64) -> ResolvedEntry {
         target_tid: tid,
         waker_comm: "waker".into(),
         waker_tid: 200,
+        waker_context: crate::event::WakeContext::Task,
         target_kernel: names(&["schedule", "do_nanosleep", "__x64_sys_nanosleep"]),
         target_user: names(&["clock_nanosleep", "main", "__libc_start_main"]),
         waker_kernel: names(&[
@@ -35,6 +36,7 @@ pub(super) fn unwoken() -> ResolvedEntry {
         target_tid: 300,
         waker_comm: Comm::default(),
         waker_tid: 0,
+        waker_context: crate::event::WakeContext::Task,
         target_kernel: names(&["schedule", "worker_thread", "kthread", "ret_from_fork"]),
         target_user: names(&[]),
         waker_kernel: names(&[]),
@@ -50,6 +52,7 @@ pub(super) fn missed() -> ResolvedEntry {
         target_tid: 101,
         waker_comm: "swapper/1".into(),
         waker_tid: 0,
+        waker_context: crate::event::WakeContext::Task,
         target_kernel: Frames::Missed,
         target_user: names(&["read", "main"]),
         waker_kernel: names(&["ttwu_do_activate", "sched_ttwu_pending"]),
@@ -325,6 +328,7 @@ pub(super) fn hostile() -> ResolvedEntry {
         target_tid: 66,
         waker_comm: "wk;r\nFAKE;-- 99".into(),
         waker_tid: 67,
+        waker_context: crate::event::WakeContext::Task,
         target_kernel: names(&["schedule", "do_nanosleep"]),
         target_user: Frames::Names(vec![
             name("a;b"),
@@ -443,4 +447,29 @@ fn broken_pipe_is_an_error_not_a_panic() {
         .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
     }
+}
+
+/// An interrupt's wakeup prints as its pseudo-task, tid 0, in both
+/// layouts; a task that names itself so is escaped.
+#[test]
+fn interrupt_wakers_print_as_their_pseudo_task() {
+    let mut e = sleeper(100, 500);
+    e.waker_comm = Comm::default();
+    e.waker_tid = 0;
+    e.waker_context = WakeContext::Softirq;
+    e.waker_user = names(&[]);
+    let got = render(opts(true, false, StackMode::Both), std::slice::from_ref(&e));
+    assert!(
+        got.ends_with(";--;hrtimer_wakeup;__hrtimer_run_queues;hrtimer_interrupt;[softirq] 500\n"),
+        "{got}"
+    );
+    let got = render(opts(false, false, StackMode::Both), &[e]);
+    assert!(
+        got.starts_with("\n    waker:           [softirq] 0\n    hrtimer_interrupt\n"),
+        "{got}"
+    );
+    let mut forged = sleeper(100, 500);
+    forged.waker_comm = "[hardirq]".into();
+    let got = render(opts(true, false, StackMode::Both), &[forged]);
+    assert!(got.ends_with(";spin;main;\\x5bhardirq] 500\n"), "{got}");
 }

@@ -262,6 +262,7 @@ fn resolved_entries(
             target_tid: e.key.target_tid,
             waker_comm: e.key.waker_comm,
             waker_tid: e.key.waker_tid,
+            waker_context: e.key.waker_context,
             target_kernel: frames(e.key.target_kernel, target_kernel_names),
             target_user: frames(e.key.target_user, target_kernel_names),
             waker_kernel: frames(e.key.waker_kernel, waker_kernel_names),

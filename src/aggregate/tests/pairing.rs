@@ -380,3 +380,33 @@ fn intervals_open_at_either_edge_are_not_counted() {
     assert!(r.entries.is_empty());
     assert_eq!(r.stats.intervals, 0);
 }
+
+/// An interrupt's wakeup is no task's: the pseudo-task of its context,
+/// with its kernel stack and no user stack, whichever task it landed in.
+#[test]
+fn interrupt_wakers_are_no_task() {
+    for context in [WakeContext::Hardirq, WakeContext::Softirq, WakeContext::Nmi] {
+        let mut a = agg(config());
+        let mut wake = waking(5_000, 0, 400, 100, chain(&[0xe1, 0xe2], &[]));
+        if let EventKind::Waking(w) = &mut wake.kind {
+            w.context = context;
+        }
+        run(
+            &mut a,
+            &[out(1_000, 0, 100), wake, back_in(9_000, 0, 100, "app")],
+        );
+        let r = a.finish();
+        let e = only(&r);
+        assert_eq!(
+            (e.key.waker_tid, e.key.waker_tgid, e.key.waker_comm),
+            (0, 0, Comm::default())
+        );
+        assert_eq!(e.key.waker_context, context);
+        assert_eq!(e.key.waker_user, StackRef::Empty);
+        assert_eq!(
+            r.stacks.kernel_addrs(e.key.waker_kernel),
+            Some(&[0xe1, 0xe2][..])
+        );
+        assert_eq!(e.total_us, 8);
+    }
+}
