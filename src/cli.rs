@@ -142,6 +142,14 @@ pub struct Cli {
     #[arg(long, value_name = "N", value_parser = state_bits)]
     pub(crate) state: Option<u64>,
 
+    /// Follow wakeup chains N levels deep (1 to 8): after who woke each
+    /// blocked thread, what its waker was itself waiting on meanwhile,
+    /// and who woke that, and so on. 1 is offwaketime's output. Past 1,
+    /// every thread's scheduler events are recorded (wakers need not be
+    /// targets).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = chain_depth)]
+    pub(crate) chain: u8,
+
     /// Most unique stacks kept; stacks beyond this print as placeholders.
     #[arg(long, value_name = "N", default_value_t = 16384, value_parser = nonzero_usize)]
     pub(crate) stack_storage_size: usize,
@@ -302,6 +310,16 @@ fn nonzero(s: &str) -> Result<u64, String> {
     match parse_u64(s)? {
         0 => Err("must be non-zero".to_string()),
         v => Ok(v),
+    }
+}
+
+/// The deepest `--chain`.
+pub(crate) const MAX_CHAIN: u8 = 8;
+
+fn chain_depth(s: &str) -> Result<u8, String> {
+    match parse_u64(s)? {
+        n @ 1..=8 => Ok(n as u8),
+        _ => Err(format!("must be from 1 to {MAX_CHAIN}")),
     }
 }
 

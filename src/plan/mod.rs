@@ -160,6 +160,8 @@ pub(crate) struct Plan {
     pub(crate) max_block_us: u64,
     /// Most unique stacks kept (kernel and user together).
     pub(crate) stack_storage_size: usize,
+    /// Levels of wakeup chains (`--chain`, 1: the waker only).
+    pub(crate) chain: u8,
     pub(crate) backend: Backend,
     /// Per-CPU ring size in pages (`None`: the default for the stacks).
     pub(crate) buffer_pages: Option<usize>,
@@ -194,16 +196,16 @@ impl Plan {
         let targets = targets(cli)?;
         let state = cli.state.map(StateFilter::from_user).transpose()?;
         // When `--call-graph` does not say: complete stacks cost little
-        // for chosen threads (see `bench/README.md`); the whole system
-        // keeps to frame pointers.
-        let default_graph =
-            if (targets.system_wide() && cli.command.is_empty()) || cli.input.is_some() {
-                CallGraph::Fp
-            } else {
-                CallGraph::Dwarf {
-                    size: DEFAULT_DWARF_SIZE,
-                }
-            };
+        // for chosen threads (see `bench/README.md`); the whole system,
+        // which chains record too, keeps to frame pointers.
+        let whole_system = (targets.system_wide() && cli.command.is_empty()) || cli.chain > 1;
+        let default_graph = if whole_system || cli.input.is_some() {
+            CallGraph::Fp
+        } else {
+            CallGraph::Dwarf {
+                size: DEFAULT_DWARF_SIZE,
+            }
+        };
         let stacks = Stacks {
             kernel: !cli.user_stacks_only,
             user: !cli.kernel_stacks_only,
@@ -229,6 +231,7 @@ impl Plan {
             min_block_us: cli.min_block_time,
             max_block_us: cli.max_block_time,
             stack_storage_size: cli.stack_storage_size,
+            chain: cli.chain,
             backend: cli.backend,
             buffer_pages: cli.mmap_pages,
             event_budget: cli.event_budget,
@@ -238,6 +241,24 @@ impl Plan {
             outputs,
             input: cli.input.clone(),
         })
+    }
+
+    /// The threads whose scheduler events the source records: the
+    /// targets, or every thread when chains are followed (a waker need
+    /// not be a target, and its own waits and wakers are needed).
+    pub(crate) fn recorded(&self) -> Targets {
+        if self.chain > 1 {
+            Targets::All
+        } else {
+            self.targets.clone()
+        }
+    }
+
+    /// The `--state` filter the source may apply to switch-outs: none
+    /// when chains are followed, since a waker's waits count whatever
+    /// their state.
+    pub(crate) fn recorded_state(&self) -> Option<StateFilter> {
+        self.state.filter(|_| self.chain == 1)
     }
 
     /// The command is about to be started by the thread `launcher`.
@@ -423,5 +444,23 @@ mod tests {
                 (None, Format::Folded),
             ]
         );
+    }
+
+    #[test]
+    fn chains_record_every_thread_whatever_the_targets() {
+        let me = std::process::id().to_string();
+        let one = plan(&["-p", &me, "--state", "2"]).unwrap();
+        assert_eq!(one.recorded(), one.targets);
+        assert!(one.recorded_state().is_some());
+        assert!(matches!(one.stacks.call_graph, CallGraph::Dwarf { .. }));
+        let three = plan(&["-p", &me, "--state", "2", "--chain", "3"]).unwrap();
+        assert_eq!(three.recorded(), Targets::All);
+        assert_eq!(three.targets, one.targets);
+        assert!(three.recorded_state().is_none() && three.state.is_some());
+        // Recording the whole system keeps to frame pointers unless asked.
+        assert_eq!(three.stacks.call_graph, CallGraph::Fp);
+        for bad in ["0", "9", "x"] {
+            assert!(Cli::try_parse_from_checked(["offwake-perf", "--chain", bad]).is_err());
+        }
     }
 }

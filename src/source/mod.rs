@@ -71,14 +71,14 @@ impl Source {
             mmap_pages: buffer_pages(plan, plan.stacks.user_copy().is_some()),
             stacks: plan.stacks,
             kallsyms: kallsyms.cloned(),
-            targets: plan.targets.clone(),
-            state_filter: plan.state.map(|s| s.tracepoint_filter()),
+            targets: plan.recorded(),
+            state_filter: plan.recorded_state().map(|s| s.tracepoint_filter()),
             event_budget: plan.event_budget,
             // A command waits for tracing to start: its rings start small
             // and grow (a size asked for is had from the start). Threads
             // that run anyway get the full rings at once.
             grow_rings: plan.buffer_pages.is_none()
-                && matches!(plan.targets, crate::plan::Targets::Command { .. }),
+                && matches!(plan.recorded(), crate::plan::Targets::Command { .. }),
         };
         let perf = |p: PerfBackend| {
             let notes = OpenNotes {
@@ -137,7 +137,7 @@ impl Source {
             &TracefsConfig {
                 buffer_pages: buffer_pages(plan, false),
                 stacks: plan.stacks,
-                targets: plan.targets.clone(),
+                targets: plan.recorded(),
                 kallsyms: kallsyms.cloned(),
             },
         )?;
