@@ -133,11 +133,11 @@ fn sleep_loop_with(backend: &str) {
 }
 
 /// A timer interrupt that wakes a sleeper while another task spins on the
-/// same CPU lands in that task's user code: the wakeup's stack is the
-/// interrupt's kernel stack only, never the spinner's user frames, with
-/// frame pointers as with DWARF.
+/// same CPU lands in that task's user code: every such wakeup is the
+/// interrupt's (`[hardirq]`, or `[softirq]`), with its kernel stack only,
+/// and none is blamed on the spinner, with frame pointers as with DWARF.
 #[test]
-fn an_interrupts_wakeup_has_no_user_stack_of_the_task_it_landed_in() {
+fn an_interrupts_wakeup_is_the_interrupts_not_the_task_it_landed_in() {
     let _suite = suite(module_path!());
     if !live() {
         return;
@@ -149,7 +149,7 @@ fn an_interrupts_wakeup_has_no_user_stack_of_the_task_it_landed_in() {
 /// The same under the tracefs backend, whose user stacks are the current
 /// task's.
 #[test]
-fn an_interrupts_wakeup_has_no_user_stack_of_the_task_it_landed_in_tracefs() {
+fn an_interrupts_wakeup_is_the_interrupts_not_the_task_it_landed_in_tracefs() {
     let _suite = suite(module_path!());
     if !live() {
         return;
@@ -187,19 +187,35 @@ fn interrupt_waker_with(backend: &str) {
     let sleeps: Vec<Folded> = parse_folded(&stdout)
         .into_iter()
         .filter(|l| l.target_comm == "sleeploop" && has(&l.target, "sleep_once"))
-        .filter(|l| has(&l.waker, "hrtimer_wakeup"))
         .collect();
     let total: u64 = sleeps.iter().map(|l| l.total).sum();
-    let in_spinner: u64 = sleeps
-        .iter()
-        .filter(|l| l.waker_comm == "spinner")
-        .map(|l| l.total)
-        .sum();
-    // Most timer wakeups land in the spinner, which the test is about.
-    assert!(
-        in_spinner * 3 >= total && total > 0,
-        "only {in_spinner} of {total} us of timer wakeups landed in the spinner:\n{stdout}\n{stderr}"
+    let context = format!("{stdout}\n{stderr}");
+    assert_slept(backend, total, n, ms, &context);
+    let woken = |pick: &dyn Fn(&Folded) -> bool| -> u64 {
+        sleeps.iter().filter(|l| pick(l)).map(|l| l.total).sum()
+    };
+    let by_interrupt = woken(&|l| {
+        ["[hardirq]", "[softirq]"].contains(&l.waker_comm.as_str())
+            && has(&l.waker, "hrtimer_wakeup")
+    });
+    let on_spinner = woken(&|l| l.waker_comm == "spinner");
+    // Intervals whose wakeup the kernel did not report (the test VM's
+    // quirks, which the tool notes) have no waker at all.
+    let unreported = woken(&|l| l.waker_comm.is_empty());
+    assert_eq!(
+        on_spinner, 0,
+        "timer wakeups blamed on the spinner:\n{context}"
     );
+    assert_eq!(
+        by_interrupt + unreported,
+        total,
+        "every timer wakeup must be the interrupt's:\n{context}"
+    );
+    assert!(
+        unreported == 0 || UNREPORTED.iter().any(|n| stderr.contains(n)),
+        "{context}"
+    );
+    assert!(by_interrupt * 10 >= total * 9, "{context}");
     for l in &sleeps {
         for user in ["spin_here", "main", "__libc_start_call_main", "[unknown]"] {
             assert!(
