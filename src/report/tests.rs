@@ -26,6 +26,7 @@ pub(super) fn sleeper(tid: u32, total_us: u64) -> ResolvedEntry {
         ]),
         waker_user: names(&["spin", "main"]),
         total_us,
+        chain: Vec::new(),
     }
 }
 
@@ -42,6 +43,7 @@ pub(super) fn unwoken() -> ResolvedEntry {
         waker_kernel: names(&[]),
         waker_user: names(&[]),
         total_us: 42,
+        chain: Vec::new(),
     }
 }
 
@@ -58,6 +60,7 @@ pub(super) fn missed() -> ResolvedEntry {
         waker_kernel: names(&["ttwu_do_activate", "sched_ttwu_pending"]),
         waker_user: names(&[]),
         total_us: 500,
+        chain: Vec::new(),
     }
 }
 
@@ -344,6 +347,7 @@ pub(super) fn hostile() -> ResolvedEntry {
         waker_kernel: names(&["hrtimer_wakeup"]),
         waker_user: Frames::Names(vec![name("x 5"), name("w;")]),
         total_us: 5,
+        chain: Vec::new(),
     }
 }
 
