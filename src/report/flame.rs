@@ -245,6 +245,25 @@ mod tests {
     }
 
     #[test]
+    fn each_chain_level_has_a_hue_family_of_its_own() {
+        let got = svg(&[crate::report::tests::chained(None)]);
+        assert!(is_blue(fill_of(&got, "spin")) || is_aqua(fill_of(&got, "spin")));
+        let (r, g, b) = fill_of(&got, "[2] futex_wait");
+        assert!(b > g && r > g && !is_blue((r, g, b)), "purple: {r},{g},{b}");
+        let (r, g, b) = fill_of(&got, "[2] hrtimer_wakeup");
+        assert!(r > b && b > g && r >= 215, "pink: {r},{g},{b}");
+        assert!(is_aqua(fill_of(&got, "hrtimer_wakeup")));
+        let (r, g, b) = fill_of(&got, "[2] [hardirq]");
+        assert!(
+            r > b && b > g,
+            "the interrupt is level 2's waker: {r},{g},{b}"
+        );
+        // Later levels cycle through the other families.
+        assert_ne!(hue(3, false)(0.5), hue(2, false)(0.5));
+        assert_eq!(hue(5, true)(0.5), hue(2, true)(0.5));
+    }
+
+    #[test]
     fn the_graph_has_inferno_search_and_zoom() {
         let got = svg(&[sleeper(1, 5)]);
         assert!(got.contains("function search("), "no search");
