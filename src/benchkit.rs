@@ -143,6 +143,7 @@ fn config() -> Config {
         max_block_us: u64::MAX,
         stack_storage_size: 16384,
         own: None,
+        chain: 1,
         stacks: Stacks {
             kernel: true,
             user: true,

@@ -13,6 +13,7 @@
 //! is then discarded at its switch-in. Threads that exit, and TIDs that
 //! are reused by a fork, lose their pending state.
 
+mod chain;
 mod identity;
 pub(crate) mod quiet;
 pub(crate) mod stacks;
@@ -31,11 +32,13 @@ use crate::event::{
     WakeContext, Waking,
 };
 
+use chain::{ChainTable, History, Past, Prev, Wakeup};
 use identity::Identity;
 use quiet::QuietTarget;
 use stacks::StackInterner;
 
 use crate::event::state::{self, StateFilter};
+pub(crate) use chain::{ChainId, Level, MAX_LEVELS, WakerKey};
 pub(crate) use identity::TaskLookup;
 pub(crate) use stacks::{StackRef, StackTable, UserStack};
 pub(crate) use stats::Stats;
@@ -57,6 +60,9 @@ pub(crate) struct Config {
     /// The tool's own tasks: never targets, and counted when they wake
     /// one (`None`: no task is).
     pub(crate) own: Option<OwnTasks>,
+    /// Levels of wakeup chains (`--chain`): 1 is the waker only, and
+    /// past 1 every thread's intervals are followed.
+    pub(crate) chain: u8,
 }
 
 /// What identifies one output entry (bcc's `key_t`).
@@ -76,18 +82,20 @@ pub(crate) struct EntryKey {
     pub(crate) target_user: StackRef,
     pub(crate) waker_kernel: StackRef,
     pub(crate) waker_user: StackRef,
+    /// The levels past the first (`--chain`), in [`Aggregate::chains`].
+    pub(crate) chain: ChainId,
 }
 
 impl Hash for EntryKey {
     /// Every field, packed into eleven words: the key is hashed once per
-    /// interval, and field by field it took 17 writes, two of them byte
+    /// interval, and field by field it took 18 writes, two of them byte
     /// slices.
     fn hash<H: Hasher>(&self, state: &mut H) {
         let pair = |a: u32, b: u32| (u64::from(a) << 32) | u64::from(b);
         state.write_u64(pair(self.target_tid, self.target_tgid));
         state.write_u128(u128::from_ne_bytes(self.target_comm.0));
         state.write_u64(pair(self.waker_tid, self.waker_tgid));
-        state.write_u8(self.waker_context as u8);
+        state.write_u64(pair(self.waker_context as u32, self.chain));
         state.write_u128(u128::from_ne_bytes(self.waker_comm.0));
         for r in [
             self.target_kernel,
@@ -105,6 +113,25 @@ impl Hash for EntryKey {
 pub(crate) struct Entry {
     pub(crate) key: EntryKey,
     pub(crate) total_us: u64,
+    /// For each level past the first, the microseconds of the target's
+    /// blocked time that its wait overlapped.
+    pub(crate) overlap_us: [u64; MAX_LEVELS - 1],
+}
+
+/// What an entry sums.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sums {
+    total_us: u64,
+    overlap_us: [u64; MAX_LEVELS - 1],
+}
+
+impl Sums {
+    fn add(&mut self, total_us: u64, overlap_us: &[u64; MAX_LEVELS - 1]) {
+        self.total_us = self.total_us.saturating_add(total_us);
+        for (sum, us) in self.overlap_us.iter_mut().zip(overlap_us) {
+            *sum = sum.saturating_add(*us);
+        }
+    }
 }
 
 /// How far before its interval a switch-in told late may be estimated and
@@ -116,6 +143,9 @@ const LATE_SWITCH_IN_SLACK_NS: u64 = 1_000_000;
 pub(crate) struct Aggregate {
     pub(crate) entries: Vec<Entry>,
     pub(crate) stacks: StackTable,
+    /// The levels past the first of the entries' chains, by
+    /// [`EntryKey::chain`] (0: none).
+    pub(crate) chains: Vec<Vec<Level>>,
     pub(crate) stats: Stats,
     /// The named targets (`-p`, `-t`, `-- COMMAND`) that gave no interval,
     /// in order of id.
@@ -139,29 +169,19 @@ impl ThreadKey {
     }
 }
 
-/// The last wakeup of an open interval.
-#[derive(Clone, Copy, Debug)]
-struct Waker {
-    tid: u32,
-    tgid: u32,
-    comm: Comm,
-    kernel: StackRef,
-    user: StackRef,
-    /// An interrupt's wakeup is not the task's it landed in.
-    context: WakeContext,
-}
-
-/// A target thread that switched out and has not switched back in (or
-/// whose switch-in is not known yet).
+/// A thread that switched out and has not switched back in (or whose
+/// switch-in is not known yet): a target, or with chains, any thread.
 #[derive(Clone, Copy, Debug)]
 struct OpenInterval {
     start: u64,
     tgid: u32,
+    /// Counted in the report (else kept for chains only).
+    target: bool,
     kernel: StackRef,
     user: StackRef,
     /// The first and the last wakeup seen while open, with their times.
-    first_waker: Option<(u64, Waker)>,
-    waker: Option<(u64, Waker)>,
+    first_waker: Option<(u64, Wakeup)>,
+    waker: Option<(u64, Wakeup)>,
     /// The state it switched out asleep in (see
     /// [`state::reported_state`]); `None` when preempted. Exactly one
     /// wakeup ends a sleep, since a woken task is not woken again before
@@ -185,7 +205,12 @@ pub(crate) struct Aggregator {
     identity: Identity,
     open: FxHashMap<ThreadKey, OpenInterval>,
     stacks: StackInterner,
-    entries: FxHashMap<EntryKey, u64>,
+    entries: FxHashMap<EntryKey, Sums>,
+    /// `--chain`, and with more than one level, every thread's recent
+    /// intervals and the chains seen.
+    depth: usize,
+    history: Option<History>,
+    chains: ChainTable,
     stats: Stats,
     /// Number of `Lost` events seen so far.
     losses: u64,
@@ -204,6 +229,7 @@ impl Aggregator {
             stack_storage_size,
             stacks,
             own,
+            chain,
         } = config;
         Aggregator {
             min_block_us,
@@ -213,6 +239,9 @@ impl Aggregator {
             open: FxHashMap::default(),
             stacks: StackInterner::new(stack_storage_size),
             entries: FxHashMap::default(),
+            depth: usize::from(chain),
+            history: (chain > 1).then(History::default),
+            chains: ChainTable::default(),
             stats: Stats::default(),
             losses: 0,
             lost_until: 0,
@@ -262,22 +291,54 @@ impl Aggregator {
         // A waker that had not been seen when it woke (running since before
         // tracing, gone before /proc could say) may have shown its comm
         // later, in its own switches.
-        let mut entries: FxHashMap<EntryKey, u64> = FxHashMap::default();
-        for (mut key, total) in self.entries {
-            if key.waker_comm == Comm::UNKNOWN
-                && let Some(comm) = self.identity.seen_comm(key.waker_tid)
-            {
-                key.waker_comm = comm;
-            }
-            let t = entries.entry(key).or_insert(0);
-            *t = t.saturating_add(total);
+        let identity = &self.identity;
+        let named = |comm: Comm, tid: u32| match identity.seen_comm(tid) {
+            Some(seen) if comm == Comm::UNKNOWN => seen,
+            _ => comm,
+        };
+        let mut chains = ChainTable::default();
+        let renamed: Vec<ChainId> = std::mem::take(&mut self.chains)
+            .into_chains()
+            .into_iter()
+            .map(|levels| {
+                let levels = levels.into_iter().map(|level| match level {
+                    Level::Waited {
+                        kernel,
+                        user,
+                        mut waker,
+                    } => {
+                        waker.comm = named(waker.comm, waker.tid);
+                        Level::Waited {
+                            kernel,
+                            user,
+                            waker,
+                        }
+                    }
+                    end => end,
+                });
+                chains.intern(levels.collect())
+            })
+            .collect();
+        let mut entries: FxHashMap<EntryKey, Sums> = FxHashMap::default();
+        for (mut key, sums) in self.entries {
+            key.waker_comm = named(key.waker_comm, key.waker_tid);
+            key.chain = renamed.get(key.chain as usize).copied().unwrap_or(0);
+            entries
+                .entry(key)
+                .or_default()
+                .add(sums.total_us, &sums.overlap_us);
         }
         Aggregate {
             entries: entries
                 .into_iter()
-                .map(|(key, total_us)| Entry { key, total_us })
+                .map(|(key, sums)| Entry {
+                    key,
+                    total_us: sums.total_us,
+                    overlap_us: sums.overlap_us,
+                })
                 .collect(),
             stacks: self.stacks.into_table(),
+            chains: chains.into_chains(),
             stats: self.stats,
             quiet,
         }
@@ -309,11 +370,15 @@ impl Aggregator {
         let named = self.identity.switched_out(s);
         // A task leaving as X or Z (its final switch) never comes back:
         // keep no state, and store no stack, for an interval that cannot end.
-        let opened = if !s.is_final() && self.identity.is_target(s, named) {
+        let target = !s.is_final() && self.identity.is_target(s, named);
+        // With chains, any thread's wait may be a level of a target's.
+        let kept = target || (self.history.is_some() && !s.is_final() && s.prev_tid != 0);
+        let opened = if kept {
             let (kernel, user) = self.intern(s.prev_tgid, time, &s.stack);
             Some(OpenInterval {
                 start: time,
                 tgid: s.prev_tgid,
+                target,
                 kernel,
                 user,
                 first_waker: None,
@@ -338,8 +403,9 @@ impl Aggregator {
             // It ran, so it came back in: when, only this switch-out may
             // say.
             match s.prev_ran_since {
-                RanSince::NotTold => self.stats.switch_in_unseen += 1,
-                RanSince::Unknown => self.stats.switch_in_unknown += 1,
+                RanSince::NotTold if was.target => self.stats.switch_in_unseen += 1,
+                RanSince::Unknown if was.target => self.stats.switch_in_unknown += 1,
+                RanSince::NotTold | RanSince::Unknown => {}
                 RanSince::At(since) => self.close_late(time, since, s.prev_tid, s.prev_comm, was),
             }
         }
@@ -355,7 +421,7 @@ impl Aggregator {
     /// closes it where it began: the interval was shorter than that error.
     fn close_late(&mut self, time: u64, since: u64, tid: u32, comm: Comm, open: OpenInterval) {
         if since.saturating_add(LATE_SWITCH_IN_SLACK_NS) < open.start || since > time {
-            self.stats.switch_in_unknown += 1;
+            self.stats.switch_in_unknown += u64::from(open.target);
         } else {
             self.close(since.max(open.start), true, tid, comm, open);
         }
@@ -369,7 +435,7 @@ impl Aggregator {
         let comm = self.identity.comm_of(r.tid);
         match r.since {
             Some(since) => self.close_late(time, since, r.tid, comm, open),
-            None => self.stats.switch_in_unknown += 1,
+            None => self.stats.switch_in_unknown += u64::from(open.target),
         }
     }
 
@@ -384,12 +450,52 @@ impl Aggregator {
             } else {
                 self.identity.comm_of(s.tid)
             };
-            self.stats.switch_ins_from_backstop += 1;
+            self.stats.switch_ins_from_backstop += u64::from(open.target);
             self.close(time, false, s.tid, comm, open);
         }
     }
 
     fn close(&mut self, time: u64, late: bool, tid: u32, comm: Comm, open: OpenInterval) {
+        let tainted = open.losses_at_start != self.losses;
+        // The last wakeup before the switch-in (with one learnt late, the
+        // only wakeup of a sleep: see `OpenInterval::slept`).
+        let wakeup = if late && open.slept.is_some() {
+            open.first_waker
+        } else {
+            [open.waker, open.first_waker]
+                .into_iter()
+                .flatten()
+                .find(|&(at, _)| at <= time)
+        }
+        .map(|(_, w)| w);
+        if let Some(history) = &mut self.history {
+            history.push(
+                tid,
+                Past {
+                    start: open.start,
+                    end: time,
+                    kernel: open.kernel,
+                    user: open.user,
+                    preempted: open.slept.is_none(),
+                    tainted,
+                    wakeup,
+                },
+            );
+        }
+        if open.target {
+            self.count(time, tid, comm, &open, wakeup);
+        }
+    }
+
+    /// Counts a target's interval that ended at `time`, if it may be.
+    fn count(
+        &mut self,
+        time: u64,
+        tid: u32,
+        comm: Comm,
+        open: &OpenInterval,
+        wakeup: Option<Wakeup>,
+    ) {
         if open.losses_at_start != self.losses {
             self.stats.discarded_lost += 1;
             return;
@@ -399,31 +505,24 @@ impl Aggregator {
             self.stats.out_of_range += 1;
             return;
         }
-        // The last wakeup before the switch-in (with one learnt late, the
-        // only wakeup of a sleep: see `OpenInterval::slept`).
-        let waker = if late && open.slept.is_some() {
-            open.first_waker
-        } else {
-            [open.waker, open.first_waker]
-                .into_iter()
-                .flatten()
-                .find(|&(at, _)| at <= time)
-        }
-        .map(|(_, w)| w);
-        if waker.is_none()
+        if wakeup.is_none()
             && let Some(state) = open.slept
             && let Some(n) = self.stats.wakeup_unseen.get_mut(usize::from(state))
         {
             *n += 1;
         }
-        let waker = waker.unwrap_or(Waker {
-            tid: 0,
-            tgid: 0,
-            comm: Comm::default(),
-            kernel: StackRef::Empty,
-            user: StackRef::Empty,
-            context: WakeContext::Task,
+        let wakeup = wakeup.unwrap_or(Wakeup {
+            key: WakerKey::NONE,
+            prev: Prev::Unknown,
         });
+        let (chain, overlap_ns) = match &self.history {
+            Some(history) => {
+                let (levels, overlaps) = history.walk(tid, (open.start, time), wakeup, self.depth);
+                (self.chains.intern(levels), overlaps)
+            }
+            None => (0, [0; MAX_LEVELS - 1]),
+        };
+        let waker = wakeup.key;
         let key = EntryKey {
             target_tid: tid,
             target_tgid: open.tgid,
@@ -436,13 +535,16 @@ impl Aggregator {
             target_user: open.user,
             waker_kernel: waker.kernel,
             waker_user: waker.user,
+            chain,
         };
         if waker.context == WakeContext::Task && self.identity.is_own(waker.tid, waker.tgid) {
             self.stats.woken_by_self += 1;
             self.stats.woken_by_self_us = self.stats.woken_by_self_us.saturating_add(us);
         }
-        let total = self.entries.entry(key).or_insert(0);
-        *total = total.saturating_add(us);
+        self.entries
+            .entry(key)
+            .or_default()
+            .add(us, &overlap_ns.map(|ns| ns / 1000));
         self.stats.intervals += 1;
         self.identity.interval(tid, open.tgid);
     }
@@ -460,13 +562,13 @@ impl Aggregator {
             // An interrupt's: no task's, least of all the one it landed in
             // (whose user stack the source left out).
             let (kernel, _) = self.intern(0, time, &w.stack);
-            Waker {
-                tid: 0,
-                tgid: 0,
-                comm: Comm::default(),
-                kernel,
-                user: StackRef::Empty,
-                context: w.context,
+            Wakeup {
+                key: WakerKey {
+                    kernel,
+                    context: w.context,
+                    ..WakerKey::NONE
+                },
+                prev: Prev::Unknown,
             }
         } else {
             let comm = if w.waker_tid == 0 {
@@ -475,13 +577,24 @@ impl Aggregator {
                 self.identity.comm_of(w.waker_tid)
             };
             let (kernel, user) = self.intern(w.waker_tgid, time, &w.stack);
-            Waker {
-                tid: w.waker_tid,
-                tgid: w.waker_tgid,
-                comm,
-                kernel,
-                user,
-                context: WakeContext::Task,
+            // The waker runs: its last interval ended, unless its
+            // switch-in was never reported (it still looks blocked).
+            let prev = match &self.history {
+                Some(history) if !self.open.contains_key(&ThreadKey::new(w.waker_tid, cpu)) => {
+                    history.last(w.waker_tid)
+                }
+                _ => Prev::Unknown,
+            };
+            Wakeup {
+                key: WakerKey {
+                    tid: w.waker_tid,
+                    tgid: w.waker_tgid,
+                    comm,
+                    context: WakeContext::Task,
+                    kernel,
+                    user,
+                },
+                prev,
             }
         };
         if let Some(open) = self.open.get_mut(&key) {
@@ -497,6 +610,9 @@ impl Aggregator {
         self.identity.fork(f);
         // A reused TID starts with no history.
         self.open.remove(&ThreadKey::new(f.tid, 0));
+        if let Some(history) = &mut self.history {
+            history.forget(f.tid);
+        }
     }
 
     fn on_exit(&mut self, e: &Exit) {

@@ -427,18 +427,21 @@ impl fmt::Debug for UserCopy {
 }
 
 impl Waking {
-    /// Settles [`Waking::context`] with what the untrimmed kernel stack
-    /// says, `via_irq_entry` (it passes the interrupt entry code): a
-    /// softirq is an interrupt's only then. An interrupt's wakeup then
-    /// loses its user stack, copy and frames, whatever the call graph
-    /// mode: they are the interrupted task's, not its own.
-    pub(crate) fn settle(&mut self, via_irq_entry: bool) {
-        if self.context == WakeContext::Softirq && !via_irq_entry {
+    /// Settles [`Waking::context`] with what the kernel stack says,
+    /// `irq_entry`: the position in it of the interrupt entry code, if it
+    /// passes there. A softirq is an interrupt's only then. An interrupt's
+    /// wakeup then loses its user stack, copy and frames, whatever the
+    /// call graph mode, and its kernel frames past the entry: they are the
+    /// interrupted task's, not its own.
+    pub(crate) fn settle(&mut self, irq_entry: Option<usize>) {
+        if self.context == WakeContext::Softirq && irq_entry.is_none() {
             self.context = WakeContext::Task;
         }
         if self.context != WakeContext::Task {
             self.user_copy = None;
-            self.stack = Callchain::new(self.stack.kernel(), &[]);
+            let kernel = self.stack.kernel();
+            let own = irq_entry.map_or(kernel.len(), |i| kernel.len().min(i + 1));
+            self.stack = Callchain::new(&kernel[..own], &[]);
         }
     }
 }

@@ -117,11 +117,13 @@ impl ProbeRanges {
             .then_some(ProbeRanges { ranges, irq_entry })
     }
 
-    /// True when `kernel` (a kernel stack, innermost first) runs on behalf
-    /// of an interrupt: it passes through the interrupt entry code.
-    pub(crate) fn interrupted(&self, kernel: &[u64]) -> bool {
-        self.irq_entry
-            .is_some_and(|(start, end)| kernel.iter().any(|&a| start <= a && a < end))
+    /// Where `kernel` (a kernel stack, innermost first) enters an
+    /// interrupt: the position of its innermost frame in the interrupt
+    /// entry code, past which the frames are the interrupted context's.
+    /// `None` when it runs on behalf of no interrupt.
+    pub(crate) fn irq_entry_frame(&self, kernel: &[u64]) -> Option<usize> {
+        let (start, end) = self.irq_entry?;
+        kernel.iter().position(|&a| start <= a && a < end)
     }
 
     #[cfg(test)]
@@ -278,8 +280,15 @@ ffffffff81000100 T trace_event_raw_event_last
              ffffffff81000f70 T __irqentry_text_end\n\
              ffffffff81001000 T do_syscall_64\n",
         );
-        assert!(p.interrupted(&[0xffffffff81001010, 0xffffffff81000d50]));
-        assert!(!p.interrupted(&[0xffffffff81001010, 0xffffffff81000f70]));
-        assert!(!ProbeRanges::default().interrupted(&[0xffffffff81000d50]));
+        let entered = [0xffffffff81001010, 0xffffffff81000d50, 0xffffffff81001010];
+        assert_eq!(p.irq_entry_frame(&entered), Some(1));
+        assert_eq!(
+            p.irq_entry_frame(&[0xffffffff81001010, 0xffffffff81000f70]),
+            None
+        );
+        assert_eq!(
+            ProbeRanges::default().irq_entry_frame(&[0xffffffff81000d50]),
+            None
+        );
     }
 }

@@ -6,87 +6,138 @@
 
 use std::borrow::Cow;
 
-use super::{Part, Place, ReportOptions, ResolvedEntry, comm, frame_names};
+use super::{Frames, Part, Place, ReportOptions, ResolvedEntry, ResolvedLevel, comm, frame_names};
 
-/// Which part of the chain a field is in.
+/// Which part of the chain a field is in, and at which level (1 is the
+/// target's wait and its waker; `--chain` adds the levels past it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Side {
-    /// The blocked thread: its comm and stacks, below `--`.
-    Target,
-    /// `--` between the sides, or `-` between a side's kernel and user
-    /// stacks (`-d`).
+    /// A blocked thread: the target's comm and stacks, or at a further
+    /// level, its waker's blocked stacks (or the marker that ends it).
+    Target(u8),
+    /// `--` between the sides and the levels, or `-` between a side's
+    /// kernel and user stacks (`-d`).
     Delimiter,
-    /// The thread that woke it: its stacks and comm, above `--`.
-    Waker,
+    /// The thread that woke it: its stacks and comm.
+    Waker(u8),
 }
 
 /// The suffix that marks a waker frame where one list holds both sides,
 /// as flamegraph.pl marks them for its chain palette.
 pub(super) const WAKER_MARK: &str = "_[w]";
 
+type Fields<'a> = Vec<(Cow<'a, str>, Side)>;
+
 /// The fields of `e`'s folded line, escaped for it, root first: target
 /// comm, target user (outermost first), target kernel, `--`, waker kernel
-/// (innermost first), waker user, waker comm. The last field is empty when
-/// there was no waker.
-pub(super) fn fields<'a>(
-    options: &ReportOptions,
-    e: &'a ResolvedEntry,
-) -> Vec<(Cow<'a, str>, Side)> {
+/// (innermost first), waker user, waker comm; then for each further level,
+/// `--`, that waker's blocked user and kernel stacks (outermost first), and
+/// its own waker as above, or `--` and the marker that ends the chain. The
+/// last field is empty when the last level had no waker.
+pub(super) fn fields<'a>(options: &ReportOptions, e: &'a ResolvedEntry) -> Fields<'a> {
     let place = Place::Folded;
-    let mut fields: Vec<(Cow<'a, str>, Side)> = vec![(comm(&e.target_comm, place), Side::Target)];
-    let mut push = |names: Vec<Cow<'a, str>>, side: Side| {
-        fields.extend(names.into_iter().map(|n| (n, side)));
-    };
-    if options.shows_user() {
-        push(
-            frame_names(&e.target_user, Part::User, true, place),
-            Side::Target,
-        );
+    let mut fields: Fields<'a> = vec![(comm(&e.target_comm, place), Side::Target(1))];
+    blocked(&mut fields, options, &e.target_kernel, &e.target_user, 1);
+    waker(
+        &mut fields,
+        options,
+        (&e.waker_kernel, &e.waker_user),
+        e.waker_comm(place),
+        1,
+    );
+    for (level, step) in (2u8..).zip(&e.chain) {
+        fields.push(("--".into(), Side::Delimiter));
+        match step {
+            ResolvedLevel::Waited {
+                kernel,
+                user,
+                waker: w,
+                ..
+            } => {
+                blocked(&mut fields, options, kernel, user, level);
+                waker(
+                    &mut fields,
+                    options,
+                    (&w.kernel, &w.user),
+                    w.name(place),
+                    level,
+                );
+            }
+            ResolvedLevel::End(end) => fields.push((end.marker().into(), Side::Target(level))),
+        }
     }
-    if options.delimits(&e.target_kernel, &e.target_user) {
-        push(vec!["-".into()], Side::Delimiter);
-    }
-    if options.shows_kernel() {
-        push(
-            frame_names(&e.target_kernel, Part::Kernel, true, place),
-            Side::Target,
-        );
-    }
-    push(vec!["--".into()], Side::Delimiter);
-    if options.shows_kernel() {
-        push(
-            frame_names(&e.waker_kernel, Part::Kernel, false, place),
-            Side::Waker,
-        );
-    }
-    if options.delimits(&e.waker_kernel, &e.waker_user) {
-        push(vec!["-".into()], Side::Delimiter);
-    }
-    if options.shows_user() {
-        push(
-            frame_names(&e.waker_user, Part::User, false, place),
-            Side::Waker,
-        );
-    }
-    // Always the last field, even when empty (no waker).
-    push(vec![e.waker_comm(place)], Side::Waker);
     fields
+}
+
+/// A blocked stack: user (outermost first), `-`, kernel.
+fn blocked<'a>(
+    fields: &mut Fields<'a>,
+    options: &ReportOptions,
+    kernel: &'a Frames,
+    user: &'a Frames,
+    level: u8,
+) {
+    let place = Place::Folded;
+    let side = Side::Target(level);
+    if options.shows_user() {
+        let names = frame_names(user, Part::User, true, place);
+        fields.extend(names.into_iter().map(|n| (n, side)));
+    }
+    if options.delimits(kernel, user) {
+        fields.push(("-".into(), Side::Delimiter));
+    }
+    if options.shows_kernel() {
+        let names = frame_names(kernel, Part::Kernel, true, place);
+        fields.extend(names.into_iter().map(|n| (n, side)));
+    }
+}
+
+/// `--`, then a waker: kernel (innermost first), `-`, user, name (always
+/// a field, even when empty).
+fn waker<'a>(
+    fields: &mut Fields<'a>,
+    options: &ReportOptions,
+    (kernel, user): (&'a Frames, &'a Frames),
+    name: Cow<'a, str>,
+    level: u8,
+) {
+    let place = Place::Folded;
+    let side = Side::Waker(level);
+    fields.push(("--".into(), Side::Delimiter));
+    if options.shows_kernel() {
+        let names = frame_names(kernel, Part::Kernel, false, place);
+        fields.extend(names.into_iter().map(|n| (n, side)));
+    }
+    if options.delimits(kernel, user) {
+        fields.push(("-".into(), Side::Delimiter));
+    }
+    if options.shows_user() {
+        let names = frame_names(user, Part::User, false, place);
+        fields.extend(names.into_iter().map(|n| (n, side)));
+    }
+    fields.push((name, side));
 }
 
 /// The frames of `e` for the formats that draw them (flame graph,
 /// speedscope, pprof), root first: the folded line's fields with waker
-/// frames marked [`WAKER_MARK`], and without the empty last field of an
-/// entry that had no waker.
+/// frames marked [`WAKER_MARK`], those of a level past the first prefixed
+/// with it (`[2] `), and without the empty last field of a level that had
+/// no waker.
 pub(super) fn frames(options: &ReportOptions, e: &ResolvedEntry) -> Vec<(String, Side)> {
     let mut fields = fields(options, e);
     if fields.last().is_some_and(|(name, _)| name.is_empty()) {
         fields.pop();
     }
+    let prefix = |level: u8| match level {
+        1 => String::new(),
+        n => format!("[{n}] "),
+    };
     fields
         .into_iter()
         .map(|(name, side)| match side {
-            Side::Waker => (format!("{name}{WAKER_MARK}"), side),
-            _ => (name.into_owned(), side),
+            Side::Waker(n) => (format!("{}{name}{WAKER_MARK}", prefix(n)), side),
+            Side::Target(n) => (format!("{}{name}", prefix(n)), side),
+            Side::Delimiter => (name.into_owned(), side),
         })
         .collect()
 }

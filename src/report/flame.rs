@@ -2,8 +2,10 @@
 //! `flamegraph.pl --color=chain --countname=us` draws it: the target's
 //! stack grows from the bottom, then the grey `--`, then the waker's stack
 //! and comm on top. Target frames are blue, waker frames aqua, each name
-//! keeping its shade across the graph. Search and click-to-zoom are
-//! inferno's own script.
+//! keeping its shade across the graph; with `--chain`, each further level
+//! has a hue family of its own (purple and pink, green and lime, orange
+//! and yellow, then again). Search and click-to-zoom are inferno's own
+//! script.
 
 use std::io::{self, Write};
 
@@ -29,9 +31,9 @@ pub(super) fn write(
         for (name, side) in &frames {
             if palette.get(name).is_none() {
                 let shade = shade(name);
-                match side {
-                    Side::Target => palette.insert(name, blue(shade)),
-                    Side::Waker => palette.insert(name, aqua(shade)),
+                match *side {
+                    Side::Target(level) => palette.insert(name, hue(level, false)(shade)),
+                    Side::Waker(level) => palette.insert(name, hue(level, true)(shade)),
                     // inferno greys `--` and `-` itself.
                     Side::Delimiter => None,
                 };
@@ -80,15 +82,56 @@ fn write_empty(out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// A shade in 0..1 for `name`, the same on every run (FNV-1a, without
-/// the waker mark so that a function keeps its shade on both sides).
+/// the waker mark and the level prefix, so that a function keeps its shade
+/// on both sides and at every level).
 fn shade(name: &str) -> f32 {
     let name = name.strip_suffix(WAKER_MARK).unwrap_or(name);
+    let name = match name.split_once("] ") {
+        Some((level, rest)) if level.starts_with('[') => rest,
+        _ => name,
+    };
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for b in name.bytes() {
         hash ^= u64::from(b);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
     (hash >> 40) as f32 / (1u64 << 24) as f32
+}
+
+/// A colour of one hue, by shade.
+type Hue = fn(f32) -> Color;
+
+/// The colour of a blocked (or, if `waker`, waking) frame at `level`.
+fn hue(level: u8, waker: bool) -> Hue {
+    const FAMILIES: [[Hue; 2]; 3] = [[purple, pink], [green, lime], [orange, yellow]];
+    match level {
+        0 | 1 => [blue, aqua][usize::from(waker)],
+        n => FAMILIES[usize::from(n - 2) % FAMILIES.len()][usize::from(waker)],
+    }
+}
+
+fn purple(v: f32) -> Color {
+    rgb(140.0 + 50.0 * v, 90.0 + 40.0 * v, 200.0 + 50.0 * v)
+}
+
+fn pink(v: f32) -> Color {
+    rgb(215.0 + 35.0 * v, 120.0 + 50.0 * v, 190.0 + 40.0 * v)
+}
+
+fn green(v: f32) -> Color {
+    rgb(70.0 + 50.0 * v, 165.0 + 50.0 * v, 70.0 + 50.0 * v)
+}
+
+fn lime(v: f32) -> Color {
+    rgb(165.0 + 50.0 * v, 205.0 + 45.0 * v, 80.0 + 50.0 * v)
+}
+
+fn orange(v: f32) -> Color {
+    rgb(225.0 + 30.0 * v, 135.0 + 50.0 * v, 50.0 + 40.0 * v)
+}
+
+fn yellow(v: f32) -> Color {
+    rgb(215.0 + 35.0 * v, 195.0 + 45.0 * v, 70.0 + 50.0 * v)
 }
 
 /// flamegraph.pl's "blue", which its chain palette gives off-CPU frames.
@@ -202,6 +245,25 @@ mod tests {
     }
 
     #[test]
+    fn each_chain_level_has_a_hue_family_of_its_own() {
+        let got = svg(&[crate::report::tests::chained(None)]);
+        assert!(is_blue(fill_of(&got, "spin")) || is_aqua(fill_of(&got, "spin")));
+        let (r, g, b) = fill_of(&got, "[2] futex_wait");
+        assert!(b > g && r > g && !is_blue((r, g, b)), "purple: {r},{g},{b}");
+        let (r, g, b) = fill_of(&got, "[2] hrtimer_wakeup");
+        assert!(r > b && b > g && r >= 215, "pink: {r},{g},{b}");
+        assert!(is_aqua(fill_of(&got, "hrtimer_wakeup")));
+        let (r, g, b) = fill_of(&got, "[2] [hardirq]");
+        assert!(
+            r > b && b > g,
+            "the interrupt is level 2's waker: {r},{g},{b}"
+        );
+        // Later levels cycle through the other families.
+        assert_ne!(hue(3, false)(0.5), hue(2, false)(0.5));
+        assert_eq!(hue(5, true)(0.5), hue(2, true)(0.5));
+    }
+
+    #[test]
     fn the_graph_has_inferno_search_and_zoom() {
         let got = svg(&[sleeper(1, 5)]);
         assert!(got.contains("function search("), "no search");
@@ -260,6 +322,7 @@ mod tests {
             waker_kernel: names(&["hrtimer_wakeup"]),
             waker_user: Frames::Names(vec![name("q\"'\u{ffff}")]),
             total_us: 5,
+            chain: Vec::new(),
         }
     }
 

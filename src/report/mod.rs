@@ -124,6 +124,39 @@ impl From<Option<String>> for Frame {
     }
 }
 
+/// Why a wakeup chain ends before its last level, as the marker frame in
+/// place of the next level's blocked stack says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum ChainEnd {
+    /// The waker's last wait ended before the wait above began: it ran
+    /// (or waited for a CPU right after that wait) until it woke.
+    Running,
+    /// The waker's wait during the one above was a preemption: it waited
+    /// for a CPU, not for a wakeup.
+    Runnable,
+    /// No earlier wait of the waker is known: it ran since before tracing
+    /// began, or its switch-in was not reported.
+    NotTraced,
+    /// The waker is already in the chain.
+    Loop,
+    /// Records were lost during the waker's wait.
+    Lost,
+}
+
+impl ChainEnd {
+    /// The marker frame (names that begin with `[` are escaped, so no
+    /// traced process can print one).
+    pub(crate) fn marker(self) -> &'static str {
+        match self {
+            ChainEnd::Running => "[running]",
+            ChainEnd::Runnable => "[runnable]",
+            ChainEnd::NotTraced => "[no wait traced]",
+            ChainEnd::Loop => "[loop]",
+            ChainEnd::Lost => "[records lost]",
+        }
+    }
+}
+
 /// One entry, ready to print.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ResolvedEntry {
@@ -141,6 +174,36 @@ pub(crate) struct ResolvedEntry {
     pub(crate) waker_kernel: Frames,
     pub(crate) waker_user: Frames,
     pub(crate) total_us: u64,
+    /// The levels past the first (`--chain`), in order.
+    pub(crate) chain: Vec<ResolvedLevel>,
+}
+
+/// A level past the first of an entry's wakeup chain, ready to print:
+/// what the waker of the level above was doing meanwhile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ResolvedLevel {
+    /// It was blocked here, `overlap_us` of the target's blocked time,
+    /// and `waker` woke it.
+    Waited {
+        kernel: Frames,
+        user: Frames,
+        waker: ResolvedWaker,
+        overlap_us: u64,
+    },
+    /// The chain ends here, for this reason.
+    End(ChainEnd),
+}
+
+/// Who ended a wait of a chain's level, ready to print.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ResolvedWaker {
+    /// Empty with tid 0 when there was no wakeup, or when an interrupt
+    /// made it (`context`).
+    pub(crate) comm: Comm,
+    pub(crate) tid: u32,
+    pub(crate) context: WakeContext,
+    pub(crate) kernel: Frames,
+    pub(crate) user: Frames,
 }
 
 /// The header line (with its newline) printed at start, or "" for any
@@ -212,21 +275,37 @@ impl ReportOptions {
 impl ResolvedEntry {
     /// False for an interval no wakeup was read for.
     fn has_waker(&self) -> bool {
-        self.waker_tid != 0
-            || !self.waker_comm.is_empty()
-            || self.waker_context != WakeContext::Task
+        has_waker(&self.waker_comm, self.waker_tid, self.waker_context)
     }
 
     /// The waker's comm as printed at `place` (an interrupt's pseudo-task
     /// for an interrupt's wakeup); nothing without a waker.
     fn waker_comm(&self, place: Place) -> Cow<'_, str> {
-        if let Some(name) = self.waker_context.pseudo_task() {
-            Cow::Borrowed(name)
-        } else if self.has_waker() {
-            comm(&self.waker_comm, place)
-        } else {
-            Cow::Borrowed("")
-        }
+        waker_name(&self.waker_comm, self.waker_tid, self.waker_context, place)
+    }
+}
+
+impl ResolvedWaker {
+    /// As [`ResolvedEntry::waker_comm`].
+    fn name(&self, place: Place) -> Cow<'_, str> {
+        waker_name(&self.comm, self.tid, self.context, place)
+    }
+}
+
+/// False for an interval no wakeup was read for.
+fn has_waker(comm: &Comm, tid: u32, context: WakeContext) -> bool {
+    tid != 0 || !comm.is_empty() || context != WakeContext::Task
+}
+
+/// A waker's name as printed at `place`: an interrupt's pseudo-task, the
+/// comm of a task, or nothing without a waker.
+fn waker_name(name: &Comm, tid: u32, context: WakeContext, place: Place) -> Cow<'_, str> {
+    if let Some(pseudo) = context.pseudo_task() {
+        Cow::Borrowed(pseudo)
+    } else if has_waker(name, tid, context) {
+        comm(name, place)
+    } else {
+        Cow::Borrowed("")
     }
 }
 

@@ -340,6 +340,20 @@ mod tests {
     }
 
     #[test]
+    fn a_chain_levels_frames_carry_its_number() {
+        let p = pprof(&[crate::report::tests::chained(None)]);
+        let f = frames(&p, &p.sample[0]);
+        let at = |name: &str| f.iter().position(|n| n == name);
+        // Root first: level 1 unmarked, then level 2's blocked stack and
+        // its waker.
+        assert_eq!(f.first().map(String::as_str), Some("app"));
+        assert!(at("waker_[w]") < at("[2] futex_wait"), "{f:?}");
+        assert!(at("hrtimer_wakeup_[w]") < at("[2] spin"), "{f:?}");
+        assert!(at("[2] hrtimer_wakeup_[w]").is_some(), "{f:?}");
+        assert_eq!(f.last().map(String::as_str), Some("[2] [hardirq]_[w]"));
+    }
+
+    #[test]
     fn each_frame_name_is_one_location_and_one_string() {
         let entries = sample();
         let p = pprof(&entries);

@@ -26,6 +26,7 @@ pub(super) fn sleeper(tid: u32, total_us: u64) -> ResolvedEntry {
         ]),
         waker_user: names(&["spin", "main"]),
         total_us,
+        chain: Vec::new(),
     }
 }
 
@@ -42,6 +43,7 @@ pub(super) fn unwoken() -> ResolvedEntry {
         waker_kernel: names(&[]),
         waker_user: names(&[]),
         total_us: 42,
+        chain: Vec::new(),
     }
 }
 
@@ -58,6 +60,7 @@ pub(super) fn missed() -> ResolvedEntry {
         waker_kernel: names(&["ttwu_do_activate", "sched_ttwu_pending"]),
         waker_user: names(&[]),
         total_us: 500,
+        chain: Vec::new(),
     }
 }
 
@@ -344,6 +347,7 @@ pub(super) fn hostile() -> ResolvedEntry {
         waker_kernel: names(&["hrtimer_wakeup"]),
         waker_user: Frames::Names(vec![name("x 5"), name("w;")]),
         total_us: 5,
+        chain: Vec::new(),
     }
 }
 
@@ -472,4 +476,98 @@ fn interrupt_wakers_print_as_their_pseudo_task() {
     forged.waker_comm = "[hardirq]".into();
     let got = render(opts(true, false, StackMode::Both), &[forged]);
     assert!(got.ends_with(";spin;main;\\x5bhardirq] 500\n"), "{got}");
+}
+
+/// `sleeper`'s waker was itself blocked in a futex, woken by a timer's
+/// interrupt (level 2); then the chain ends.
+pub(super) fn chained(end: Option<ChainEnd>) -> ResolvedEntry {
+    let mut e = sleeper(100, 500);
+    e.chain = vec![ResolvedLevel::Waited {
+        kernel: names(&["schedule", "futex_wait"]),
+        user: names(&["lock", "spin"]),
+        waker: ResolvedWaker {
+            comm: Comm::default(),
+            tid: 0,
+            context: WakeContext::Hardirq,
+            kernel: names(&["hrtimer_wakeup", "asm_sysvec_apic_timer_interrupt"]),
+            user: names(&[]),
+        },
+        overlap_us: 420,
+    }];
+    e.chain.extend(end.map(ResolvedLevel::End));
+    e
+}
+
+#[test]
+fn chain_levels_extend_the_folded_line() {
+    let got = render(opts(true, false, StackMode::Both), &[chained(None)]);
+    assert_eq!(
+        got,
+        "app;__libc_start_main;main;clock_nanosleep;__x64_sys_nanosleep;do_nanosleep;\
+         schedule;--;hrtimer_wakeup;__hrtimer_run_queues;hrtimer_interrupt;spin;main;waker;\
+         --;spin;lock;futex_wait;schedule;--;hrtimer_wakeup;\
+         asm_sysvec_apic_timer_interrupt;[hardirq] 500\n"
+    );
+    let mut ended = chained(None);
+    ended.chain = vec![ResolvedLevel::End(ChainEnd::Running)];
+    let got = render(opts(true, false, StackMode::KernelOnly), &[ended]);
+    assert!(
+        got.ends_with(";hrtimer_interrupt;waker;--;[running] 500\n"),
+        "{got}"
+    );
+}
+
+#[test]
+fn chain_levels_follow_the_block_with_numbered_labels() {
+    let got = render(
+        opts(false, false, StackMode::Both),
+        &[chained(Some(ChainEnd::Loop))],
+    );
+    let want = "\n\
+        \x20   waker:           waker 200\n\
+        \x20   main\n\
+        \x20   spin\n\
+        \x20   hrtimer_interrupt\n\
+        \x20   __hrtimer_run_queues\n\
+        \x20   hrtimer_wakeup\n\
+        \x20   --               --\n\
+        \x20   schedule\n\
+        \x20   do_nanosleep\n\
+        \x20   __x64_sys_nanosleep\n\
+        \x20   clock_nanosleep\n\
+        \x20   main\n\
+        \x20   __libc_start_main\n\
+        \x20   target:          app 100\n\
+        \x20       500\n\
+        \x20   [2] waker:       [hardirq] 0\n\
+        \x20   asm_sysvec_apic_timer_interrupt\n\
+        \x20   hrtimer_wakeup\n\
+        \x20   --               --\n\
+        \x20   schedule\n\
+        \x20   futex_wait\n\
+        \x20   lock\n\
+        \x20   spin\n\
+        \x20   [2] target:      waker 200\n\
+        \x20       420\n\
+        \x20   [loop]\n\
+        \x20   [3] target:      [hardirq] 0\n\
+        \n";
+    assert_eq!(got, want);
+    // The blocks still parse as bcc's where a script stops at the total.
+    let plain = render(opts(false, false, StackMode::Both), &[sleeper(100, 500)]);
+    assert!(got.starts_with(plain.trim_end_matches('\n')));
+}
+
+#[test]
+fn a_name_cannot_forge_a_level_label_or_a_marker() {
+    let mut e = chained(None);
+    e.target_user = names(&["[2] waker:       x 1", "[running]"]);
+    let text = render(
+        opts(false, false, StackMode::Both),
+        std::slice::from_ref(&e),
+    );
+    assert!(!text.contains("\n    [2] waker:       x 1\n"), "{text}");
+    assert!(!text.contains("\n    [running]\n"), "{text}");
+    let folded = render(opts(true, false, StackMode::Both), &[e]);
+    assert!(!folded.contains(";[running];"), "{folded}");
 }

@@ -20,6 +20,7 @@ pub(super) fn aggregator(plan: &Plan, tasks: TaskTable) -> Aggregator {
             max_block_us: plan.max_block_us,
             stack_storage_size: plan.stack_storage_size,
             stacks: plan.stacks,
+            chain: plan.chain,
             // A recording's pids are not this machine's now.
             own: plan
                 .input

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::aggregate::{self, StackRef, StackTable};
+use crate::aggregate::{self, Level, StackRef, StackTable};
 use crate::diag::diag;
 use crate::kallsyms::Preload;
-use crate::report::{Frame, Frames, ResolvedEntry};
+use crate::report::{Frame, Frames, ResolvedEntry, ResolvedLevel, ResolvedWaker};
 use crate::symbolize::{ProcessMaps, Symbol, Symbolizer, UserStack};
 use crate::timing;
 
@@ -127,20 +127,36 @@ impl StacksUsed {
         let mut target_kernel: HashSet<u32> = HashSet::new();
         let mut waker_kernel: HashSet<u32> = HashSet::new();
         let mut user: HashSet<u32> = HashSet::new();
-        for e in &result.entries {
-            let k = &e.key;
+        let mut used = |blocked: [StackRef; 2], waker: [StackRef; 2]| {
             for (r, role) in [
-                (k.target_kernel, &mut target_kernel),
-                (k.waker_kernel, &mut waker_kernel),
+                (blocked[0], &mut target_kernel),
+                (waker[0], &mut waker_kernel),
             ] {
                 if let StackRef::Kernel(id) = r {
                     role.insert(id);
                 }
             }
-            for r in [k.target_user, k.waker_user] {
+            for r in [blocked[1], waker[1]] {
                 if let StackRef::User(id) = r {
                     user.insert(id);
                 }
+            }
+        };
+        for e in &result.entries {
+            let k = &e.key;
+            used(
+                [k.target_kernel, k.target_user],
+                [k.waker_kernel, k.waker_user],
+            );
+        }
+        for level in result.chains.iter().flatten() {
+            if let Level::Waited {
+                kernel,
+                user,
+                waker,
+            } = *level
+            {
+                used([kernel, user], [waker.kernel, waker.user]);
             }
         }
         StacksUsed {
@@ -254,6 +270,33 @@ fn resolved_entries(
             StackRef::User(id) => Frames::Names(user_names.get(&id).cloned().unwrap_or_default()),
         }
     };
+    let chain = |e: &aggregate::Entry| -> Vec<ResolvedLevel> {
+        let levels = result.chains.get(e.key.chain as usize);
+        levels
+            .into_iter()
+            .flatten()
+            .zip(e.overlap_us)
+            .map(|(level, overlap_us)| match *level {
+                Level::Waited {
+                    kernel,
+                    user,
+                    waker,
+                } => ResolvedLevel::Waited {
+                    kernel: frames(kernel, target_kernel_names),
+                    user: frames(user, target_kernel_names),
+                    waker: ResolvedWaker {
+                        comm: waker.comm,
+                        tid: waker.tid,
+                        context: waker.context,
+                        kernel: frames(waker.kernel, waker_kernel_names),
+                        user: frames(waker.user, waker_kernel_names),
+                    },
+                    overlap_us,
+                },
+                Level::End(end) => ResolvedLevel::End(end),
+            })
+            .collect()
+    };
     result
         .entries
         .iter()
@@ -268,6 +311,7 @@ fn resolved_entries(
             waker_kernel: frames(e.key.waker_kernel, waker_kernel_names),
             waker_user: frames(e.key.waker_user, waker_kernel_names),
             total_us: e.total_us,
+            chain: chain(e),
         })
         .collect()
 }

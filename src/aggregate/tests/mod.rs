@@ -1,6 +1,7 @@
 //! Tests of the aggregator, by topic, and the events and tables they
 //! share.
 
+mod chains;
 mod comms;
 mod notes;
 mod pairing;
@@ -27,6 +28,7 @@ fn config() -> Config {
         stack_storage_size: 16384,
         own: None,
         stacks: Stacks::both_fp(),
+        chain: 1,
     }
 }
 

@@ -178,7 +178,7 @@ impl Decoder {
                 s.stack.skip_kernel(start);
             }
             EventKind::Waking(w) => {
-                w.settle(self.probes.interrupted(w.stack.kernel()));
+                w.settle(self.probes.irq_entry_frame(w.stack.kernel()));
                 let start = kernel_start(&self.probes, w.stack.kernel(), Tracepoint::Waking);
                 w.stack.skip_kernel(start);
             }

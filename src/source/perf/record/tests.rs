@@ -784,3 +784,36 @@ fn decoder_rejects_bad_sample_types() {
     assert!(Decoder::new(ST, &sw, &sw).is_err());
     assert!(Decoder::new(ST, &wk, &sw).is_err()); // fields missing
 }
+
+/// An interrupt's kernel stack is its own up to the interrupt entry code:
+/// the frames past it are the interrupted task's.
+#[test]
+fn an_interrupts_kernel_stack_ends_at_the_interrupt_entry() {
+    let (_, wk) = formats();
+    let mut raw = waking_raw(&wk);
+    put_field(&mut raw, wk.field("common_flags").unwrap(), &[0x08]);
+    let ips = [
+        K,
+        0xffffffff813a89c4,
+        0xffffffff81000130,
+        0xffffffff81000500,
+        U,
+        0x401000,
+    ];
+    let rec = header(
+        RECORD_SAMPLE,
+        1,
+        &sample_body(1002, 50, 51, 9, 0, &ips, &raw),
+    );
+    let mut d = decoder(ST);
+    d.set_probes(crate::kallsyms::machinery::ProbeRanges::from_kallsyms(
+        "ffffffff81000100 T __irqentry_text_start\n\
+             ffffffff81000120 T asm_common_interrupt\n\
+             ffffffff81000140 T __irqentry_text_end\n",
+    ));
+    let EventKind::Waking(w) = d.decode(&rec).unwrap().unwrap().kind else {
+        panic!("not a wakeup")
+    };
+    assert_eq!(w.stack.kernel(), [0xffffffff81000130]);
+    assert!(w.stack.user().is_empty());
+}

@@ -335,14 +335,14 @@ impl Assembler {
                 EventKind::Switch(self.sched.switch(&raw, prev_tgid, stack)?)
             }
             PendingKind::Waking(raw) => {
-                let via_irq_entry = !kernel.is_empty() && self.probes().interrupted(&kernel);
                 let kernel = self.trim_kernel(kernel, Tracepoint::Waking);
+                let irq_entry = self.probes().irq_entry_frame(&kernel);
                 let waker_tgid = self.tgid_of(p.pid, tgids);
                 let stack = Callchain::new(&kernel, &user);
                 let mut w = self.sched.waking(&raw, p.pid, waker_tgid, stack)?;
                 // ftrace's user stack is the current task's: an interrupt's
                 // wakeup has none of its own.
-                w.settle(via_irq_entry);
+                w.settle(irq_entry);
                 EventKind::Waking(w)
             }
             PendingKind::Fork { parent, child } => {
