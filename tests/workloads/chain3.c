@@ -3,16 +3,24 @@
  * woken by its timer), then wakes "stage_b" through a futex in
  * c_release(); "stage_b", blocked on that futex in b_wait(), then writes a
  * pipe in b_poke(), waking "stage_a", blocked reading it in a_wait(). K
- * rounds. b and c are blocked by the time a blocks, and stay blocked until
- * c's timer fires. Prints a's measured time inside read as
- * "blocked_us=<n>" on stderr, then b's and c's as "b_blocked_us=" and
- * "c_blocked_us=". */
+ * rounds. All three are SCHED_FIFO at one priority (when root), so none
+ * preempts another, nor does any other task of the CPU: b and c are
+ * blocked by the time a blocks, and stay blocked until c's timer fires.
+ * Prints a's measured time inside read as "blocked_us=<n>" on stderr,
+ * then b's and c's as "b_blocked_us=" and "c_blocked_us="; as
+ * "clean_us=" a's time in the rounds in which neither b nor c was
+ * preempted between the start of its wait and its wakeup of the next
+ * stage (their involuntary switches, from getrusage), as "b_clean_us="
+ * b's in the rounds in which c was not; and "fifo=1" when the policy was
+ * set. */
 #define _GNU_SOURCE
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include "rawsys.h"
 
@@ -21,6 +29,18 @@ static int rounds;
 static long nap_ms;
 static int tokens;
 static long long a_blocked, b_blocked, c_blocked;
+
+#define MAX_ROUNDS 1000
+static long long a_round[MAX_ROUNDS], b_round[MAX_ROUNDS];
+static int b_disturbed[MAX_ROUNDS], c_disturbed[MAX_ROUNDS];
+
+/* This thread's involuntary context switches so far. */
+static long involuntary(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    return ru.ru_nivcsw;
+}
 
 /* A raw system call with a fourth argument (futex's timeout), as
  * raw_syscall3 is for three. */
@@ -55,7 +75,8 @@ __attribute__((noinline)) void *a_main(void *arg)
     for (int i = 0; i < rounds; i++) {
         long long t0 = now_us();
         a_wait();
-        a_blocked += now_us() - t0;
+        a_round[i] = now_us() - t0;
+        a_blocked += a_round[i];
     }
     return NULL;
 }
@@ -79,10 +100,13 @@ __attribute__((noinline)) void *b_main(void *arg)
     (void)arg;
     pthread_setname_np(pthread_self(), "stage_b");
     for (int i = 0; i < rounds; i++) {
+        long before = involuntary();
         long long t0 = now_us();
         b_wait();
-        b_blocked += now_us() - t0;
+        b_round[i] = now_us() - t0;
+        b_blocked += b_round[i];
         b_poke();
+        b_disturbed[i] = involuntary() != before;
     }
     return NULL;
 }
@@ -104,10 +128,12 @@ __attribute__((noinline)) void *c_main(void *arg)
     (void)arg;
     pthread_setname_np(pthread_self(), "stage_c");
     for (int i = 0; i < rounds; i++) {
+        long before = involuntary();
         long long t0 = now_us();
         c_nap();
         c_blocked += now_us() - t0;
         c_release();
+        c_disturbed[i] = involuntary() != before;
     }
     return NULL;
 }
@@ -122,12 +148,19 @@ int main(int argc, char **argv)
     maybe_pin();
     rounds = atoi(argv[1]);
     nap_ms = atol(argv[2]);
+    if (rounds < 1 || rounds > MAX_ROUNDS) {
+        fprintf(stderr, "K must be 1 to %d\n", MAX_ROUNDS);
+        return 2;
+    }
     if (argc > 3 && strcmp(argv[3], "go") == 0)
         wait_for_go();
     if (pipe(fds) != 0) {
         perror("pipe");
         return 1;
     }
+    /* The threads inherit it. */
+    struct sched_param sp = { .sched_priority = 1 };
+    int fifo = sched_setscheduler(0, SCHED_FIFO, &sp) == 0;
     pthread_t a, b, c;
     pthread_create(&a, NULL, a_main, NULL);
     pthread_create(&b, NULL, b_main, NULL);
@@ -135,7 +168,15 @@ int main(int argc, char **argv)
     pthread_join(a, NULL);
     pthread_join(b, NULL);
     pthread_join(c, NULL);
+    long long clean = 0, b_clean = 0;
+    for (int i = 0; i < rounds; i++) {
+        if (!b_disturbed[i] && !c_disturbed[i])
+            clean += a_round[i];
+        if (!c_disturbed[i])
+            b_clean += b_round[i];
+    }
     fprintf(stderr, "blocked_us=%lld\nb_blocked_us=%lld\nc_blocked_us=%lld\n", a_blocked,
             b_blocked, c_blocked);
+    fprintf(stderr, "clean_us=%lld\nb_clean_us=%lld\nfifo=%d\n", clean, b_clean, fifo);
     return 0;
 }
