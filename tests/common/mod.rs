@@ -530,3 +530,260 @@ pub fn svg_frames(svg: &str) -> Result<Vec<String>, String> {
         })
         .collect()
 }
+
+/// The frames that end a `--chain` chain in place of a level's blocked
+/// stack.
+pub const MARKERS: [&str; 5] = [
+    "[running]",
+    "[runnable]",
+    "[no wait traced]",
+    "[loop]",
+    "[records lost]",
+];
+
+/// One level of a wakeup chain: a thread's blocked stack and the stack of
+/// the thread that woke it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Level {
+    /// Blocked frames, outermost first (user then kernel). Level 1's
+    /// exclude the target's comm.
+    pub blocked: Vec<String>,
+    /// Waker frames, innermost first (kernel then user).
+    pub waker: Vec<String>,
+    /// Empty when no wakeup was seen.
+    pub waker_comm: String,
+}
+
+/// One folded line of `--chain N`, split at each `--`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoldedChain {
+    pub target_comm: String,
+    /// Level 1 (today's line) first.
+    pub levels: Vec<Level>,
+    /// The marker that stands for the next level's blocked stack, if the
+    /// chain ends with one.
+    pub end: Option<String>,
+    pub total: u64,
+}
+
+/// Parses one folded line of `--chain N`: `Tcomm;T frames;--;W frames;
+/// Wcomm`, then per further level `;--;` blocked frames `;--;` waker
+/// frames `;Xcomm`, or `;--;[marker]` at the end.
+pub fn parse_chain(line: &str) -> FoldedChain {
+    let (stack, total) = line
+        .rsplit_once(' ')
+        .unwrap_or_else(|| panic!("no total in folded line {line:?}"));
+    let total = total
+        .parse()
+        .unwrap_or_else(|_| panic!("bad total in folded line {line:?}"));
+    let fields: Vec<&str> = stack.split(';').collect();
+    for (i, f) in fields.iter().enumerate() {
+        assert!(
+            !f.is_empty() || i == fields.len() - 1,
+            "empty field in folded line {line:?}"
+        );
+    }
+    let parts: Vec<Vec<String>> = fields
+        .split(|f| *f == "--")
+        .map(|p| p.iter().map(|s| s.to_string()).collect())
+        .collect();
+    assert!(parts.len() >= 2, "no -- in folded line {line:?}");
+    let target_comm = parts[0][0].clone();
+    let mut levels = Vec::new();
+    let mut end = None;
+    let mut blocked = parts[0][1..].to_vec();
+    let mut rest = parts[1..].iter();
+    while let Some(waker) = rest.next() {
+        let (comm, frames) = waker
+            .split_last()
+            .unwrap_or_else(|| panic!("a waker without its comm in {line:?}"));
+        levels.push(Level {
+            blocked: std::mem::take(&mut blocked),
+            waker: frames.to_vec(),
+            waker_comm: comm.clone(),
+        });
+        let Some(next) = rest.next() else { break };
+        assert!(!comm.is_empty(), "a level after an empty waker in {line:?}");
+        if rest.len() == 0 {
+            // Nothing follows: this is a marker, not a blocked stack.
+            assert!(
+                next.len() == 1 && MARKERS.contains(&next[0].as_str()),
+                "a level without its waker in {line:?}"
+            );
+            end = Some(next[0].clone());
+        } else {
+            blocked = next.clone();
+        }
+    }
+    FoldedChain {
+        target_comm,
+        levels,
+        end,
+        total,
+    }
+}
+
+pub fn parse_chains(text: &str) -> Vec<FoldedChain> {
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(parse_chain)
+        .collect()
+}
+
+/// A level past the first of a text block: who woke the thread one level
+/// up (`[k] waker:`) and how it was blocked (`[k] target:`).
+#[derive(Debug, Clone)]
+pub struct TextLevel {
+    pub k: usize,
+    pub waker_comm: String,
+    pub waker_tid: u32,
+    /// Waker frames as printed (outermost first).
+    pub waker: Vec<String>,
+    /// Blocked frames as printed (innermost first).
+    pub blocked: Vec<String>,
+    pub target_comm: String,
+    pub target_tid: u32,
+    /// Microseconds of the level-1 target's time this wait overlapped.
+    pub overlap: u64,
+}
+
+/// One block of the default output under `--chain N`.
+#[derive(Debug, Clone)]
+pub struct TextChain {
+    /// Level 1, as without chains.
+    pub block: Block,
+    pub levels: Vec<TextLevel>,
+    /// The marker that ends the chain, and the thread whose wait it
+    /// stands for.
+    pub end: Option<(String, String, u32)>,
+}
+
+impl TextChain {
+    /// The same chain in the folded line's order and fields.
+    pub fn folded(&self) -> FoldedChain {
+        let rev = |v: &[String]| v.iter().rev().cloned().collect::<Vec<_>>();
+        let b = &self.block;
+        let mut levels = vec![Level {
+            blocked: rev(&b.target),
+            waker: rev(&b.waker),
+            waker_comm: b.waker_comm.clone(),
+        }];
+        levels.extend(self.levels.iter().map(|l| Level {
+            blocked: rev(&l.blocked),
+            waker: rev(&l.waker),
+            waker_comm: l.waker_comm.clone(),
+        }));
+        FoldedChain {
+            target_comm: b.target_comm.clone(),
+            levels,
+            end: self.end.as_ref().map(|e| e.0.clone()),
+            total: b.total,
+        }
+    }
+}
+
+/// Frame lines up to the line `until` accepts, which is returned too.
+fn frames_until<'a, T>(
+    lines: &mut impl Iterator<Item = &'a str>,
+    mut until: impl FnMut(&str) -> Option<T>,
+) -> (Vec<String>, T) {
+    let mut frames = Vec::new();
+    loop {
+        let l = lines.next().expect("unterminated block");
+        if let Some(t) = until(l) {
+            return (frames, t);
+        }
+        let frame = l
+            .strip_prefix("    ")
+            .unwrap_or_else(|| panic!("bad frame line {l:?}"));
+        frames.push(frame.to_string());
+    }
+}
+
+/// Parses the default output (after the header) under `--chain N`,
+/// checking its layout strictly as it goes.
+pub fn parse_default_chains(text: &str) -> Vec<TextChain> {
+    let mut lines = text.lines().peekable();
+    assert_eq!(
+        lines.next(),
+        Some(""),
+        "report must start with a blank line"
+    );
+    let sep = format!("    {:<16} {}", "--", "--");
+    let mut chains = Vec::new();
+    while let Some(first) = lines.next() {
+        let (waker_comm, waker_tid) = label(first, "waker:")
+            .unwrap_or_else(|| panic!("expected a waker: line, got {first:?}"));
+        let (waker, ()) = frames_until(&mut lines, |l| (l == sep).then_some(()));
+        let (target, (target_comm, target_tid)) = frames_until(&mut lines, |l| label(l, "target:"));
+        let total = overlap_line(lines.next());
+        let block = Block {
+            waker_comm,
+            waker_tid,
+            waker,
+            target,
+            target_comm,
+            target_tid,
+            total,
+        };
+        let mut chain = TextChain {
+            block,
+            levels: Vec::new(),
+            end: None,
+        };
+        loop {
+            let l = lines.next().expect("block must end with a blank line");
+            if l.is_empty() {
+                break;
+            }
+            text_level(l, &mut lines, &mut chain, &sep);
+        }
+        chains.push(chain);
+    }
+    chains
+}
+
+/// `        <us>`: a total or an overlap.
+fn overlap_line(line: Option<&str>) -> u64 {
+    line.and_then(|l| l.strip_prefix("        "))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("bad microseconds line {line:?}"))
+}
+
+/// Reads level `chain.levels.len() + 2` of a text block, whose first line
+/// is `first`: a `[k] waker:` part or a marker.
+fn text_level<'a>(
+    first: &str,
+    lines: &mut impl Iterator<Item = &'a str>,
+    chain: &mut TextChain,
+    sep: &str,
+) {
+    assert!(
+        chain.end.is_none(),
+        "a line after the chain's marker: {first:?}"
+    );
+    let k = chain.levels.len() + 2;
+    let (waker_label, target_label) = (format!("[{k}] waker:"), format!("[{k}] target:"));
+    if let Some(marker) = first.strip_prefix("    ").filter(|m| MARKERS.contains(m)) {
+        let l = lines.next().expect("a marker without its target");
+        let (comm, tid) =
+            label(l, &target_label).unwrap_or_else(|| panic!("expected {target_label}, got {l:?}"));
+        chain.end = Some((marker.to_string(), comm, tid));
+        return;
+    }
+    let (waker_comm, waker_tid) = label(first, &waker_label)
+        .unwrap_or_else(|| panic!("expected {waker_label}, got {first:?}"));
+    let (waker, ()) = frames_until(lines, |l| (l == sep).then_some(()));
+    let (blocked, (target_comm, target_tid)) = frames_until(lines, |l| label(l, &target_label));
+    let overlap = overlap_line(lines.next());
+    chain.levels.push(TextLevel {
+        k,
+        waker_comm,
+        waker_tid,
+        waker,
+        blocked,
+        target_comm,
+        target_tid,
+        overlap,
+    });
+}
