@@ -5,6 +5,7 @@
 
 mod common;
 
+mod chains;
 mod cli;
 mod dwarf;
 mod exit_status;
