@@ -24,6 +24,7 @@ examples:
     offwake-perf -K               # show kernel stacks only
     offwake-perf --state 2        # only uninterruptible (D) sleeps
     offwake-perf -f -- make -j2   # run a command and trace it and its children
+    offwake-perf --chain 3 -p 185 10            # who woke the waker, 3 levels
     offwake-perf --call-graph dwarf,32768 -p 185   # deeper user stacks (node)
     offwake-perf -o offwake.svg 10              # an off-wake flame graph
     offwake-perf -o offwake.pb.gz -p 185 10     # pprof, for Pyroscope or Parca
@@ -76,7 +77,9 @@ pub(crate) const MAX_DWARF_SIZE: u32 = 65528;
         callchains through perf_event_open(2), pairs them per thread and prints \
         what bcc's offwaketime prints. Needs root (or CAP_PERFMON and tracefs access).\n\n\
         offwake-perf's own threads are never traced as targets; where one of them \
-        wakes a traced thread, the report names it as the waker and a NOTE counts it.",
+        wakes a traced thread, the report names it as the waker and a NOTE counts it. \
+        A wakeup made by an interrupt is named [hardirq], [softirq] or [nmi], never \
+        the task the interrupt landed in.",
     after_help = EXAMPLES,
     after_long_help = EXAMPLES,
     override_usage = USAGE

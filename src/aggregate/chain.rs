@@ -3,10 +3,12 @@
 //! that waker was itself waiting on, and who woke it, level by level.
 //!
 //! The rule: level 2 of a target T's interval, ended by W's wakeup at t,
-//! is W's own interval that ended last before t, when it overlaps T's
-//! interval; level 3 applies the rule to W's waker against W's interval,
-//! and so on. Which interval ended last before a wakeup is noted at the
-//! wakeup ([`Prev`]), so that W's later waits never take its place.
+//! is W's own blocked interval (a sleep, not a preemption) that ended last
+//! before t, when it overlaps T's interval; level 3 applies the rule to
+//! W's waker against W's interval, and so on. Which interval ended last
+//! before a wakeup is noted at the wakeup ([`Prev`]), so that W's later
+//! waits never take its place; preemptions between it and that sleep are
+//! stepped over.
 
 use std::collections::VecDeque;
 
@@ -151,12 +153,40 @@ impl History {
         self.threads.remove(&tid);
     }
 
-    fn get(&self, tid: u32, seq: u64) -> Option<&Past> {
-        self.threads
-            .get(&tid)?
-            .iter()
-            .find(|(s, _)| *s == seq)
-            .map(|(_, past)| past)
+    /// The last sleep of thread `tid` up to its interval `seq` (the one
+    /// noted at its wakeup), when it ended after `since`; else why there is
+    /// none: it ran from `since` on ([`ChainEnd::Running`]), or was only
+    /// preempted ([`ChainEnd::Runnable`]), or what it did is not known.
+    fn sleep_up_to(&self, tid: u32, seq: u64, since: u64) -> Result<Past, ChainEnd> {
+        let ring = self.threads.get(&tid).ok_or(ChainEnd::NotTraced)?;
+        let mut kept = ring.iter().rev().skip_while(|(s, _)| *s > seq).peekable();
+        // The noted interval itself must still be kept: else some of the
+        // thread's intervals after what is kept are missing.
+        if kept.peek().is_none_or(|(s, _)| *s != seq) {
+            return Err(ChainEnd::NotTraced);
+        }
+        let mut preempted = false;
+        for (_, past) in kept {
+            if past.end <= since {
+                return Err(if preempted {
+                    ChainEnd::Runnable
+                } else {
+                    ChainEnd::Running
+                });
+            }
+            if past.tainted {
+                return Err(ChainEnd::Lost);
+            }
+            if !past.preempted {
+                return Ok(*past);
+            }
+            if past.start <= since {
+                // Preempted since before `since`: no sleep after it.
+                return Err(ChainEnd::Runnable);
+            }
+            preempted = true;
+        }
+        Err(ChainEnd::NotTraced)
     }
 
     /// Drops the intervals that ended more than [`KEPT_NS`] before `now`.
@@ -198,16 +228,9 @@ impl History {
             let past = match wakeup.prev {
                 _ if seen.contains(&waker) => Err(ChainEnd::Loop),
                 Prev::Interval { end, .. } if end <= above.0 => Err(ChainEnd::Running),
-                Prev::Interval { seq, .. } => self.get(waker, seq).ok_or(ChainEnd::NotTraced),
+                Prev::Interval { seq, .. } => self.sleep_up_to(waker, seq, above.0),
                 Prev::Unknown => Err(ChainEnd::NotTraced),
-            }
-            .and_then(|past| match past {
-                Past { tainted: true, .. } => Err(ChainEnd::Lost),
-                Past {
-                    preempted: true, ..
-                } => Err(ChainEnd::Runnable),
-                past => Ok(*past),
-            });
+            };
             let past = match past {
                 Ok(past) => past,
                 Err(reason) => {

@@ -138,6 +138,7 @@ impl Source {
                 buffer_pages: buffer_pages(plan, false),
                 stacks: plan.stacks,
                 targets: plan.recorded(),
+                process_events: matches!(plan.targets, crate::plan::Targets::Command { .. }),
                 kallsyms: kallsyms.cloned(),
             },
         )?;

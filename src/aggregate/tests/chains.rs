@@ -176,6 +176,28 @@ fn a_preempted_waker_ends_it_runnable() {
 }
 
 #[test]
+fn a_preemption_after_the_wakers_sleep_is_stepped_over() {
+    let levels = ends(
+        3,
+        &[
+            blocks(2_000, 1, 200),
+            blocks(3_000, 0, 100),
+            wakes(20_000, 1, 400, 200),
+            back_in(21_000, 1, 200, "b"),
+            // B, woken, is preempted for a while before it wakes A.
+            switch(25_000, 1, 200, PREEMPTED, chain(&[0xf1], &[]), 0, "x"),
+            back_in(30_000, 1, 200, "b"),
+            wakes(40_000, 1, 200, 100),
+            back_in(41_000, 0, 100, "a"),
+        ],
+    );
+    assert!(
+        matches!(levels[..], [Level::Waited { waker, .. }, Level::End(ChainEnd::NotTraced)] if waker.tid == 400),
+        "{levels:?}"
+    );
+}
+
+#[test]
 fn a_loss_in_the_wakers_wait_ends_it_lost() {
     let levels = ends(
         3,

@@ -34,6 +34,10 @@ pub(crate) struct TracefsConfig {
     /// creation and exec are recorded too, to follow the processes its
     /// command starts.
     pub(crate) targets: Targets,
+    /// Record process creation and exec even when every thread is kept
+    /// (a command traced with every thread, for `--chain`): the targets
+    /// are the command's processes.
+    pub(crate) process_events: bool,
     /// kallsyms, being read (for trimming kernel stacks).
     pub(crate) kallsyms: Option<Preload>,
 }
@@ -84,7 +88,7 @@ impl TracefsBackend {
         )?;
         let mut extra_events = Vec::new();
         let follow = config.targets.follow();
-        let process = if follow == Follow::Everything {
+        let process = if follow == Follow::Everything || config.process_events {
             for name in ["sched_process_fork", "sched_process_exec"] {
                 extra_events.push(("sched".to_string(), name.to_string()));
             }
