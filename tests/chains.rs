@@ -294,8 +294,8 @@ fn check_lower_stages(lines: &[FoldedChain], depth: usize, stderr: &str, context
     }
 }
 
-/// Every level of every line as its waker left it: nothing follows an
-/// interrupt, and an interrupt's wakeup has its kernel stack only.
+/// Nothing follows an interrupt's wakeup in any line: no level, and no
+/// marker.
 fn check_interrupts_end_chains(lines: &[FoldedChain], context: &str) {
     for l in lines {
         let (last, before) = l.levels.split_last().expect("a line with no level");
@@ -311,6 +311,8 @@ fn check_interrupts_end_chains(lines: &[FoldedChain], context: &str) {
     }
 }
 
+/// The folded parser on literal lines (no root needed): every level,
+/// markers, an empty waker, and what is no chain.
 #[test]
 fn parse_chain_reads_every_level() {
     let line = "A;main;a_wait;read;schedule;--;pipe_write;b_poke;main;B;--;\
@@ -343,6 +345,7 @@ fn parse_chain_reads_every_level() {
     assert!(std::panic::catch_unwind(|| parse_chain("T;t;--;;--;x;--;y;Z 7")).is_err());
 }
 
+/// The text parser on a literal block with a full level and a marker.
 #[test]
 fn parse_default_chains_reads_every_level() {
     let text = "\n    waker:           B 12
