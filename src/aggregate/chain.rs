@@ -208,18 +208,17 @@ impl History {
     }
 
     /// The levels past the first of an interval of thread `tid` from
-    /// `start` to `end`, woken by `wakeup`, at most `depth - 1` of them;
-    /// and, level by level, the nanoseconds of that interval each level's
-    /// wait overlapped.
+    /// `start` to `end`, woken by `wakeup`, at most `depth - 1` of them.
     pub(crate) fn walk(
         &self,
         tid: u32,
         (start, end): (u64, u64),
         wakeup: Wakeup,
         depth: usize,
-    ) -> (Vec<Level>, [u64; MAX_LEVELS - 1]) {
+    ) -> Walk {
         let mut levels = Vec::new();
         let mut overlaps = [0u64; MAX_LEVELS - 1];
+        let mut unwoken = false;
         let mut seen = vec![tid];
         let mut above = (start, end);
         let mut wakeup = wakeup;
@@ -239,6 +238,8 @@ impl History {
                 }
             };
             overlaps[levels.len()] = past.end.min(end).saturating_sub(past.start.max(start));
+            // A sleep ends in a wakeup: the kernel did not report this one.
+            unwoken = past.wakeup.is_none();
             let next = past.wakeup.unwrap_or(Wakeup {
                 key: WakerKey::NONE,
                 prev: Prev::Unknown,
@@ -252,8 +253,23 @@ impl History {
             above = (past.start, past.end);
             wakeup = next;
         }
-        (levels, overlaps)
+        Walk {
+            levels,
+            overlaps,
+            unwoken,
+        }
     }
+}
+
+/// A target's interval's chain past its first level.
+#[derive(Debug)]
+pub(crate) struct Walk {
+    pub(crate) levels: Vec<Level>,
+    /// Level by level, the nanoseconds of the target's interval that
+    /// level's wait overlapped.
+    pub(crate) overlaps: [u64; MAX_LEVELS - 1],
+    /// The last level is a sleep no wakeup was read for.
+    pub(crate) unwoken: bool,
 }
 
 /// Identifies a chain of levels in a [`ChainTable`]; 0 is no level.

@@ -517,8 +517,9 @@ impl Aggregator {
         });
         let (chain, overlap_ns) = match &self.history {
             Some(history) => {
-                let (levels, overlaps) = history.walk(tid, (open.start, time), wakeup, self.depth);
-                (self.chains.intern(levels), overlaps)
+                let walk = history.walk(tid, (open.start, time), wakeup, self.depth);
+                self.stats.chain_wakeup_unseen += u64::from(walk.unwoken);
+                (self.chains.intern(walk.levels), walk.overlaps)
             }
             None => (0, [0; MAX_LEVELS - 1]),
         };

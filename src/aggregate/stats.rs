@@ -31,6 +31,9 @@ pub(crate) struct Stats {
     /// thread switched out in, as the position of its report bit (S 0 …
     /// I 7, see [`state::reported_state`]).
     pub(crate) wakeup_unseen: [u64; 8],
+    /// Intervals whose chain (`--chain`) ends in a waker's sleep no
+    /// wakeup was read for.
+    pub(crate) chain_wakeup_unseen: u64,
     /// Intervals counted whose waker is one of the tool's own tasks (not
     /// an interrupt that landed in one), and their microseconds.
     pub(crate) woken_by_self: u64,
@@ -53,10 +56,20 @@ impl Stats {
             ));
         }
         if self.lost_records > 0 || self.discarded_lost > 0 {
+            // A ring read too full to tell loses nothing the kernel counts.
+            let lost = match self.lost_records {
+                0 => "a ring was read too full to tell whether records were lost".to_string(),
+                n => counted(n, "record lost", "records lost"),
+            };
             out.push(format!(
-                "WARNING: {} records lost; {} intervals that could span a loss were \
-                 discarded. Consider a larger {larger_buffer}.",
-                self.lost_records, self.discarded_lost
+                "WARNING: {lost}; {} that could span a loss {} discarded. Consider a \
+                 larger {larger_buffer}.",
+                counted(self.discarded_lost, "interval", "intervals"),
+                if self.discarded_lost == 1 {
+                    "was"
+                } else {
+                    "were"
+                },
             ));
         }
         if self.switch_ins_from_backstop > 0 && !switch_ins_from_records {
@@ -83,6 +96,16 @@ impl Stats {
         }
         if let Some(note) = self.wakeup_unseen_note() {
             out.push(note);
+        }
+        if self.chain_wakeup_unseen > 0 {
+            let n = self.chain_wakeup_unseen;
+            out.push(format!(
+                "NOTE: {} a waker's sleep no wakeup was read for, so {} with an empty \
+                 waker (some kernels skip sched_waking in a CPU's idle task, or while \
+                 certain tasks run).",
+                counted(n, "chain reaches", "chains reach"),
+                if n == 1 { "it ends" } else { "they end" }
+            ));
         }
         if self.woken_by_self > 0 {
             out.push(format!(

@@ -302,3 +302,25 @@ fn the_history_keeps_a_few_recent_waits_per_thread() {
     assert_eq!(history.threads(), 1);
     assert_eq!(history.last(200), chain::Prev::Unknown);
 }
+
+#[test]
+fn a_wakers_sleep_with_no_wakeup_read_is_counted() {
+    let mut a = chained(3);
+    run(
+        &mut a,
+        &[
+            blocks(2_000, 1, 200),
+            blocks(3_000, 0, 100),
+            // The kernel reported no wakeup of B.
+            back_in(21_000, 1, 200, "b"),
+            wakes(40_000, 1, 200, 100),
+            back_in(41_000, 0, 100, "a"),
+        ],
+    );
+    let r = a.finish();
+    let e = only(&r);
+    assert!(
+        matches!(r.chains[e.key.chain as usize][..], [Level::Waited { waker, .. }] if waker == WakerKey::NONE)
+    );
+    assert_eq!(r.stats.chain_wakeup_unseen, 1);
+}

@@ -95,3 +95,32 @@ fn the_no_waker_note_names_the_states_and_counts_right() {
     // A preempted interval has an empty waker by nature: no NOTE.
     assert_eq!(wakeup_note(&sleeps(&[PREEMPTED])), None);
 }
+
+#[test]
+fn a_loss_only_suspected_says_so_and_chains_count_their_unseen_wakeups() {
+    let notes = |stats: Stats| stats.notes(false, "--mmap-pages").join("\n");
+    let suspected = notes(Stats {
+        discarded_lost: 1,
+        chain_wakeup_unseen: 1,
+        ..Stats::default()
+    });
+    for want in [
+        "WARNING: a ring was read too full to tell whether records were lost; 1 interval \
+         that could span a loss was discarded.",
+        "NOTE: 1 chain reaches a waker's sleep no wakeup was read for, so it ends",
+    ] {
+        assert!(suspected.contains(want), "{want:?} not in:\n{suspected}");
+    }
+    let lost = notes(Stats {
+        lost_records: 3,
+        discarded_lost: 2,
+        chain_wakeup_unseen: 4,
+        ..Stats::default()
+    });
+    for want in [
+        "WARNING: 3 records lost; 2 intervals that could span a loss were discarded.",
+        "NOTE: 4 chains reach a waker's sleep no wakeup was read for, so they end",
+    ] {
+        assert!(lost.contains(want), "{want:?} not in:\n{lost}");
+    }
+}
