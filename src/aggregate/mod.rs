@@ -11,7 +11,10 @@
 //! tasks are tracked per CPU. A `Lost` record taints every interval that
 //! overlaps its window (open at its start, or opened before its end), which
 //! is then discarded at its switch-in. Threads that exit, and TIDs that
-//! are reused by a fork, lose their pending state.
+//! are reused by a fork, lose their pending state. An interrupt's wakeup
+//! is no task's (its pseudo-task in the report). With `--chain`, every
+//! thread's intervals are paired too, and kept for the chains of the
+//! targets' ([`chain`]).
 
 mod chain;
 mod identity;
