@@ -116,19 +116,22 @@ wait_for() {
     done
 }
 
-# Tracers someone else is running slow every condition down: check_foreign,
-# called before each condition starts its own tracer, notes them. Sets
-# foreign_runs (the calls that found one) and foreign_names (their comms).
+# Tracers someone else is running slow every condition down: check_foreign
+# [PID...], called before each condition starts its own tracer, notes them,
+# leaving out the PIDs given and their children (the caller's own load).
+# Sets foreign_runs (the calls that found one) and foreign_names (their comms).
 foreign_runs=0
 declare -A foreign_names=()
+# shellcheck disable=SC2120 # (the PIDs are optional)
 check_foreign() {
-    local pid c args seen=0
-    while read -r pid c args; do
+    local pid ppid c args seen=0
+    while read -r pid ppid c args; do
         case $c in offwake-perf | bpftrace | perf | trace-cmd) ;; *) continue ;; esac
+        case " $* " in *" $pid "* | *" $ppid "*) continue ;; esac
         log "  note: already running: $pid $args"
         foreign_names[$c]=1
         seen=1
-    done < <(ps -eo pid=,comm=,args=)
+    done < <(ps -eo pid=,ppid=,comm=,args=)
     foreign_runs=$((foreign_runs + seen))
 }
 
