@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Helpers shared by bench/run and bench/fidelity (sourced, not run).
+# Helpers shared by the bench/ scripts (sourced, not run).
 # Needs bash 5 ($EPOCHREALTIME: wall-clock seconds with microseconds).
 
 # The caller sets $prog (its name, for messages). Functions below return values
@@ -114,6 +114,25 @@ wait_for() {
         [ "${EPOCHREALTIME%.*}" -lt "$deadline" ] || die "timed out waiting for /$re/ in $file"
         sleep 0.02
     done
+}
+
+# Tracers someone else is running slow every condition down: check_foreign
+# [PID...], called before each condition starts its own tracer, notes them,
+# leaving out the PIDs given and their children (the caller's own load).
+# Sets foreign_runs (the calls that found one) and foreign_names (their comms).
+foreign_runs=0
+declare -A foreign_names=()
+# shellcheck disable=SC2120 # (the PIDs are optional)
+check_foreign() {
+    local pid ppid c args seen=0
+    while read -r pid ppid c args; do
+        case $c in offwake-perf | bpftrace | perf | trace-cmd) ;; *) continue ;; esac
+        case " $* " in *" $pid "* | *" $ppid "*) continue ;; esac
+        log "  note: already running: $pid $args"
+        foreign_names[$c]=1
+        seen=1
+    done < <(ps -eo pid=,ppid=,comm=,args=)
+    foreign_runs=$((foreign_runs + seen))
 }
 
 # start_offwake TAG ARGS...: starts offwake-perf ARGS under GNU time and waits
