@@ -33,6 +33,10 @@ pub(crate) const KEPT_NS: u64 = 30_000_000_000;
 /// How often (in event time) intervals past [`KEPT_NS`] are dropped.
 const SWEEP_NS: u64 = 1_000_000_000;
 
+/// How long the intervals of a thread that exited are kept: its last
+/// wakeups (of the thread that reaps it) are soon followed.
+const EXITED_NS: u64 = 1_000_000_000;
+
 /// Who made a wakeup, as an entry shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct WakerKey {
@@ -113,12 +117,15 @@ pub(crate) struct Past {
 }
 
 /// Every thread's recent intervals, at most [`KEPT_PER_THREAD`] each and
-/// none older than [`KEPT_NS`].
+/// none older than [`KEPT_NS`], nor kept past [`EXITED_NS`] after their
+/// thread exited.
 #[derive(Debug, Default)]
 pub(crate) struct History {
     /// By thread (idle tasks are never kept), oldest first, each with its
     /// sequence number.
     threads: FxHashMap<u32, VecDeque<(u64, Past)>>,
+    /// Threads that exited, and when.
+    exited: FxHashMap<u32, u64>,
     next_seq: u64,
     swept_at: u64,
 }
@@ -151,6 +158,14 @@ impl History {
     /// Forgets a thread: its TID now names a new one.
     pub(crate) fn forget(&mut self, tid: u32) {
         self.threads.remove(&tid);
+        self.exited.remove(&tid);
+    }
+
+    /// Thread `tid` exited at `time`: its intervals go soon.
+    pub(crate) fn exit(&mut self, tid: u32, time: u64) {
+        if self.threads.contains_key(&tid) {
+            self.exited.insert(tid, time);
+        }
     }
 
     /// The last sleep of thread `tid` up to its interval `seq` (the one
@@ -189,9 +204,18 @@ impl History {
         Err(ChainEnd::NotTraced)
     }
 
-    /// Drops the intervals that ended more than [`KEPT_NS`] before `now`.
+    /// Drops the intervals that ended more than [`KEPT_NS`] before `now`,
+    /// and those of threads that exited more than [`EXITED_NS`] before.
     fn sweep(&mut self, now: u64) {
         self.swept_at = now;
+        let gone = now.saturating_sub(EXITED_NS);
+        let threads = &mut self.threads;
+        self.exited.retain(|tid, &mut at| {
+            if at < gone {
+                threads.remove(tid);
+            }
+            at >= gone
+        });
         let oldest = now.saturating_sub(KEPT_NS);
         self.threads.retain(|_, ring| {
             while ring.front().is_some_and(|(_, p)| p.end < oldest) {

@@ -266,7 +266,7 @@ impl Aggregator {
             EventKind::Ran(r) => self.on_ran(event.time, r),
             EventKind::Waking(w) => self.on_waking(event.time, event.cpu, w),
             EventKind::Fork(f) => self.on_fork(f),
-            EventKind::Exit(e) => self.on_exit(e),
+            EventKind::Exit(e) => self.on_exit(event.time, e),
             EventKind::Comm(c) => self.on_comm(c),
             EventKind::Mmap(_) => {}
             EventKind::Lost(l) => {
@@ -619,11 +619,14 @@ impl Aggregator {
         }
     }
 
-    fn on_exit(&mut self, e: &Exit) {
+    fn on_exit(&mut self, time: u64, e: &Exit) {
         // An open interval stays: the thread still switches out for the
         // last time, and that switch-out may tell when it last switched in
         // (`Switch::prev_ran_since`); it then leaves no state.
         self.identity.exit(e);
+        if let Some(history) = &mut self.history {
+            history.exit(e.tid, time);
+        }
     }
 
     fn on_comm(&mut self, c: &CommChange) {

@@ -324,3 +324,38 @@ fn a_wakers_sleep_with_no_wakeup_read_is_counted() {
     );
     assert_eq!(r.stats.chain_wakeup_unseen, 1);
 }
+
+#[test]
+fn the_waits_of_a_thread_that_exited_go_soon_after() {
+    let mut a = chained(2);
+    run(
+        &mut a,
+        &[
+            blocks(0, 1, 200),
+            back_in(500, 1, 200, "b"),
+            blocks(1_000, 1, 400),
+            back_in(1_500, 1, 400, "c"),
+            ev(
+                2_000,
+                EventKind::Exit(Exit {
+                    tgid: 200,
+                    tid: 200,
+                }),
+            ),
+        ],
+    );
+    // A second later, the next sweep drops the thread that exited only.
+    run(
+        &mut a,
+        &[
+            blocks(1_100_000_000, 0, 300),
+            back_in(1_100_000_500, 0, 300, "k"),
+        ],
+    );
+    let history = a.history.as_ref().unwrap();
+    assert_eq!(history.last(200), chain::Prev::Unknown);
+    assert!(matches!(
+        history.last(400),
+        chain::Prev::Interval { end: 1_500, .. }
+    ));
+}
