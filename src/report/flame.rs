@@ -310,7 +310,7 @@ mod tests {
             waker_tid: 8,
             waker_context: crate::event::WakeContext::Task,
             target_kernel: names(&["schedule"]),
-            target_user: Frames::Names(vec![
+            target_user: Frames::from(vec![
                 name(&format!("c0{c0}")),
                 name("a\u{fffe}b\u{ffff}c"),
                 name("<script>x&amp;</script>"),
@@ -320,7 +320,7 @@ mod tests {
                 name("nc\u{fdd0}\u{fdef}\u{1fffe}\u{10ffff}"),
             ]),
             waker_kernel: names(&["hrtimer_wakeup"]),
-            waker_user: Frames::Names(vec![name("q\"'\u{ffff}")]),
+            waker_user: Frames::from(vec![name("q\"'\u{ffff}")]),
             total_us: 5,
             chain: Vec::new(),
         }

@@ -100,8 +100,9 @@ pub(crate) struct ReportOptions {
 /// A symbolized stack.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Frames {
-    /// Frames, innermost first (may be empty).
-    Names(Vec<Frame>),
+    /// Frames, innermost first (may be empty), shared by every entry
+    /// with this stack.
+    Names(Arc<[Frame]>),
     /// The stack did not fit in the stack storage.
     Missed,
 }
@@ -116,6 +117,12 @@ pub(crate) enum Frame {
     /// Nothing resolved the address, which is at `offset` in a file whose
     /// base name is `module`: printed `MODULE+0xOFFSET`, the module escaped.
     InFile { module: Arc<str>, offset: u64 },
+}
+
+impl From<Vec<Frame>> for Frames {
+    fn from(frames: Vec<Frame>) -> Frames {
+        Frames::Names(frames.into())
+    }
 }
 
 impl From<Option<String>> for Frame {

@@ -80,7 +80,7 @@ pub(super) fn opts(folded: bool, delimited: bool, stacks: StackMode) -> ReportOp
 #[test]
 fn module_offsets_print_escaped_base_names() {
     let mut e = sleeper(100, 5);
-    e.target_user = Frames::Names(vec![
+    e.target_user = Frames::from(vec![
         Frame::InFile {
             module: Arc::from("libx.so"),
             offset: 0x1f0a,
@@ -333,7 +333,7 @@ pub(super) fn hostile() -> ResolvedEntry {
         waker_tid: 67,
         waker_context: crate::event::WakeContext::Task,
         target_kernel: names(&["schedule", "do_nanosleep"]),
-        target_user: Frames::Names(vec![
+        target_user: Frames::from(vec![
             name("a;b"),
             name("c d"),
             name("e\nFAKE;1 2"),
@@ -345,7 +345,7 @@ pub(super) fn hostile() -> ResolvedEntry {
             name(""),
         ]),
         waker_kernel: names(&["hrtimer_wakeup"]),
-        waker_user: Frames::Names(vec![name("x 5"), name("w;")]),
+        waker_user: Frames::from(vec![name("x 5"), name("w;")]),
         total_us: 5,
         chain: Vec::new(),
     }
@@ -408,7 +408,7 @@ fn the_tools_own_words_differ_from_names_that_look_alike() {
     e.target_comm = Comm::UNKNOWN;
     e.waker_comm = Comm::from("[unknown]");
     e.waker_tid = 9;
-    e.target_kernel = Frames::Names(vec![Frame::Unknown, Frame::Name("[unknown]".into())]);
+    e.target_kernel = Frames::from(vec![Frame::Unknown, Frame::Name("[unknown]".into())]);
     let got = render(opts(true, false, StackMode::Both), std::slice::from_ref(&e));
     assert_eq!(
         got,

@@ -110,7 +110,7 @@ fn symbolize_entries(
 }
 
 /// The frames of each stack symbolized, by its id in the [`StackTable`].
-type Names = HashMap<u32, Vec<Frame>>;
+type Names = HashMap<u32, Arc<[Frame]>>;
 
 /// The ids of the stacks that some entry uses.
 struct StacksUsed {
@@ -174,7 +174,7 @@ fn sorted(set: HashSet<u32>) -> Vec<u32> {
     v
 }
 
-fn frames_of(names: Vec<Option<String>>) -> Vec<Frame> {
+fn frames_of(names: Vec<Option<String>>) -> Arc<[Frame]> {
     names.into_iter().map(Frame::from).collect()
 }
 
@@ -262,12 +262,17 @@ fn resolved_entries(
     // report omits them anyway.
     let frames = |r: StackRef, kernel_names: &Names| -> Frames {
         match r {
-            StackRef::Empty => Frames::Names(Vec::new()),
+            StackRef::Empty => Frames::Names(Arc::new([])),
             StackRef::Missed => Frames::Missed,
-            StackRef::Kernel(id) => {
-                Frames::Names(kernel_names.get(&id).cloned().unwrap_or_default())
+            StackRef::Kernel(id) => Frames::Names(
+                kernel_names
+                    .get(&id)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new([])),
+            ),
+            StackRef::User(id) => {
+                Frames::Names(user_names.get(&id).cloned().unwrap_or_else(|| Arc::new([])))
             }
-            StackRef::User(id) => Frames::Names(user_names.get(&id).cloned().unwrap_or_default()),
         }
     };
     let chain = |e: &aggregate::Entry| -> Vec<ResolvedLevel> {
