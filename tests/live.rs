@@ -226,6 +226,79 @@ fn interrupt_waker_with(backend: &str) {
     }
 }
 
+/// A softirq a task runs in its own context is that task's doing: UDP
+/// over loopback delivers the datagram in the NET_RX softirq run at the
+/// sender's `local_bh_enable`, and the sender, not `[softirq]`, is the
+/// receiver's waker, with its own user stack.
+#[test]
+fn a_softirq_run_by_a_task_is_that_tasks_wakeup() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let _cpu = shared();
+    for backend in ["perf", "tracefs"] {
+        softirq_waker_with(backend);
+    }
+}
+
+fn softirq_waker_with(backend: &str) {
+    let exe = workload("udpwake");
+    let (n, ms) = (20u64, 20u64);
+    let out = with_every_event_reported(
+        || {
+            run_env(
+                &[("OFFWAKE_PIN_CPU", "0")],
+                &[
+                    "--backend",
+                    backend,
+                    "--call-graph",
+                    "fp",
+                    "-f",
+                    "--",
+                    exe.to_str().unwrap(),
+                    &n.to_string(),
+                    &ms.to_string(),
+                ],
+            )
+        },
+        |out| String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "failed: {stderr}");
+    let context = format!("{backend}:\n{stdout}\n{stderr}");
+    let waits: Vec<Folded> = parse_folded(&stdout)
+        .into_iter()
+        .filter(|l| l.target_comm == "receiver" && has(&l.target, "udp_recvmsg"))
+        .collect();
+    let total: u64 = waits.iter().map(|l| l.total).sum();
+    assert_slept(backend, total, n, ms, &context);
+    let by_sender: u64 = waits
+        .iter()
+        .filter(|l| l.waker_comm == "sender" && has(&l.waker, "net_rx_action"))
+        .map(|l| l.total)
+        .sum();
+    let by_interrupt: u64 = waits
+        .iter()
+        .filter(|l| l.waker_comm.starts_with('['))
+        .map(|l| l.total)
+        .sum();
+    assert_eq!(by_interrupt, 0, "{context}");
+    // The softirq may be deferred to ksoftirqd under load: a task too.
+    assert!(
+        by_sender * 10 >= total * 9,
+        "{by_sender} of {total} us: {context}"
+    );
+    // The sender's own user frame, above its kernel stack: not stripped.
+    assert!(
+        waits.iter().any(|l| has(&l.waker, "__libc_sendto")
+            || has(&l.waker, "sendto")
+            || has(&l.waker, "sender_send")),
+        "{context}"
+    );
+}
+
 /// (b): a reader thread blocked on a pipe, woken by a writer thread after a
 /// known delay; traced with `-p PID` and the default output.
 #[test]
