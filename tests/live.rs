@@ -274,9 +274,11 @@ fn softirq_waker_with(backend: &str) {
         .collect();
     let total: u64 = waits.iter().map(|l| l.total).sum();
     assert_slept(backend, total, n, ms, &context);
-    let by_sender: u64 = waits
+    // The softirq may be deferred to ksoftirqd under load: a task too.
+    let by_task: u64 = waits
         .iter()
-        .filter(|l| l.waker_comm == "sender" && has(&l.waker, "net_rx_action"))
+        .filter(|l| l.waker_comm == "sender" || l.waker_comm.starts_with("ksoftirqd/"))
+        .filter(|l| has(&l.waker, "net_rx_action"))
         .map(|l| l.total)
         .sum();
     let by_interrupt: u64 = waits
@@ -285,10 +287,9 @@ fn softirq_waker_with(backend: &str) {
         .map(|l| l.total)
         .sum();
     assert_eq!(by_interrupt, 0, "{context}");
-    // The softirq may be deferred to ksoftirqd under load: a task too.
     assert!(
-        by_sender * 10 >= total * 9,
-        "{by_sender} of {total} us: {context}"
+        by_task * 10 >= total * 9,
+        "{by_task} of {total} us: {context}"
     );
     // The sender's own user frame, above its kernel stack: not stripped.
     assert!(
