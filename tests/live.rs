@@ -2,6 +2,7 @@
 //! blocking behaviour, traced by the built binary, checked for stacks and
 //! durations against the workloads' own measurements.
 
+use std::path::Path;
 use std::process::Command;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -52,27 +53,7 @@ fn sleep_loop_with(backend: &str) {
     // Pinned to CPU 0: on this project's VM kernel, perf receives no events
     // at all from CPU 1's idle context, so a timer wakeup there has no
     // waker stack (durations stay right; see event::SwitchIn).
-    let out = with_every_event_reported(
-        || {
-            run_env(
-                &[("OFFWAKE_PIN_CPU", "0")],
-                &[
-                    "--backend",
-                    backend,
-                    "-f",
-                    "-d",
-                    "--",
-                    exe.to_str().unwrap(),
-                    &n.to_string(),
-                    &ms.to_string(),
-                ],
-            )
-        },
-        |out| String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "failed: {stderr}");
+    let (stdout, stderr) = pinned_command(&["--backend", backend, "-f", "-d"], &exe, n, ms);
     let lines = parse_folded(&stdout);
     assert!(!lines.is_empty(), "no output; stderr:\n{stderr}");
     // Only the command is traced.
@@ -130,6 +111,23 @@ fn sleep_loop_with(backend: &str) {
             "{l:?}"
         );
     }
+}
+
+/// The tool, with `options`, running `exe N MS` pinned to CPU 0, as often
+/// as [`with_every_event_reported`] needs: its (stdout, stderr), checked
+/// to have succeeded.
+fn pinned_command(options: &[&str], exe: &Path, n: u64, ms: u64) -> (String, String) {
+    let (n, ms) = (n.to_string(), ms.to_string());
+    let mut args = options.to_vec();
+    args.extend(["--", exe.to_str().unwrap(), &n, &ms]);
+    let out = with_every_event_reported(
+        || run_env(&[("OFFWAKE_PIN_CPU", "0")], &args),
+        |out| String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "failed: {stderr}");
+    (stdout, stderr)
 }
 
 /// A timer interrupt that wakes a sleeper while another task spins on the
@@ -245,28 +243,8 @@ fn a_softirq_run_by_a_task_is_that_tasks_wakeup() {
 fn softirq_waker_with(backend: &str) {
     let exe = workload("udpwake");
     let (n, ms) = (20u64, 20u64);
-    let out = with_every_event_reported(
-        || {
-            run_env(
-                &[("OFFWAKE_PIN_CPU", "0")],
-                &[
-                    "--backend",
-                    backend,
-                    "--call-graph",
-                    "fp",
-                    "-f",
-                    "--",
-                    exe.to_str().unwrap(),
-                    &n.to_string(),
-                    &ms.to_string(),
-                ],
-            )
-        },
-        |out| String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "failed: {stderr}");
+    let options = ["--backend", backend, "--call-graph", "fp", "-f"];
+    let (stdout, stderr) = pinned_command(&options, &exe, n, ms);
     let context = format!("{backend}:\n{stdout}\n{stderr}");
     let waits: Vec<Folded> = parse_folded(&stdout)
         .into_iter()
