@@ -32,8 +32,8 @@ pub(super) fn write(
             if palette.get(name).is_none() {
                 let shade = shade(name);
                 match *side {
-                    Side::Target(level) => palette.insert(name, hue(level, false)(shade)),
-                    Side::Waker(level) => palette.insert(name, hue(level, true)(shade)),
+                    Side::Target(level) => palette.insert(name, hue(level, false, shade)),
+                    Side::Waker(level) => palette.insert(name, hue(level, true, shade)),
                     // inferno greys `--` and `-` itself.
                     Side::Delimiter => None,
                 };
@@ -98,50 +98,43 @@ fn shade(name: &str) -> f32 {
     (hash >> 40) as f32 / (1u64 << 24) as f32
 }
 
-/// A colour of one hue, by shade.
-type Hue = fn(f32) -> Color;
+/// A hue: its red, green and blue at shade 0, and how far each goes at
+/// shade 1.
+type Hue = [(f32, f32); 3];
 
-/// The colour of a blocked (or, if `waker`, waking) frame at `level`.
-fn hue(level: u8, waker: bool) -> Hue {
-    const FAMILIES: [[Hue; 2]; 3] = [[purple, pink], [green, lime], [orange, yellow]];
-    match level {
-        0 | 1 => [blue, aqua][usize::from(waker)],
-        n => FAMILIES[usize::from(n - 2) % FAMILIES.len()][usize::from(waker)],
-    }
-}
+/// flamegraph.pl's "blue" and "aqua", which its chain palette gives
+/// off-CPU and waker frames: the first level's.
+const FIRST: [Hue; 2] = [
+    [(80.0, 60.0), (80.0, 60.0), (205.0, 50.0)],
+    [(50.0, 60.0), (165.0, 55.0), (165.0, 55.0)],
+];
 
-fn purple(v: f32) -> Color {
-    rgb(140.0 + 50.0 * v, 90.0 + 40.0 * v, 200.0 + 50.0 * v)
-}
+/// The further levels' families, blocked and waker: purple and pink,
+/// green and lime, orange and yellow.
+const FURTHER: [[Hue; 2]; 3] = [
+    [
+        [(140.0, 50.0), (90.0, 40.0), (200.0, 50.0)],
+        [(215.0, 35.0), (120.0, 50.0), (190.0, 40.0)],
+    ],
+    [
+        [(70.0, 50.0), (165.0, 50.0), (70.0, 50.0)],
+        [(165.0, 50.0), (205.0, 45.0), (80.0, 50.0)],
+    ],
+    [
+        [(225.0, 30.0), (135.0, 50.0), (50.0, 40.0)],
+        [(215.0, 35.0), (195.0, 45.0), (70.0, 50.0)],
+    ],
+];
 
-fn pink(v: f32) -> Color {
-    rgb(215.0 + 35.0 * v, 120.0 + 50.0 * v, 190.0 + 40.0 * v)
-}
-
-fn green(v: f32) -> Color {
-    rgb(70.0 + 50.0 * v, 165.0 + 50.0 * v, 70.0 + 50.0 * v)
-}
-
-fn lime(v: f32) -> Color {
-    rgb(165.0 + 50.0 * v, 205.0 + 45.0 * v, 80.0 + 50.0 * v)
-}
-
-fn orange(v: f32) -> Color {
-    rgb(225.0 + 30.0 * v, 135.0 + 50.0 * v, 50.0 + 40.0 * v)
-}
-
-fn yellow(v: f32) -> Color {
-    rgb(215.0 + 35.0 * v, 195.0 + 45.0 * v, 70.0 + 50.0 * v)
-}
-
-/// flamegraph.pl's "blue", which its chain palette gives off-CPU frames.
-fn blue(v: f32) -> Color {
-    rgb(80.0 + 60.0 * v, 80.0 + 60.0 * v, 205.0 + 50.0 * v)
-}
-
-/// flamegraph.pl's "aqua", which its chain palette gives waker frames.
-fn aqua(v: f32) -> Color {
-    rgb(50.0 + 60.0 * v, 165.0 + 55.0 * v, 165.0 + 55.0 * v)
+/// The colour, at shade `v`, of a blocked (or, if `waker`, waking) frame
+/// at `level`.
+fn hue(level: u8, waker: bool, v: f32) -> Color {
+    let family = match level {
+        0 | 1 => FIRST,
+        n => FURTHER[usize::from(n - 2) % FURTHER.len()],
+    };
+    let [r, g, b] = family[usize::from(waker)].map(|(base, spread)| base + spread * v);
+    rgb(r, g, b)
 }
 
 fn rgb(r: f32, g: f32, b: f32) -> Color {
@@ -259,8 +252,8 @@ mod tests {
             "the interrupt is level 2's waker: {r},{g},{b}"
         );
         // Later levels cycle through the other families.
-        assert_ne!(hue(3, false)(0.5), hue(2, false)(0.5));
-        assert_eq!(hue(5, true)(0.5), hue(2, true)(0.5));
+        assert_ne!(hue(3, false, 0.5), hue(2, false, 0.5));
+        assert_eq!(hue(5, true, 0.5), hue(2, true, 0.5));
     }
 
     #[test]
