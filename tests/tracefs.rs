@@ -533,3 +533,42 @@ fn both_backends_agree_on_the_same_workload() {
     assert_ratio("tracefs vs the workload", total_t, truth, 0.98, 1.02);
     assert!(tracefs_err.contains("records read"), "{tracefs_err}");
 }
+
+/// A command too short for the tracefs backend to read its memory map
+/// while it lives (it reads `/proc` a round after the events) either has
+/// its user frames named, or a NOTE says why they print `[unknown]`.
+#[test]
+fn a_short_commands_unknown_frames_are_explained() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let _serial = serial();
+    let exe = workload("pipewake");
+    let out = run_env(
+        &[("OFFWAKE_PIN_CPU", "0")],
+        &[
+            "--backend",
+            "tracefs",
+            "-f",
+            "--",
+            exe.to_str().unwrap(),
+            "3",
+            "5",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "failed: {stderr}");
+    let reads: Vec<Folded> = parse_folded(&stdout)
+        .into_iter()
+        .filter(|l| l.target_comm == "reader" && has(&l.target, "vfs_read"))
+        .collect();
+    assert!(!reads.is_empty(), "no reads:\n{stdout}\n{stderr}");
+    let named = reads.iter().all(|l| has(&l.target, "reader_wait"));
+    let noted = stderr.contains("[unknown]: it exited before its memory map could be read");
+    assert!(
+        named || noted,
+        "unknown user frames and no note saying why:\n{stdout}\n{stderr}"
+    );
+}

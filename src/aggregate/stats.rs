@@ -1,6 +1,7 @@
 //! The counters of a run's pairing, and the WARNING and NOTE lines they
 //! call for at its end.
 
+use crate::diag::counted;
 use crate::event::state;
 
 /// Counters for the end-of-run summary.
@@ -160,9 +161,4 @@ impl Stats {
              with -p, see the README on threads created during tracing)."
         ))
     }
-}
-
-/// `n` and what is counted, in the singular or plural.
-fn counted(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }

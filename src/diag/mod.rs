@@ -41,6 +41,11 @@ macro_rules! diag {
 }
 pub(crate) use diag;
 
+/// `n` and what is counted, in the singular or plural.
+pub(crate) fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,6 +38,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
+use crate::diag::counted;
 use crate::kallsyms::Preload;
 use crate::kallsyms::table::KernelSymbols;
 use crate::sys::open::OpenError;
@@ -298,8 +299,12 @@ impl Symbolizer {
     ) -> Vec<Vec<Symbol>> {
         let mut wanted: BTreeMap<FileId, BTreeSet<u64>> = BTreeMap::new();
         let mut jit: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
+        let mut unmapped: BTreeMap<u32, usize> = BTreeMap::new();
         for stack in stacks {
             self.maps.ensure_known(stack.tgid, stack.time);
+            if self.maps.never_read(stack.tgid, stack.time) && !stack.addrs.is_empty() {
+                *unmapped.entry(stack.tgid).or_default() += 1;
+            }
             for (i, &addr) in stack.addrs.iter().enumerate() {
                 let probed = probe(i, addr);
                 match self.place(stack.tgid, stack.time, probed) {
@@ -313,6 +318,23 @@ impl Symbolizer {
                     Place::Nowhere => {}
                 }
             }
+        }
+        if !unmapped.is_empty() {
+            let stacks = unmapped.values().sum::<usize>() as u64;
+            self.warnings.push(format!(
+                "NOTE: {} of {} {} [unknown]: {} before {} memory map could be read \
+                 (the tracefs backend reads maps from /proc while a process lives; the \
+                 perf backend records them).",
+                counted(stacks, "user stack", "user stacks"),
+                counted(unmapped.len() as u64, "process", "processes"),
+                if stacks == 1 { "prints" } else { "print" },
+                if unmapped.len() == 1 {
+                    "it exited"
+                } else {
+                    "they exited"
+                },
+                if unmapped.len() == 1 { "its" } else { "their" },
+            ));
         }
         if let Some(config) = self.debuginfod.clone() {
             let ids = self.files.wanting_debug_files(wanted.keys().copied());

@@ -1211,3 +1211,28 @@ fn a_file_that_is_not_the_mapped_one_is_not_read() {
         }
     }
 }
+
+/// A process gone before its map was read has every user frame unknown,
+/// and a note says why.
+#[test]
+fn stacks_of_a_process_whose_map_was_never_read_are_noted() {
+    let mut s = Symbolizer::new(ProcessMaps::new(), None).unwrap();
+    let gone = UserStack {
+        tgid: FAKE_TGID + 7,
+        time: 10,
+        addrs: &[0x401000, 0x401100],
+    };
+    let names = s.user_stacks(&[gone], &mut |_, _, _| {});
+    assert!(
+        names[0]
+            .iter()
+            .all(|n| matches!(n, Symbol::Unresolved { module: None, .. }))
+    );
+    let notes = s.warnings().join("\n");
+    assert!(
+        notes.contains(
+            "NOTE: 1 user stack of 1 process prints [unknown]: it exited before its memory map"
+        ),
+        "{notes}"
+    );
+}

@@ -482,6 +482,16 @@ impl ProcessMaps {
     }
 
     /// True once `tgid`'s exit has been seen (or it could not be read).
+    /// True when nothing of the map of process `tgid` at `time` is known:
+    /// it exited before `/proc` could be read (or read again, after an
+    /// exec), and no record told its mappings.
+    pub(crate) fn never_read(&self, tgid: u32, time: u64) -> bool {
+        !self.recorded
+            && self.procs.get(&tgid).is_some_and(|p| {
+                p.exited && !p.mappings.iter().any(|m| m.from <= time && time < m.until)
+            })
+    }
+
     pub(crate) fn has_exited(&self, tgid: u32) -> bool {
         self.procs.get(&tgid).is_some_and(|p| p.exited)
     }
