@@ -247,6 +247,15 @@ fn a_stack_copy_that_lies_about_its_size_is_an_error() {
     }
 }
 
+/// Probe ranges whose interrupt entry code holds 0xffffffff81000130.
+fn irq_entry_probes() -> crate::kallsyms::machinery::ProbeRanges {
+    crate::kallsyms::machinery::ProbeRanges::from_kallsyms(
+        "ffffffff81000100 T __irqentry_text_start\n\
+         ffffffff81000120 T asm_common_interrupt\n\
+         ffffffff81000140 T __irqentry_text_end\n",
+    )
+}
+
 #[test]
 fn an_interrupts_wakeup_has_no_user_stack() {
     let (_, wk) = formats();
@@ -291,11 +300,7 @@ fn an_interrupts_wakeup_has_no_user_stack() {
     }
     // A softirq run on an interrupt's exit: its stack passes the
     // interrupt entry code.
-    d.set_probes(crate::kallsyms::machinery::ProbeRanges::from_kallsyms(
-        "ffffffff81000100 T __irqentry_text_start\n\
-             ffffffff81000120 T asm_common_interrupt\n\
-             ffffffff81000140 T __irqentry_text_end\n",
-    ));
+    d.set_probes(irq_entry_probes());
     let w = decode(&mut d, &waking(0x10));
     assert_eq!(w.context, WakeContext::Softirq);
     assert!(w.user_copy.is_none());
@@ -806,11 +811,7 @@ fn an_interrupts_kernel_stack_ends_at_the_interrupt_entry() {
         &sample_body(1002, 50, 51, 9, 0, &ips, &raw),
     );
     let mut d = decoder(ST);
-    d.set_probes(crate::kallsyms::machinery::ProbeRanges::from_kallsyms(
-        "ffffffff81000100 T __irqentry_text_start\n\
-             ffffffff81000120 T asm_common_interrupt\n\
-             ffffffff81000140 T __irqentry_text_end\n",
-    ));
+    d.set_probes(irq_entry_probes());
     let EventKind::Waking(w) = d.decode(&rec).unwrap().unwrap().kind else {
         panic!("not a wakeup")
     };
