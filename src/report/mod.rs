@@ -136,13 +136,14 @@ impl From<Option<String>> for Frame {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum ChainEnd {
     /// The waker's last wait ended before the wait above began: it ran
-    /// (or waited for a CPU right after that wait) until it woke.
+    /// from then until it woke.
     Running,
-    /// The waker's wait during the one above was a preemption: it waited
-    /// for a CPU, not for a wakeup.
+    /// The waker did not sleep during the wait above, but was preempted:
+    /// it waited for a CPU, not for a wakeup.
     Runnable,
     /// No earlier wait of the waker is known: it ran since before tracing
-    /// began, or its switch-in was not reported.
+    /// began, its switch-in was not reported, or the wait is no longer
+    /// kept.
     NotTraced,
     /// The waker is already in the chain.
     Loop,
