@@ -172,14 +172,14 @@ stop_offwake() {
 # finish_offwake TAG RC: reads what a finished run left (see stop_offwake).
 finish_offwake() {
     local tag=$1 rc=$2 line
-    line=$(grep -E '^offwake-perf: [0-9]+ records read' "$tmp/$tag.err" | tail -n 1) || true
+    line=$(grep -E '^offwake-perf: [0-9]+ records? read' "$tmp/$tag.err" | tail -n 1) || true
     if [ "$rc" -ne 0 ] || [ -z "$line" ]; then
         sed 's/^/    /' "$tmp/$tag.err" >&2
         die "offwake-perf ($tag) exited with status $rc without its summary line"
     fi
-    records=$(sed -E 's/^offwake-perf: ([0-9]+) records read.*/\1/' <<<"$line")
+    records=$(sed -E 's/^offwake-perf: ([0-9]+) records? read.*/\1/' <<<"$line")
     lost=$(sed -E 's/.* ([0-9]+) lost;.*/\1/' <<<"$line")
-    intervals=$(sed -E 's/.*; ([0-9]+) intervals counted.*/\1/' <<<"$line")
+    intervals=$(sed -E 's/.*; ([0-9]+) intervals? counted.*/\1/' <<<"$line")
     # GNU time: "time MAXRSS_KIB USER_S SYS_S" (last line; a first line may say
     # the command exited non-zero).
     read -r _ rss_kib user_s sys_s < <(grep '^time ' "$tmp/$tag.time" | tail -n 1) ||

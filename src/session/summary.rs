@@ -2,7 +2,7 @@
 //! counters call for, and how many records and intervals it counted.
 
 use crate::aggregate::{self, Aggregate};
-use crate::diag::diag;
+use crate::diag::{counted, diag};
 use crate::event::SourceStats;
 use crate::plan::Plan;
 
@@ -44,20 +44,61 @@ impl Summary {
         for note in notes {
             diag!("{note}");
         }
-        diag!(
-            "offwake-perf: {} records read, {} lost; {} intervals counted, {} discarded \
-             for a possible loss, {} outside -m/-M",
-            source_stats.records,
-            stats.lost_records,
-            stats.intervals,
-            stats.discarded_lost,
-            stats.out_of_range
-        );
+        diag!("{}", counts_line(&source_stats, &stats));
         if source_stats.malformed > 0 {
             diag!(
-                "WARNING: {} malformed records skipped",
-                source_stats.malformed
+                "WARNING: {} skipped",
+                counted(
+                    source_stats.malformed,
+                    "malformed record",
+                    "malformed records"
+                )
             );
         }
+    }
+}
+
+/// The run's last line: records read and lost, intervals counted and set
+/// aside. Scripts read it, so its words stay put; only the plurals follow
+/// the counts.
+fn counts_line(source: &SourceStats, stats: &aggregate::Stats) -> String {
+    format!(
+        "offwake-perf: {} read, {} lost; {} counted, {} discarded for a possible loss, \
+         {} outside -m/-M",
+        counted(source.records, "record", "records"),
+        stats.lost_records,
+        counted(stats.intervals, "interval", "intervals"),
+        stats.discarded_lost,
+        stats.out_of_range
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_counts_line_keeps_its_words_and_gets_plurals_right() {
+        let mut source = SourceStats {
+            records: 20,
+            ..SourceStats::default()
+        };
+        let mut stats = aggregate::Stats {
+            intervals: 1,
+            ..aggregate::Stats::default()
+        };
+        assert_eq!(
+            counts_line(&source, &stats),
+            "offwake-perf: 20 records read, 0 lost; 1 interval counted, 0 discarded \
+             for a possible loss, 0 outside -m/-M"
+        );
+        source.records = 1;
+        stats.intervals = 0;
+        stats.lost_records = 3;
+        assert_eq!(
+            counts_line(&source, &stats),
+            "offwake-perf: 1 record read, 3 lost; 0 intervals counted, 0 discarded \
+             for a possible loss, 0 outside -m/-M"
+        );
     }
 }
