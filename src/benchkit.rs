@@ -144,6 +144,8 @@ fn config() -> Config {
         stack_storage_size: 16384,
         own: None,
         chain: 1,
+        cgroup_names: None,
+        split_cgroups: false,
         stacks: Stacks {
             kernel: true,
             user: true,

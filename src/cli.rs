@@ -25,6 +25,8 @@ examples:
     offwake-perf --state 2        # only uninterruptible (D) sleeps
     offwake-perf -f -- make -j2   # run a command and trace it and its children
     offwake-perf --chain 3 -p 185 10            # who woke the waker, 3 levels
+    offwake-perf --cgroup nginx.service 10      # a service's (or container's) cgroup
+    offwake-perf -f --per-cgroup 10             # the whole system, split by cgroup
     offwake-perf --call-graph dwarf,32768 -p 185   # deeper user stacks (node)
     offwake-perf -o offwake.svg 10              # an off-wake flame graph
     offwake-perf -o offwake.pb.gz -p 185 10     # pprof, for Pyroscope or Parca
@@ -152,6 +154,21 @@ pub struct Cli {
     /// targets).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = chain_depth)]
     pub(crate) chain: u8,
+
+    /// Trace only threads of these cgroups and their descendants
+    /// (comma-separated), filtered in the kernel as `perf -G` does: paths
+    /// under the cgroup mount that holds perf's controller (the v2 mount,
+    /// `/sys/fs/cgroup/unified` on a hybrid host), absolute cgroup
+    /// directories, or systemd unit names (`nginx.service`).
+    #[arg(long, value_name = "PATHS", value_delimiter = ',', value_parser = cgroup_path,
+          conflicts_with_all = ["pid", "tid", "user_threads_only", "kernel_threads_only", "command"])]
+    pub(crate) cgroup: Option<Vec<String>>,
+
+    /// Split the report by cgroup: each entry's cgroup path (relative to
+    /// the cgroup mount) becomes the root frame of its stack, or a line of
+    /// its text block.
+    #[arg(long)]
+    pub(crate) per_cgroup: bool,
 
     /// Most unique stacks kept; stacks beyond this print as placeholders.
     #[arg(long, value_name = "N", default_value_t = 16384, value_parser = nonzero_usize)]
@@ -314,6 +331,14 @@ fn nonzero(s: &str) -> Result<u64, String> {
         0 => Err("must be non-zero".to_string()),
         v => Ok(v),
     }
+}
+
+/// One `--cgroup` path: not empty.
+fn cgroup_path(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err("a cgroup path cannot be empty".to_string());
+    }
+    Ok(s.to_string())
 }
 
 /// The deepest `--chain`.

@@ -17,17 +17,6 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The "N records read" of the tool's summary line.
-fn records_read(stderr: &str) -> u64 {
-    stderr
-        .lines()
-        .find_map(|l| {
-            let rest = l.strip_prefix("offwake-perf: ")?;
-            rest.split_once(" records read")?.0.parse().ok()
-        })
-        .unwrap_or_else(|| panic!("no summary line in:\n{stderr}"))
-}
-
 struct Sleeper(Child);
 
 impl Sleeper {

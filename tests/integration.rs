@@ -5,6 +5,7 @@
 
 mod common;
 
+mod cgroups;
 mod chains;
 mod cli;
 mod dwarf;

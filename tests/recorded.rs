@@ -21,18 +21,6 @@ fn alone() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// How many records the tool says it read, from its stderr.
-fn records_read(stderr: &str) -> u64 {
-    stderr
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("offwake-perf: ")?
-                .split_once(" records read")
-        })
-        .and_then(|(n, _)| n.parse().ok())
-        .unwrap_or_else(|| panic!("no records read in:\n{stderr}"))
-}
-
 fn scratch(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("offwake-recorded-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -558,5 +546,170 @@ fn binaries_are_found_by_build_id() {
         names(&cached).contains(";reader_wait;"),
         "from perf's build-id cache"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A recording made with `perf record --all-cgroups` names its own
+/// cgroups: `--cgroup` finds one among them (gone from this machine by
+/// the time the file is read), by its path or its mount's, and
+/// `--per-cgroup` puts it at the root of its lines. A sleeper in a fresh
+/// cgroup and an identical decoy outside it (copies of `sleep`, named
+/// apart) loop pinned to CPU 0, where this VM reports every scheduler
+/// event. A recording without cgroup ids is refused with the command
+/// that records them.
+#[test]
+fn a_recording_names_its_own_cgroups() {
+    use std::process::Child;
+    use std::time::Duration;
+
+    /// The loops, killed, and the cgroup removed, when dropped.
+    struct Made {
+        cgroup: PathBuf,
+        loops: Vec<Child>,
+    }
+    impl Drop for Made {
+        fn drop(&mut self) {
+            let _ = std::fs::write(self.cgroup.join("cgroup.kill"), "1");
+            for c in &mut self.loops {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            for _ in 0..250 {
+                if std::fs::remove_dir(&self.cgroup).is_ok() || !self.cgroup.exists() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let _alone = alone();
+    let dir = scratch("cgroups");
+    // perf's cgroup ids are of the v2 hierarchy on the test machines.
+    let unified = Path::new("/sys/fs/cgroup/unified");
+    let mount = if unified.join("cgroup.procs").exists() {
+        unified
+    } else {
+        Path::new("/sys/fs/cgroup")
+    };
+    let name = format!("offwake-rec-{}", std::process::id());
+    let mut made = Made {
+        cgroup: mount.join(&name),
+        loops: Vec::new(),
+    };
+    let _ = std::fs::remove_dir(&made.cgroup);
+    std::fs::create_dir(&made.cgroup)
+        .unwrap_or_else(|e| panic!("creating {}: {e}", made.cgroup.display()));
+    let mut start_loop = |comm: &str| -> u32 {
+        let exe = dir.join(comm);
+        std::fs::copy("/bin/sleep", &exe).expect("copying sleep");
+        let child = Command::new("taskset")
+            .args(["-c", "0", "sh", "-c"])
+            .arg(format!("while :; do {} 0.05; done", exe.display()))
+            .spawn()
+            .expect("starting taskset");
+        let pid = child.id();
+        made.loops.push(child);
+        pid
+    };
+    let sleeper = start_loop("cgsleeper");
+    let decoy = start_loop("cgdecoy");
+    std::fs::write(made.cgroup.join("cgroup.procs"), sleeper.to_string())
+        .expect("moving the sleeper into its cgroup");
+    // The sleeper's first sleep, started before it moved, is over.
+    std::thread::sleep(Duration::from_millis(200));
+    let data = dir.join("cgroups.data");
+    let mut args = EVENTS.to_vec();
+    args.extend_from_slice(&["-a", "-g", "--all-cgroups"]);
+    perf_record(&data, &args, &["sleep", "1"]);
+    drop(made);
+    assert!(
+        !mount.join(&name).exists(),
+        "the cgroup is gone from this machine"
+    );
+    let file = data.to_str().unwrap();
+    let context = format!("sleeper {sleeper}, decoy {decoy}");
+
+    // Text: every block is the sleeper's loop or its sleeps.
+    let out = run(&["-i", file, "--cgroup", &name]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let stdout = text(&out.stdout);
+    let blocks = parse_default(stdout.split_once('\n').map_or("", |(_, rest)| rest));
+    let slept: u64 = blocks
+        .iter()
+        .filter(|b| b.target_comm == "cgsleeper")
+        .map(|b| b.total)
+        .sum();
+    assert!(
+        slept > 300_000,
+        "{context}: cgsleeper blocked {slept} us in 1 s:\n{stdout}\n{err}"
+    );
+    let strays: Vec<&Block> = blocks
+        .iter()
+        .filter(|b| !["cgsleeper", "sh"].contains(&b.target_comm.as_str()) || b.target_tid == decoy)
+        .collect();
+    assert!(strays.is_empty(), "{context}: {strays:#?}\n{err}");
+
+    // Its mount's path names it too; the decoy is never there.
+    let full = format!("{}/{name}", mount.display());
+    let out = run(&["-i", file, "-f", "--cgroup", &full]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let folded = text(&out.stdout);
+    let comms: Vec<String> = parse_folded(&folded)
+        .into_iter()
+        .map(|l| l.target_comm)
+        .collect();
+    assert!(comms.iter().any(|c| c == "cgsleeper"), "{folded}\n{err}");
+    assert!(!comms.iter().any(|c| c == "cgdecoy"), "{folded}\n{err}");
+
+    // Per cgroup: the sleeper's lines start with its cgroup, the decoy's
+    // with another.
+    let out = run(&["-i", file, "-f", "--per-cgroup"]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let folded = text(&out.stdout);
+    let root = format!("/{name}");
+    let roots_of = |comm: &str| -> Vec<&str> {
+        folded
+            .lines()
+            .map(|l| l.split(';').collect::<Vec<&str>>())
+            .filter(|f| f.get(1) == Some(&comm))
+            .map(|f| f[0])
+            .collect()
+    };
+    let (inside, outside) = (roots_of("cgsleeper"), roots_of("cgdecoy"));
+    assert!(
+        !inside.is_empty() && inside.iter().all(|r| *r == root),
+        "{context}: cgsleeper under {inside:?}\n{folded}"
+    );
+    assert!(
+        !outside.is_empty() && outside.iter().all(|r| *r != root),
+        "{context}: cgdecoy under {outside:?}\n{folded}"
+    );
+
+    // Without cgroup ids: refused, with the command that records them.
+    let plain = dir.join("plain.data");
+    perf_record(
+        &plain,
+        &[EVENTS[0], EVENTS[1], EVENTS[2], EVENTS[3], "-a", "-g"],
+        &["true"],
+    );
+    for option in [&["--cgroup", name.as_str()][..], &["--per-cgroup"]] {
+        let mut args = vec!["-i", plain.to_str().unwrap()];
+        args.extend_from_slice(option);
+        let out = run(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("has no cgroup ids, which") && err.contains(" --all-cgroups -- "),
+            "{err}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,6 +3,8 @@
 //! lookup), whether it is one of the tool's own tasks or a target, and the
 //! tally of switch-outs and intervals per named target.
 
+use std::sync::Arc;
+
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::event::state::StateFilter;
@@ -10,6 +12,7 @@ use crate::event::{Callchain, Comm, CommChange, Exit, Fork, Switch};
 use crate::plan::Targets;
 use crate::sys::own::OwnTasks;
 
+use super::cgroups::CgroupNames;
 use super::quiet::{QuietTarget, Tally, TargetKind};
 use super::tasks::{KTHREADD_TID, TaskInfo, TaskTable};
 
@@ -38,6 +41,9 @@ pub(super) struct Identity {
     command_tgids: FxHashSet<u32>,
     /// Switch-outs and intervals per named target.
     tally: Tally,
+    /// The cgroup ids' paths, when switch-outs carry them: this
+    /// machine's, or a recording's own.
+    pub(super) cgroups: Option<CgroupNames>,
 }
 
 impl Identity {
@@ -58,6 +64,7 @@ impl Identity {
             seen_comms: FxHashMap::default(),
             command_tgids: FxHashSet::default(),
             tally: Tally::default(),
+            cgroups: None,
         }
     }
 
@@ -248,8 +255,27 @@ impl Identity {
             Targets::Processes(_) | Targets::Threads(_) | Targets::Command { .. } => {
                 named.is_some()
             }
+            Targets::Cgroups(targets) => {
+                let path = s.prev_cgroup.and_then(|id| self.cgroups.as_mut()?.name(id));
+                path.is_some_and(|p| targets.holds(&p))
+            }
         };
         selected && self.state.is_none_or(|state| state.matches(s.prev_state))
+    }
+
+    /// The paths of cgroups `ids`, for the report: those a listing of the
+    /// hierarchy found, or the recording names (none when cgroups are not
+    /// named).
+    pub(super) fn cgroup_paths(
+        &mut self,
+        ids: impl IntoIterator<Item = u64>,
+    ) -> FxHashMap<u64, Arc<str>> {
+        let Some(names) = self.cgroups.as_mut() else {
+            return FxHashMap::default();
+        };
+        ids.into_iter()
+            .filter_map(|id| Some((id, names.name(id)?)))
+            .collect()
     }
 
     /// Records the comm an event gave for `tid`: in the task table when

@@ -16,18 +16,22 @@
 //! thread's intervals are paired too, and kept for the chains of the
 //! targets' ([`chain`]).
 
+mod cgroups;
 mod chain;
 mod identity;
+mod nspid;
 pub(crate) mod quiet;
 pub(crate) mod stacks;
 mod stats;
 pub(crate) mod tasks;
 
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::plan::{Stacks, Targets};
+use crate::sys::cgroup::Hierarchy;
 use crate::sys::own::OwnTasks;
 
 use crate::event::{
@@ -35,8 +39,10 @@ use crate::event::{
     WakeContext, Waking,
 };
 
+use cgroups::CgroupNames;
 use chain::{ChainTable, History, Past, Prev, Wakeup};
 use identity::Identity;
+use nspid::NsTids;
 use quiet::QuietTarget;
 use stacks::StackInterner;
 
@@ -66,6 +72,12 @@ pub(crate) struct Config {
     /// Levels of wakeup chains (`--chain`): 1 is the waker only, and
     /// past 1 every thread's intervals are followed.
     pub(crate) chain: u8,
+    /// Where the cgroup ids that switch-outs carry are named (`None`: they
+    /// carry none that matter).
+    pub(crate) cgroup_names: Option<Hierarchy>,
+    /// Entries are split by their target's cgroup (`--per-cgroup`, or a
+    /// pprof report's label).
+    pub(crate) split_cgroups: bool,
 }
 
 /// What identifies one output entry (bcc's `key_t`).
@@ -87,10 +99,13 @@ pub(crate) struct EntryKey {
     pub(crate) waker_user: StackRef,
     /// The levels past the first (`--chain`), in [`Aggregate::chains`].
     pub(crate) chain: ChainId,
+    /// The target's cgroup at switch-out, when entries are split by
+    /// cgroup (named in [`Aggregate::cgroups`]; 0: none known or asked).
+    pub(crate) cgroup: u64,
 }
 
 impl Hash for EntryKey {
-    /// Every field, packed into eleven words: the key is hashed once per
+    /// Every field, packed into twelve words: the key is hashed once per
     /// interval, and field by field it took 18 writes, two of them byte
     /// slices.
     fn hash<H: Hasher>(&self, state: &mut H) {
@@ -99,6 +114,7 @@ impl Hash for EntryKey {
         state.write_u128(u128::from_ne_bytes(self.target_comm.0));
         state.write_u64(pair(self.waker_tid, self.waker_tgid));
         state.write_u64(pair(self.waker_context as u32, self.chain));
+        state.write_u64(self.cgroup);
         state.write_u128(u128::from_ne_bytes(self.waker_comm.0));
         for r in [
             self.target_kernel,
@@ -153,6 +169,11 @@ pub(crate) struct Aggregate {
     /// The named targets (`-p`, `-t`, `-- COMMAND`) that gave no interval,
     /// in order of id.
     pub(crate) quiet: Vec<QuietTarget>,
+    /// Targets whose id in their own PID namespace differs, with it.
+    pub(crate) ns_tids: FxHashMap<u32, u32>,
+    /// With entries split by cgroup, their cgroups by [`EntryKey::cgroup`]:
+    /// paths relative to the mount (an id missing was never named).
+    pub(crate) cgroups: Option<FxHashMap<u64, Arc<str>>>,
 }
 
 /// Per-thread state key: idle tasks (tid 0) exist once per CPU.
@@ -180,6 +201,8 @@ struct OpenInterval {
     tgid: u32,
     /// Counted in the report (else kept for chains only).
     target: bool,
+    /// [`EntryKey::cgroup`].
+    cgroup: u64,
     kernel: StackRef,
     user: StackRef,
     /// The first and the last wakeup seen while open, with their times.
@@ -212,6 +235,10 @@ pub(crate) struct Aggregator {
     /// `--chain`, and with more than one level, every thread's recent
     /// intervals and the chains seen.
     depth: usize,
+    /// [`Config::split_cgroups`].
+    split_cgroups: bool,
+    /// The targets' ids in their own PID namespaces.
+    ns_tids: NsTids,
     history: Option<History>,
     chains: ChainTable,
     stats: Stats,
@@ -233,16 +260,22 @@ impl Aggregator {
             stacks,
             own,
             chain,
+            cgroup_names,
+            split_cgroups,
         } = config;
+        let mut identity = Identity::new(threads, state, own, tasks);
+        identity.cgroups = cgroup_names.map(CgroupNames::new);
         Aggregator {
             min_block_us,
             max_block_us,
             kept: stacks,
-            identity: Identity::new(threads, state, own, tasks),
+            identity,
             open: FxHashMap::default(),
             stacks: StackInterner::new(stack_storage_size),
             entries: FxHashMap::default(),
             depth: usize::from(chain),
+            split_cgroups,
+            ns_tids: NsTids::new(),
             history: (chain > 1).then(History::default),
             chains: ChainTable::default(),
             stats: Stats::default(),
@@ -255,6 +288,8 @@ impl Aggregator {
     /// (tests use this to stay away from `/proc`).
     pub(crate) fn with_task_lookup(mut self, lookup: TaskLookup) -> Aggregator {
         self.identity.set_lookup(lookup);
+        // What stands in for /proc stands in for its namespaces too.
+        self.ns_tids.set_lookup(Box::new(|_| None));
         self
     }
 
@@ -268,7 +303,8 @@ impl Aggregator {
             EventKind::Fork(f) => self.on_fork(f),
             EventKind::Exit(e) => self.on_exit(event.time, e),
             EventKind::Comm(c) => self.on_comm(c),
-            EventKind::Mmap(_) => {}
+            // Switch-outs carry their cgroup already.
+            EventKind::Mmap(_) | EventKind::CgroupMove(_) => {}
             EventKind::Lost(l) => {
                 self.stats.lost_records = self.stats.lost_records.saturating_add(l.records);
                 self.losses += 1;
@@ -291,6 +327,10 @@ impl Aggregator {
     pub(crate) fn finish(mut self) -> Aggregate {
         self.stats.missed_stacks = self.stacks.missed;
         let quiet = self.identity.quiet_targets();
+        let ids: FxHashSet<u64> = self.entries.keys().map(|k| k.cgroup).collect();
+        let cgroups = self
+            .identity
+            .cgroup_paths(ids.into_iter().filter(|&id| id != 0));
         // A waker that had not been seen when it woke (running since before
         // tracing, gone before /proc could say) may have shown its comm
         // later, in its own switches.
@@ -344,6 +384,8 @@ impl Aggregator {
             chains: chains.into_chains(),
             stats: self.stats,
             quiet,
+            cgroups: self.split_cgroups.then_some(cgroups),
+            ns_tids: self.ns_tids.differing(),
         }
     }
 
@@ -374,6 +416,9 @@ impl Aggregator {
         // A task leaving as X or Z (its final switch) never comes back:
         // keep no state, and store no stack, for an interval that cannot end.
         let target = !s.is_final() && self.identity.is_target(s, named);
+        if target {
+            self.ns_tids.note(s.prev_tid);
+        }
         // With chains, any thread's wait may be a level of a target's.
         let kept = target || (self.history.is_some() && !s.is_final() && s.prev_tid != 0);
         let opened = if kept {
@@ -382,6 +427,11 @@ impl Aggregator {
                 start: time,
                 tgid: s.prev_tgid,
                 target,
+                cgroup: if self.split_cgroups {
+                    s.prev_cgroup.unwrap_or(0)
+                } else {
+                    0
+                },
                 kernel,
                 user,
                 first_waker: None,
@@ -540,6 +590,7 @@ impl Aggregator {
             waker_kernel: waker.kernel,
             waker_user: waker.user,
             chain,
+            cgroup: open.cgroup,
         };
         if waker.context == WakeContext::Task && self.identity.is_own(waker.tid, waker.tgid) {
             self.stats.woken_by_self += 1;

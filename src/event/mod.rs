@@ -314,6 +314,9 @@ pub(crate) struct Switch {
     /// When `prev_tid` had switched in, for the slice this switch-out
     /// ends, as far as the backend tells it with the switch-out.
     pub(crate) prev_ran_since: RanSince,
+    /// The id of `prev_tid`'s cgroup at the switch, when the backend
+    /// tells it (the perf_event controller's hierarchy).
+    pub(crate) prev_cgroup: Option<u64>,
 }
 
 /// When a switched-out thread had switched in, as its switch-out tells.
@@ -472,6 +475,16 @@ pub(crate) struct CommChange {
     pub(crate) exec: bool,
 }
 
+/// A task moved to another cgroup (told by the tracefs backend).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CgroupMove {
+    pub(crate) tid: u32,
+    /// The hierarchy's id, as `/proc/PID/cgroup` numbers it (0: v2).
+    pub(crate) root: u32,
+    /// The cgroup's id.
+    pub(crate) id: u64,
+}
+
 /// A file (or anonymous region) mapped into a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Mmap {
@@ -553,6 +566,7 @@ pub(crate) enum EventKind {
     Comm(CommChange),
     Mmap(Mmap),
     Lost(Lost),
+    CgroupMove(CgroupMove),
 }
 
 /// Where a backend delivers its events, in global time order.

@@ -6,16 +6,21 @@
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Result, bail};
 
 use crate::cli::{Backend, CallGraph, Cli, DEFAULT_DWARF_SIZE};
 use crate::event::state::StateFilter;
 use crate::report::{Format, ReportOptions, StackMode};
+use crate::sys::cgroup::Hierarchy;
 use crate::sys::proc;
 use crate::sys::proc::threads_of;
 
+mod cgroups;
 pub(crate) mod sizing;
+
+pub(crate) use cgroups::{CgroupTable, CgroupTargets, CgroupUse, is_cgroup_rel};
 
 /// Which threads are targets (`-p`, `-t`, `-u`, `-k`, `-- COMMAND`, or
 /// every thread). The backends derive what the kernel can drop from it;
@@ -40,6 +45,8 @@ pub(crate) enum Targets {
         root: u32,
         launcher: u32,
     },
+    /// `--cgroup`: the threads of these cgroups and their descendants.
+    Cgroups(CgroupTargets),
 }
 
 /// What the tasks created by traced threads get.
@@ -98,7 +105,9 @@ impl Targets {
                 v.dedup();
                 Some(v)
             }
-            Targets::All | Targets::UserThreads | Targets::KernelThreads => None,
+            Targets::All | Targets::UserThreads | Targets::KernelThreads | Targets::Cgroups(_) => {
+                None
+            }
         }
     }
 }
@@ -179,6 +188,15 @@ pub(crate) struct Plan {
     pub(crate) outputs: Vec<Destination>,
     /// The perf.data to read instead of tracing (`-i`).
     pub(crate) input: Option<PathBuf>,
+    /// `--per-cgroup`: entries are split by cgroup.
+    pub(crate) per_cgroup: bool,
+    /// Where cgroup ids are named, when entries carry their cgroup
+    /// (`--cgroup`, `--per-cgroup`, or a pprof report's labels); `None`
+    /// for a recording, which names its own.
+    pub(crate) cgroup_names: Option<Hierarchy>,
+    /// A recording's cgroups, named by its own records, when they are
+    /// needed or wanted ([`Plan::use_recorded_cgroups`]).
+    pub(crate) recorded_cgroups: Option<Arc<CgroupTable>>,
 }
 
 /// One place the report is written to, and how it looks there.
@@ -214,16 +232,26 @@ impl Plan {
         };
         let report = |format| ReportOptions {
             format,
+            per_cgroup: cli.per_cgroup,
             delimited: cli.delimited,
             stacks: stacks.mode(),
         };
-        let outputs = destinations(cli)
+        let outputs: Vec<Destination> = destinations(cli)
             .into_iter()
             .map(|(path, format)| Destination {
                 path,
                 options: report(format),
             })
             .collect();
+        let cgroup_names = match &targets {
+            // A recording's ids are not this machine's.
+            _ if cli.input.is_some() => None,
+            Targets::Cgroups(c) => Some(c.hierarchy.clone()),
+            _ if cli.per_cgroup => Some(Hierarchy::find()?),
+            // pprof's labels are a bonus: without a cgroup mount, none.
+            _ if writes_pprof(&outputs) => Hierarchy::find().ok(),
+            _ => None,
+        };
         Ok(Plan {
             targets,
             stacks,
@@ -240,7 +268,41 @@ impl Plan {
             module_offsets: cli.module_offsets,
             outputs,
             input: cli.input.clone(),
+            per_cgroup: cli.per_cgroup,
+            cgroup_names,
+            recorded_cgroups: None,
         })
+    }
+
+    /// What a recording's cgroups are for: `--cgroup` and `--per-cgroup`
+    /// need them, a pprof report labels entries with them.
+    pub(crate) fn recorded_cgroup_use(&self) -> CgroupUse {
+        if self.input.is_none() {
+            CgroupUse::None
+        } else if matches!(self.targets, Targets::Cgroups(_)) {
+            CgroupUse::Needed("--cgroup")
+        } else if self.per_cgroup {
+            CgroupUse::Needed("--per-cgroup")
+        } else if writes_pprof(&self.outputs) {
+            CgroupUse::Labels
+        } else {
+            CgroupUse::None
+        }
+    }
+
+    /// Names cgroups by the recording's own `names` (`None`: it has
+    /// none), among which the PATHs of `--cgroup` are found: an error
+    /// says which is not there, or is ambiguous.
+    pub(crate) fn use_recorded_cgroups(&mut self, names: Option<CgroupTable>) -> Result<()> {
+        let Some(names) = names else {
+            return Ok(());
+        };
+        if let Targets::Cgroups(targets) = &mut self.targets {
+            let file = self.input.as_deref().unwrap_or(Path::new("the recording"));
+            targets.find_recorded(&names, file)?;
+        }
+        self.recorded_cgroups = Some(Arc::new(names));
+        Ok(())
     }
 
     /// The threads whose scheduler events the source records: the
@@ -261,6 +323,13 @@ impl Plan {
         self.state.filter(|_| self.chain == 1)
     }
 
+    /// Entries are split by cgroup: asked for, or for a pprof report's
+    /// `cgroup` label (when cgroups can be named).
+    pub(crate) fn split_cgroups(&self) -> bool {
+        (self.cgroup_names.is_some() || self.recorded_cgroups.is_some())
+            && (self.per_cgroup || writes_pprof(&self.outputs))
+    }
+
     /// The command is about to be started by the thread `launcher`.
     pub(crate) fn command_launching(&mut self, launcher: u32) {
         self.targets = Targets::Command { root: 0, launcher };
@@ -272,6 +341,12 @@ impl Plan {
             self.targets = Targets::Command { root, launcher };
         }
     }
+}
+
+/// True when one of `outputs` is pprof, whose samples carry a `cgroup`
+/// label.
+fn writes_pprof(outputs: &[Destination]) -> bool {
+    outputs.iter().any(|d| d.options.format == Format::Pprof)
 }
 
 /// Where the report goes (`-o`, repeated; stdout without it), with the
@@ -309,6 +384,14 @@ fn targets(cli: &Cli) -> Result<Targets> {
             }
         }
         return Ok(Targets::Processes(pids.iter().copied().collect()));
+    }
+    if let Some(paths) = &cli.cgroup {
+        // A recording's cgroups need not exist here: found in it once open.
+        return Ok(Targets::Cgroups(if tracing {
+            CgroupTargets::resolve(paths)?
+        } else {
+            CgroupTargets::given(paths)?
+        }));
     }
     if let Some(tids) = &cli.tid {
         for &tid in tids.iter().filter(|_| tracing) {
@@ -462,5 +545,45 @@ mod tests {
         for bad in ["0", "9", "x"] {
             assert!(Cli::try_parse_from_checked(["offwake-perf", "--chain", bad]).is_err());
         }
+    }
+
+    #[test]
+    fn a_recording_s_cgroups_are_named_by_it_alone() {
+        let me = std::process::id().to_string();
+        let mut p = plan(&["-i", "rec.data", "--cgroup", "nowhere-here-1,x.service"]).unwrap();
+        assert_eq!(p.cgroup_names, None);
+        assert_eq!(p.recorded_cgroup_use(), CgroupUse::Needed("--cgroup"));
+        assert!(!p.split_cgroups());
+        let table: CgroupTable = [
+            (5, Arc::from("/nowhere-here-1")),
+            (6, Arc::from("/s/x.service")),
+        ]
+        .into_iter()
+        .collect();
+        p.use_recorded_cgroups(Some(table)).unwrap();
+        let Targets::Cgroups(t) = &p.targets else {
+            panic!("{:?}", p.targets);
+        };
+        assert!(t.holds("/nowhere-here-1/a") && t.holds("/s/x.service") && !t.holds("/s"));
+        assert!(p.recorded_cgroups.is_some() && !p.split_cgroups());
+        let p = plan(&["-i", "rec.data", "--per-cgroup"]).unwrap();
+        assert_eq!(p.recorded_cgroup_use(), CgroupUse::Needed("--per-cgroup"));
+        assert_eq!(p.cgroup_names, None);
+        let mut p = plan(&["-i", "rec.data", "-o", "x.pb.gz"]).unwrap();
+        assert_eq!(p.recorded_cgroup_use(), CgroupUse::Labels);
+        assert_eq!(p.cgroup_names, None);
+        p.use_recorded_cgroups(None).unwrap();
+        assert!(!p.split_cgroups());
+        p.use_recorded_cgroups(Some(CgroupTable::default()))
+            .unwrap();
+        assert!(p.split_cgroups());
+        let p = plan(&["-i", "rec.data", "-f"]).unwrap();
+        assert_eq!(p.recorded_cgroup_use(), CgroupUse::None);
+        assert_eq!(
+            plan(&["-p", &me]).unwrap().recorded_cgroup_use(),
+            CgroupUse::None
+        );
+        // Read without the recording, a PATH is checked all the same.
+        assert!(plan(&["-i", "rec.data", "--cgroup", "a/../b"]).is_err());
     }
 }

@@ -28,15 +28,19 @@ pub(super) const WAKER_MARK: &str = "_[w]";
 
 type Fields<'a> = Vec<(Cow<'a, str>, Side)>;
 
-/// The fields of `e`'s folded line, escaped for it, root first: target
-/// comm, target user (outermost first), target kernel, `--`, waker kernel
+/// The fields of `e`'s folded line, escaped for it, root first: the
+/// target's cgroup under `--per-cgroup`, target comm, target user (outermost first), target kernel, `--`, waker kernel
 /// (innermost first), waker user, waker comm; then for each further level,
 /// `--`, that waker's blocked user and kernel stacks (outermost first), and
 /// its own waker as above, or `--` and the marker that ends the chain. The
 /// last field is empty when the last level had no waker.
 pub(super) fn fields<'a>(options: &ReportOptions, e: &'a ResolvedEntry) -> Fields<'a> {
     let place = Place::Folded;
-    let mut fields: Fields<'a> = vec![(comm(&e.target_comm, place), Side::Target(1))];
+    let mut fields: Fields<'a> = Vec::new();
+    if let Some(cgroup) = e.cgroup.as_ref().filter(|_| options.per_cgroup) {
+        fields.push((cgroup.shown(place), Side::Target(1)));
+    }
+    fields.push((comm(&e.target_comm, place), Side::Target(1)));
     blocked(&mut fields, options, &e.target_kernel, &e.target_user, 1);
     waker(
         &mut fields,

@@ -35,6 +35,14 @@ pub(super) fn block(options: &ReportOptions, e: &ResolvedEntry) -> String {
             us: e.total_us,
         },
     );
+    // After the `target:` line, before the total.
+    let at = lines.len().saturating_sub(1);
+    if let Some(cgroup) = e.cgroup.as_ref().filter(|_| options.per_cgroup) {
+        lines.insert(at, format!("    {:<16} {}", "cgroup:", cgroup.shown(place)));
+    }
+    if let Some(ns) = e.target_ns_tid {
+        lines.insert(at, format!("    {:<16} {ns}", "ns tid:"));
+    }
     let mut thread = (e.waker_comm(place), e.waker_tid);
     for (level, step) in (2u8..).zip(&e.chain) {
         let label = format!("[{level}] ");

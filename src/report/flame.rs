@@ -316,6 +316,8 @@ mod tests {
             waker_user: Frames::from(vec![name("q\"'\u{ffff}")]),
             total_us: 5,
             chain: Vec::new(),
+            cgroup: None,
+            target_ns_tid: None,
         }
     }
 

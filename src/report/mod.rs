@@ -95,6 +95,9 @@ pub(crate) struct ReportOptions {
     pub(crate) format: Format,
     pub(crate) delimited: bool,
     pub(crate) stacks: StackMode,
+    /// `--per-cgroup`: each entry's cgroup is its root frame, or a line of
+    /// its block.
+    pub(crate) per_cgroup: bool,
 }
 
 /// A symbolized stack.
@@ -184,6 +187,31 @@ pub(crate) struct ResolvedEntry {
     pub(crate) total_us: u64,
     /// The levels past the first (`--chain`), in order.
     pub(crate) chain: Vec<ResolvedLevel>,
+    /// The target's cgroup, when entries are split by cgroup.
+    pub(crate) cgroup: Option<CgroupName>,
+    /// The target's id in its own PID namespace, where it differs.
+    pub(crate) target_ns_tid: Option<u32>,
+}
+
+/// The cgroup of an entry's target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum CgroupName {
+    /// Its path relative to the mount (`/` for the root).
+    Path(Arc<str>),
+    /// Not known: the thread's cgroup could not be read, or was created
+    /// and removed between two listings of the hierarchy.
+    Unknown,
+}
+
+impl CgroupName {
+    /// As printed at `place` (a path always starts with `/`, so none can
+    /// read as the marker of an unknown one).
+    pub(crate) fn shown(&self, place: Place) -> Cow<'_, str> {
+        match self {
+            CgroupName::Path(path) => escape(path.as_bytes(), place),
+            CgroupName::Unknown => Cow::Borrowed("[unknown cgroup]"),
+        }
+    }
 }
 
 /// A level past the first of an entry's wakeup chain, ready to print:

@@ -2,7 +2,7 @@
 //! `go tool pprof`, Pyroscope, Parca and Grafana read it. One sample per
 //! entry; its locations are the frames of the entry's folded line, leaf
 //! first, waker frames marked `_[w]`; its value is the blocked time in
-//! microseconds; comms and thread ids are labels.
+//! microseconds; comms, thread ids and the target's cgroup are labels.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -196,6 +196,12 @@ impl Builder {
             label.push(self.str_label("waker_comm", &e.waker_comm(Place::Folded)));
             label.push(self.num_label("waker_tid", e.waker_tid));
         }
+        if let Some(ns) = e.target_ns_tid {
+            label.push(self.num_label("target_ns_tid", ns));
+        }
+        if let Some(cgroup) = &e.cgroup {
+            label.push(self.str_label("cgroup", &cgroup.shown(Place::Folded)));
+        }
         self.profile.sample.push(proto::Sample {
             location_id,
             value: vec![i64::try_from(e.total_us).unwrap_or(i64::MAX)],
@@ -327,6 +333,22 @@ mod tests {
                 ("waker_tid".to_string(), "200".to_string()),
             ]
         );
+    }
+
+    #[test]
+    fn the_targets_cgroup_is_a_label() {
+        let mut e = sample().remove(0);
+        e.cgroup = Some(crate::report::CgroupName::Path(
+            "/kubepods.slice/pod1".into(),
+        ));
+        let p = pprof(&[e]);
+        let got = labels(&p, &p.sample[0]);
+        assert!(
+            got.contains(&("cgroup".to_string(), "/kubepods.slice/pod1".to_string())),
+            "{got:?}"
+        );
+        // The frames stay as they were without --per-cgroup.
+        assert_eq!(frames(&p, &p.sample[0])[0], "app");
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub(super) fn sleeper(tid: u32, total_us: u64) -> ResolvedEntry {
         waker_user: names(&["spin", "main"]),
         total_us,
         chain: Vec::new(),
+        cgroup: None,
+        target_ns_tid: None,
     }
 }
 
@@ -44,6 +46,8 @@ pub(super) fn unwoken() -> ResolvedEntry {
         waker_user: names(&[]),
         total_us: 42,
         chain: Vec::new(),
+        cgroup: None,
+        target_ns_tid: None,
     }
 }
 
@@ -61,6 +65,8 @@ pub(super) fn missed() -> ResolvedEntry {
         waker_user: names(&[]),
         total_us: 500,
         chain: Vec::new(),
+        cgroup: None,
+        target_ns_tid: None,
     }
 }
 
@@ -74,6 +80,7 @@ pub(super) fn opts(folded: bool, delimited: bool, stacks: StackMode) -> ReportOp
         format: if folded { Format::Folded } else { Format::Text },
         delimited,
         stacks,
+        per_cgroup: false,
     }
 }
 
@@ -97,6 +104,49 @@ fn module_offsets_print_escaped_base_names() {
     );
     let got = render(opts(false, false, StackMode::UserOnly), &[e]);
     assert!(got.contains("\n    libx.so+0x1f0a\n"), "{got}");
+}
+
+#[test]
+fn per_cgroup_puts_the_cgroup_at_the_root_and_in_the_block() {
+    let mut e = sleeper(100, 7);
+    e.cgroup = Some(CgroupName::Path("/system.slice/a;b\n.service".into()));
+    let mut unknown = sleeper(101, 9);
+    unknown.cgroup = Some(CgroupName::Unknown);
+    let split = |folded| ReportOptions {
+        per_cgroup: true,
+        ..opts(folded, false, StackMode::Both)
+    };
+    let folded = render(split(true), &[e.clone(), unknown.clone()]);
+    let roots: Vec<&str> = folded
+        .lines()
+        .map(|l| l.split(';').next().unwrap())
+        .collect();
+    // The name's `;` and newline cannot split the line or the frame.
+    assert_eq!(
+        roots,
+        ["/system.slice/a\\x3bb\\n.service", "[unknown cgroup]"]
+    );
+    assert!(folded.lines().all(|l| l.contains(";app;")), "{folded}");
+    let text = render(split(false), std::slice::from_ref(&e));
+    assert!(
+        text.contains(
+            "    target:          app 100\n    cgroup:          /system.slice/a;b\\n.service\n        7\n"
+        ),
+        "{text}"
+    );
+    // A target in another PID namespace: its id there, after `target:`.
+    let mut inside = e.clone();
+    inside.target_ns_tid = Some(7);
+    let text = render(split(false), &[inside]);
+    assert!(
+        text.contains("    target:          app 100\n    ns tid:          7\n    cgroup:"),
+        "{text}"
+    );
+    // Without --per-cgroup, nothing of it shows.
+    assert_eq!(
+        render(opts(true, false, StackMode::Both), &[e.clone()]),
+        render(opts(true, false, StackMode::Both), &[sleeper(100, 7)])
+    );
 }
 
 pub(super) fn render(options: ReportOptions, entries: &[ResolvedEntry]) -> String {
@@ -348,6 +398,8 @@ pub(super) fn hostile() -> ResolvedEntry {
         waker_user: Frames::from(vec![name("x 5"), name("w;")]),
         total_us: 5,
         chain: Vec::new(),
+        cgroup: None,
+        target_ns_tid: None,
     }
 }
 

@@ -127,10 +127,13 @@ pub(super) fn attach(mut plan: Plan) -> Result<Attached> {
 
 /// Opens the recording `input` in place of a live source. Its processes
 /// are known from its records only: nothing of them is read from /proc.
-fn attach_recorded(plan: Plan, input: &Path) -> Result<Attached> {
+fn attach_recorded(mut plan: Plan, input: &Path) -> Result<Attached> {
     let kallsyms = plan.stacks.kernel.then(Preload::spawn);
     signals::install()?;
-    let source = RecordedSource::open(input, kallsyms.as_ref())?;
+    let mut source = RecordedSource::open(input, kallsyms.as_ref())?;
+    // Its cgroups are named by its own records, before any is read.
+    let names = source.cgroup_names(plan.recorded_cgroup_use())?;
+    plan.use_recorded_cgroups(names)?;
     if plan.stacks.kernel
         && let Some(warning) = source.other_kernel()
     {

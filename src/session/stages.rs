@@ -21,6 +21,8 @@ pub(super) fn aggregator(plan: &Plan, tasks: TaskTable) -> Aggregator {
             stack_storage_size: plan.stack_storage_size,
             stacks: plan.stacks,
             chain: plan.chain,
+            cgroup_names: plan.cgroup_names.clone(),
+            split_cgroups: plan.split_cgroups(),
             // A recording's pids are not this machine's now.
             own: plan
                 .input
@@ -32,6 +34,10 @@ pub(super) fn aggregator(plan: &Plan, tasks: TaskTable) -> Aggregator {
     if plan.input.is_some() {
         // A recording's threads are not this machine's threads now.
         aggregator = aggregator.with_task_lookup(Box::new(|_| None));
+    }
+    if let Some(names) = &plan.recorded_cgroups {
+        // Nor its cgroups: it names them itself.
+        aggregator = aggregator.with_recorded_cgroups(std::sync::Arc::clone(names));
     }
     aggregator
 }

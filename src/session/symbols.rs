@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use crate::aggregate::{self, Level, StackRef, StackTable};
 use crate::diag::diag;
 use crate::kallsyms::Preload;
-use crate::report::{Frame, Frames, ResolvedEntry, ResolvedLevel, ResolvedWaker};
+use crate::report::{CgroupName, Frame, Frames, ResolvedEntry, ResolvedLevel, ResolvedWaker};
 use crate::symbolize::{ProcessMaps, Symbol, Symbolizer, UserStack};
 use crate::timing;
 
@@ -317,6 +317,12 @@ fn resolved_entries(
             waker_user: frames(e.key.waker_user, waker_kernel_names),
             total_us: e.total_us,
             chain: chain(e),
+            target_ns_tid: result.ns_tids.get(&e.key.target_tid).copied(),
+            cgroup: result.cgroups.as_ref().map(|names| {
+                names
+                    .get(&e.key.cgroup)
+                    .map_or(CgroupName::Unknown, |p| CgroupName::Path(Arc::clone(p)))
+            }),
         })
         .collect()
 }

@@ -79,6 +79,7 @@ impl Source {
             // that run anyway get the full rings at once.
             grow_rings: plan.buffer_pages.is_none()
                 && matches!(plan.recorded(), crate::plan::Targets::Command { .. }),
+            cgroup_ids: plan.cgroup_names.is_some(),
         };
         let perf = |p: PerfBackend| {
             let notes = OpenNotes {
@@ -138,8 +139,12 @@ impl Source {
                 buffer_pages: buffer_pages(plan, false),
                 stacks: plan.stacks,
                 targets: plan.recorded(),
-                process_events: matches!(plan.targets, crate::plan::Targets::Command { .. }),
+                // A command's processes are followed, and a new task's
+                // cgroup is its parent's.
+                process_events: matches!(plan.targets, crate::plan::Targets::Command { .. })
+                    || plan.cgroup_names.is_some(),
                 kallsyms: kallsyms.cloned(),
+                cgroups: plan.cgroup_names.clone(),
             },
         )?;
         Ok((
@@ -270,7 +275,8 @@ impl Source {
     pub(crate) fn notes(&self) -> Vec<String> {
         match self {
             Source::Recorded(r) => r.notes(),
-            _ => Vec::new(),
+            Source::Tracefs(t) => t.notes(),
+            Source::Perf(_) => Vec::new(),
         }
     }
 

@@ -2,9 +2,11 @@
 //! a file that a traced process names ([`open`]); the page size, CPUs,
 //! clock and sysctls ([`host`]); facts from `/proc` ([`proc`]); what a
 //! forked child closes first ([`child`]); which tasks are this process's
-//! own ([`own`]).
+//! own ([`own`]); the cgroups of `--cgroup`, and which cgroup a task is in
+//! ([`cgroup`]).
 
 pub(crate) mod cache;
+pub(crate) mod cgroup;
 pub(crate) mod child;
 pub(crate) mod host;
 pub(crate) mod open;

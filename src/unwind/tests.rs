@@ -122,6 +122,7 @@ fn switch_with(copy: UserCopy, tgid: u32) -> Event {
             stack: Callchain::new(&[0xffffffff81000000], &[]),
             user_copy: Some(Box::new(copy)),
             prev_ran_since: RanSince::NotTold,
+            prev_cgroup: None,
         }),
     }
 }

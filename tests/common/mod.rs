@@ -787,3 +787,14 @@ fn text_level<'a>(
         overlap,
     });
 }
+
+/// The "N records read" of the tool's summary line (N may be 1, "record").
+pub fn records_read(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix("offwake-perf: ")?;
+            rest.split_once(" record")?.0.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no summary line in:\n{stderr}"))
+}

@@ -29,6 +29,8 @@ fn config() -> Config {
         own: None,
         stacks: Stacks::both_fp(),
         chain: 1,
+        cgroup_names: None,
+        split_cgroups: false,
     }
 }
 
@@ -95,6 +97,7 @@ fn switch(
             stack,
             user_copy: None,
             prev_ran_since: RanSince::NotTold,
+            prev_cgroup: None,
         }),
     }
 }

@@ -94,6 +94,7 @@ impl PerfBackend {
         let PerfBackend {
             cpus,
             threads,
+            cgroups,
             decoder,
             reorder,
             stats,
@@ -117,6 +118,9 @@ impl PerfBackend {
                             && !t.keep(i, cpu, &ev, decoder, &mut |e| reorder.push(e))
                         {
                             return;
+                        }
+                        if let Some(c) = cgroups.as_mut() {
+                            c.note(&ev);
                         }
                         if let EventKind::Lost(l) = ev.kind {
                             decoder.running().forget_cpu(cpu);

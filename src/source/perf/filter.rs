@@ -45,6 +45,11 @@ impl WakeeFilter {
         self.tids.remove(&tid);
     }
 
+    /// Keeps `tids` instead of the threads kept so far.
+    pub(crate) fn set_tids(&mut self, tids: impl IntoIterator<Item = u32>) {
+        self.tids = tids.into_iter().collect();
+    }
+
     pub(crate) fn contains(&self, tid: u32) -> bool {
         self.tids.contains(&tid)
     }

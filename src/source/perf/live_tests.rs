@@ -23,6 +23,7 @@ fn live_sleep_is_seen() {
         kallsyms: None,
         event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
         grow_rings: true,
+        cgroup_ids: false,
     };
     let mut backend = PerfBackend::open(&tracefs, &config).expect("open perf backend");
 
@@ -121,6 +122,7 @@ fn live_rings_grow_and_lose_nothing_on_the_way() {
         kallsyms: None,
         event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
         grow_rings: true,
+        cgroup_ids: false,
     };
     let mut backend = PerfBackend::open(&tracefs, &config).expect("open perf backend");
     assert!(

@@ -14,6 +14,7 @@
 //! probes the kernel. [`crate::source::reorder`] merges the CPUs.
 
 mod abilities;
+mod cgroups;
 mod cpus;
 pub(crate) mod filter;
 mod grow;
@@ -82,6 +83,8 @@ pub(crate) struct PerfConfig {
     /// Whether the rings of chosen threads may start small ([`grow`]),
     /// which shortens the wait of a command started once tracing runs.
     pub(crate) grow_rings: bool,
+    /// Samples carry their task's cgroup id (`PERF_SAMPLE_CGROUP`).
+    pub(crate) cgroup_ids: bool,
 }
 
 /// Why the perf backend could not be opened. A refused
@@ -137,6 +140,9 @@ fn sample_type(config: &PerfConfig, switch_ins: SwitchIns) -> u64 {
     if config.stacks.user_copy().is_some() {
         st |= sys::SAMPLE_REGS_USER | sys::SAMPLE_STACK_USER;
     }
+    if config.cgroup_ids {
+        st |= sys::SAMPLE_CGROUP;
+    }
     st
 }
 
@@ -155,7 +161,12 @@ fn switch_ins_for(
     online: &[u32],
     probes: &mut sys::Probes,
 ) -> Result<(SwitchIns, Option<u64>)> {
-    if config.state_filter.is_some() {
+    // A cgroup's events sample its switch-outs only: their counts tell
+    // the switch-ins, unless --state leaves some out.
+    if matches!(config.targets, Targets::Cgroups(_)) && config.state_filter.is_none() {
+        return Ok((SwitchIns::Running, None));
+    }
+    if config.state_filter.is_some() || matches!(config.targets, Targets::Cgroups(_)) {
         return Ok((SwitchIns::Records, None));
     }
     if !per_task {
@@ -291,6 +302,8 @@ pub(crate) struct PerfBackend {
     switch_ins: SwitchIns,
     /// With chosen threads: their events and wakee filter.
     threads: Option<Threads>,
+    /// With `--cgroup`: the cgroups' wakee filter.
+    cgroups: Option<cgroups::Cgroups>,
     decoder: Decoder,
     reorder: Reorder,
     /// Events released in time order (and seen early by the sink) that
@@ -349,12 +362,19 @@ impl PerfBackend {
         let mut decoder = Decoder::new(st, &switch, &waking)?;
         let (events, exit_event) = sched_events(&base, [switch.id, waking.id], exit_id, switch_ins);
         let mut grow_plan = None;
-        let (cpus, threads) = match threads {
-            None => (
+        let mut cgroups = None;
+        let (cpus, threads) = match (threads, &config.targets) {
+            (None, Targets::Cgroups(targets)) => {
+                let (c, cpus) =
+                    cgroups::Cgroups::open(targets, &online, &events, config, &mut decoder)?;
+                cgroups = Some(c);
+                (cpus, None)
+            }
+            (None, _) => (
                 Self::open_per_cpu(&online, &events, config, &mut decoder)?,
                 None,
             ),
-            Some(tids) => {
+            (Some(tids), _) => {
                 let (pages, plan) =
                     growing::first_rings(config, &base, wide.is_some(), tids.len(), online.len());
                 grow_plan = plan;
@@ -384,6 +404,7 @@ impl PerfBackend {
             cpus,
             switch_ins,
             threads,
+            cgroups,
             decoder,
             reorder: Reorder::new(),
             held: VecDeque::new(),
@@ -415,6 +436,15 @@ impl PerfBackend {
     ) -> Result<(), OpenFailure> {
         self.enable()?;
         crate::timing::mark("attach.enable");
+        if let Some(c) = &self.cgroups
+            && self.switch_ins == SwitchIns::Running
+        {
+            let now = crate::sys::host::monotonic_ns();
+            for &id in &c.switch_ids {
+                self.decoder.running().share(id);
+                self.decoder.running().enabled(id, now);
+            }
+        }
         if let (Some(t), Some(tids)) = (self.threads.as_mut(), tids) {
             let processes = config.targets.processes();
             t.attach_threads(&self.cpus, &mut self.decoder, &tids, &processes)?;
@@ -470,6 +500,9 @@ impl PerfBackend {
         if let Some(t) = self.threads.as_mut() {
             t.refresh_forecast(self.cpus.len());
             t.update_wakee_filter(&mut self.cpus)?;
+        }
+        if let Some(c) = self.cgroups.as_mut() {
+            c.update(&mut self.cpus)?;
         }
         if let Some(upto) = self.rounds.end(start) {
             let held = &mut self.held;
@@ -594,15 +627,19 @@ impl PerfBackend {
                     .flat_map(TaskCpu::into_fds),
             );
         }
+        if let Some(mut c) = self.cgroups.take() {
+            fds.extend(c.graveyard.take());
+        }
         release::close_detached(fds);
     }
 
-    /// How long a round may wait for data: per-task runs read often, so
-    /// that a thread created during tracing joins the wakee filter, and the
-    /// forecast of new pids is sorted out ([`nascent::refresh_period`]),
+    /// How long a round may wait for data: runs of chosen threads or
+    /// cgroups read often, so that a thread created during tracing joins
+    /// the wakee filter, and the forecast of new pids is sorted out
+    /// ([`nascent::refresh_period`]),
     /// within about that time (an idle round costs one `poll`).
     pub(crate) fn round_period(&self) -> Duration {
-        if self.threads.is_some() {
+        if self.threads.is_some() || self.cgroups.is_some() {
             Duration::from_millis(10)
         } else {
             Duration::from_millis(100)
@@ -678,6 +715,7 @@ mod tests {
             kallsyms: None,
             event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
             grow_rings: true,
+            cgroup_ids: false,
         };
         assert_eq!(
             sample_type(&c, SwitchIns::Tracepoint) & sys::SAMPLE_CALLCHAIN,
@@ -728,6 +766,7 @@ mod tests {
                 kallsyms: None,
                 event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
                 grow_rings: true,
+                cgroup_ids: false,
             };
             let err = PerfBackend::open(&t, &c)
                 .err()

@@ -19,6 +19,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::filter::WakeeFilter;
 use crate::sys::host::kernel_sysctl;
 
 /// How many future pids the filter keeps.
@@ -249,6 +250,58 @@ fn runs(pids: &[u32]) -> usize {
 fn in_use(p: u32) -> bool {
     // Threads are not listed in /proc, but /proc/TID resolves.
     Path::new(&format!("/proc/{p}")).exists()
+}
+
+/// The forecast of a wakee filter, with the `ns_last_pid` it is checked
+/// against every round.
+pub(crate) struct Nascent {
+    forecast: Forecast,
+    last_pid: LastPid,
+}
+
+impl Nascent {
+    /// Starts a forecast, and has `wakees` keep its pids. `None` when
+    /// `/proc` cannot tell the last pid (another PID namespace).
+    pub(crate) fn start(wakees: &mut WakeeFilter) -> Option<Nascent> {
+        let forecast = Forecast::from_proc()?;
+        let last_pid = LastPid::open()?;
+        wakees.set_nascent(forecast.ranges());
+        Some(Nascent { forecast, last_pid })
+    }
+
+    /// Forecasts the next pids again when [`Forecast::due`], first sorting
+    /// out the pids the kernel allocated since the last forecast: a new
+    /// thread of a kept process (with `children`, a child of one too)
+    /// becomes a kept wakee, other tasks leave the filter, and a pid
+    /// `/proc` does not show yet stays one more period.
+    pub(crate) fn refresh(&mut self, wakees: &mut WakeeFilter, children: bool, ncpus: usize) {
+        let now = Instant::now();
+        let Some(last) = self.last_pid.read() else {
+            return;
+        };
+        let forecast = &mut self.forecast;
+        if !forecast.due(last, now, refresh_period(ncpus)) {
+            return;
+        }
+        let mut unknown = Vec::new();
+        for pid in forecast.allocated(last) {
+            match crate::sys::proc::owner(pid) {
+                Some((tgid, parent))
+                    if wakees.contains(tgid) || (children && wakees.contains(parent)) =>
+                {
+                    wakees.add(pid);
+                }
+                Some(_) => {}
+                // Being created (or gone already): looked at once more.
+                None if !forecast.was_unknown(pid) => unknown.push(pid),
+                None => {}
+            }
+        }
+        if let Some(f) = forecast.next_from_proc(last, unknown, now) {
+            wakees.set_nascent(f.ranges());
+            *forecast = f;
+        }
+    }
 }
 
 /// `ns_last_pid` now, if readable.

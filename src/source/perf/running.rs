@@ -13,13 +13,16 @@
 //! tool attached has events nothing inherits, whose final counts are read
 //! when its exit is reported ([`RunningClock::set_finals`]).
 //!
+//! A per-CPU event bound to a cgroup (`--cgroup`) works the same way for
+//! all of the cgroup's threads at once ([`RunningClock::share`]).
+//!
 //! Unknown switch-ins: the first slice of a thread that was running when
 //! its event was enabled (the count began at the enable), and the next
 //! slice on a CPU whose ring may have lost records. A sample reads the
 //! count a few microseconds before its switch, so the next switch-in is
 //! told that much early.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Where one event's `time_running` stood at its last sample.
 #[derive(Clone, Copy, Debug)]
@@ -44,7 +47,14 @@ pub(crate) struct RunningClock {
     /// Final counts of attached threads that exited, by thread and CPU,
     /// with the event's id, until that CPU's exit record is read.
     finals: FxHashMap<(u32, u32), (u64, u64)>,
+    /// Per-CPU events bound to a cgroup, which count while any of its
+    /// threads runs on their CPU: followed per `(CPU, event)` whatever
+    /// the thread ([`RunningClock::share`]).
+    shared: FxHashSet<u64>,
 }
+
+/// The thread key of the events in [`RunningClock::shared`].
+const SHARED: u32 = u32::MAX;
 
 impl RunningClock {
     pub(crate) fn new() -> RunningClock {
@@ -55,6 +65,15 @@ impl RunningClock {
     pub(crate) fn enabled(&mut self, id: u64, at: u64) {
         let t = self.enabled.entry(id).or_insert(at);
         *t = (*t).max(at);
+    }
+
+    /// Notes that event `id` is a per-CPU event bound to a cgroup: it
+    /// samples every switch-out of the cgroup's threads on its CPU and
+    /// counts only while one of them runs there, so the growth of its
+    /// count since its last sample is the slice the sample ends, whichever
+    /// thread ran the one before.
+    pub(crate) fn share(&mut self, id: u64) {
+        self.shared.insert(id);
     }
 
     /// When `tid` switched in on `cpu`, for a switch-out of it sampled at
@@ -68,7 +87,12 @@ impl RunningClock {
         time: u64,
         running: u64,
     ) -> Option<u64> {
-        let marks = self.marks.entry(tid).or_default();
+        let key = if self.shared.contains(&id) {
+            SHARED
+        } else {
+            tid
+        };
+        let marks = self.marks.entry(key).or_default();
         let (last, first) = match marks.iter_mut().find(|m| m.cpu == cpu && m.id == id) {
             Some(m) => (m.running.replace(running), false),
             None => {

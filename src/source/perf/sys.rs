@@ -25,6 +25,7 @@ pub(crate) const SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
 pub(crate) const SAMPLE_RAW: u64 = b::PERF_SAMPLE_RAW as u64;
 pub(crate) const SAMPLE_REGS_USER: u64 = b::PERF_SAMPLE_REGS_USER as u64;
 pub(crate) const SAMPLE_STACK_USER: u64 = b::PERF_SAMPLE_STACK_USER as u64;
+pub(crate) const SAMPLE_CGROUP: u64 = b::PERF_SAMPLE_CGROUP as u64;
 
 /// The user registers a sample carries with `SAMPLE_REGS_USER`, in this
 /// order (bit order): what unwinding needs on x86_64 (`PERF_REG_X86_BP`,
@@ -155,6 +156,20 @@ pub(crate) fn open_tracepoint(
     cpu: u32,
 ) -> Result<OwnedFd, OpenError> {
     open_attr(&mut attr.to_attr(), -1, Some(cpu)).map_err(|err| open_error(err, what, attr.id, cpu))
+}
+
+/// Opens a tracepoint event on `cpu` that samples only while a task of
+/// the cgroup whose directory is open as `cgroup`, or of one below it,
+/// runs there (`PERF_FLAG_PID_CGROUP`, as `perf -G` opens).
+pub(crate) fn open_cgroup_tracepoint(
+    attr: &TracepointAttr,
+    what: &str,
+    cgroup: BorrowedFd<'_>,
+    cpu: u32,
+) -> Result<OwnedFd, OpenError> {
+    let flags = b::PERF_FLAG_FD_CLOEXEC | b::PERF_FLAG_PID_CGROUP;
+    open_attr_with(&mut attr.to_attr(), cgroup.as_raw_fd(), Some(cpu), flags)
+        .map_err(|err| open_error(err, what, attr.id, cpu))
 }
 
 /// Opens a tracepoint event that follows thread `tid` while it runs on
@@ -303,6 +318,16 @@ pub(crate) fn open_ring_owner(
 /// Opens `a` for `pid` (0: the calling thread, -1: every task) on `cpu`
 /// (`None`: wherever the task runs).
 fn open_attr(a: &mut perf_event_attr, pid: libc::pid_t, cpu: Option<u32>) -> io::Result<OwnedFd> {
+    open_attr_with(a, pid, cpu, b::PERF_FLAG_FD_CLOEXEC)
+}
+
+/// [`open_attr`] with these `flags`.
+fn open_attr_with(
+    a: &mut perf_event_attr,
+    pid: libc::pid_t,
+    cpu: Option<u32>,
+    flags: u32,
+) -> io::Result<OwnedFd> {
     let cpu = match cpu {
         Some(c) => {
             libc::c_int::try_from(c).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?
@@ -311,8 +336,7 @@ fn open_attr(a: &mut perf_event_attr, pid: libc::pid_t, cpu: Option<u32>) -> io:
     };
     // SAFETY: `a` is a fully initialised perf_event_attr that lives across
     // the call; the kernel may write its expected size back into it.
-    let fd =
-        unsafe { sys::perf_event_open(a, pid, cpu, -1, b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong) };
+    let fd = unsafe { sys::perf_event_open(a, pid, cpu, -1, flags as libc::c_ulong) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }

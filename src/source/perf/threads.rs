@@ -5,12 +5,11 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
 
 use super::filter::WakeeFilter;
-use super::nascent::{self, Forecast};
+use super::nascent::Nascent;
 use super::record::{Decoder, Tracepoint};
 use super::release::Graveyard;
 use super::ring::Ring;
@@ -43,9 +42,7 @@ pub(super) struct Threads {
     waking_event: TaskEvent,
     /// The pids the kernel allocates next, kept by the wakee filter while
     /// tasks created by the targets are followed.
-    forecast: Option<Forecast>,
-    /// `ns_last_pid`, read every round while there is a forecast.
-    last_pid: Option<nascent::LastPid>,
+    nascent: Option<Nascent>,
     /// What threads created by the traced ones get.
     follow: Follow,
     /// `--state` as a filter on each thread's `sched_switch`.
@@ -239,8 +236,7 @@ impl Threads {
             exit_event,
             wakees: WakeeFilter::new(tids.iter().copied()),
             waking_event,
-            forecast: None,
-            last_pid: None,
+            nascent: None,
             follow,
             state_filter,
             running,
@@ -263,12 +259,8 @@ impl Threads {
         pages: usize,
         context_switch: bool,
     ) -> Result<Vec<CpuRing>, OpenFailure> {
-        if self.follow != Follow::Nothing
-            && let Some(f) = Forecast::from_proc()
-        {
-            self.wakees.set_nascent(f.ranges());
-            self.forecast = Some(f);
-            self.last_pid = nascent::LastPid::open();
+        if self.follow != Follow::Nothing {
+            self.nascent = Nascent::start(&mut self.wakees);
         }
         self.last_occurrence = vec![None; online.len()];
         let text = self.wakees.changed().unwrap_or_default();
@@ -365,40 +357,10 @@ impl Threads {
         true
     }
 
-    /// Forecasts the next pids again when [`Forecast::due`], first sorting
-    /// out the pids the kernel allocated since the last forecast: a new
-    /// thread of a traced process (or, under `-- COMMAND`, a child of one)
-    /// becomes a kept wakee, other tasks leave the filter, and a pid
-    /// `/proc` does not show yet stays one more period.
+    /// Forecasts the next pids again when due (see [`Nascent::refresh`]).
     pub(super) fn refresh_forecast(&mut self, ncpus: usize) {
-        let (Some(forecast), wakees) = (&mut self.forecast, &mut self.wakees) else {
-            return;
-        };
-        let now = Instant::now();
-        let Some(last) = self.last_pid.as_ref().and_then(nascent::LastPid::read) else {
-            return;
-        };
-        if !forecast.due(last, now, nascent::refresh_period(ncpus)) {
-            return;
-        }
-        let mut unknown = Vec::new();
-        for pid in forecast.allocated(last) {
-            match crate::sys::proc::owner(pid) {
-                Some((tgid, parent)) => {
-                    let ours = wakees.contains(tgid)
-                        || (self.follow == Follow::Everything && wakees.contains(parent));
-                    if ours {
-                        wakees.add(pid);
-                    }
-                }
-                // Being created (or gone already): looked at once more.
-                None if !forecast.was_unknown(pid) => unknown.push(pid),
-                None => {}
-            }
-        }
-        if let Some(f) = forecast.next_from_proc(last, unknown, now) {
-            wakees.set_nascent(f.ranges());
-            *forecast = f;
+        if let Some(n) = self.nascent.as_mut() {
+            n.refresh(&mut self.wakees, self.follow == Follow::Everything, ncpus);
         }
     }
 

@@ -23,6 +23,8 @@
 //! u64 abi; u64 regs[3]     REGS_USER  -- BP, SP, IP; none when abi is 0
 //! u64 size; u8 data[size]; u64 dyn_size   STACK_USER  -- the copy is the
 //!                          first dyn_size bytes; size 0 has no dyn_size
+//! u64 each          WEIGHT, DATA_SRC, TRANSACTION (REGS_INTR), PHYS_ADDR
+//! u64 cgroup        CGROUP
 //! ```
 //!
 //! Other records carry, with `sample_id_all`, a trailer at their very end:
@@ -113,6 +115,9 @@ pub(crate) struct Sample<'a> {
     /// The user stack copied from SP up (`STACK_USER`): the part the
     /// kernel could copy (`dyn_size`).
     pub(crate) user_stack: &'a [u8],
+    /// The id of the sampled task's cgroup (`CGROUP`), in the hierarchy
+    /// of the perf_event controller.
+    pub(crate) cgroup: Option<u64>,
 }
 
 /// Reads the records of events opened with one `sample_type`.
@@ -189,7 +194,7 @@ pub(crate) const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
 /// The `sample_type` bits of fields a sample holds after its user stack
 /// (weight, data source, transaction, interrupt registers, addresses,
 /// page sizes, cgroup; perf asks for some with `--call-graph dwarf`):
-/// never read, so they need no walking.
+/// only the cgroup is read ([`after_stack_user`]).
 const AFTER_STACK_USER: u64 = {
     use perf_event_open_sys::bindings as b;
     (b::PERF_SAMPLE_WEIGHT
@@ -202,6 +207,28 @@ const AFTER_STACK_USER: u64 = {
         | b::PERF_SAMPLE_CODE_PAGE_SIZE
         | b::PERF_SAMPLE_WEIGHT_STRUCT) as u64
 };
+
+/// The cgroup id of a sample whose cursor `c` is past its user stack:
+/// after the one-word fields before it. `None` when interrupt registers
+/// come first, whose count the sample does not give.
+fn after_stack_user(sample_type: u64, c: &mut Cursor<'_>) -> Result<Option<u64>, WireError> {
+    use perf_event_open_sys::bindings as b;
+    if sample_type & b::PERF_SAMPLE_REGS_INTR as u64 != 0 {
+        return Ok(None);
+    }
+    let words = [
+        b::PERF_SAMPLE_WEIGHT | b::PERF_SAMPLE_WEIGHT_STRUCT,
+        b::PERF_SAMPLE_DATA_SRC,
+        b::PERF_SAMPLE_TRANSACTION,
+        b::PERF_SAMPLE_PHYS_ADDR,
+    ];
+    for bits in words {
+        if sample_type & bits as u64 != 0 {
+            c.u64()?;
+        }
+    }
+    Ok(Some(c.u64()?))
+}
 
 /// Bytes of a sample body of `sample_type` before its callchain (or its
 /// raw data): the one-word fields it has.
@@ -381,6 +408,9 @@ impl RecordParser {
                 s.user_stack = &copy[..dyn_size as usize];
             }
         }
+        if self.sample_type & SAMPLE_CGROUP != 0 {
+            s.cgroup = after_stack_user(self.sample_type, &mut c)?;
+        }
         Ok(s)
     }
 
@@ -554,6 +584,36 @@ mod tests {
         let mut p = RecordParser::new(SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW).unwrap();
         assert!(p.set_user_regs(1 << 6).is_err());
         assert!(p.set_user_regs(0xff0fff).is_ok());
+    }
+
+    #[test]
+    fn the_cgroup_is_read_past_the_words_before_it() {
+        use perf_event_open_sys::bindings as b;
+        let words = |ws: &[u64]| ws.iter().flat_map(|w| w.to_ne_bytes()).collect::<Vec<u8>>();
+        let st = SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW | SAMPLE_STACK_USER;
+        let parse = |st: u64, body: &[u8]| {
+            let cgroup = RecordParser::new(st).unwrap().parse_sample(body)?.cgroup;
+            Ok::<_, WireError>(cgroup)
+        };
+        // pid/tid, time, cpu, 4 raw bytes (with their size, one word), an
+        // empty user stack, then the cgroup.
+        let head = [7 | (8 << 32), 100, 1, 4, 0];
+        let body = words(&[&head[..], &[4242]].concat());
+        let p = RecordParser::new(st | SAMPLE_CGROUP).unwrap();
+        let s = p.parse_sample(&body).unwrap();
+        assert_eq!((s.tid, s.time, s.cgroup), (8, 100, Some(4242)));
+        // Weight and physical address come between.
+        let between =
+            st | SAMPLE_CGROUP | b::PERF_SAMPLE_WEIGHT as u64 | b::PERF_SAMPLE_PHYS_ADDR as u64;
+        let body = words(&[&head[..], &[1, 2, 99]].concat());
+        assert_eq!(parse(between, &body).unwrap(), Some(99));
+        // Interrupt registers of unknown count: no cgroup, no error.
+        let intr = between | b::PERF_SAMPLE_REGS_INTR as u64;
+        assert_eq!(parse(intr, &body).unwrap(), None);
+        // A sample cut before its cgroup is malformed; without the bit, no
+        // cgroup is read.
+        assert!(parse(between, &body[..body.len() - 8]).is_err());
+        assert_eq!(parse(st, &body).unwrap(), None);
     }
 
     #[test]

@@ -10,14 +10,17 @@
 //! whole record and the missing features are left out. A record too short
 //! to be one, or running past the data, ends the data there. Records that
 //! carry more than their header says (AUX trace data) or that expand
-//! (compressed records, `perf record -z`) are refused. A file that is not
-//! a perf.data is told apart first, in words that quote none of it.
+//! (compressed records, `perf record -z`) are refused. The walk reads the
+//! cgroup records on its way ([`super::cgroups`]). A file that is not a
+//! perf.data is told apart first, in words that quote none of it.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 
 use anyhow::{Result, bail, ensure};
+
+use super::cgroups::{CgroupRecords, RECORD_CGROUP};
 
 /// Bytes of the file header (`struct perf_file_header`): magic, its own
 /// size, the size of an attribute entry, the attrs, data and event-types
@@ -110,6 +113,8 @@ pub(super) struct View {
     table: Option<(u64, u64, u64)>,
     pos: u64,
     len: u64,
+    /// The cgroups its records name, as walked.
+    cgroups: CgroupRecords,
 }
 
 /// How the records were ended early, to be said.
@@ -159,6 +164,7 @@ impl View {
             table: None,
             pos: 0,
             len,
+            cgroups: CgroupRecords::default(),
         };
         view.check_attrs(&header)?;
         // Not needed, and parsed with counts from the file: left out.
@@ -177,7 +183,9 @@ impl View {
             } else {
                 data_end.min(len)
             };
-            let (whole, bad) = view.walk_records(data_at, limit)?;
+            let mut cgroups = CgroupRecords::default();
+            let (whole, bad) = view.walk_records(data_at, limit, &mut cgroups)?;
+            view.cgroups = cgroups;
             if whole != data_size {
                 repair.data = Some(match bad {
                     Some(at) => DataCut::BadRecord(at),
@@ -247,14 +255,26 @@ impl View {
         Ok(())
     }
 
+    /// The cgroups its records name, taken (once) from the view.
+    pub(super) fn take_cgroups(&mut self) -> CgroupRecords {
+        std::mem::take(&mut self.cgroups)
+    }
+
     /// Walks the records in `[at, limit)` by their headers: the bytes of
     /// whole records from `at`, and where a record that is not one was
-    /// found, if one was. Refuses AUX trace and compressed records.
-    fn walk_records(&self, at: u64, limit: u64) -> Result<(u64, Option<u64>)> {
+    /// found, if one was. Refuses AUX trace and compressed records; reads
+    /// the cgroup records into `cgroups`.
+    fn walk_records(
+        &self,
+        at: u64,
+        limit: u64,
+        cgroups: &mut CgroupRecords,
+    ) -> Result<(u64, Option<u64>)> {
         let mut reader = io::BufReader::with_capacity(1 << 20, &self.file);
         reader.seek(SeekFrom::Start(at))?;
         let mut pos = at;
         let mut header = [0u8; 8];
+        let mut body = Vec::new();
         while pos.saturating_add(8) <= limit {
             reader.read_exact(&mut header)?;
             let ty = half(&header, 0);
@@ -274,6 +294,14 @@ impl View {
                     "its records are compressed (perf record -z), which are not read: they \
                      could expand without bound; record without -z"
                 ),
+                RECORD_CGROUP => {
+                    // At most 64 KiB, as its size says.
+                    body.resize(size as usize - 8, 0);
+                    reader.read_exact(&mut body)?;
+                    cgroups.add(&body);
+                    pos += size;
+                    continue;
+                }
                 _ => {}
             }
             reader.seek_relative(size as i64 - 8)?;
@@ -594,5 +622,48 @@ mod tests {
             let err = View::new(file_of(&bytes)).expect_err("refused");
             assert!(format!("{err:#}").contains("AUX") || format!("{err:#}").contains("-z"));
         }
+    }
+
+    /// A `PERF_RECORD_CGROUP` naming `id` as `path`, with an 8-byte
+    /// sample_id trailer.
+    fn cgroup_record(id: u64, path: &[u8]) -> Vec<u8> {
+        let mut body = id.to_le_bytes().to_vec();
+        body.extend_from_slice(path);
+        body.push(0);
+        body.resize(body.len().next_multiple_of(8) + 8, 0);
+        let mut r = RECORD_CGROUP.to_le_bytes().to_vec();
+        r.extend_from_slice(&0u16.to_le_bytes());
+        r.extend_from_slice(&(body.len() as u16 + 8).to_le_bytes());
+        r.extend(body);
+        r
+    }
+
+    #[test]
+    fn cgroup_records_are_read_as_the_records_are_walked() {
+        let mut data = cgroup_record(1, b"/");
+        data.extend(records(2));
+        data.extend(cgroup_record(77, b"/a/b.service"));
+        data.extend(cgroup_record(78, b"/a/../x"));
+        data.extend(records(1));
+        let cut = cgroup_record(79, b"/late");
+        let mut bytes = header((data.len() + cut.len()) as u64);
+        bytes[FEATURES_AT] = 0;
+        bytes.extend(&data);
+        bytes.extend(&cut[..cut.len() - 4]);
+        let (mut v, repair) = View::new(file_of(&bytes)).unwrap();
+        assert_eq!(repair.data, Some(DataCut::CutShort));
+        let path = std::path::Path::new("f");
+        let (names, note) =
+            super::super::cgroups::names_for(v.take_cgroups(), true, None, path).unwrap();
+        let mut names: Vec<(u64, String)> = names
+            .unwrap()
+            .into_iter()
+            .map(|(id, p)| (id, p.to_string()))
+            .collect();
+        names.sort();
+        assert_eq!(names, [(1, "/".into()), (77, "/a/b.service".into())]);
+        assert!(note.unwrap().contains("1 record that names no cgroup"));
+        // The rest of the file reads as before.
+        assert_eq!(data_size(&mut v), data.len() as u64);
     }
 }

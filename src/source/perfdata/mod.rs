@@ -9,6 +9,7 @@
 //! Its errors never quote the file: a file that is not a perf.data may
 //! be any file the user can name, so what it is not is said in words.
 
+mod cgroups;
 mod cut;
 mod events;
 mod tracing;
@@ -24,13 +25,16 @@ use linux_perf_data::{
     DsoKey, Endianness, Feature, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter,
 };
 
+use self::cgroups::CgroupRecords;
 use self::cut::{DataCut, Repair, View};
+use crate::diag::counted;
 use crate::diag::escape::{Place, escape};
 use crate::event::Span;
 use crate::event::{EventKind, EventSink, SourceStats};
 use crate::kallsyms::Preload;
+use crate::plan::{CgroupTable, CgroupUse};
 use crate::source::perf::record::Decoder;
-use crate::source::perf::sys::{RECORD_SAMPLE, SAMPLE_STACK_USER};
+use crate::source::perf::sys::{RECORD_SAMPLE, SAMPLE_CGROUP, SAMPLE_STACK_USER};
 use crate::source::tracepoint::sched::SchedFields;
 use crate::source::tracepoint::{EventFormat, Tracefs};
 
@@ -73,6 +77,12 @@ pub(crate) struct RecordedSource {
     kernel_text: Option<u64>,
     /// The record being decoded, header and body (reused).
     bytes: Vec<u8>,
+    /// The cgroups its records name, until taken.
+    cgroups: CgroupRecords,
+    /// Its `sched_switch` samples carry their task's cgroup id.
+    cgroup_ids: bool,
+    /// What the cgroups taken lacked.
+    cgroup_note: Option<String>,
 }
 
 impl RecordedSource {
@@ -81,11 +91,13 @@ impl RecordedSource {
     /// reads their formats from the file, or from this machine's tracefs
     /// when the file has none. Kernel stacks are trimmed with `kallsyms`.
     pub(crate) fn open(path: &Path, kallsyms: Option<&Preload>) -> Result<RecordedSource> {
-        let (file, records, repair) = parse_file(path)?;
+        let (file, records, repair, cgroups) = parse_file(path)?;
         let (switch, waking) = formats(&file, path)?;
         let attrs = file.event_attributes();
         let sched_attrs = events::sched_attrs(attrs, &switch, &waking, path)?;
         events::check_sampling(attrs, sched_attrs, path)?;
+        let cgroup_ids =
+            attrs[sched_attrs[0]].attributes().sample_format.bits() & SAMPLE_CGROUP != 0;
         // Without kallsyms (its reading failed, which symbolization says),
         // kernel stacks are not trimmed of tracing machinery.
         let probes = kallsyms
@@ -114,7 +126,27 @@ impl RecordedSource {
             sched_attrs,
             other_samples: 0,
             times: None,
+            cgroups,
+            cgroup_ids,
+            cgroup_note: None,
         })
+    }
+
+    /// The names of the cgroup ids its samples carry, from its own
+    /// cgroup records (`perf record --all-cgroups`), taken once, for
+    /// `usage`: when an option cannot go without them, a recording that
+    /// lacks them is an error that says how to record them; a pprof
+    /// report's labels go without.
+    pub(crate) fn cgroup_names(&mut self, usage: CgroupUse) -> Result<Option<CgroupTable>> {
+        let records = std::mem::take(&mut self.cgroups);
+        let needed_by = match usage {
+            CgroupUse::None => return Ok(None),
+            CgroupUse::Labels => None,
+            CgroupUse::Needed(option) => Some(option),
+        };
+        let (names, note) = cgroups::names_for(records, self.cgroup_ids, needed_by, &self.path)?;
+        self.cgroup_note = note;
+        Ok(names)
     }
 
     /// The strings of a feature section that holds one (`OSRELEASE`) or a
@@ -297,8 +329,8 @@ impl RecordedSource {
     /// records did, or a read a signal stopped.
     pub(crate) fn notes(&self) -> Vec<String> {
         let shown = self.path.display();
-        let read = self.stats.records;
-        let mut notes = Vec::new();
+        let read = counted(self.stats.records, "record", "records");
+        let mut notes: Vec<String> = self.cgroup_note.iter().cloned().collect();
         if let Some(cmdline) = self.strings(Feature::CMDLINE)
             && !recorded_system_wide(&cmdline.iter().map(String::as_str).collect::<Vec<_>>())
         {
@@ -311,8 +343,13 @@ impl RecordedSource {
         }
         if self.other_samples > 0 {
             notes.push(format!(
-                "NOTE: {} samples of other events recorded in {shown} were skipped",
-                self.other_samples
+                "NOTE: {} of other events recorded in {shown} {} skipped",
+                counted(self.other_samples, "sample", "samples"),
+                if self.other_samples == 1 {
+                    "was"
+                } else {
+                    "were"
+                }
             ));
         }
         match self.repair.data {
@@ -340,11 +377,10 @@ impl RecordedSource {
         notes.extend(match &self.cut_short {
             Some(why) => vec![format!(
                 "WARNING: {shown} ends before its last record ({why}): the report holds the \
-                 {read} records before that"
+                 {read} before that"
             )],
             None if !self.done => vec![format!(
-                "WARNING: reading {shown} was interrupted: the report holds its first {read} \
-                 records"
+                "WARNING: reading {shown} was interrupted: the report holds its first {read}"
             )],
             None => Vec::new(),
         });
@@ -352,10 +388,20 @@ impl RecordedSource {
     }
 }
 
+/// A perf.data file's header parsed, its records to read, what of its
+/// header was set right, and the cgroups its records name.
+type Parsed = (
+    PerfFile,
+    PerfRecordIter<BufReader<View>>,
+    Repair,
+    CgroupRecords,
+);
+
 /// Opens `path` without blocking on a FIFO or device, checks that it is
 /// a regular perf.data file of this machine's byte order, and parses its
-/// header, with what of it had to be set right to read it.
-fn parse_file(path: &Path) -> Result<(PerfFile, PerfRecordIter<BufReader<View>>, Repair)> {
+/// header, with what of it had to be set right to read it and the
+/// cgroups its records name.
+fn parse_file(path: &Path) -> Result<Parsed> {
     // A FIFO or device could block the open, or be read forever.
     let f = std::fs::OpenOptions::new()
         .read(true)
@@ -372,7 +418,8 @@ fn parse_file(path: &Path) -> Result<(PerfFile, PerfRecordIter<BufReader<View>>,
     if let Some(not) = cut::identify(&f, meta.len()).with_context(|| format!("reading {shown}"))? {
         bail!("{shown} {not}");
     }
-    let (view, repair) = View::new(f).with_context(|| format!("{shown} cannot be read"))?;
+    let (mut view, repair) = View::new(f).with_context(|| format!("{shown} cannot be read"))?;
+    let cgroups = view.take_cgroups();
     let PerfFileReader {
         perf_file: file,
         record_iter: records,
@@ -382,7 +429,7 @@ fn parse_file(path: &Path) -> Result<(PerfFile, PerfRecordIter<BufReader<View>>,
     if file.endian() != native_endian() {
         bail!("{shown} was recorded on a machine of another byte order");
     }
-    Ok((file, records, repair))
+    Ok((file, records, repair, cgroups))
 }
 
 /// True when the `perf record` command line `cmdline` traced every CPU:

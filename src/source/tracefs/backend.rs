@@ -3,6 +3,8 @@
 //! private ftrace instance, reads the per-CPU `trace_pipe_raw` pages, and
 //! delivers the same [`Event`]s as the perf backend, in global time order.
 
+use super::cgroups::TaskCgroups;
+use crate::sys::cgroup::Hierarchy;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{ErrorKind, Read};
@@ -40,6 +42,8 @@ pub(crate) struct TracefsConfig {
     pub(crate) process_events: bool,
     /// kallsyms, being read (for trimming kernel stacks).
     pub(crate) kallsyms: Option<Preload>,
+    /// Switch-outs carry their thread's cgroup in this hierarchy.
+    pub(crate) cgroups: Option<Hierarchy>,
 }
 
 /// One CPU's `trace_pipe_raw`.
@@ -64,6 +68,7 @@ pub(crate) struct TracefsBackend {
     stats: SourceStats,
     rounds: Rounds,
     page: Vec<u8>,
+    cgroups: Option<TaskCgroups>,
 }
 
 impl TracefsBackend {
@@ -92,10 +97,22 @@ impl TracefsBackend {
             for name in ["sched_process_fork", "sched_process_exec"] {
                 extra_events.push(("sched".to_string(), name.to_string()));
             }
-            Some(ProcessFormats::new(
+            let formats = ProcessFormats::new(
                 &tracefs.event_format("sched", "sched_process_fork")?,
                 &tracefs.event_format("sched", "sched_process_exec")?,
-            )?)
+            )?;
+            // Moves between cgroups, where the kernel tells them.
+            let attach = config
+                .cgroups
+                .as_ref()
+                .and_then(|_| tracefs.event_format("cgroup", "cgroup_attach_task").ok());
+            Some(match attach {
+                Some(a) => {
+                    extra_events.push(("cgroup".to_string(), "cgroup_attach_task".to_string()));
+                    formats.with_moves(&a)?
+                }
+                None => formats,
+            })
         } else {
             None
         };
@@ -150,6 +167,7 @@ impl TracefsBackend {
             stats: SourceStats::default(),
             rounds: Rounds::default(),
             page,
+            cgroups: config.cgroups.clone().map(TaskCgroups::new),
         })
     }
 
@@ -194,6 +212,11 @@ impl TracefsBackend {
         disabled.and(removed)
     }
 
+    /// Warnings about what was read, for the end of the run.
+    pub(crate) fn notes(&self) -> Vec<String> {
+        self.cgroups.iter().filter_map(TaskCgroups::note).collect()
+    }
+
     pub(crate) fn stats(&self) -> SourceStats {
         let mut s = self.stats;
         s.malformed += self.assembler.stats().malformed;
@@ -205,10 +228,14 @@ impl TracefsBackend {
             assembler,
             tgids,
             reorder,
+            cgroups,
             ..
         } = self;
         assembler.flush(upto, tgids, &mut |ev| reorder.push(ev));
         reorder.flush_upto(upto, &mut |mut ev| {
+            if let Some(c) = cgroups.as_mut() {
+                c.tag(&mut ev);
+            }
             sink.early(&mut ev);
             sink.event(ev)
         });

@@ -109,6 +109,7 @@ impl SchedFields {
             stack,
             user_copy: None,
             prev_ran_since: RanSince::NotTold,
+            prev_cgroup: None,
         })
     }
 

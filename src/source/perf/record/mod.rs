@@ -245,6 +245,7 @@ impl Decoder {
             Tracepoint::Switch => {
                 let mut sw = self.sched.switch(raw, s.pid, stack)?;
                 sw.user_copy = user_copy;
+                sw.prev_cgroup = s.cgroup;
                 if let (Some(running), Some(id)) = (s.running, s.id) {
                     sw.prev_ran_since = self
                         .running

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use anyhow::Result;
 
 use crate::bytes::u64s;
-use crate::event::{Callchain, Comm, CommChange, Event, EventKind, Fork};
+use crate::event::{Callchain, CgroupMove, Comm, CommChange, Event, EventKind, Fork};
 use crate::kallsyms::Preload;
 use crate::kallsyms::machinery::ProbeRanges;
 use crate::source::probes::kernel_start;
@@ -55,6 +55,18 @@ pub(crate) struct ProcessFormats {
     exec_id: u64,
     exec_filename: Field,
     exec_pid: Field,
+    /// `cgroup_attach_task`, when cgroups are told ([`MoveFormat`]).
+    moves: Option<MoveFormat>,
+}
+
+/// The layout of `cgroup:cgroup_attach_task`: a task moved to another
+/// cgroup.
+#[derive(Clone, Debug)]
+struct MoveFormat {
+    id: u64,
+    pid: Field,
+    root: Field,
+    dst_id: Field,
 }
 
 impl ProcessFormats {
@@ -66,7 +78,19 @@ impl ProcessFormats {
             exec_id: exec.id as u64,
             exec_filename: exec.field("filename")?.clone(),
             exec_pid: exec.field("pid")?.clone(),
+            moves: None,
         })
+    }
+
+    /// Also decodes `cgroup:cgroup_attach_task` (`attach`).
+    pub(crate) fn with_moves(mut self, attach: &EventFormat) -> Result<ProcessFormats> {
+        self.moves = Some(MoveFormat {
+            id: attach.id as u64,
+            pid: attach.field("pid")?.clone(),
+            root: attach.field("dst_root")?.clone(),
+            dst_id: attach.field("dst_id")?.clone(),
+        });
+        Ok(self)
     }
 }
 
@@ -93,6 +117,7 @@ enum PendingKind {
     Waking(Vec<u8>),
     Fork { parent: u32, child: u32 },
     Exec { pid: u32, comm: Comm },
+    Move(CgroupMove),
 }
 
 /// Counters of the assembler.
@@ -199,6 +224,13 @@ impl Assembler {
                         pid: p.exec_pid.read_u64(raw)? as u32,
                         comm: Comm::from_bytes(&base[..base.len().min(15)]),
                     }
+                }
+                Some(ProcessFormats { moves: Some(m), .. }) if ty == m.id => {
+                    PendingKind::Move(CgroupMove {
+                        tid: m.pid.read_u64(raw)? as u32,
+                        root: m.root.read_u64(raw)? as u32,
+                        id: m.dst_id.read_u64(raw)?,
+                    })
                 }
                 _ => {
                     self.stats.foreign += 1;
@@ -366,6 +398,7 @@ impl Assembler {
                     exec: true,
                 })
             }
+            PendingKind::Move(m) => EventKind::CgroupMove(m),
         };
         Ok(Event {
             time: p.time,

@@ -309,6 +309,7 @@ fn switch_with_both_stacks() {
             ),
             user_copy: None,
             prev_ran_since: RanSince::NotTold,
+            prev_cgroup: None,
         }
     );
     assert_eq!(r.asm.pending_time(2), None);
