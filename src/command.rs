@@ -2,13 +2,13 @@
 //! launcher, once tracing is attached to that thread, so that the command
 //! inherits the thread's events from its first instruction.
 //!
-//! The events belong to the launcher, not to the command: a change made to
-//! them while tracing runs (moving them to larger rings holds their
-//! context's lock through an RCU grace period) then holds up no traced
-//! task, whose fork and exit take the lock of its own context. The
-//! launcher starts the command when [`Launcher::release`] tells it to, then
-//! stays, idle, until the [`Launched`] it gives back is dropped: events
-//! whose task has exited are inherited by nothing new.
+//! The events are never changed while the command runs: the kernel swaps
+//! the contexts of a parent and its child at a context switch, so the
+//! launcher's events end up in a context of the command, whose forks and
+//! exits would wait for any change that holds its lock. The launcher
+//! starts the command when [`Launcher::release`] tells it to, then stays,
+//! idle, until the [`Launched`] it gives back is dropped: events whose
+//! task has exited are inherited by nothing new.
 
 use std::ffi::OsString;
 use std::os::fd::{FromRawFd, OwnedFd};

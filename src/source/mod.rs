@@ -74,11 +74,6 @@ impl Source {
             targets: plan.recorded(),
             state_filter: plan.recorded_state().map(|s| s.tracepoint_filter()),
             event_budget: plan.event_budget,
-            // A command waits for tracing to start: its rings start small
-            // and grow (a size asked for is had from the start). Threads
-            // that run anyway get the full rings at once.
-            grow_rings: plan.buffer_pages.is_none()
-                && matches!(plan.recorded(), crate::plan::Targets::Command { .. }),
             cgroup_ids: plan.cgroup_names.is_some(),
         };
         let perf = |p: PerfBackend| {

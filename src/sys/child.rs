@@ -1,9 +1,8 @@
 //! What a child forked from this multithreaded process does before it
 //! does its own work: close every descriptor of the parent it does not
 //! need, with async-signal-safe calls only, and the fork itself (for the
-//! ftrace instance's guardian, the holder of released perf events and the
-//! process that grows the perf rings); and the work a run leaves to the
-//! child forked at its end ([`leave`]).
+//! ftrace instance's guardian and the holder of released perf events);
+//! and the work a run leaves to the child forked at its end ([`leave`]).
 
 use std::os::fd::RawFd;
 use std::sync::Mutex;

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 /// The most helpers remembered (a run forks a few: the ftrace instance's
-/// guardian, the ring grower, the holder of released events).
+/// guardian, the holder of released events).
 const MAX_HELPERS: usize = 32;
 
 /// The helper pids, written once each, read from any thread without a lock.

@@ -25,11 +25,6 @@ pub(super) struct CpuRing {
     /// `fds[0]` owns the ring (and carries the side-band records);
     /// the others write into it through `PERF_EVENT_IOC_SET_OUTPUT`.
     pub(super) fds: Vec<OwnedFd>,
-    /// The small ring this CPU's events started with, once `ring` is the
-    /// large one they move to ([`super::grow`]): read until the end, since
-    /// events write into it until they move, and those opened before the
-    /// swap stay.
-    pub(super) first: Option<FirstRing>,
 }
 
 impl CpuRing {
@@ -40,17 +35,8 @@ impl CpuRing {
             last_time: 0,
             ring,
             fds,
-            first: None,
         }
     }
-}
-
-/// A CPU's first ring, after it grew.
-pub(super) struct FirstRing {
-    pub(super) last_time: u64,
-    /// Declared before `owner` so it is unmapped before it is closed.
-    pub(super) ring: Ring,
-    pub(super) owner: OwnedFd,
 }
 
 impl PerfBackend {
@@ -105,15 +91,9 @@ impl PerfBackend {
         for (i, c) in cpus.iter_mut().enumerate() {
             let cpu = c.cpu;
             let mut read = |ring: &mut Ring, last_time: &mut u64| {
-                #[cfg(test)]
-                let mut switches = 0;
                 let ex = ring.read(&mut |rec| match decoder.decode_unfinished(rec) {
                     Ok(Some(mut ev)) => {
                         stats.records += 1;
-                        #[cfg(test)]
-                        if matches!(ev.kind, EventKind::Switch(_)) {
-                            switches += 1;
-                        }
                         if let Some(t) = threads.as_mut()
                             && !t.keep(i, cpu, &ev, decoder, &mut |e| reorder.push(e))
                         {
@@ -136,10 +116,6 @@ impl PerfBackend {
                     Ok(None) => stats.records += 1,
                     Err(_) => stats.malformed += 1,
                 });
-                #[cfg(test)]
-                {
-                    ring.switches += switches;
-                }
                 if ex.corrupt {
                     stats.malformed += 1;
                 }
@@ -160,11 +136,6 @@ impl PerfBackend {
                     });
                 }
             };
-            // The first ring's records are older than the large one's,
-            // event by event.
-            if let Some(f) = c.first.as_mut() {
-                read(&mut f.ring, &mut f.last_time);
-            }
             read(&mut c.ring, &mut c.last_time);
         }
     }

@@ -22,7 +22,6 @@ fn live_sleep_is_seen() {
         state_filter: None,
         kallsyms: None,
         event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
-        grow_rings: true,
         cgroup_ids: false,
     };
     let mut backend = PerfBackend::open(&tracefs, &config).expect("open perf backend");
@@ -98,86 +97,4 @@ fn live_sleep_is_seen() {
             .iter()
             .all(|e| e.time <= now && e.time > now - 10_000_000_000)
     );
-}
-
-#[test]
-fn live_rings_grow_and_lose_nothing_on_the_way() {
-    if !live_allowed("live_rings_grow_and_lose_nothing_on_the_way") {
-        return;
-    }
-    let tracefs = Tracefs::open().expect("tracefs");
-    // A shell that blocks every 20 ms, waiting for its `sleep`.
-    let mut child = std::process::Command::new("sh")
-        .args(["-c", "while :; do sleep 0.02; done"])
-        .spawn()
-        .expect("spawn sh");
-    let pid = child.id();
-    let large = 4 * grow::START_BYTES / crate::sys::host::page_size();
-    let config = PerfConfig {
-        mmap_pages: large,
-        stacks: Stacks::both_fp(),
-        // The shell only: its switches come from its own per-task events.
-        targets: Targets::Threads([pid].into()),
-        state_filter: None,
-        kallsyms: None,
-        event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
-        grow_rings: true,
-        cgroup_ids: false,
-    };
-    let mut backend = PerfBackend::open(&tracefs, &config).expect("open perf backend");
-    assert!(
-        backend.ring_sizes().iter().all(|&s| s == grow::START_BYTES),
-        "the rings must start small: {:?}",
-        backend.ring_sizes()
-    );
-    let mut events = Vec::new();
-    let start = Instant::now();
-    while backend.growing() && start.elapsed() < Duration::from_secs(10) {
-        backend
-            .poll(Duration::from_millis(10), None, &mut |e| events.push(e))
-            .unwrap();
-    }
-    assert!(!backend.growing(), "the rings did not grow within 10 s");
-    let large_bytes = large * crate::sys::host::page_size();
-    assert!(
-        backend.ring_sizes().iter().all(|&s| s == large_bytes),
-        "every ring must have grown to {large_bytes}: {:?}",
-        backend.ring_sizes()
-    );
-    let moved = crate::sys::host::monotonic_ns();
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_millis(300) {
-        backend
-            .poll(Duration::from_millis(50), None, &mut |e| events.push(e))
-            .unwrap();
-    }
-    backend.finish(&mut |e| events.push(e)).unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
-    let stats = backend.stats();
-    assert_eq!(stats.lost_records, 0, "{stats:?}");
-    // The shell's event moved: its switches came through the large rings.
-    assert!(
-        backend.switches_in_current_rings() >= 5,
-        "{} switches in the large rings",
-        backend.switches_in_current_rings()
-    );
-    assert!(
-        events.windows(2).all(|w| w[0].time <= w[1].time),
-        "event times must be non-decreasing"
-    );
-    let blocked = |after: bool| {
-        events
-            .iter()
-            .filter(|e| (e.time > moved) == after)
-            .filter(|e| matches!(&e.kind, EventKind::Switch(s) if s.prev_tid == pid))
-            .count()
-    };
-    // About 15 after the move; the shell blocked before it too.
-    assert!(
-        blocked(true) >= 5,
-        "{} switches after the move",
-        blocked(true)
-    );
-    assert!(blocked(false) >= 1, "no switch before the move");
 }

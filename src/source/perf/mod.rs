@@ -8,8 +8,8 @@
 //! and their rings, which [`ring`] reads and [`sizing`] sizes; [`wire`]
 //! reads records and [`record`] turns them into events, with switch-ins
 //! told by [`running`]; [`threads`], [`filter`] and [`nascent`] attach the
-//! chosen threads and keep the wakee filter; [`growing`] and [`grow`]
-//! grow the rings while tracing; [`release`] closes events out of the way;
+//! chosen threads and keep the wakee filter; [`release`] closes events
+//! out of the way;
 //! [`visit`] switches out what runs when tracing stops; [`abilities`]
 //! probes the kernel. [`crate::source::reorder`] merges the CPUs.
 
@@ -17,8 +17,6 @@ mod abilities;
 mod cgroups;
 mod cpus;
 pub(crate) mod filter;
-mod grow;
-mod growing;
 pub(crate) mod nascent;
 pub(crate) mod record;
 mod release;
@@ -47,7 +45,7 @@ use crate::plan::{Follow, Stacks, Targets};
 use crate::source::reorder::{Reorder, Rounds};
 use crate::source::tracepoint::Tracefs;
 use crate::sys::host::online_cpus;
-use cpus::{CpuRing, FirstRing};
+use cpus::CpuRing;
 use record::{Decoder, Tracepoint};
 use sizing::{max_sample_size_here, wakeup_watermark};
 use threads::{TaskCpu, TaskEvent, Threads};
@@ -80,9 +78,6 @@ pub(crate) struct PerfConfig {
     /// threads are traced with per-CPU events filtered on their ids
     /// ([`threads::Wide`]).
     pub(crate) event_budget: usize,
-    /// Whether the rings of chosen threads may start small ([`grow`]),
-    /// which shortens the wait of a command started once tracing runs.
-    pub(crate) grow_rings: bool,
     /// Samples carry their task's cgroup id (`PERF_SAMPLE_CGROUP`).
     pub(crate) cgroup_ids: bool,
 }
@@ -320,9 +315,6 @@ pub(crate) struct PerfBackend {
     kallsyms: Option<Preload>,
     /// Why chosen threads are traced with per-CPU events, when they are.
     wide_note: Option<String>,
-    /// The rings to grow into, from the second round on.
-    grow_plan: Option<growing::GrowPlan>,
-    growth: Option<grow::Growth>,
     polls: u64,
 }
 
@@ -361,7 +353,6 @@ impl PerfBackend {
         base.sample_type = st;
         let mut decoder = Decoder::new(st, &switch, &waking)?;
         let (events, exit_event) = sched_events(&base, [switch.id, waking.id], exit_id, switch_ins);
-        let mut grow_plan = None;
         let mut cgroups = None;
         let (cpus, threads) = match (threads, &config.targets) {
             (None, Targets::Cgroups(targets)) => {
@@ -375,9 +366,7 @@ impl PerfBackend {
                 None,
             ),
             (Some(tids), _) => {
-                let (pages, plan) =
-                    growing::first_rings(config, &base, wide.is_some(), tids.len(), online.len());
-                grow_plan = plan;
+                let pages = config.mmap_pages;
                 let mut threads =
                     chosen_threads(&tids, events, exit_event, switch_ins, wide, config);
                 let cpus = threads.open_rings(
@@ -412,8 +401,6 @@ impl PerfBackend {
             rounds: Rounds::default(),
             max_sample: max_sample_size_here(st, &[&switch, &waking], base.stack_user),
             enabled: false,
-            grow_plan,
-            growth: None,
             polls: 0,
             kallsyms: if config.stacks.kernel {
                 Some(config.kallsyms.clone().unwrap_or_else(Preload::spawn))
@@ -479,24 +466,14 @@ impl PerfBackend {
         sink: &mut dyn EventSink,
     ) -> Result<()> {
         self.polls += 1;
-        if self.polls == 2 {
-            // From the second round: a run over after one (`-- true`)
-            // costs nothing; under a storm, the first ring's watermark
-            // ends the first round early.
-            self.start_growth();
-        }
-        let fds = self.cpus.iter().flat_map(|c| {
-            std::iter::once(c.fds[0].as_fd()).chain(c.first.as_ref().map(|f| f.owner.as_fd()))
-        });
-        let growing = self.growth.as_ref().and_then(grow::Growth::ready_fd);
-        let Some(start) =
-            self.rounds
-                .wait(fds.chain(growing), wake, timeout, "the perf ring buffers")?
+        let fds = self.cpus.iter().map(|c| c.fds[0].as_fd());
+        let Some(start) = self
+            .rounds
+            .wait(fds, wake, timeout, "the perf ring buffers")?
         else {
             return Ok(());
         };
         self.read_all();
-        self.grow_rings();
         if let Some(t) = self.threads.as_mut() {
             t.refresh_forecast(self.cpus.len());
             t.update_wakee_filter(&mut self.cpus)?;
@@ -575,25 +552,6 @@ impl PerfBackend {
         self.stats
     }
 
-    /// The data size of each CPU's ring, the large one once grown.
-    #[cfg(test)]
-    fn ring_sizes(&self) -> Vec<usize> {
-        self.cpus.iter().map(|c| c.ring.data_size()).collect()
-    }
-
-    /// `sched_switch` events read from the rings the CPUs have now (the
-    /// large ones once grown).
-    #[cfg(test)]
-    fn switches_in_current_rings(&self) -> u64 {
-        self.cpus.iter().map(|c| c.ring.switches).sum()
-    }
-
-    /// True until the rings have grown, and the events moved.
-    #[cfg(test)]
-    fn growing(&self) -> bool {
-        self.grow_plan.is_some() || self.growth.is_some()
-    }
-
     /// Said on stderr when chosen threads are traced with per-CPU events.
     pub(crate) fn wide_note(&self) -> Option<&str> {
         self.wide_note.as_deref()
@@ -604,19 +562,9 @@ impl PerfBackend {
     /// this process holds them any more.
     pub(crate) fn close_detached(mut self) {
         let mut fds = Vec::new();
-        for CpuRing {
-            ring,
-            fds: own,
-            first,
-            ..
-        } in std::mem::take(&mut self.cpus)
-        {
+        for CpuRing { ring, fds: own, .. } in std::mem::take(&mut self.cpus) {
             drop(ring);
             fds.extend(own);
-            if let Some(FirstRing { ring, owner, .. }) = first {
-                drop(ring);
-                fds.push(owner);
-            }
         }
         if let Some(mut t) = self.threads.take() {
             fds.extend(t.graveyard.take());
@@ -714,7 +662,6 @@ mod tests {
             state_filter: None,
             kallsyms: None,
             event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
-            grow_rings: true,
             cgroup_ids: false,
         };
         assert_eq!(
@@ -765,7 +712,6 @@ mod tests {
                 state_filter: None,
                 kallsyms: None,
                 event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
-                grow_rings: true,
                 cgroup_ids: false,
             };
             let err = PerfBackend::open(&t, &c)

@@ -139,9 +139,6 @@ pub(crate) struct Ring {
     data_offset: usize,
     data_size: usize,
     scratch: Vec<u8>,
-    /// `sched_switch` events read from it (for tests).
-    #[cfg(test)]
-    pub(crate) switches: u64,
 }
 
 impl Ring {
@@ -173,8 +170,6 @@ impl Ring {
             data_offset: page,
             data_size: data_pages * page,
             scratch: Vec::new(),
-            #[cfg(test)]
-            switches: 0,
         };
         // Kernels since 4.1 describe the data area in the control page.
         // SAFETY: `meta()` points at the control page at the start of our

@@ -289,23 +289,6 @@ impl Threads {
         Ok(cpus)
     }
 
-    /// The per-task events, to move to other rings: with their CPU, each
-    /// thread's events on a CPU in the
-    /// order they move in (those that tell of exits first: so that, until
-    /// all have moved, a thread's exit is in the ring read after the one
-    /// with what it did before).
-    pub(super) fn fds_to_move(&self) -> impl Iterator<Item = (u32, &OwnedFd)> {
-        self.tasks.values().flat_map(|cpus| {
-            cpus.iter().flat_map(|t| {
-                t.kids
-                    .iter()
-                    .flat_map(|[switch, exit]| [exit, switch])
-                    .chain(std::iter::once(&t.own))
-                    .map(move |fd| (t.cpu, fd))
-            })
-        })
-    }
-
     /// Whether a record read from ring `ring` (of CPU `cpu`) is news, and
     /// what it changes: a duplicate of the last one is dropped; an exit
     /// closes the thread's events and may tell its last slice, which is
@@ -384,13 +367,6 @@ impl Threads {
         let Some(text) = self.wakees.changed() else {
             return Ok(());
         };
-        self.replace_filtered(cpus, text)
-    }
-
-    /// Replaces the per-CPU filtered events even if their filter is the
-    /// same: so that they write into the rings the CPUs have now.
-    pub(super) fn reopen_filtered(&mut self, cpus: &mut [CpuRing]) -> Result<(), OpenFailure> {
-        let text = self.wakees.changed().unwrap_or_else(|| self.wakees.text());
         self.replace_filtered(cpus, text)
     }
 
