@@ -1,8 +1,8 @@
 //! One run of the tool, in three steps over its [`Plan`] that follow the
 //! data: [`attach()`] opens the source (and starts the command once
-//! tracing is active); [`trace`] reads its events through the [`Stages`]
-//! (the processes' maps, the unwinding of user stacks, the aggregation)
-//! until the duration ends, a signal arrives or the command exits; and
+//! tracing is active); [`trace`] reads its events and hands them to the
+//! [`Stages`] (the processes' maps, the unwinding of user stacks, the
+//! aggregation), which run on a thread of their own ([`worker`]), until the duration ends, a signal arrives or the command exits; and
 //! [`report()`] symbolizes what was aggregated ([`symbols`]), prints it, and
 //! says on stderr how the command ended ([`CommandEnd`]) and what the
 //! run's counters call for ([`Summary`]).
@@ -35,12 +35,14 @@ mod signals;
 mod stages;
 mod summary;
 mod symbols;
+mod worker;
 
 use attach::{Attached, attach};
 use command_end::CommandEnd;
 use progress::Progress;
 use stages::Stages;
 use summary::Summary;
+use worker::StageThread;
 
 /// How the run ended, for the caller's exit status.
 #[derive(Debug, PartialEq, Eq)]
@@ -133,17 +135,18 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         mut child,
         launched,
         tasks,
-        mut maps,
+        maps,
         kallsyms,
     } = attached;
     write_headers(&mut outputs, &plan, child.is_some())?;
-    let mut aggregator = stages::aggregator(&plan, tasks);
-    let mut sink = Stages::new(
+    let aggregator = stages::aggregator(&plan, tasks);
+    let stages = Stages::new(
         plan.stacks.user,
-        &mut maps,
+        maps,
         source.copies_user_stacks(),
-        &mut aggregator,
+        aggregator,
     );
+    let mut sink = StageThread::spawn(stages)?;
     let (child_status, span) = read_events(&plan, &mut source, child.as_mut(), &mut sink)?;
     let command_end =
         CommandEnd::as_tracing_stops(child.as_mut(), child_status, signals::stop_requested());
@@ -152,7 +155,11 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
     timing::mark("drain.finish");
     // The unwind tables are of no more use: their memory goes before
     // symbolization's.
-    let unwind_note = sink.finish();
+    let stages::Staged {
+        maps,
+        aggregator,
+        unwind_note,
+    } = sink.finish()?;
     let summary = Summary {
         source_stats: source.stats(),
         source_notes: source.notes(),
@@ -202,7 +209,7 @@ fn read_events(
     plan: &Plan,
     source: &mut Source,
     mut child: Option<&mut Child>,
-    sink: &mut Stages<'_>,
+    sink: &mut StageThread,
 ) -> Result<(Option<ExitStatus>, Span)> {
     let deadline = plan
         .duration
@@ -233,6 +240,7 @@ fn read_events(
             timeout = timeout.min(d.saturating_duration_since(now));
         }
         source.poll(timeout, exit_watch.as_ref().map(|fd| fd.as_fd()), sink)?;
+        sink.flush();
         if plan.input.is_some() {
             reading.at(source.stats().records as usize, 0);
         }

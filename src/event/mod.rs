@@ -4,12 +4,13 @@
 //! Events are delivered in global timestamp order (see [`crate::source::reorder`]).
 //! Times are nanoseconds of `CLOCK_MONOTONIC`, shared by all CPUs.
 
+pub(crate) mod copies;
 pub(crate) mod state;
 
 use std::borrow::{Borrow, Cow};
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustc_hash::FxHashSet;
@@ -84,14 +85,13 @@ impl fmt::Debug for Comm {
 /// copy of it ([`ChainCache`]). Equality, hashing and `Debug` look at the
 /// two parts only.
 ///
-/// The sharing is counted with `Rc`, not `Arc`: events stay on the thread
-/// that reads them, and the atomic count cost about 6% of the pipeline
-/// bench. (So `Event` is not `Send`; switch to `Arc` if it has to be.)
+/// The sharing is counted with `Arc`: events are read on one thread and
+/// unwound and aggregated on another.
 #[derive(Clone, Default)]
 pub(crate) struct Callchain {
     /// The frames' serial number ([`Callchain::serial`]), the kernel
     /// frames, then the user frames; `None` when both parts are empty.
-    frames: Option<Rc<[u64]>>,
+    frames: Option<Arc<[u64]>>,
     /// The kernel part is `frames[kernel_start..user_start]`, the user part
     /// `frames[user_start..]`. Frames past `u32::MAX` in all would be cut;
     /// the kernel produces at most 65535 (`perf_event_max_stack`).
@@ -116,7 +116,7 @@ impl Callchain {
         frames.extend_from_slice(kernel);
         frames.extend_from_slice(user);
         Callchain {
-            frames: Some(Rc::from(frames)),
+            frames: Some(Arc::from(frames)),
             kernel_start: 1,
             user_start: 1 + kernel.len() as u32,
         }
@@ -273,7 +273,7 @@ impl ChainCache {
                 c.chain
                     .frames
                     .as_ref()
-                    .is_some_and(|f| Rc::strong_count(f) > 1)
+                    .is_some_and(|f| Arc::strong_count(f) > 1)
             });
             self.sweep_at = (2 * self.chains.len()).max(CHAIN_CACHE_MIN);
         }
@@ -414,6 +414,8 @@ pub(crate) struct UserCopy {
     pub(crate) bp: u64,
     /// The bytes from `sp` up, as many as the kernel could copy.
     pub(crate) stack: Box<[u8]>,
+    /// What the bytes hold of the reader's budget, until dropped.
+    pub(crate) charge: copies::Charge,
 }
 
 impl fmt::Debug for UserCopy {
@@ -637,7 +639,7 @@ mod tests {
 
     fn shared(a: &Callchain, b: &Callchain) -> bool {
         match (&a.frames, &b.frames) {
-            (Some(a), Some(b)) => Rc::ptr_eq(a, b),
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }

@@ -3,7 +3,7 @@
 
 use crate::aggregate::{self, Aggregator, TaskTable};
 use crate::diag::diag;
-use crate::event::{Event, EventSink};
+use crate::event::Event;
 use crate::plan::Plan;
 use crate::symbolize::ProcessMaps;
 use crate::timing;
@@ -42,27 +42,34 @@ pub(super) fn aggregator(plan: &Plan, tasks: TaskTable) -> Aggregator {
     aggregator
 }
 
-/// What a run does with the events, in time order: the processes' maps
-/// and the unwinding of user stacks as soon as an event's place in time is
-/// known (a stack copy is never kept waiting), then the aggregation.
-pub(super) struct Stages<'a> {
+/// What a run does with the events, in time order: the processes' maps,
+/// the unwinding of user stacks, then the aggregation.
+pub(super) struct Stages {
     /// False under `-K`: no user stack is kept, no map is needed.
     keep_user: bool,
-    maps: &'a mut ProcessMaps,
+    maps: ProcessMaps,
     /// When samples copy user stacks.
     unwinder: Option<Unwinder>,
-    aggregator: &'a mut Aggregator,
+    aggregator: Aggregator,
 }
 
-impl<'a> Stages<'a> {
+/// What the stages leave once every event went through them.
+pub(super) struct Staged {
+    pub(super) maps: ProcessMaps,
+    pub(super) aggregator: Aggregator,
+    /// The note of files whose unwind tables could not be read.
+    pub(super) unwind_note: Option<String>,
+}
+
+impl Stages {
     /// The stages into `aggregator`, keeping user stacks if `keep_user`,
     /// and unwinding them if `unwind` (when samples copy user stacks).
     pub(super) fn new(
         keep_user: bool,
-        maps: &'a mut ProcessMaps,
+        maps: ProcessMaps,
         unwind: bool,
-        aggregator: &'a mut Aggregator,
-    ) -> Stages<'a> {
+        aggregator: Aggregator,
+    ) -> Stages {
         Stages {
             keep_user,
             maps,
@@ -71,10 +78,9 @@ impl<'a> Stages<'a> {
         }
     }
 
-    /// Ends the unwinding, saying how it went when timing is on, and gives
-    /// the note of files whose unwind tables could not be read. The unwind
-    /// tables go with it.
-    pub(super) fn finish(self) -> Option<String> {
+    /// Ends the unwinding, saying how it went when timing is on. The
+    /// unwind tables go with it.
+    pub(super) fn finish(self) -> Staged {
         if let Some(u) = &self.unwinder
             && timing::enabled()
         {
@@ -90,26 +96,23 @@ impl<'a> Stages<'a> {
                 st.unreadable_files
             );
         }
-        self.unwinder.as_ref().and_then(Unwinder::note)
-    }
-}
-
-impl EventSink for Stages<'_> {
-    fn early(&mut self, event: &mut Event) {
-        if !self.keep_user {
-            return;
-        }
-        // Fork, exec, mmap and exit; other events are ignored.
-        self.maps.observe(event);
-        if let Some(u) = self.unwinder.as_mut() {
-            u.unwind(event, self.maps);
+        Staged {
+            unwind_note: self.unwinder.as_ref().and_then(Unwinder::note),
+            maps: self.maps,
+            aggregator: self.aggregator,
         }
     }
 
-    fn event(&mut self, event: Event) {
+    /// Takes one event through every stage.
+    pub(super) fn process(&mut self, mut event: Event) {
         if !self.keep_user {
             self.aggregator.process(&event);
             return;
+        }
+        // Fork, exec, mmap and exit; other events are ignored.
+        self.maps.observe(&event);
+        if let Some(u) = self.unwinder.as_mut() {
+            u.unwind(&mut event, &mut self.maps);
         }
         let stored = self.aggregator.user_stacks_stored();
         self.aggregator.process(&event);

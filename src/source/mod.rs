@@ -271,7 +271,7 @@ impl Source {
         match self {
             Source::Recorded(r) => r.notes(),
             Source::Tracefs(t) => t.notes(),
-            Source::Perf(_) => Vec::new(),
+            Source::Perf(p) => p.notes(),
         }
     }
 

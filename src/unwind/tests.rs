@@ -11,6 +11,7 @@ fn copy_of(sp: u64, words: &[u64]) -> UserCopy {
         sp,
         bp: 0,
         stack: words.iter().flat_map(|w| w.to_ne_bytes()).collect(),
+        charge: Default::default(),
     }
 }
 
@@ -87,7 +88,13 @@ fn capture() -> UserCopy {
     // SAFETY: `sp..sp + n` lies inside this thread's stack mapping, which
     // is readable and outlives the copy.
     let stack = unsafe { std::slice::from_raw_parts(sp as *const u8, n) }.into();
-    UserCopy { ip, sp, bp, stack }
+    UserCopy {
+        ip,
+        sp,
+        bp,
+        stack,
+        charge: Default::default(),
+    }
 }
 
 #[inline(never)]

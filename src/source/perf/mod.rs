@@ -16,6 +16,7 @@
 mod abilities;
 mod cgroups;
 mod cpus;
+mod cuts;
 pub(crate) mod filter;
 pub(crate) mod nascent;
 pub(crate) mod record;
@@ -39,6 +40,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use crate::event::copies::CopyBudget;
 use crate::event::{Event, EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::plan::{Follow, Stacks, Targets};
@@ -291,6 +293,10 @@ fn wide_note(threads: usize, cpus: usize, events: usize, budget: usize) -> Strin
     )
 }
 
+/// Most bytes of user stack copies read and not yet unwound: about 4,000
+/// of the default 8 KiB. Past it, stacks are cut ([`cuts`]).
+const COPY_BUDGET: u64 = 32 << 20;
+
 /// Open, enabled perf events and their rings.
 pub(crate) struct PerfBackend {
     cpus: Vec<CpuRing>,
@@ -352,6 +358,9 @@ impl PerfBackend {
         let st = sample_type(config, switch_ins);
         base.sample_type = st;
         let mut decoder = Decoder::new(st, &switch, &waking)?;
+        if base.stack_user > 0 {
+            decoder.cut_copies_past(CopyBudget::new(COPY_BUDGET));
+        }
         let (events, exit_event) = sched_events(&base, [switch.id, waking.id], exit_id, switch_ins);
         let mut cgroups = None;
         let (cpus, threads) = match (threads, &config.targets) {
@@ -550,6 +559,11 @@ impl PerfBackend {
 
     pub(crate) fn stats(&self) -> SourceStats {
         self.stats
+    }
+
+    /// The notes on what was read: the stacks cut, if any were.
+    pub(crate) fn notes(&self) -> Vec<String> {
+        self.decoder.cuts().1.into_iter().collect()
     }
 
     /// Said on stderr when chosen threads are traced with per-CPU events.

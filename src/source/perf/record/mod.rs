@@ -6,10 +6,12 @@
 use anyhow::Result;
 use rustc_hash::FxHashMap;
 
+use super::cuts::StackCuts;
 use super::running::RunningClock;
 use super::sys::*;
 use super::wire::{Record, RecordParser, Sample, WireError};
 use crate::bytes::u64s;
+use crate::event::copies::{Charge, CopyBudget};
 use crate::event::{Callchain, ChainCache, Event, EventKind, Ran, RanSince, UserCopy};
 use crate::kallsyms::machinery::ProbeRanges;
 use crate::source::probes::kernel_start;
@@ -46,6 +48,10 @@ pub(crate) struct Decoder {
     chains: ChainCache,
     /// Per-task events' `time_running`, for switch-ins (`SAMPLE_READ`).
     running: RunningClock,
+    /// When set, the user stack copies kept until unwound: past it,
+    /// samples are cut ([`StackCuts`]).
+    copies: Option<CopyBudget>,
+    cuts: StackCuts,
 }
 
 /// [`split_entries`] over a list of entries.
@@ -120,7 +126,21 @@ impl Decoder {
             probes: ProbeRanges::default(),
             chains: ChainCache::new(),
             running: RunningClock::new(),
+            copies: None,
+            cuts: StackCuts::default(),
         })
+    }
+
+    /// Keeps user stack copies within `budget` from now on, cutting the
+    /// samples whose copy would pass it.
+    pub(crate) fn cut_copies_past(&mut self, budget: CopyBudget) {
+        self.copies = Some(budget);
+    }
+
+    /// The stacks cut so far, and the note that says so.
+    pub(crate) fn cuts(&self) -> (u64, Option<String>) {
+        let budget = self.copies.as_ref().map_or(0, CopyBudget::limit);
+        (self.cuts.total(), self.cuts.note(budget))
     }
 
     /// Sets the machinery ranges (from kallsyms) that kernel callchains are
@@ -233,14 +253,18 @@ impl Decoder {
         let tp = self.tracepoint_of(&s)?;
         let raw = s.raw;
         let stack = split_entries(s.callchain_bytes, &mut self.chains);
-        let user_copy = s.user_regs.map(|[bp, sp, ip]| {
-            Box::new(UserCopy {
-                ip,
-                sp,
-                bp,
-                stack: s.user_stack.into(),
-            })
-        });
+        let user_copy = match s.user_regs {
+            Some([bp, sp, ip]) => self.charge(s.user_stack.len(), s.tid, s.time).map(|charge| {
+                Box::new(UserCopy {
+                    ip,
+                    sp,
+                    bp,
+                    stack: s.user_stack.into(),
+                    charge,
+                })
+            }),
+            None => None,
+        };
         let kind = match tp {
             Tracepoint::Switch => {
                 let mut sw = self.sched.switch(raw, s.pid, stack)?;
@@ -269,6 +293,21 @@ impl Decoder {
             cpu: s.cpu,
             kind,
         })
+    }
+}
+
+impl Decoder {
+    /// The charge for `tid`'s copy of `bytes` at `time`, or `None` when it
+    /// is cut.
+    fn charge(&mut self, bytes: usize, tid: u32, time: u64) -> Option<Charge> {
+        let Some(budget) = &self.copies else {
+            return Some(Charge::default());
+        };
+        let charge = budget.take(bytes);
+        if charge.is_none() {
+            self.cuts.cut(tid, time);
+        }
+        charge
     }
 }
 

@@ -1,0 +1,84 @@
+//! The stages ([`super::stages`]) on a thread of their own: the thread that
+//! reads the rings hands its events over in batches and goes back to
+//! reading, so that unwinding and aggregation never hold it up. The queue
+//! between them is bounded: the reader waits for the stages only when they
+//! are that far behind (its stack copies are bounded apart, see
+//! [`crate::event::copies`]).
+
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+use anyhow::{Context, Result, anyhow};
+
+use super::stages::{Staged, Stages};
+use crate::event::{Event, EventSink};
+
+/// Events handed over at once.
+const BATCH: usize = 256;
+
+/// Batches queued at most: about 16,000 events.
+const QUEUED: usize = 64;
+
+/// The reader's side: an [`EventSink`] that queues events for the stages'
+/// thread.
+pub(super) struct StageThread {
+    batch: Vec<Event>,
+    queue: Option<SyncSender<Vec<Event>>>,
+    thread: Option<JoinHandle<Staged>>,
+}
+
+impl StageThread {
+    /// Starts the thread that takes events through `stages`.
+    pub(super) fn spawn(mut stages: Stages) -> Result<StageThread> {
+        let (queue, batches) = sync_channel::<Vec<Event>>(QUEUED);
+        let thread = std::thread::Builder::new()
+            .name("offwake-stages".to_string())
+            .spawn(move || {
+                for batch in batches {
+                    for event in batch {
+                        stages.process(event);
+                    }
+                }
+                stages.finish()
+            })
+            .context("starting the thread that unwinds and aggregates")?;
+        Ok(StageThread {
+            batch: Vec::with_capacity(BATCH),
+            queue: Some(queue),
+            thread: Some(thread),
+        })
+    }
+
+    /// Hands over the events taken so far.
+    pub(super) fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+        if let Some(queue) = &self.queue
+            && queue.send(batch).is_err()
+        {
+            // The thread is gone (it panicked): `finish` says so.
+            self.queue = None;
+        }
+    }
+
+    /// Hands over the last events and waits for the stages to be done.
+    pub(super) fn finish(mut self) -> Result<Staged> {
+        self.flush();
+        self.queue = None;
+        let thread = self.thread.take().context("the stages ended twice")?;
+        thread
+            .join()
+            .map_err(|_| anyhow!("the thread that unwinds and aggregates failed"))
+    }
+}
+
+impl EventSink for StageThread {
+    fn event(&mut self, event: Event) {
+        self.batch.push(event);
+        if self.batch.len() >= BATCH {
+            self.flush();
+        }
+    }
+}
