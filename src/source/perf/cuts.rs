@@ -122,7 +122,10 @@ mod tests {
         }
         assert_eq!(cuts.threads.len(), MAX_THREADS);
         let note = cuts.note(1 << 20).unwrap();
-        assert!(note.starts_with("NOTE: 4106 user stacks of 4097 threads"), "{note}");
+        assert!(
+            note.starts_with("NOTE: 4106 user stacks of 4097 threads"),
+            "{note}"
+        );
         assert!(note.ends_with(", and 4091 more."), "{note}");
     }
 }

@@ -254,15 +254,17 @@ impl Decoder {
         let raw = s.raw;
         let stack = split_entries(s.callchain_bytes, &mut self.chains);
         let user_copy = match s.user_regs {
-            Some([bp, sp, ip]) => self.charge(s.user_stack.len(), s.tid, s.time).map(|charge| {
-                Box::new(UserCopy {
-                    ip,
-                    sp,
-                    bp,
-                    stack: s.user_stack.into(),
-                    charge,
-                })
-            }),
+            Some([bp, sp, ip]) => self
+                .charge(s.user_stack.len(), s.tid, s.time)
+                .map(|charge| {
+                    Box::new(UserCopy {
+                        ip,
+                        sp,
+                        bp,
+                        stack: s.user_stack.into(),
+                        charge,
+                    })
+                }),
             None => None,
         };
         let kind = match tp {

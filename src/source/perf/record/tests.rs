@@ -199,6 +199,31 @@ fn user_copy_of(d: &mut Decoder, rec: &[u8]) -> Result<Option<Box<UserCopy>>> {
     }
 }
 
+/// Past the budget of copies, a sample keeps its frame-pointer frames and
+/// loses its copy; dropping a copy gives its bytes back.
+#[test]
+fn copies_past_the_budget_are_cut_and_counted() {
+    let mut d = decoder(ST | SAMPLE_REGS_USER | SAMPLE_STACK_USER);
+    d.cut_copies_past(crate::event::copies::CopyBudget::new(100));
+    let stack: Vec<u8> = (0..64).collect();
+    let rec = dwarf_switch(&[2, 0xb0, 0x5000, 0x401234], Some((&stack, 64)));
+    let first = user_copy_of(&mut d, &rec)
+        .unwrap()
+        .expect("within the budget");
+    // 64 more bytes would pass 100: cut, the fp chain kept.
+    let Some(EventKind::Switch(s)) = d.decode(&rec).unwrap().map(|e| e.kind) else {
+        panic!()
+    };
+    assert!(s.user_copy.is_none());
+    assert_eq!(s.stack.user(), [0x401000]);
+    let (cut, note) = d.cuts();
+    assert_eq!(cut, 1);
+    assert!(note.unwrap().contains("thread 4242 (1 over 0.000 s)"));
+    drop(first);
+    assert!(user_copy_of(&mut d, &rec).unwrap().is_some(), "given back");
+    assert_eq!(d.cuts().0, 1);
+}
+
 #[test]
 fn decodes_user_registers_and_the_stack_copied() {
     let mut d = decoder(ST | SAMPLE_REGS_USER | SAMPLE_STACK_USER);
