@@ -2,7 +2,8 @@
 //! data: [`attach()`] opens the source (and starts the command once
 //! tracing is active); [`trace`] reads its events and hands them to the
 //! [`Stages`] (the processes' maps, the unwinding of user stacks, the
-//! aggregation), which run on a thread of their own ([`worker`]), until the duration ends, a signal arrives or the command exits; and
+//! aggregation), which run on a thread of their own ([`worker`]), until
+//! the duration ends, a signal arrives or the command exits; and
 //! [`report()`] symbolizes what was aggregated ([`symbols`]), prints it, and
 //! says on stderr how the command ended ([`CommandEnd`]) and what the
 //! run's counters call for ([`Summary`]).
