@@ -100,8 +100,10 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         .iter()
         .map(|d| Ok((Output::open(d.path.as_deref())?, d.options)))
         .collect::<Result<Vec<_>>>()?;
+    // Before tracing starts, as everything the run needs to trace.
+    let sink = StageThread::spawn()?;
     let attached = attach(plan)?;
-    let traced = trace(attached, outputs)?;
+    let traced = trace(attached, sink, outputs)?;
     report(traced)
 }
 
@@ -129,7 +131,11 @@ struct Traced {
 
 /// Writes the header, then reads events until the duration ends, a signal
 /// arrives or the command exits, and drains the source.
-fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Result<Traced> {
+fn trace(
+    attached: Attached,
+    mut sink: StageThread,
+    mut outputs: Vec<(Output, ReportOptions)>,
+) -> Result<Traced> {
     let Attached {
         plan,
         mut source,
@@ -147,7 +153,7 @@ fn trace(attached: Attached, mut outputs: Vec<(Output, ReportOptions)>) -> Resul
         source.copies_user_stacks(),
         aggregator,
     );
-    let mut sink = StageThread::spawn(stages)?;
+    sink.start(stages);
     let (child_status, span) = read_events(&plan, &mut source, child.as_mut(), &mut sink)?;
     let command_end =
         CommandEnd::as_tracing_stops(child.as_mut(), child_status, signals::stop_requested());

@@ -19,27 +19,40 @@ const BATCH: usize = 256;
 /// Batches queued at most: about 16,000 events.
 const QUEUED: usize = 64;
 
+/// What the stages' thread is sent: its stages first, then batches.
+enum Message {
+    Start(Box<Stages>),
+    Batch(Vec<Event>),
+}
+
 /// The reader's side: an [`EventSink`] that queues events for the stages'
 /// thread.
 pub(super) struct StageThread {
     batch: Vec<Event>,
-    queue: Option<SyncSender<Vec<Event>>>,
-    thread: Option<JoinHandle<Staged>>,
+    queue: Option<SyncSender<Message>>,
+    thread: Option<JoinHandle<Option<Staged>>>,
 }
 
 impl StageThread {
-    /// Starts the thread that takes events through `stages`.
-    pub(super) fn spawn(mut stages: Stages) -> Result<StageThread> {
-        let (queue, batches) = sync_channel::<Vec<Event>>(QUEUED);
+    /// Starts the thread, idle until [`StageThread::start`]: it is made
+    /// before tracing starts, so that a run that cannot make it ends
+    /// before anything is traced.
+    pub(super) fn spawn() -> Result<StageThread> {
+        let (queue, messages) = sync_channel::<Message>(QUEUED);
         let thread = std::thread::Builder::new()
             .name("offwake-stages".to_string())
             .spawn(move || {
-                for batch in batches {
-                    for event in batch {
-                        stages.process(event);
+                let Ok(Message::Start(mut stages)) = messages.recv() else {
+                    return None;
+                };
+                for message in messages {
+                    if let Message::Batch(batch) = message {
+                        for event in batch {
+                            stages.process(event);
+                        }
                     }
                 }
-                stages.finish()
+                Some(stages.finish())
             })
             .context("starting the thread that unwinds and aggregates")?;
         Ok(StageThread {
@@ -49,18 +62,27 @@ impl StageThread {
         })
     }
 
+    /// Gives the thread the stages the events go through.
+    pub(super) fn start(&mut self, stages: Stages) {
+        self.send(Message::Start(Box::new(stages)));
+    }
+
+    fn send(&mut self, message: Message) {
+        if let Some(queue) = &self.queue
+            && queue.send(message).is_err()
+        {
+            // The thread is gone (it panicked): `finish` says so.
+            self.queue = None;
+        }
+    }
+
     /// Hands over the events taken so far.
     pub(super) fn flush(&mut self) {
         if self.batch.is_empty() {
             return;
         }
         let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
-        if let Some(queue) = &self.queue
-            && queue.send(batch).is_err()
-        {
-            // The thread is gone (it panicked): `finish` says so.
-            self.queue = None;
-        }
+        self.send(Message::Batch(batch));
     }
 
     /// Hands over the last events and waits for the stages to be done.
@@ -70,7 +92,9 @@ impl StageThread {
         let thread = self.thread.take().context("the stages ended twice")?;
         thread
             .join()
-            .map_err(|_| anyhow!("the thread that unwinds and aggregates failed"))
+            .ok()
+            .flatten()
+            .ok_or_else(|| anyhow!("the thread that unwinds and aggregates failed"))
     }
 }
 
