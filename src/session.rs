@@ -27,6 +27,7 @@ use crate::plan::Plan;
 use crate::report::{self, Output, ReportOptions, Span};
 use crate::source::Source;
 use crate::symbolize::ProcessMaps;
+use crate::sys::priority;
 use crate::timing;
 
 mod attach;
@@ -101,7 +102,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         .map(|d| Ok((Output::open(d.path.as_deref())?, d.options)))
         .collect::<Result<Vec<_>>>()?;
     // Before tracing starts, as everything the run needs to trace.
-    let sink = StageThread::spawn()?;
+    let sink = StageThread::spawn(plan.input.is_none())?;
     let attached = attach(plan)?;
     let traced = trace(attached, sink, outputs)?;
     report(traced)
@@ -154,11 +155,15 @@ fn trace(
         aggregator,
     );
     sink.start(stages);
+    // The reader runs as soon as the kernel wakes it, until the rings are
+    // drained (see `priority`).
+    let priority = plan.input.is_none().then(priority::raise);
     let (child_status, span) = read_events(&plan, &mut source, child.as_mut(), &mut sink)?;
     let command_end =
         CommandEnd::as_tracing_stops(child.as_mut(), child_status, signals::stop_requested());
     timing::mark("trace");
     source.finish(&mut sink)?;
+    let not_raised = priority.and_then(Result::err);
     timing::mark("drain.finish");
     // The unwind tables are of no more use: their memory goes before
     // symbolization's.
@@ -172,6 +177,7 @@ fn trace(
         source_notes: source.notes(),
         switch_ins_from_records: source.switch_ins_from_records(),
         unwind_note,
+        not_raised,
     };
     let kernel_text = source.recorded_kernel_text();
     timing::mark("drain");

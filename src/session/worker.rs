@@ -12,12 +12,16 @@ use anyhow::{Context, Result, anyhow};
 
 use super::stages::{Staged, Stages};
 use crate::event::{Event, EventSink};
+use crate::sys::priority;
 
 /// Events handed over at once.
 const BATCH: usize = 256;
 
-/// Batches queued at most: about 16,000 events.
-const QUEUED: usize = 64;
+/// Batches queued at most: about 130,000 events, some 50 MiB with their
+/// callchains (copies are bounded apart). Under a load that takes every
+/// CPU, the stages can fall a second behind the reader: a shorter queue
+/// would hold the reader up, and the kernel would lose records meanwhile.
+const QUEUED: usize = 512;
 
 /// What the stages' thread is sent: its stages first, then batches.
 enum Message {
@@ -36,12 +40,17 @@ pub(super) struct StageThread {
 impl StageThread {
     /// Starts the thread, idle until [`StageThread::start`]: it is made
     /// before tracing starts, so that a run that cannot make it ends
-    /// before anything is traced.
-    pub(super) fn spawn() -> Result<StageThread> {
+    /// before anything is traced. When `live`, it runs at the highest
+    /// normal priority (see [`priority::favour`]).
+    pub(super) fn spawn(live: bool) -> Result<StageThread> {
         let (queue, messages) = sync_channel::<Message>(QUEUED);
         let thread = std::thread::Builder::new()
             .name("offwake-stages".to_string())
             .spawn(move || {
+                if live {
+                    // Without it, the stages are behind by more.
+                    let _ = priority::favour();
+                }
                 let Ok(Message::Start(mut stages)) = messages.recv() else {
                     return None;
                 };

@@ -3,7 +3,7 @@
 //! clock and sysctls ([`host`]); facts from `/proc` ([`proc`]); what a
 //! forked child closes first ([`child`]); which tasks are this process's
 //! own ([`own`]); the cgroups of `--cgroup`, and which cgroup a task is in
-//! ([`cgroup`]).
+//! ([`cgroup`]); the reader's real-time priority ([`priority`]).
 
 pub(crate) mod cache;
 pub(crate) mod cgroup;
@@ -11,4 +11,5 @@ pub(crate) mod child;
 pub(crate) mod host;
 pub(crate) mod open;
 pub(crate) mod own;
+pub(crate) mod priority;
 pub(crate) mod proc;

@@ -1,0 +1,116 @@
+//! The priorities of the threads that keep up with the kernel while
+//! tracing: the reader's real-time one, the stages' highest normal one.
+//!
+//! A burst of context switches (thousands of threads waking on one timer)
+//! fills the kernel's rings in milliseconds, and the thread that empties
+//! them is then one of as many runnable threads. Under `SCHED_FIFO` it runs
+//! as soon as the kernel wakes it, so the rings are read while the burst
+//! goes on instead of after it. It sleeps in `poll` otherwise, and its
+//! work is the same either way: what changes is when it is done.
+//! `SCHED_RESET_ON_FORK` keeps any thread or process it starts from
+//! inheriting the policy.
+
+use std::io;
+
+/// The calling thread at real-time priority; its old policy comes back on
+/// drop.
+pub(crate) struct Raised {
+    policy: libc::c_int,
+    param: libc::sched_param,
+}
+
+/// Why the priority could not be raised, said when records were lost.
+#[derive(Debug)]
+pub(crate) struct NotRaised(pub(crate) io::Error);
+
+/// Gives the calling thread `SCHED_FIFO` at the lowest real-time priority
+/// (above every normal thread, below any real-time one): needs
+/// `CAP_SYS_NICE` or a real-time `RLIMIT_RTPRIO`.
+pub(crate) fn raise() -> Result<Raised, NotRaised> {
+    // SAFETY: sched_getscheduler on the calling thread takes no pointer.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    if policy < 0 {
+        return Err(NotRaised(io::Error::last_os_error()));
+    }
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_getparam writes one sched_param, which outlives the call.
+    if unsafe { libc::sched_getparam(0, &mut param) } < 0 {
+        return Err(NotRaised(io::Error::last_os_error()));
+    }
+    let fifo = libc::sched_param { sched_priority: 1 };
+    // SAFETY: sched_setscheduler on the calling thread reads one
+    // sched_param, which outlives the call.
+    let set =
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &fifo) };
+    if set < 0 {
+        return Err(NotRaised(io::Error::last_os_error()));
+    }
+    Ok(Raised { policy, param })
+}
+
+/// Gives the calling thread the highest normal priority (nice -20) for
+/// the rest of its life: it then gets most of a CPU that the threads it
+/// traces keep busy, and none of one they leave idle. Needs
+/// `CAP_SYS_NICE` or a `RLIMIT_NICE` that allows it.
+pub(crate) fn favour() -> Result<(), NotRaised> {
+    // SAFETY: setpriority takes no pointer; PRIO_PROCESS with 0 is the
+    // calling thread on Linux.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -20) } < 0 {
+        return Err(NotRaised(io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+impl Drop for Raised {
+    fn drop(&mut self) {
+        // SAFETY: as in `raise`; lowering one's own priority needs no
+        // privilege, and a failure leaves the thread real-time until it
+        // exits, which is soon.
+        unsafe { libc::sched_setscheduler(0, self.policy, &self.param) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> libc::c_int {
+        // SAFETY: as in `raise`.
+        unsafe { libc::sched_getscheduler(0) }
+    }
+
+    #[test]
+    fn raised_is_fifo_not_inherited_and_undone() {
+        if !crate::live_gate::live_allowed("raised_is_fifo_not_inherited_and_undone") {
+            return;
+        }
+        std::thread::spawn(|| {
+            let before = policy();
+            let raised = raise().expect("root can raise its priority");
+            assert_eq!(policy() & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO);
+            let child = std::thread::spawn(policy).join().expect("child thread");
+            assert_eq!(child, libc::SCHED_OTHER, "a new thread starts normal");
+            drop(raised);
+            assert_eq!(policy(), before);
+        })
+        .join()
+        .expect("test thread");
+    }
+
+    #[test]
+    fn favoured_is_nice_minus_twenty_for_that_thread_only() {
+        if !crate::live_gate::live_allowed("favoured_is_nice_minus_twenty_for_that_thread_only") {
+            return;
+        }
+        // SAFETY: getpriority takes no pointer.
+        let nice = || unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        let before = nice();
+        std::thread::spawn(move || {
+            favour().expect("root can favour a thread");
+            assert_eq!(nice(), -20);
+        })
+        .join()
+        .expect("test thread");
+        assert_eq!(nice(), before, "other threads keep their nice");
+    }
+}
