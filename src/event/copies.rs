@@ -1,6 +1,6 @@
 //! How many bytes of user stack copies are waiting to be unwound, so that a
 //! reader that runs ahead of the unwinder keeps its memory bounded: past
-//! the budget it cuts stacks (keeps their frame-pointer frames, drops the
+//! the budget it cuts stacks (keeps their first user frame, drops the
 //! copy) instead of letting the copies pile up.
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Stacks cut while reading: when the unwinder is behind by more than the
 //! budget of user stack copies ([`crate::event::copies`]), a sample keeps
-//! its frame-pointer frames and loses its copy, rather than the reader
+//! its first user frame and loses its copy, rather than the reader
 //! falling behind the kernel and records being lost. What was cut, per
 //! thread, for the run's note.
 
@@ -82,8 +82,8 @@ impl StackCuts {
             (n, _) => format!(", and {n} more"),
         };
         Some(format!(
-            "NOTE: {} of {} kept only their frame-pointer frames: the unwinder was more \
-             than {} MiB of stack copies behind the reader, which cut them rather than lose \
+            "NOTE: {} of {} were cut to their first frame: the unwinder was more than {} \
+             MiB of stack copies behind the reader, which cut them rather than lose \
              records: {}{more}.",
             crate::diag::counted(self.total, "user stack", "user stacks"),
             crate::diag::counted(threads, "thread", "threads"),
@@ -108,9 +108,9 @@ mod tests {
         assert_eq!(cuts.total(), 4);
         assert_eq!(
             cuts.note(32 << 20).unwrap(),
-            "NOTE: 4 user stacks of 2 threads kept only their frame-pointer frames: the \
-             unwinder was more than 32 MiB of stack copies behind the reader, which cut them \
-             rather than lose records: thread 7 (3 over 1.000 s), thread 9 (1 over 0.000 s)."
+            "NOTE: 4 user stacks of 2 threads were cut to their first frame: the unwinder \
+             was more than 32 MiB of stack copies behind the reader, which cut them rather \
+             than lose records: thread 7 (3 over 1.000 s), thread 9 (1 over 0.000 s)."
         );
     }
 

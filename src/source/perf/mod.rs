@@ -195,7 +195,10 @@ fn base_attr(config: &PerfConfig, watermark: u32) -> sys::TracepointAttr {
     sys::TracepointAttr {
         id: 0,
         sample_type: sample_type(config, SwitchIns::Tracepoint),
-        exclude_callchain_user: !config.stacks.user,
+        // No user callchain beside a copy, as perf does: stacks are
+        // unwound from the copy, and the kernel's walk of user frame
+        // pointers costs a busy process a sixth of its throughput.
+        exclude_callchain_user: !config.stacks.user || config.stacks.user_copy().is_some(),
         exclude_callchain_kernel: !config.stacks.kernel,
         side_band: false,
         context_switch: false,

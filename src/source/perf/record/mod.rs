@@ -52,6 +52,8 @@ pub(crate) struct Decoder {
     /// samples are cut ([`StackCuts`]).
     copies: Option<CopyBudget>,
     cuts: StackCuts,
+    /// Entries being put together for a cut sample's chain.
+    scratch: Vec<u8>,
 }
 
 /// [`split_entries`] over a list of entries.
@@ -128,6 +130,7 @@ impl Decoder {
             running: RunningClock::new(),
             copies: None,
             cuts: StackCuts::default(),
+            scratch: Vec::new(),
         })
     }
 
@@ -252,19 +255,21 @@ impl Decoder {
         }
         let tp = self.tracepoint_of(&s)?;
         let raw = s.raw;
-        let stack = split_entries(s.callchain_bytes, &mut self.chains);
+        let mut stack = split_entries(s.callchain_bytes, &mut self.chains);
         let user_copy = match s.user_regs {
-            Some([bp, sp, ip]) => self
-                .charge(s.user_stack.len(), s.tid, s.time)
-                .map(|charge| {
-                    Box::new(UserCopy {
-                        ip,
-                        sp,
-                        bp,
-                        stack: s.user_stack.into(),
-                        charge,
-                    })
-                }),
+            Some([bp, sp, ip]) => match self.charge(s.user_stack.len(), s.tid, s.time) {
+                Some(charge) => Some(Box::new(UserCopy {
+                    ip,
+                    sp,
+                    bp,
+                    stack: s.user_stack.into(),
+                    charge,
+                })),
+                None => {
+                    stack = self.cut_chain(s.callchain_bytes, ip);
+                    None
+                }
+            },
             None => None,
         };
         let kind = match tp {
@@ -299,6 +304,21 @@ impl Decoder {
 }
 
 impl Decoder {
+    /// The chain of a sample whose copy was cut: its kernel frames, and
+    /// its user registers' instruction for the user part when the kernel
+    /// took no user callchain (it takes none beside copies).
+    fn cut_chain(&mut self, entries: &[u8], ip: u64) -> Callchain {
+        let chain = split_entries(entries, &mut self.chains);
+        if !chain.user().is_empty() {
+            return chain;
+        }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(entries);
+        self.scratch.extend_from_slice(&CONTEXT_USER.to_ne_bytes());
+        self.scratch.extend_from_slice(&ip.to_ne_bytes());
+        split_entries(&self.scratch, &mut self.chains)
+    }
+
     /// The charge for `tid`'s copy of `bytes` at `time`, or `None` when it
     /// is cut.
     fn charge(&mut self, bytes: usize, tid: u32, time: u64) -> Option<Charge> {

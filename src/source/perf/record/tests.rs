@@ -176,8 +176,13 @@ fn per_task_switch_outs_tell_when_their_slice_began() {
 /// whose user parts are `regs` (the ABI word, then BP, SP, IP when it
 /// is not 0) and `stack` (size, copy and dyn_size when size is not 0).
 fn dwarf_switch(regs: &[u64], stack: Option<(&[u8], u64)>) -> Vec<u8> {
+    dwarf_switch_with(&[U, 0x401000], regs, stack)
+}
+
+/// [`dwarf_switch`] with these callchain entries.
+fn dwarf_switch_with(chain: &[u64], regs: &[u64], stack: Option<(&[u8], u64)>) -> Vec<u8> {
     let (sw, _) = formats();
-    let mut body = sample_body(1001, 4242, 4242, 9, 0, &[U, 0x401000], &switch_raw(&sw));
+    let mut body = sample_body(1001, 4242, 4242, 9, 0, chain, &switch_raw(&sw));
     for r in regs {
         body.extend_from_slice(&r.to_ne_bytes());
     }
@@ -199,8 +204,9 @@ fn user_copy_of(d: &mut Decoder, rec: &[u8]) -> Result<Option<Box<UserCopy>>> {
     }
 }
 
-/// Past the budget of copies, a sample keeps its frame-pointer frames and
-/// loses its copy; dropping a copy gives its bytes back.
+/// Past the budget of copies, a sample keeps its user frame-pointer frames,
+/// or without them (the live kernel takes none beside a copy) its sampled
+/// instruction, and loses its copy; dropping a copy gives its bytes back.
 #[test]
 fn copies_past_the_budget_are_cut_and_counted() {
     let mut d = decoder(ST | SAMPLE_REGS_USER | SAMPLE_STACK_USER);
@@ -219,9 +225,22 @@ fn copies_past_the_budget_are_cut_and_counted() {
     let (cut, note) = d.cuts();
     assert_eq!(cut, 1);
     assert!(note.unwrap().contains("thread 4242 (1 over 0.000 s)"));
+    // Kernel frames only: the user registers' ip is the user part.
+    let kernel_only = dwarf_switch_with(
+        &[K, 0xffff_ffff_8100_0000],
+        &[2, 0xb0, 0x5000, 0x401234],
+        Some((&stack, 64)),
+    );
+    let Some(EventKind::Switch(s)) = d.decode(&kernel_only).unwrap().map(|e| e.kind) else {
+        panic!()
+    };
+    assert!(s.user_copy.is_none());
+    assert_eq!(s.stack.kernel(), [0xffff_ffff_8100_0000]);
+    assert_eq!(s.stack.user(), [0x401234]);
+    assert_eq!(d.cuts().0, 2);
     drop(first);
     assert!(user_copy_of(&mut d, &rec).unwrap().is_some(), "given back");
-    assert_eq!(d.cuts().0, 1);
+    assert_eq!(d.cuts().0, 2);
 }
 
 #[test]
