@@ -27,7 +27,7 @@ use crate::plan::Plan;
 use crate::report::{self, Output, ReportOptions, Span};
 use crate::source::Source;
 use crate::symbolize::ProcessMaps;
-use crate::sys::priority;
+use crate::sys::priority::OnDemand;
 use crate::timing;
 
 mod attach;
@@ -155,15 +155,16 @@ fn trace(
         aggregator,
     );
     sink.start(stages);
-    // The reader runs as soon as the kernel wakes it, until the rings are
-    // drained (see `priority`).
-    let priority = plan.input.is_none().then(priority::raise);
-    let (child_status, span) = read_events(&plan, &mut source, child.as_mut(), &mut sink)?;
+    // Raised when the reader falls behind, until the rings are drained.
+    let mut priority = OnDemand::default();
+    let (child_status, span) =
+        read_events(&plan, &mut source, child.as_mut(), &mut sink, &mut priority)?;
     let command_end =
         CommandEnd::as_tracing_stops(child.as_mut(), child_status, signals::stop_requested());
     timing::mark("trace");
     source.finish(&mut sink)?;
-    let not_raised = priority.and_then(Result::err);
+    let priority_note = priority.note(source.stats().lost_records);
+    drop(priority);
     timing::mark("drain.finish");
     // The unwind tables are of no more use: their memory goes before
     // symbolization's.
@@ -177,7 +178,7 @@ fn trace(
         source_notes: source.notes(),
         switch_ins_from_records: source.switch_ins_from_records(),
         unwind_note,
-        not_raised,
+        priority_note,
     };
     let kernel_text = source.recorded_kernel_text();
     timing::mark("drain");
@@ -216,13 +217,15 @@ fn write_headers(
 }
 
 /// Reads events into `sink` until the duration ends, a signal arrives,
-/// the source is exhausted or the command exits: the command's status if
-/// it did, and when the trace ran.
+/// the source is exhausted or the command exits, raising the reader's
+/// `priority` if it falls behind: the command's status if it did, and
+/// when the trace ran.
 fn read_events(
     plan: &Plan,
     source: &mut Source,
     mut child: Option<&mut Child>,
     sink: &mut StageThread,
+    priority: &mut OnDemand,
 ) -> Result<(Option<ExitStatus>, Span)> {
     let deadline = plan
         .duration
@@ -254,6 +257,9 @@ fn read_events(
         }
         source.poll(timeout, exit_watch.as_ref().map(|fd| fd.as_fd()), sink)?;
         sink.flush();
+        if source.fell_behind() {
+            priority.behind(began.elapsed());
+        }
         if plan.input.is_some() {
             reading.at(source.stats().records as usize, 0);
         }

@@ -5,7 +5,6 @@ use crate::aggregate::{self, Aggregate};
 use crate::diag::{counted, diag};
 use crate::event::SourceStats;
 use crate::plan::Plan;
-use crate::sys::priority::NotRaised;
 
 /// What reading the events leaves to say at the end of the run.
 pub(super) struct Summary {
@@ -15,8 +14,8 @@ pub(super) struct Summary {
     pub(super) switch_ins_from_records: bool,
     /// Files whose unwind tables could not be read.
     pub(super) unwind_note: Option<String>,
-    /// Why the reader ran at normal priority, when it did.
-    pub(super) not_raised: Option<NotRaised>,
+    /// When the reader's priority was raised, or why it could not be.
+    pub(super) priority_note: Option<String>,
 }
 
 impl Summary {
@@ -28,7 +27,7 @@ impl Summary {
             source_notes,
             switch_ins_from_records,
             unwind_note,
-            not_raised,
+            priority_note,
         } = self;
         let stats = result.stats;
         let larger_buffer = match plan.input {
@@ -45,17 +44,7 @@ impl Summary {
             ))
             .chain(unwind_note)
             .chain(source_notes)
-            .chain(
-                not_raised
-                    .filter(|_| source_stats.lost_records > 0)
-                    .map(|NotRaised(e)| {
-                        format!(
-                            "NOTE: the reader of the rings ran at normal priority, behind \
-                             the threads it traces: real-time priority was refused ({e}); \
-                             it needs CAP_SYS_NICE"
-                        )
-                    }),
-            );
+            .chain(priority_note);
         for note in notes {
             diag!("{note}");
         }

@@ -181,6 +181,15 @@ impl Source {
 
     /// True when samples carry user stack copies to unwind
     /// ([`crate::event::UserCopy`]).
+    /// True once a read found the kernel's buffers filling faster than
+    /// they are read (perf: a ring more than half full).
+    pub(crate) fn fell_behind(&self) -> bool {
+        match self {
+            Source::Perf(p) => p.fell_behind(),
+            Source::Tracefs(_) | Source::Recorded(_) => false,
+        }
+    }
+
     pub(crate) fn copies_user_stacks(&self) -> bool {
         match self {
             Source::Perf(p) => p.copies_user_stacks(),

@@ -1,16 +1,20 @@
 //! The priorities of the threads that keep up with the kernel while
-//! tracing: the reader's real-time one, the stages' highest normal one.
+//! tracing: the reader's real-time one once it falls behind, the stages'
+//! highest normal one.
 //!
 //! A burst of context switches (thousands of threads waking on one timer)
 //! fills the kernel's rings in milliseconds, and the thread that empties
 //! them is then one of as many runnable threads. Under `SCHED_FIFO` it runs
 //! as soon as the kernel wakes it, so the rings are read while the burst
-//! goes on instead of after it. It sleeps in `poll` otherwise, and its
-//! work is the same either way: what changes is when it is done.
-//! `SCHED_RESET_ON_FORK` keeps any thread or process it starts from
-//! inheriting the policy.
+//! goes on instead of after it. Its work is the same either way: what
+//! changes is when it is done. But a real-time thread wakes on the CPU it
+//! last ran on, even a busy one with another idle, so the reader stays a
+//! normal thread until a ring is found more than half full
+//! ([`OnDemand`]). `SCHED_RESET_ON_FORK` keeps any thread or process it
+//! starts from inheriting the policy.
 
 use std::io;
+use std::time::Duration;
 
 /// The calling thread at real-time priority; its old policy comes back on
 /// drop.
@@ -61,6 +65,47 @@ pub(crate) fn favour() -> Result<(), NotRaised> {
     Ok(())
 }
 
+/// The reader's priority: raised the first time it falls behind, and kept
+/// so until it is dropped, after the rings are drained.
+#[derive(Default)]
+pub(crate) struct OnDemand {
+    raised: Option<Result<Raised, NotRaised>>,
+    /// When, in the trace, it was raised or refused.
+    at: Duration,
+}
+
+impl OnDemand {
+    /// Raises the priority, unless that was done or refused already; `at`
+    /// is how long tracing has run.
+    pub(crate) fn behind(&mut self, at: Duration) {
+        if self.raised.is_none() {
+            self.raised = Some(raise());
+            self.at = at;
+        }
+    }
+
+    /// What the run says of it: when it was raised, or, if records were
+    /// lost (`lost`), why it could not be.
+    pub(crate) fn note(&self, lost: u64) -> Option<String> {
+        match &self.raised {
+            None => None,
+            Some(Ok(_)) => Some(format!(
+                "NOTE: the rings filled faster than they were read {:.3} s into tracing: \
+                 the reader ran at real-time priority from then on, ahead of the threads \
+                 it traces",
+                self.at.as_secs_f64()
+            )),
+            Some(Err(_)) if lost == 0 => None,
+            Some(Err(NotRaised(e))) => Some(format!(
+                "NOTE: the rings filled faster than they were read {:.3} s into tracing, \
+                 and the reader stayed behind the threads it traces: real-time priority \
+                 was refused ({e}); it needs CAP_SYS_NICE",
+                self.at.as_secs_f64()
+            )),
+        }
+    }
+}
+
 impl Drop for Raised {
     fn drop(&mut self) {
         // SAFETY: as in `raise`; lowering one's own priority needs no
@@ -92,6 +137,41 @@ mod tests {
             assert_eq!(child, libc::SCHED_OTHER, "a new thread starts normal");
             drop(raised);
             assert_eq!(policy(), before);
+        })
+        .join()
+        .expect("test thread");
+    }
+
+    #[test]
+    fn on_demand_raises_once_and_says_when() {
+        let mut p = OnDemand::default();
+        assert_eq!(p.note(5), None, "never behind");
+        p.raised = Some(Err(NotRaised(io::Error::from_raw_os_error(libc::EPERM))));
+        p.at = Duration::from_millis(1500);
+        assert_eq!(p.note(0), None, "refused, nothing lost");
+        assert_eq!(
+            p.note(3).unwrap(),
+            "NOTE: the rings filled faster than they were read 1.500 s into tracing, and \
+             the reader stayed behind the threads it traces: real-time priority was \
+             refused (Operation not permitted (os error 1)); it needs CAP_SYS_NICE"
+        );
+        // Already decided: a later fall behind changes nothing.
+        p.behind(Duration::from_secs(3));
+        assert_eq!(p.at, Duration::from_millis(1500));
+        if !crate::live_gate::live_allowed("on_demand_raises_once_and_says_when") {
+            return;
+        }
+        std::thread::spawn(|| {
+            let mut p = OnDemand::default();
+            p.behind(Duration::from_millis(250));
+            assert_eq!(policy() & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO);
+            assert!(
+                p.note(0)
+                    .unwrap()
+                    .contains("read 0.250 s into tracing: the reader ran")
+            );
+            drop(p);
+            assert_eq!(policy(), libc::SCHED_OTHER);
         })
         .join()
         .expect("test thread");

@@ -86,6 +86,7 @@ impl PerfBackend {
             stats,
             rounds,
             max_sample,
+            behind,
             ..
         } = self;
         for (i, c) in cpus.iter_mut().enumerate() {
@@ -118,6 +119,9 @@ impl PerfBackend {
                 });
                 if ex.corrupt {
                     stats.malformed += 1;
+                }
+                if ex.avail > ring.data_size() as u64 / 2 {
+                    *behind = true;
                 }
                 if may_have_lost(ring.data_size() as u64, ex.avail, *max_sample) {
                     // Samples may have been lost after the last record read,

@@ -325,6 +325,8 @@ pub(crate) struct PerfBackend {
     /// Why chosen threads are traced with per-CPU events, when they are.
     wide_note: Option<String>,
     polls: u64,
+    /// A read found a ring more than half full (see [`PerfBackend::fell_behind`]).
+    behind: bool,
 }
 
 impl PerfBackend {
@@ -414,6 +416,7 @@ impl PerfBackend {
             max_sample: max_sample_size_here(st, &[&switch, &waking], base.stack_user),
             enabled: false,
             polls: 0,
+            behind: false,
             kallsyms: if config.stacks.kernel {
                 Some(config.kallsyms.clone().unwrap_or_else(Preload::spawn))
             } else {
@@ -618,6 +621,12 @@ impl PerfBackend {
                 .with_context(|| format!("keeping the wakeups of thread {tid}"))?;
         }
         Ok(())
+    }
+
+    /// True once a read found a ring more than half full: the reader,
+    /// woken at a quarter, came late.
+    pub(crate) fn fell_behind(&self) -> bool {
+        self.behind
     }
 
     /// See [`crate::source::Source::copies_user_stacks`].
