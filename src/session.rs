@@ -156,9 +156,10 @@ fn trace(
     );
     sink.start(stages);
     // Raised when the reader falls behind, until the rings are drained.
-    let mut priority = OnDemand::default();
+    let priority = Arc::new(OnDemand::for_this_thread());
+    source.watch(&priority)?;
     let (child_status, span) =
-        read_events(&plan, &mut source, child.as_mut(), &mut sink, &mut priority)?;
+        read_events(&plan, &mut source, child.as_mut(), &mut sink, &priority)?;
     let command_end =
         CommandEnd::as_tracing_stops(child.as_mut(), child_status, signals::stop_requested());
     timing::mark("trace");
@@ -225,7 +226,7 @@ fn read_events(
     source: &mut Source,
     mut child: Option<&mut Child>,
     sink: &mut StageThread,
-    priority: &mut OnDemand,
+    priority: &OnDemand,
 ) -> Result<(Option<ExitStatus>, Span)> {
     let deadline = plan
         .duration
@@ -258,7 +259,7 @@ fn read_events(
         source.poll(timeout, exit_watch.as_ref().map(|fd| fd.as_fd()), sink)?;
         sink.flush();
         if source.fell_behind() {
-            priority.behind(began.elapsed());
+            priority.behind();
         }
         if plan.input.is_some() {
             reading.at(source.stats().records as usize, 0);

@@ -338,9 +338,12 @@ fn pipe_wakeup_with(backend: &str) {
     );
     for b in &pipe {
         // A timer interrupt can also preempt the reader in reader_wait's
-        // own code, before its read: that wait has no read path and no
-        // waker (more likely on a slow machine, such as an emulated VM).
-        if has(&b.target, "irqentry_exit_to_user_mode") && !has(&b.target, "vfs_read") {
+        // own code, before its read, or another task on its way back from
+        // a syscall: that wait has no read path and no waker (more likely
+        // on a slow or busy machine, such as an emulated VM).
+        let preempted = has(&b.target, "irqentry_exit_to_user_mode")
+            || has(&b.target, "exit_to_user_mode_loop");
+        if preempted && !has(&b.target, "vfs_read") {
             assert!(b.waker_comm.is_empty(), "a preemption with a waker: {b:?}");
             continue;
         }

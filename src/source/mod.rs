@@ -12,6 +12,7 @@ use crate::cli::Backend;
 use crate::event::{EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::plan::Plan;
+use crate::sys::priority::OnDemand;
 
 pub(crate) mod perf;
 pub(crate) mod perfdata;
@@ -181,6 +182,15 @@ impl Source {
 
     /// True when samples carry user stack copies to unwind
     /// ([`crate::event::UserCopy`]).
+    /// Has a thread watch the kernel's buffers and raise the reader's
+    /// `priority` as soon as they fill faster than they are read (perf).
+    pub(crate) fn watch(&mut self, priority: &std::sync::Arc<OnDemand>) -> Result<()> {
+        match self {
+            Source::Perf(p) => p.watch(priority),
+            Source::Tracefs(_) | Source::Recorded(_) => Ok(()),
+        }
+    }
+
     /// True once a read found the kernel's buffers filling faster than
     /// they are read (perf: a ring more than half full).
     pub(crate) fn fell_behind(&self) -> bool {

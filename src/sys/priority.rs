@@ -10,15 +10,16 @@
 //! changes is when it is done. But a real-time thread wakes on the CPU it
 //! last ran on, even a busy one with another idle, so the reader stays a
 //! normal thread until a ring is found more than half full
-//! ([`OnDemand`]). `SCHED_RESET_ON_FORK` keeps any thread or process it
-//! starts from inheriting the policy.
+//! ([`OnDemand`], which any thread can raise). `SCHED_RESET_ON_FORK` keeps
+//! any thread or process it starts from inheriting the policy.
 
 use std::io;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-/// The calling thread at real-time priority; its old policy comes back on
-/// drop.
+/// A thread at real-time priority; its old policy comes back on drop.
 pub(crate) struct Raised {
+    tid: libc::pid_t,
     policy: libc::c_int,
     param: libc::sched_param,
 }
@@ -27,29 +28,30 @@ pub(crate) struct Raised {
 #[derive(Debug)]
 pub(crate) struct NotRaised(pub(crate) io::Error);
 
-/// Gives the calling thread `SCHED_FIFO` at the lowest real-time priority
-/// (above every normal thread, below any real-time one): needs
-/// `CAP_SYS_NICE` or a real-time `RLIMIT_RTPRIO`.
-pub(crate) fn raise() -> Result<Raised, NotRaised> {
-    // SAFETY: sched_getscheduler on the calling thread takes no pointer.
-    let policy = unsafe { libc::sched_getscheduler(0) };
+/// Gives thread `tid` of this process (0: the calling one) `SCHED_FIFO` at
+/// the lowest real-time priority (above every normal thread, below any
+/// real-time one): needs `CAP_SYS_NICE` or a real-time `RLIMIT_RTPRIO`.
+pub(crate) fn raise(tid: libc::pid_t) -> Result<Raised, NotRaised> {
+    // SAFETY: sched_getscheduler takes no pointer.
+    let policy = unsafe { libc::sched_getscheduler(tid) };
     if policy < 0 {
         return Err(NotRaised(io::Error::last_os_error()));
     }
     let mut param = libc::sched_param { sched_priority: 0 };
     // SAFETY: sched_getparam writes one sched_param, which outlives the call.
-    if unsafe { libc::sched_getparam(0, &mut param) } < 0 {
+    if unsafe { libc::sched_getparam(tid, &mut param) } < 0 {
         return Err(NotRaised(io::Error::last_os_error()));
     }
     let fifo = libc::sched_param { sched_priority: 1 };
-    // SAFETY: sched_setscheduler on the calling thread reads one
-    // sched_param, which outlives the call.
-    let set =
-        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &fifo) };
+    // SAFETY: sched_setscheduler reads one sched_param, which outlives the
+    // call.
+    let set = unsafe {
+        libc::sched_setscheduler(tid, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &fifo)
+    };
     if set < 0 {
         return Err(NotRaised(io::Error::last_os_error()));
     }
-    Ok(Raised { policy, param })
+    Ok(Raised { tid, policy, param })
 }
 
 /// Gives the calling thread the highest normal priority (nice -20) for
@@ -65,42 +67,54 @@ pub(crate) fn favour() -> Result<(), NotRaised> {
     Ok(())
 }
 
-/// The reader's priority: raised the first time it falls behind, and kept
-/// so until it is dropped, after the rings are drained.
-#[derive(Default)]
+/// The reader's priority: raised the first time it falls behind, by the
+/// reader or by a thread that watches the rings, and kept so until it is
+/// dropped, after the rings are drained.
 pub(crate) struct OnDemand {
-    raised: Option<Result<Raised, NotRaised>>,
-    /// When, in the trace, it was raised or refused.
-    at: Duration,
+    /// The reader.
+    tid: libc::pid_t,
+    /// When tracing began.
+    began: Instant,
+    /// When, in the trace, it was raised or refused, and which.
+    raised: Mutex<Option<(Duration, Result<Raised, NotRaised>)>>,
 }
 
 impl OnDemand {
-    /// Raises the priority, unless that was done or refused already; `at`
-    /// is how long tracing has run.
-    pub(crate) fn behind(&mut self, at: Duration) {
-        if self.raised.is_none() {
-            self.raised = Some(raise());
-            self.at = at;
+    /// The calling thread's, which reads the rings from now on.
+    pub(crate) fn for_this_thread() -> OnDemand {
+        OnDemand {
+            tid: nix::unistd::gettid().as_raw(),
+            began: Instant::now(),
+            raised: Mutex::new(None),
+        }
+    }
+
+    /// Raises the reader's priority, unless that was done or refused
+    /// already.
+    pub(crate) fn behind(&self) {
+        let mut raised = self.raised.lock().unwrap_or_else(|e| e.into_inner());
+        if raised.is_none() {
+            *raised = Some((self.began.elapsed(), raise(self.tid)));
         }
     }
 
     /// What the run says of it: when it was raised, or, if records were
     /// lost (`lost`), why it could not be.
     pub(crate) fn note(&self, lost: u64) -> Option<String> {
-        match &self.raised {
-            None => None,
-            Some(Ok(_)) => Some(format!(
-                "NOTE: the rings filled faster than they were read {:.3} s into tracing: \
+        let raised = self.raised.lock().unwrap_or_else(|e| e.into_inner());
+        let (at, raised) = raised.as_ref()?;
+        let at = at.as_secs_f64();
+        match raised {
+            Ok(_) => Some(format!(
+                "NOTE: the rings filled faster than they were read {at:.3} s into tracing: \
                  the reader ran at real-time priority from then on, ahead of the threads \
                  it traces",
-                self.at.as_secs_f64()
             )),
-            Some(Err(_)) if lost == 0 => None,
-            Some(Err(NotRaised(e))) => Some(format!(
-                "NOTE: the rings filled faster than they were read {:.3} s into tracing, \
+            Err(_) if lost == 0 => None,
+            Err(NotRaised(e)) => Some(format!(
+                "NOTE: the rings filled faster than they were read {at:.3} s into tracing, \
                  and the reader stayed behind the threads it traces: real-time priority \
                  was refused ({e}); it needs CAP_SYS_NICE",
-                self.at.as_secs_f64()
             )),
         }
     }
@@ -108,10 +122,10 @@ impl OnDemand {
 
 impl Drop for Raised {
     fn drop(&mut self) {
-        // SAFETY: as in `raise`; lowering one's own priority needs no
-        // privilege, and a failure leaves the thread real-time until it
+        // SAFETY: as in `raise`; lowering a priority of this process needs
+        // no privilege, and a failure leaves the thread real-time until it
         // exits, which is soon.
-        unsafe { libc::sched_setscheduler(0, self.policy, &self.param) };
+        unsafe { libc::sched_setscheduler(self.tid, self.policy, &self.param) };
     }
 }
 
@@ -131,7 +145,7 @@ mod tests {
         }
         std::thread::spawn(|| {
             let before = policy();
-            let raised = raise().expect("root can raise its priority");
+            let raised = raise(0).expect("root can raise its priority");
             assert_eq!(policy() & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO);
             let child = std::thread::spawn(policy).join().expect("child thread");
             assert_eq!(child, libc::SCHED_OTHER, "a new thread starts normal");
@@ -144,10 +158,12 @@ mod tests {
 
     #[test]
     fn on_demand_raises_once_and_says_when() {
-        let mut p = OnDemand::default();
+        let p = OnDemand::for_this_thread();
         assert_eq!(p.note(5), None, "never behind");
-        p.raised = Some(Err(NotRaised(io::Error::from_raw_os_error(libc::EPERM))));
-        p.at = Duration::from_millis(1500);
+        *p.raised.lock().unwrap() = Some((
+            Duration::from_millis(1500),
+            Err(NotRaised(io::Error::from_raw_os_error(libc::EPERM))),
+        ));
         assert_eq!(p.note(0), None, "refused, nothing lost");
         assert_eq!(
             p.note(3).unwrap(),
@@ -156,19 +172,23 @@ mod tests {
              refused (Operation not permitted (os error 1)); it needs CAP_SYS_NICE"
         );
         // Already decided: a later fall behind changes nothing.
-        p.behind(Duration::from_secs(3));
-        assert_eq!(p.at, Duration::from_millis(1500));
+        p.behind();
+        assert!(p.note(3).unwrap().contains("1.500 s into tracing"));
         if !crate::live_gate::live_allowed("on_demand_raises_once_and_says_when") {
             return;
         }
         std::thread::spawn(|| {
-            let mut p = OnDemand::default();
-            p.behind(Duration::from_millis(250));
+            let p = std::sync::Arc::new(OnDemand::for_this_thread());
+            // Raised by another thread, as the watch on the rings does.
+            let other = p.clone();
+            std::thread::spawn(move || other.behind())
+                .join()
+                .expect("raising thread");
             assert_eq!(policy() & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO);
             assert!(
                 p.note(0)
                     .unwrap()
-                    .contains("read 0.250 s into tracing: the reader ran")
+                    .contains(" s into tracing: the reader ran")
             );
             drop(p);
             assert_eq!(policy(), libc::SCHED_OTHER);

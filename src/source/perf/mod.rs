@@ -27,6 +27,7 @@ mod sizing;
 pub(crate) mod sys;
 mod threads;
 mod visit;
+mod watch;
 pub(crate) mod wire;
 
 #[cfg(test)]
@@ -47,6 +48,7 @@ use crate::plan::{Follow, Stacks, Targets};
 use crate::source::reorder::{Reorder, Rounds};
 use crate::source::tracepoint::Tracefs;
 use crate::sys::host::online_cpus;
+use crate::sys::priority::OnDemand;
 use cpus::CpuRing;
 use record::{Decoder, Tracepoint};
 use sizing::{max_sample_size_here, wakeup_watermark};
@@ -327,6 +329,8 @@ pub(crate) struct PerfBackend {
     polls: u64,
     /// A read found a ring more than half full (see [`PerfBackend::fell_behind`]).
     behind: bool,
+    /// Raises the reader when it falls behind, if it is started.
+    watch: Option<watch::Watch>,
 }
 
 impl PerfBackend {
@@ -417,6 +421,7 @@ impl PerfBackend {
             enabled: false,
             polls: 0,
             behind: false,
+            watch: None,
             kallsyms: if config.stacks.kernel {
                 Some(config.kallsyms.clone().unwrap_or_else(Preload::spawn))
             } else {
@@ -482,12 +487,16 @@ impl PerfBackend {
     ) -> Result<()> {
         self.polls += 1;
         let fds = self.cpus.iter().map(|c| c.fds[0].as_fd());
-        let Some(start) = self
-            .rounds
-            .wait(fds, wake, timeout, "the perf ring buffers")?
+        let forwarded = self.watch.as_ref().map(watch::Watch::forwarded);
+        let Some(start) =
+            self.rounds
+                .wait(fds.chain(forwarded), wake, timeout, "the perf ring buffers")?
         else {
             return Ok(());
         };
+        if let Some(w) = &self.watch {
+            w.clear();
+        }
         self.read_all();
         if let Some(t) = self.threads.as_mut() {
             t.refresh_forecast(self.cpus.len());
@@ -557,6 +566,9 @@ impl PerfBackend {
         });
         self.join_probes();
         self.pass_held(sink);
+        if let Some(mut w) = self.watch.take() {
+            w.stop();
+        }
         match first_err {
             Some(e) => Err(e),
             None => Ok(()),
@@ -581,6 +593,8 @@ impl PerfBackend {
     /// (see [`release`]); the rings are unmapped first, so that nothing of
     /// this process holds them any more.
     pub(crate) fn close_detached(mut self) {
+        // Its copies of the descriptors and mappings go first.
+        self.watch = None;
         let mut fds = Vec::new();
         for CpuRing { ring, fds: own, .. } in std::mem::take(&mut self.cpus) {
             drop(ring);
@@ -620,6 +634,18 @@ impl PerfBackend {
             t.add_wakee(&mut self.cpus, tid)
                 .with_context(|| format!("keeping the wakeups of thread {tid}"))?;
         }
+        Ok(())
+    }
+
+    /// Starts a watch on the rings that raises the reader's `priority`
+    /// when it falls behind ([`watch`]).
+    pub(crate) fn watch(&mut self, priority: &std::sync::Arc<OnDemand>) -> Result<()> {
+        let rings = self
+            .cpus
+            .iter()
+            .map(|c| (c.fds[0].as_fd(), c.ring.gauge()))
+            .collect();
+        self.watch = Some(watch::Watch::spawn(rings, priority.clone())?);
         Ok(())
     }
 

@@ -13,6 +13,7 @@
 //! it can be tested on synthetic buffers.
 
 use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Result, anyhow, bail};
@@ -131,11 +132,36 @@ fn extract_releasing(
     out
 }
 
+/// How full a ring is, read from its control page by a thread other than
+/// its reader.
+pub(crate) struct Gauge {
+    map: Arc<MmapRaw>,
+    data_size: u64,
+}
+
+impl Gauge {
+    /// True when more than half of the ring holds records not yet read.
+    pub(crate) fn over_half(&self) -> bool {
+        let meta = self.map.as_mut_ptr() as *mut perf_event_mmap_page;
+        // SAFETY: data_head and data_tail are aligned u64s inside the
+        // mapped control page, which `map` keeps mapped; the kernel writes
+        // the head and the reader the tail, so both are only loaded,
+        // atomically (AtomicU64 has the layout of u64).
+        let (head, tail) = unsafe {
+            (
+                AtomicU64::from_ptr(&raw mut (*meta).data_head).load(Ordering::Acquire),
+                AtomicU64::from_ptr(&raw mut (*meta).data_tail).load(Ordering::Relaxed),
+            )
+        };
+        head.wrapping_sub(tail) > self.data_size / 2
+    }
+}
+
 /// One mapped ring buffer: a metadata page followed by `2^n` data pages.
 pub(crate) struct Ring {
     /// Shared with the kernel: only touched through `&mut self`, or
-    /// atomically on the control page.
-    map: MmapRaw,
+    /// atomically on the control page (also by [`Gauge`]s).
+    map: Arc<MmapRaw>,
     data_offset: usize,
     data_size: usize,
     scratch: Vec<u8>,
@@ -166,7 +192,7 @@ impl Ring {
                 anyhow!("mmap of a {map_len}-byte perf ring buffer failed: {err}{hint}")
             })?;
         let mut ring = Ring {
-            map,
+            map: Arc::new(map),
             data_offset: page,
             data_size: data_pages * page,
             scratch: Vec::new(),
@@ -194,6 +220,15 @@ impl Ring {
 
     pub(crate) fn data_size(&self) -> usize {
         self.data_size
+    }
+
+    /// A gauge of how full this ring is, for another thread; it keeps the
+    /// mapping alive.
+    pub(crate) fn gauge(&self) -> Gauge {
+        Gauge {
+            map: self.map.clone(),
+            data_size: self.data_size as u64,
+        }
     }
 
     fn meta(&self) -> *mut perf_event_mmap_page {
