@@ -155,6 +155,7 @@ fn trace(
         aggregator,
     );
     sink.start(stages);
+    sink.squeeze(source.copy_budget());
     // Raised when the reader falls behind, until the rings are drained.
     let priority = Arc::new(OnDemand::for_this_thread());
     source.watch(&priority)?;

@@ -4,7 +4,7 @@
 //! copy) instead of letting the copies pile up.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The bytes of copies read but not yet unwound, shared by the reader that
 /// takes them and whoever drops them.
@@ -12,6 +12,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(crate) struct CopyBudget {
     used: Arc<AtomicU64>,
     limit: u64,
+    /// Set while the unwinder is far behind in events, not only bytes
+    /// ([`CopyBudget::squeeze`]): no copy is charged meanwhile.
+    squeezed: Arc<AtomicBool>,
 }
 
 impl CopyBudget {
@@ -20,12 +23,23 @@ impl CopyBudget {
         CopyBudget {
             used: Arc::new(AtomicU64::new(0)),
             limit,
+            squeezed: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// While `squeezed`, every copy is cut: the unwinder has so many
+    /// events to go through that the copies' unwinding would hold up the
+    /// reader, whatever their bytes.
+    pub(crate) fn squeeze(&self, squeezed: bool) {
+        self.squeezed.store(squeezed, Ordering::Relaxed);
     }
 
     /// A charge for a copy of `bytes`, or `None` when that would pass the
     /// limit.
     pub(crate) fn take(&self, bytes: usize) -> Option<Charge> {
+        if self.squeezed.load(Ordering::Relaxed) {
+            return None;
+        }
         let bytes = bytes as u64;
         let mut used = self.used.load(Ordering::Relaxed);
         loop {
@@ -113,5 +127,15 @@ mod tests {
         assert_eq!(budget.used(), 0);
         assert!(budget.take(u64::MAX as usize).is_none());
         assert_eq!(Charge::default(), Charge::default());
+    }
+
+    #[test]
+    fn a_squeezed_budget_charges_nothing_until_released() {
+        let budget = CopyBudget::new(100);
+        let shared = budget.clone();
+        shared.squeeze(true);
+        assert!(budget.take(1).is_none());
+        shared.squeeze(false);
+        assert!(budget.take(1).is_some());
     }
 }

@@ -5,12 +5,15 @@
 //! are that far behind (its stack copies are bounded apart, see
 //! [`crate::event::copies`]).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
 use anyhow::{Context, Result, anyhow};
 
 use super::stages::{Staged, Stages};
+use crate::event::copies::CopyBudget;
 use crate::event::{Event, EventSink};
 use crate::sys::priority;
 
@@ -22,6 +25,11 @@ const BATCH: usize = 256;
 /// CPU, the stages can fall a second behind the reader: a shorter queue
 /// would hold the reader up, and the kernel would lose records meanwhile.
 const QUEUED: usize = 512;
+
+/// Batches queued past which the reader cuts every stack copy (see
+/// [`CopyBudget::squeeze`]), so that the stages, left with aggregation
+/// only, catch up before the queue is full: about 32,000 events.
+const SQUEEZE_PAST: usize = QUEUED / 4;
 
 /// What the stages' thread is sent: its stages first, then batches.
 enum Message {
@@ -35,6 +43,10 @@ pub(super) struct StageThread {
     batch: Vec<Event>,
     queue: Option<SyncSender<Message>>,
     thread: Option<JoinHandle<Option<Staged>>>,
+    /// Batches sent and not yet taken by the stages.
+    queued: Arc<AtomicUsize>,
+    /// The reader's budget of copies, squeezed while `queued` is long.
+    copies: Option<CopyBudget>,
 }
 
 impl StageThread {
@@ -44,6 +56,8 @@ impl StageThread {
     /// normal priority (see [`priority::favour`]).
     pub(super) fn spawn(live: bool) -> Result<StageThread> {
         let (queue, messages) = sync_channel::<Message>(QUEUED);
+        let queued = Arc::new(AtomicUsize::new(0));
+        let taken = queued.clone();
         let thread = std::thread::Builder::new()
             .name("offwake-stages".to_string())
             .spawn(move || {
@@ -56,6 +70,7 @@ impl StageThread {
                 };
                 for message in messages {
                     if let Message::Batch(batch) = message {
+                        taken.fetch_sub(1, Ordering::Relaxed);
                         for event in batch {
                             stages.process(event);
                         }
@@ -68,7 +83,15 @@ impl StageThread {
             batch: Vec::with_capacity(BATCH),
             queue: Some(queue),
             thread: Some(thread),
+            queued,
+            copies: None,
         })
+    }
+
+    /// Squeezes the reader's budget of `copies`, if it has one, while the
+    /// stages are far behind.
+    pub(super) fn squeeze(&mut self, copies: Option<CopyBudget>) {
+        self.copies = copies;
     }
 
     /// Gives the thread the stages the events go through.
@@ -91,6 +114,10 @@ impl StageThread {
             return;
         }
         let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+        let queued = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(copies) = &self.copies {
+            copies.squeeze(queued > SQUEEZE_PAST);
+        }
         self.send(Message::Batch(batch));
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 
 use crate::cli::Backend;
+use crate::event::copies::CopyBudget;
 use crate::event::{EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::plan::Plan;
@@ -182,6 +183,15 @@ impl Source {
 
     /// True when samples carry user stack copies to unwind
     /// ([`crate::event::UserCopy`]).
+    /// The budget of stack copies read and not yet unwound, if copies are
+    /// taken (perf, `dwarf`).
+    pub(crate) fn copy_budget(&self) -> Option<CopyBudget> {
+        match self {
+            Source::Perf(p) => p.copy_budget(),
+            Source::Tracefs(_) | Source::Recorded(_) => None,
+        }
+    }
+
     /// Has a thread watch the kernel's buffers and raise the reader's
     /// `priority` as soon as they fill faster than they are read (perf).
     pub(crate) fn watch(&mut self, priority: &std::sync::Arc<OnDemand>) -> Result<()> {

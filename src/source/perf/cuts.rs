@@ -83,8 +83,8 @@ impl StackCuts {
         };
         Some(format!(
             "NOTE: {} of {} were cut to their first frame: the unwinder was more than {} \
-             MiB of stack copies behind the reader, which cut them rather than lose \
-             records: {}{more}.",
+             MiB of stack copies or 32,000 events behind the reader, which cut them rather \
+             than lose records: {}{more}.",
             crate::diag::counted(self.total, "user stack", "user stacks"),
             crate::diag::counted(threads, "thread", "threads"),
             budget >> 20,
@@ -109,8 +109,9 @@ mod tests {
         assert_eq!(
             cuts.note(32 << 20).unwrap(),
             "NOTE: 4 user stacks of 2 threads were cut to their first frame: the unwinder \
-             was more than 32 MiB of stack copies behind the reader, which cut them rather \
-             than lose records: thread 7 (3 over 1.000 s), thread 9 (1 over 0.000 s)."
+             was more than 32 MiB of stack copies or 32,000 events behind the reader, which \
+             cut them rather than lose records: thread 7 (3 over 1.000 s), thread 9 (1 over \
+             0.000 s)."
         );
     }
 

@@ -637,6 +637,11 @@ impl PerfBackend {
         Ok(())
     }
 
+    /// See [`crate::source::Source::copy_budget`].
+    pub(crate) fn copy_budget(&self) -> Option<CopyBudget> {
+        self.decoder.copy_budget()
+    }
+
     /// Starts a watch on the rings that raises the reader's `priority`
     /// when it falls behind ([`watch`]).
     pub(crate) fn watch(&mut self, priority: &std::sync::Arc<OnDemand>) -> Result<()> {

@@ -140,6 +140,11 @@ impl Decoder {
         self.copies = Some(budget);
     }
 
+    /// The budget copies are kept within, if one was set.
+    pub(crate) fn copy_budget(&self) -> Option<CopyBudget> {
+        self.copies.clone()
+    }
+
     /// The stacks cut so far, and the note that says so.
     pub(crate) fn cuts(&self) -> (u64, Option<String>) {
         let budget = self.copies.as_ref().map_or(0, CopyBudget::limit);
