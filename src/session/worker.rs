@@ -1,13 +1,15 @@
 //! The stages ([`super::stages`]) on a thread of their own: the thread that
 //! reads the rings hands its events over in batches and goes back to
 //! reading, so that unwinding and aggregation never hold it up. The queue
-//! between them is bounded: the reader waits for the stages only when they
-//! are that far behind (its stack copies are bounded apart, see
-//! [`crate::event::copies`]).
+//! between them is bounded; when it is full the reader holds as many
+//! batches again, and waits for the stages only past that (its stack
+//! copies are bounded apart, see [`crate::event::copies`], and all cut
+//! while the stages are far behind).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 
 use anyhow::{Context, Result, anyhow};
@@ -26,6 +28,11 @@ const BATCH: usize = 256;
 /// would hold the reader up, and the kernel would lose records meanwhile.
 const QUEUED: usize = 512;
 
+/// Batches the reader keeps while the queue is full, rather than wait: the
+/// stages' thread can stop for half a second on CPUs that thousands of
+/// threads keep busy. Past them it waits.
+const HELD: usize = QUEUED;
+
 /// Batches queued past which the reader cuts every stack copy (see
 /// [`CopyBudget::squeeze`]), so that the stages, left with aggregation
 /// only, catch up before the queue is full: about 32,000 events.
@@ -43,8 +50,10 @@ pub(super) struct StageThread {
     batch: Vec<Event>,
     queue: Option<SyncSender<Message>>,
     thread: Option<JoinHandle<Option<Staged>>>,
-    /// Batches sent and not yet taken by the stages.
+    /// Batches not yet taken by the stages, held ones included.
     queued: Arc<AtomicUsize>,
+    /// Batches that found the queue full, oldest first.
+    held: VecDeque<Vec<Event>>,
     /// The reader's budget of copies, squeezed while `queued` is long.
     copies: Option<CopyBudget>,
 }
@@ -84,6 +93,7 @@ impl StageThread {
             queue: Some(queue),
             thread: Some(thread),
             queued,
+            held: VecDeque::new(),
             copies: None,
         })
     }
@@ -118,12 +128,44 @@ impl StageThread {
         if let Some(copies) = &self.copies {
             copies.squeeze(queued > SQUEEZE_PAST);
         }
-        self.send(Message::Batch(batch));
+        self.held.push_back(batch);
+        self.hand_over(self.held.len() > HELD);
+    }
+
+    /// Queues the held batches, in order, while there is room; with
+    /// `wait`, all of them, waiting for room.
+    fn hand_over(&mut self, wait: bool) {
+        while let Some(batch) = self.held.pop_front() {
+            let Some(queue) = &self.queue else {
+                self.held.clear();
+                return;
+            };
+            let sent = if wait {
+                queue.send(Message::Batch(batch)).map_err(|_| None)
+            } else {
+                queue.try_send(Message::Batch(batch)).map_err(|e| match e {
+                    TrySendError::Full(Message::Batch(batch)) => Some(batch),
+                    _ => None,
+                })
+            };
+            match sent {
+                Ok(()) => {}
+                Err(Some(batch)) => {
+                    self.held.push_front(batch);
+                    return;
+                }
+                Err(None) => {
+                    // The thread is gone (it panicked): `finish` says so.
+                    self.queue = None;
+                }
+            }
+        }
     }
 
     /// Hands over the last events and waits for the stages to be done.
     pub(super) fn finish(mut self) -> Result<Staged> {
         self.flush();
+        self.hand_over(true);
         self.queue = None;
         let thread = self.thread.take().context("the stages ended twice")?;
         thread
