@@ -9,9 +9,10 @@
 //! reads records and [`record`] turns them into events, with switch-ins
 //! told by [`running`]; [`threads`], [`filter`] and [`nascent`] attach the
 //! chosen threads and keep the wakee filter; [`release`] closes events
-//! out of the way;
-//! [`visit`] switches out what runs when tracing stops; [`abilities`]
-//! probes the kernel. [`crate::source::reorder`] merges the CPUs.
+//! out of the way; [`watch`] raises a reader that falls behind; [`cuts`]
+//! counts the stack copies cut; [`visit`] switches out what runs when
+//! tracing stops; [`abilities`] probes the kernel.
+//! [`crate::source::reorder`] merges the CPUs.
 
 mod abilities;
 mod cgroups;
