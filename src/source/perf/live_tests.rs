@@ -98,3 +98,47 @@ fn live_sleep_is_seen() {
             .all(|e| e.time <= now && e.time > now - 10_000_000_000)
     );
 }
+
+/// A reader that does not read: the watch finds its ring more than half
+/// full and raises it to real-time priority, which the reader gives up
+/// when its `OnDemand` goes.
+#[test]
+fn the_watch_raises_a_reader_that_falls_behind() {
+    if !live_allowed("the_watch_raises_a_reader_that_falls_behind") {
+        return;
+    }
+    // On a thread of its own: its policy changes.
+    std::thread::spawn(|| {
+        let tracefs = Tracefs::open().expect("tracefs");
+        let config = PerfConfig {
+            mmap_pages: 1,
+            stacks: Stacks::both_fp(),
+            targets: Targets::All,
+            state_filter: None,
+            kallsyms: None,
+            event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
+            cgroup_ids: false,
+        };
+        let mut backend = PerfBackend::open(&tracefs, &config).expect("open perf backend");
+        let priority = std::sync::Arc::new(OnDemand::for_this_thread());
+        backend.watch(&priority).expect("start the watch");
+        let start = Instant::now();
+        // Switches of this thread fill the ring, which nothing reads.
+        while priority.note(0).is_none() && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let note = priority.note(0).expect("the watch raised the reader");
+        assert!(
+            note.contains("the reader ran at real-time priority"),
+            "{note}"
+        );
+        // SAFETY: sched_getscheduler takes no pointer.
+        let policy = || unsafe { libc::sched_getscheduler(0) } & !libc::SCHED_RESET_ON_FORK;
+        assert_eq!(policy(), libc::SCHED_FIFO);
+        backend.finish(&mut |_| {}).expect("finish");
+        drop(priority);
+        assert_eq!(policy(), libc::SCHED_OTHER);
+    })
+    .join()
+    .expect("test thread");
+}
