@@ -102,7 +102,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         .map(|d| Ok((Output::open(d.path.as_deref())?, d.options)))
         .collect::<Result<Vec<_>>>()?;
     // Before tracing starts, as everything the run needs to trace.
-    let sink = StageThread::spawn(plan.input.is_none())?;
+    let sink = StageThread::spawn()?;
     let attached = attach(plan)?;
     let traced = trace(attached, sink, outputs)?;
     report(traced)
@@ -158,6 +158,7 @@ fn trace(
     sink.squeeze(source.copy_budget());
     // Raised when the reader falls behind, until the rings are drained.
     let priority = Arc::new(OnDemand::for_this_thread());
+    priority.with_helper(sink.tid);
     source.watch(&priority)?;
     let (child_status, span) =
         read_events(&plan, &mut source, child.as_mut(), &mut sink, &priority)?;

@@ -17,7 +17,6 @@ use anyhow::{Context, Result, anyhow};
 use super::stages::{Staged, Stages};
 use crate::event::copies::CopyBudget;
 use crate::event::{Event, EventSink};
-use crate::sys::priority;
 
 /// Events handed over at once.
 const BATCH: usize = 256;
@@ -47,6 +46,8 @@ enum Message {
 /// The reader's side: an [`EventSink`] that queues events for the stages'
 /// thread.
 pub(super) struct StageThread {
+    /// The thread's id, to favour it (see [`crate::sys::priority`]).
+    pub(super) tid: libc::pid_t,
     batch: Vec<Event>,
     queue: Option<SyncSender<Message>>,
     thread: Option<JoinHandle<Option<Staged>>>,
@@ -61,19 +62,16 @@ pub(super) struct StageThread {
 impl StageThread {
     /// Starts the thread, idle until [`StageThread::start`]: it is made
     /// before tracing starts, so that a run that cannot make it ends
-    /// before anything is traced. When `live`, it runs at the highest
-    /// normal priority (see [`priority::favour`]).
-    pub(super) fn spawn(live: bool) -> Result<StageThread> {
+    /// before anything is traced.
+    pub(super) fn spawn() -> Result<StageThread> {
         let (queue, messages) = sync_channel::<Message>(QUEUED);
         let queued = Arc::new(AtomicUsize::new(0));
         let taken = queued.clone();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("offwake-stages".to_string())
             .spawn(move || {
-                if live {
-                    // Without it, the stages are behind by more.
-                    let _ = priority::favour();
-                }
+                let _ = tid_tx.send(nix::unistd::gettid().as_raw());
                 let Ok(Message::Start(mut stages)) = messages.recv() else {
                     return None;
                 };
@@ -88,7 +86,11 @@ impl StageThread {
                 Some(stages.finish())
             })
             .context("starting the thread that unwinds and aggregates")?;
+        let tid = tid_rx
+            .recv()
+            .context("starting the thread that unwinds and aggregates")?;
         Ok(StageThread {
+            tid,
             batch: Vec::with_capacity(BATCH),
             queue: Some(queue),
             thread: Some(thread),

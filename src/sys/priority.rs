@@ -1,6 +1,6 @@
 //! The priorities of the threads that keep up with the kernel while
-//! tracing: the reader's real-time one once it falls behind, the stages'
-//! highest normal one.
+//! tracing, once the reader falls behind: its real-time one, and the
+//! highest normal one for the stages' thread behind it.
 //!
 //! A burst of context switches (thousands of threads waking on one timer)
 //! fills the kernel's rings in milliseconds, and the thread that empties
@@ -54,14 +54,14 @@ pub(crate) fn raise(tid: libc::pid_t) -> Result<Raised, NotRaised> {
     Ok(Raised { tid, policy, param })
 }
 
-/// Gives the calling thread the highest normal priority (nice -20) for
-/// the rest of its life: it then gets most of a CPU that the threads it
-/// traces keep busy, and none of one they leave idle. Needs
-/// `CAP_SYS_NICE` or a `RLIMIT_NICE` that allows it.
-pub(crate) fn favour() -> Result<(), NotRaised> {
-    // SAFETY: setpriority takes no pointer; PRIO_PROCESS with 0 is the
-    // calling thread on Linux.
-    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -20) } < 0 {
+/// Gives thread `tid` of this process (0: the calling one) the highest
+/// normal priority (nice -20) for the rest of its life: it then gets most
+/// of a CPU that the threads it traces keep busy. Needs `CAP_SYS_NICE` or
+/// a `RLIMIT_NICE` that allows it.
+pub(crate) fn favour(tid: libc::pid_t) -> Result<(), NotRaised> {
+    // SAFETY: setpriority takes no pointer; PRIO_PROCESS with a thread id
+    // is that thread on Linux.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, -20) } < 0 {
         return Err(NotRaised(io::Error::last_os_error()));
     }
     Ok(())
@@ -69,10 +69,13 @@ pub(crate) fn favour() -> Result<(), NotRaised> {
 
 /// The reader's priority: raised the first time it falls behind, by the
 /// reader or by a thread that watches the rings, and kept so until it is
-/// dropped, after the rings are drained.
+/// dropped, after the rings are drained. The threads that work behind the
+/// reader are favoured then too.
 pub(crate) struct OnDemand {
     /// The reader.
     tid: libc::pid_t,
+    /// Threads favoured with it ([`favour`]).
+    helpers: Mutex<Vec<libc::pid_t>>,
     /// When tracing began.
     began: Instant,
     /// When, in the trace, it was raised or refused, and which.
@@ -84,17 +87,35 @@ impl OnDemand {
     pub(crate) fn for_this_thread() -> OnDemand {
         OnDemand {
             tid: nix::unistd::gettid().as_raw(),
+            helpers: Mutex::new(Vec::new()),
             began: Instant::now(),
             raised: Mutex::new(None),
         }
     }
 
-    /// Raises the reader's priority, unless that was done or refused
-    /// already.
+    /// Has thread `tid`, which works behind the reader, favoured when the
+    /// reader is raised.
+    pub(crate) fn with_helper(&self, tid: libc::pid_t) {
+        self.helpers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(tid);
+    }
+
+    /// Raises the reader's priority, and favours its helpers, unless that
+    /// was done or refused already.
     pub(crate) fn behind(&self) {
         let mut raised = self.raised.lock().unwrap_or_else(|e| e.into_inner());
         if raised.is_none() {
             *raised = Some((self.began.elapsed(), raise(self.tid)));
+            for &tid in self
+                .helpers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+            {
+                let _ = favour(tid);
+            }
         }
     }
 
@@ -179,11 +200,23 @@ mod tests {
         }
         std::thread::spawn(|| {
             let p = std::sync::Arc::new(OnDemand::for_this_thread());
+            // A helper, favoured with the reader.
+            let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+            let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+            let helper = std::thread::spawn(move || {
+                tid_tx.send(nix::unistd::gettid().as_raw()).expect("send");
+                let _ = done_rx.recv();
+                // SAFETY: getpriority takes no pointer.
+                unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+            });
+            p.with_helper(tid_rx.recv().expect("helper's tid"));
             // Raised by another thread, as the watch on the rings does.
             let other = p.clone();
             std::thread::spawn(move || other.behind())
                 .join()
                 .expect("raising thread");
+            drop(done_tx);
+            assert_eq!(helper.join().expect("helper"), -20);
             assert_eq!(policy() & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO);
             assert!(
                 p.note(0)
@@ -206,7 +239,7 @@ mod tests {
         let nice = || unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
         let before = nice();
         std::thread::spawn(move || {
-            favour().expect("root can favour a thread");
+            favour(0).expect("root can favour a thread");
             assert_eq!(nice(), -20);
         })
         .join()
