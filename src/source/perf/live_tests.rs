@@ -9,21 +9,26 @@ use crate::diag::diag;
 use crate::event::{EventKind, Switch};
 use crate::live_gate::live_allowed;
 
-#[test]
-fn live_sleep_is_seen() {
-    if !live_allowed("live_sleep_is_seen") {
-        return;
-    }
-    let tracefs = Tracefs::open().expect("tracefs");
-    let config = PerfConfig {
-        mmap_pages: 64,
+/// The whole system, with frame-pointer stacks and rings of `pages`.
+fn system_wide_fp(pages: usize) -> PerfConfig {
+    PerfConfig {
+        mmap_pages: pages,
         stacks: Stacks::both_fp(),
         targets: Targets::All,
         state_filter: None,
         kallsyms: None,
         event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
         cgroup_ids: false,
-    };
+    }
+}
+
+#[test]
+fn live_sleep_is_seen() {
+    if !live_allowed("live_sleep_is_seen") {
+        return;
+    }
+    let tracefs = Tracefs::open().expect("tracefs");
+    let config = system_wide_fp(64);
     let mut backend = PerfBackend::open(&tracefs, &config).expect("open perf backend");
 
     let mut events = Vec::new();
@@ -110,15 +115,7 @@ fn the_watch_raises_a_reader_that_falls_behind() {
     // On a thread of its own: its policy changes.
     std::thread::spawn(|| {
         let tracefs = Tracefs::open().expect("tracefs");
-        let config = PerfConfig {
-            mmap_pages: 1,
-            stacks: Stacks::both_fp(),
-            targets: Targets::All,
-            state_filter: None,
-            kallsyms: None,
-            event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
-            cgroup_ids: false,
-        };
+        let config = system_wide_fp(1);
         let mut backend = PerfBackend::open(&tracefs, &config).expect("open perf backend");
         let priority = std::sync::Arc::new(OnDemand::for_this_thread());
         backend.watch(&priority).expect("start the watch");
