@@ -120,29 +120,29 @@ impl StageThread {
         }
     }
 
-    /// Hands over the events taken so far.
+    /// Hands over the events taken so far, and the batches held.
     pub(super) fn flush(&mut self) {
-        if self.batch.is_empty() {
-            return;
+        if !self.batch.is_empty() {
+            let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+            let queued = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
+            if let Some(copies) = &self.copies {
+                copies.squeeze(queued > SQUEEZE_PAST);
+            }
+            self.held.push_back(batch);
         }
-        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
-        let queued = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
-        if let Some(copies) = &self.copies {
-            copies.squeeze(queued > SQUEEZE_PAST);
-        }
-        self.held.push_back(batch);
-        self.hand_over(self.held.len() > HELD);
+        self.hand_over(false);
     }
 
-    /// Queues the held batches, in order, while there is room; with
-    /// `wait`, all of them, waiting for room.
-    fn hand_over(&mut self, wait: bool) {
+    /// Queues the held batches, in order, while there is room, waiting for
+    /// room only while more than [`HELD`] are held; with `all`, waiting
+    /// for room for every one.
+    fn hand_over(&mut self, all: bool) {
         while let Some(batch) = self.held.pop_front() {
             let Some(queue) = &self.queue else {
                 self.held.clear();
                 return;
             };
-            let sent = if wait {
+            let sent = if all || self.held.len() >= HELD {
                 queue.send(Message::Batch(batch)).map_err(|_| None)
             } else {
                 queue.try_send(Message::Batch(batch)).map_err(|e| match e {

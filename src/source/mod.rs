@@ -181,8 +181,6 @@ impl Source {
         }
     }
 
-    /// True when samples carry user stack copies to unwind
-    /// ([`crate::event::UserCopy`]).
     /// The budget of stack copies read and not yet unwound, if copies are
     /// taken (perf, `dwarf`).
     pub(crate) fn copy_budget(&self) -> Option<CopyBudget> {
@@ -210,6 +208,8 @@ impl Source {
         }
     }
 
+    /// True when samples carry user stack copies to unwind
+    /// ([`crate::event::UserCopy`]).
     pub(crate) fn copies_user_stacks(&self) -> bool {
         match self {
             Source::Perf(p) => p.copies_user_stacks(),
