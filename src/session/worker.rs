@@ -17,6 +17,7 @@ use anyhow::{Context, Result, anyhow};
 use super::stages::{Staged, Stages};
 use crate::event::copies::CopyBudget;
 use crate::event::{Event, EventSink};
+use crate::sys::priority;
 
 /// Events handed over at once.
 const BATCH: usize = 256;
@@ -34,7 +35,10 @@ const HELD: usize = QUEUED;
 
 /// Batches queued past which the reader cuts every stack copy (see
 /// [`CopyBudget::squeeze`]), so that the stages, left with aggregation
-/// only, catch up before the queue is full: about 32,000 events.
+/// only, catch up before the queue is full: about 32,000 events. Their
+/// thread runs at real-time priority meanwhile: on CPUs that thousands of
+/// threads keep busy it can otherwise stop for tens of milliseconds at a
+/// time, and with copies cut its work is short.
 const SQUEEZE_PAST: usize = QUEUED / 4;
 
 /// What the stages' thread is sent: its stages first, then batches.
@@ -57,6 +61,10 @@ pub(super) struct StageThread {
     held: VecDeque<Vec<Event>>,
     /// The reader's budget of copies, squeezed while `queued` is long.
     copies: Option<CopyBudget>,
+    /// Whether the copies are squeezed, and the thread's real-time
+    /// priority meanwhile, if it could be had.
+    squeezed: bool,
+    raised: Option<priority::Raised>,
 }
 
 impl StageThread {
@@ -97,6 +105,8 @@ impl StageThread {
             queued,
             held: VecDeque::new(),
             copies: None,
+            squeezed: false,
+            raised: None,
         })
     }
 
@@ -126,7 +136,15 @@ impl StageThread {
             let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
             let queued = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
             if let Some(copies) = &self.copies {
-                copies.squeeze(queued > SQUEEZE_PAST);
+                let squeezed = queued > SQUEEZE_PAST;
+                copies.squeeze(squeezed);
+                if squeezed != self.squeezed {
+                    self.squeezed = squeezed;
+                    self.raised = None;
+                    if squeezed {
+                        self.raised = priority::raise(self.tid).ok();
+                    }
+                }
             }
             self.held.push_back(batch);
         }
@@ -168,6 +186,8 @@ impl StageThread {
     pub(super) fn finish(mut self) -> Result<Staged> {
         self.flush();
         self.hand_over(true);
+        // While the thread is alive: its id is not another's yet.
+        self.raised = None;
         self.queue = None;
         let thread = self.thread.take().context("the stages ended twice")?;
         thread
