@@ -52,6 +52,11 @@ enum Message {
 pub(super) struct StageThread {
     /// The thread's id, to favour it (see [`crate::sys::priority`]).
     pub(super) tid: libc::pid_t,
+    /// Whether the copies are squeezed, and the thread's real-time
+    /// priority meanwhile, if it could be had. Dropped before `queue`,
+    /// whose end ends the thread: its id is not another's yet.
+    squeezed: bool,
+    raised: Option<priority::Raised>,
     batch: Vec<Event>,
     queue: Option<SyncSender<Message>>,
     thread: Option<JoinHandle<Option<Staged>>>,
@@ -61,10 +66,6 @@ pub(super) struct StageThread {
     held: VecDeque<Vec<Event>>,
     /// The reader's budget of copies, squeezed while `queued` is long.
     copies: Option<CopyBudget>,
-    /// Whether the copies are squeezed, and the thread's real-time
-    /// priority meanwhile, if it could be had.
-    squeezed: bool,
-    raised: Option<priority::Raised>,
 }
 
 impl StageThread {
