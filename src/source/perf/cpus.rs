@@ -120,9 +120,7 @@ impl PerfBackend {
                 if ex.corrupt {
                     stats.malformed += 1;
                 }
-                if ex.avail > ring.data_size() as u64 / 2 {
-                    *behind = true;
-                }
+                *behind |= super::ring::over_half(ex.avail, ring.data_size() as u64);
                 if may_have_lost(ring.data_size() as u64, ex.avail, *max_sample) {
                     // Samples may have been lost after the last record read,
                     // up to now that the ring has room again. The kernel says

@@ -153,8 +153,14 @@ impl Gauge {
                 AtomicU64::from_ptr(&raw mut (*meta).data_tail).load(Ordering::Relaxed),
             )
         };
-        head.wrapping_sub(tail) > self.data_size / 2
+        over_half(head.wrapping_sub(tail), self.data_size)
     }
+}
+
+/// True when `unread` bytes are more than half of a ring of `data_size`:
+/// its reader, woken at a quarter, came late.
+pub(crate) fn over_half(unread: u64, data_size: u64) -> bool {
+    unread > data_size / 2
 }
 
 /// One mapped ring buffer: a metadata page followed by `2^n` data pages.
