@@ -236,7 +236,11 @@ fn trace_newborn_naps(extra: &[&str]) -> (String, String) {
         .map(|b| b.total)
         .sum();
     let all: u64 = naps.iter().map(|b| b.total).sum();
-    assert_ratio("newborn naps traced vs workload", all, truth, 0.9, 1.1);
+    let ratio = all as f64 / truth as f64;
+    assert!(
+        (0.9..=1.1).contains(&ratio),
+        "newborn naps traced: {all} us of the workload's {truth} us ({ratio:.3})\n{out}\n{err}"
+    );
     assert!(
         woken * 100 >= all * 95,
         "only {woken} of {all} us of newborn naps have their timer waker\n{out}\n{err}"
