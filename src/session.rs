@@ -151,7 +151,7 @@ fn trace(
     let stages = Stages::new(
         plan.stacks.user,
         maps,
-        source.copies_user_stacks(),
+        stages::unwinder(&source),
         aggregator,
     );
     sink.start(stages);
@@ -174,13 +174,13 @@ fn trace(
     let stages::Staged {
         maps,
         aggregator,
-        unwind_note,
+        unwind_notes,
     } = sink.finish()?;
     let summary = Summary {
         source_stats: source.stats(),
         source_notes: source.notes(),
         switch_ins_from_records: source.switch_ins_from_records(),
-        unwind_note,
+        unwind_notes,
         priority_note,
     };
     let kernel_text = source.recorded_kernel_text();

@@ -5,9 +5,11 @@ use crate::aggregate::{self, Aggregator, TaskTable};
 use crate::diag::diag;
 use crate::event::Event;
 use crate::plan::Plan;
+use crate::source::Source;
 use crate::symbolize::ProcessMaps;
 use crate::timing;
 use crate::unwind::Unwinder;
+use crate::unwind::tail::Tails;
 
 /// The aggregator of a run on `plan`, knowing `tasks` before the first
 /// event.
@@ -42,6 +44,21 @@ pub(super) fn aggregator(plan: &Plan, tasks: TaskTable) -> Aggregator {
     aggregator
 }
 
+/// The unwinder of `source`'s user stack copies, if its samples carry
+/// them. Tracing live, it reads on past a copy into the stack of a thread
+/// that still waits.
+pub(super) fn unwinder(source: &Source) -> Option<Unwinder> {
+    if !source.copies_user_stacks() {
+        return None;
+    }
+    let unwinder = Unwinder::new();
+    Some(if source.is_live() {
+        unwinder.with_tails(Tails::live())
+    } else {
+        unwinder
+    })
+}
+
 /// What a run does with the events, in time order: the processes' maps,
 /// the unwinding of user stacks, then the aggregation.
 pub(super) struct Stages {
@@ -57,23 +74,23 @@ pub(super) struct Stages {
 pub(super) struct Staged {
     pub(super) maps: ProcessMaps,
     pub(super) aggregator: Aggregator,
-    /// The note of files whose unwind tables could not be read.
-    pub(super) unwind_note: Option<String>,
+    /// The notes of the unwinding (see [`Unwinder::notes`]).
+    pub(super) unwind_notes: Vec<String>,
 }
 
 impl Stages {
     /// The stages into `aggregator`, keeping user stacks if `keep_user`,
-    /// and unwinding them if `unwind` (when samples copy user stacks).
+    /// and unwinding them with `unwinder` (when samples copy user stacks).
     pub(super) fn new(
         keep_user: bool,
         maps: ProcessMaps,
-        unwind: bool,
+        unwinder: Option<Unwinder>,
         aggregator: Aggregator,
     ) -> Stages {
         Stages {
             keep_user,
             maps,
-            unwinder: unwind.then(Unwinder::new),
+            unwinder,
             aggregator,
         }
     }
@@ -95,9 +112,22 @@ impl Stages {
                 st.fp_frames,
                 st.unreadable_files
             );
+            if let Some(t) = u.tail_stats() {
+                diag!(
+                    "offwake-perf: stacks continued past their copy from the waiting thread: \
+                     {}; not continued, the stack had changed: {}; not read, past the rate: {}",
+                    t.extended,
+                    t.changed,
+                    t.skipped
+                );
+            }
         }
         Staged {
-            unwind_note: self.unwinder.as_ref().and_then(Unwinder::note),
+            unwind_notes: self
+                .unwinder
+                .as_ref()
+                .map(Unwinder::notes)
+                .unwrap_or_default(),
             maps: self.maps,
             aggregator: self.aggregator,
         }

@@ -12,8 +12,8 @@ pub(super) struct Summary {
     /// Warnings the source has about what it read.
     pub(super) source_notes: Vec<String>,
     pub(super) switch_ins_from_records: bool,
-    /// Files whose unwind tables could not be read.
-    pub(super) unwind_note: Option<String>,
+    /// What the unwinding could not do.
+    pub(super) unwind_notes: Vec<String>,
     /// When the reader's priority was raised, or why it could not be.
     pub(super) priority_note: Option<String>,
 }
@@ -26,7 +26,7 @@ impl Summary {
             source_stats,
             source_notes,
             switch_ins_from_records,
-            unwind_note,
+            unwind_notes,
             priority_note,
         } = self;
         let stats = result.stats;
@@ -42,7 +42,7 @@ impl Summary {
                 plan.state.is_some(),
                 plan.input.is_some(),
             ))
-            .chain(unwind_note)
+            .chain(unwind_notes)
             .chain(source_notes)
             .chain(priority_note);
         for note in notes {

@@ -208,6 +208,11 @@ impl Source {
         }
     }
 
+    /// True when the source traces the running system, not a recording.
+    pub(crate) fn is_live(&self) -> bool {
+        !matches!(self, Source::Recorded(_))
+    }
+
     /// True when samples carry user stack copies to unwind
     /// ([`crate::event::UserCopy`]).
     pub(crate) fn copies_user_stacks(&self) -> bool {

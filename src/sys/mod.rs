@@ -3,12 +3,14 @@
 //! clock and sysctls ([`host`]); facts from `/proc` ([`proc`]); what a
 //! forked child closes first ([`child`]); which tasks are this process's
 //! own ([`own`]); the cgroups of `--cgroup`, and which cgroup a task is in
-//! ([`cgroup`]); the reader's real-time priority ([`priority`]).
+//! ([`cgroup`]); the reader's real-time priority ([`priority`]); bounded
+//! reads of a traced thread's stack ([`memory`]).
 
 pub(crate) mod cache;
 pub(crate) mod cgroup;
 pub(crate) mod child;
 pub(crate) mod host;
+pub(crate) mod memory;
 pub(crate) mod open;
 pub(crate) mod own;
 pub(crate) mod priority;

@@ -5,9 +5,12 @@
 //! Each process gets one framehop unwinder, whose modules follow the
 //! process's map as [`ProcessMaps`] tells it at the sample's time (mmap,
 //! exec and fork events, else `/proc`). Each file's unwind tables are read
-//! once ([`tables`]), through the safe opener and within a budget.
+//! once ([`tables`]), through the safe opener and within a budget. A
+//! blocked thread whose stack goes on past its copy is unwound on from its
+//! memory while it still waits ([`tail`]).
 
 mod tables;
+pub(crate) mod tail;
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -19,11 +22,13 @@ use framehop::{Module, Unwinder as _};
 use rustc_hash::FxHashMap;
 
 use crate::diag::escape::{Place, escape};
+use crate::event::state::reported_state;
 use crate::event::{Callchain, ChainCache, Event, EventKind, UserCopy};
 use crate::symbolize::read::RunBudget;
 use crate::symbolize::{Mapping, ProcessMaps};
 use crate::sys::open::FileKey;
 use tables::UnwindTables;
+use tail::Tails;
 
 /// Most frames one stack unwinds to (a deeper one is cut there).
 pub(crate) const MAX_FRAMES: usize = 512;
@@ -82,6 +87,8 @@ pub(crate) struct Unwinder {
     stats: UnwindStats,
     /// The paths of the first files whose tables could not be read.
     unreadable: Vec<String>,
+    /// Reads the rest of a blocked thread's stack, when tracing live.
+    tails: Option<Tails>,
 }
 
 /// Most paths a note names.
@@ -103,17 +110,38 @@ impl Unwinder {
             entries: Vec::new(),
             stats: UnwindStats::default(),
             unreadable: Vec::new(),
+            tails: None,
         }
+    }
+
+    /// Unwinds a blocked thread's stack on past its copy with `tails`.
+    pub(crate) fn with_tails(mut self, tails: Tails) -> Unwinder {
+        self.tails = Some(tails);
+        self
+    }
+
+    /// What the tails of stacks gave, if they were read.
+    pub(crate) fn tail_stats(&self) -> Option<tail::TailStats> {
+        self.tails.as_ref().map(|t| t.stats)
     }
 
     pub(crate) fn stats(&self) -> UnwindStats {
         self.stats
     }
 
+    /// The NOTE lines of the unwinding: files whose unwind tables could
+    /// not be read, and reading past copies that ended.
+    pub(crate) fn notes(&self) -> Vec<String> {
+        self.unreadable_note()
+            .into_iter()
+            .chain(self.tails.as_ref().and_then(Tails::note))
+            .collect()
+    }
+
     /// The NOTE line that says which files' code was walked by frame
     /// pointers only, when some were (their paths quoted: traced processes
     /// choose them).
-    pub(crate) fn note(&self) -> Option<String> {
+    fn unreadable_note(&self) -> Option<String> {
         let n = self.stats.unreadable_files;
         if n == 0 {
             return None;
@@ -140,9 +168,15 @@ impl Unwinder {
     /// user stack copy, and drops the copy. Events without one pass
     /// unchanged. `maps` must have seen every event before this one.
     pub(crate) fn unwind(&mut self, event: &mut Event, maps: &mut ProcessMaps) {
-        let (tgid, stack, copy) = match &mut event.kind {
-            EventKind::Switch(s) => (s.prev_tgid, &mut s.stack, &mut s.user_copy),
-            EventKind::Waking(w) => (w.waker_tgid, &mut w.stack, &mut w.user_copy),
+        // Only a thread that blocked keeps its stack still while it waits.
+        let (tgid, blocked, stack, copy) = match &mut event.kind {
+            EventKind::Switch(s) => (
+                s.prev_tgid,
+                reported_state(s.prev_state).map(|_| s.prev_tid),
+                &mut s.stack,
+                &mut s.user_copy,
+            ),
+            EventKind::Waking(w) => (w.waker_tgid, None, &mut w.stack, &mut w.user_copy),
             // Nothing of a process is unwound after its exit (events come
             // in time order); a reused pid starts afresh.
             EventKind::Exit(e) if e.tid == e.tgid => {
@@ -160,12 +194,18 @@ impl Unwinder {
         let Some(space) = self.spaces.get_mut(&tgid) else {
             return;
         };
-        // framehop parses tables a traced process controls: a panic in
-        // it costs this one stack, not the run.
-        let unwound = catch_unwind(AssertUnwindSafe(|| {
-            walk(&space.unwinder, &mut space.cache, &copy)
-        }));
-        let (mut frames, complete) = unwound.unwrap_or_default();
+        let mut walked = walk_guarded(space, &copy);
+        if let (Some(tid), Some(tails)) = (blocked, self.tails.as_mut())
+            && walked.ran_out
+            && let Some(longer) = tails.longer(tid, event.time, &copy)
+        {
+            walked = walk_guarded(space, &longer);
+        }
+        let Walk {
+            mut frames,
+            complete,
+            ..
+        } = walked;
         let dwarf_frames = frames.len();
         if !complete {
             extend_from_fp(&mut frames, stack.user());
@@ -285,25 +325,51 @@ fn tables_of(
         .clone()
 }
 
-/// Unwinds `copy`: the frames (the IP, then return addresses) and whether
-/// the unwinder reached the stack's end, rather than stopping where it
-/// could not go on.
-fn walk(
-    unwinder: &UnwinderX86_64<Arc<[u8]>>,
-    cache: &mut CacheX86_64,
-    copy: &UserCopy,
-) -> (Vec<u64>, bool) {
-    let mut read_stack = |addr: u64| read_word(copy, addr);
+/// What unwinding a copy gave.
+#[derive(Debug, Default)]
+struct Walk {
+    /// The IP, then return addresses.
+    frames: Vec<u64>,
+    /// The unwinder reached the stack's end (or the cap), rather than
+    /// stopping where it could not go on.
+    complete: bool,
+    /// It stopped for a word past the end of the copy.
+    ran_out: bool,
+}
+
+/// [`walk`], in `space`: framehop parses tables a traced process controls,
+/// and a panic in it costs this one stack, not the run.
+fn walk_guarded(space: &mut Space, copy: &UserCopy) -> Walk {
+    catch_unwind(AssertUnwindSafe(|| {
+        walk(&space.unwinder, &mut space.cache, copy)
+    }))
+    .unwrap_or_default()
+}
+
+/// Unwinds `copy`.
+fn walk(unwinder: &UnwinderX86_64<Arc<[u8]>>, cache: &mut CacheX86_64, copy: &UserCopy) -> Walk {
+    let end = copy.sp.saturating_add(copy.stack.len() as u64);
+    let mut past_end = false;
+    let mut read_stack = |addr: u64| {
+        let word = read_word(copy, addr);
+        past_end = word.is_err() && addr >= end;
+        word
+    };
     let regs = UnwindRegsX86_64::new(copy.ip, copy.sp, copy.bp);
     let mut iter = unwinder.iter_frames(copy.ip, regs, cache, &mut read_stack);
     let mut frames = Vec::new();
-    loop {
+    let complete = loop {
         match iter.next() {
             Ok(Some(frame)) if frames.len() < MAX_FRAMES => frames.push(frame.address()),
             // The stack's end, or the cap.
-            Ok(_) => return (frames, true),
-            Err(_) => return (frames, false),
+            Ok(_) => break true,
+            Err(_) => break false,
         }
+    };
+    Walk {
+        frames,
+        complete,
+        ran_out: !complete && past_end,
     }
 }
 

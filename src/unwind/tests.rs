@@ -1,5 +1,7 @@
 use std::hint::black_box;
 
+use std::time::{Duration, Instant};
+
 use super::*;
 use crate::event::{Comm, RanSince, Switch};
 use crate::symbolize::Symbolizer;
@@ -192,6 +194,136 @@ fn a_copy_of_garbage_gives_a_short_stack_not_a_panic() {
         assert!(s.stack.user().len() <= MAX_FRAMES);
         assert_eq!(s.stack.user().first(), Some(&ip), "starts at the IP");
     }
+}
+
+/// Where [`block_in_read`] blocked: its IP, SP and BP, once stored.
+static BLOCKED_AT: [std::sync::atomic::AtomicU64; 3] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 3];
+
+/// Stores its registers in [`BLOCKED_AT`] and, in the same instructions,
+/// blocks in `read(fd)`: while it waits, its stack from SP up is exactly
+/// what the kernel would copy at its switch-out.
+#[inline(never)]
+fn block_in_read(fd: i32) -> i64 {
+    let mut byte = 0u8;
+    let ret: i64;
+    // SAFETY: writes three words into `BLOCKED_AT` (atomics, so shared
+    // writes are sound) and makes a read(2) of one byte into `byte`, which
+    // outlives the call; rcx and r11 are clobbered by `syscall`.
+    unsafe {
+        std::arch::asm!(
+            "lea {tmp}, [rip + 2f]",
+            "mov [{at}], {tmp}",
+            "mov [{at} + 8], rsp",
+            "mov [{at} + 16], rbp",
+            "syscall",
+            "2:",
+            at = in(reg) BLOCKED_AT.as_ptr(),
+            tmp = out(reg) _,
+            inlateout("rax") libc::SYS_read => ret,
+            in("rdi") fd,
+            in("rsi") &raw mut byte,
+            in("rdx") 1,
+            lateout("rcx") _,
+            lateout("r11") _,
+        );
+    }
+    black_box(byte);
+    ret
+}
+
+/// A frame of a kilobyte: more than the test's copy holds.
+#[inline(never)]
+fn waits_in_the_middle(fd: i32) -> i64 {
+    let mut pad = [0u8; 1024];
+    black_box(&mut pad);
+    black_box(block_in_read(black_box(fd))) + i64::from(black_box(pad)[0])
+}
+
+#[inline(never)]
+fn waits_deep_down(fd: i32) -> i64 {
+    black_box(waits_in_the_middle(black_box(fd)))
+}
+
+/// A thread blocked in `read`, its stack copied as the kernel would but
+/// only 64 bytes of it: unwinding stops in its first frame; reading the
+/// rest from the waiting thread reaches its callers.
+#[test]
+fn a_waiting_threads_stack_is_unwound_past_its_copy() {
+    use std::sync::atomic::Ordering;
+    let (r, w) = std::io::pipe().expect("pipe");
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&r);
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let _ = tid_tx.send(nix::unistd::gettid().as_raw() as u32);
+        waits_deep_down(fd)
+    });
+    let tid = tid_rx.recv().expect("the waiter's id");
+    // Blocked once its registers are stored and it sleeps.
+    let stat = format!("/proc/self/task/{tid}/stat");
+    let asleep = || {
+        std::fs::read_to_string(&stat)
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('S')))
+            .unwrap_or(false)
+    };
+    let start = Instant::now();
+    while BLOCKED_AT[1].load(Ordering::SeqCst) == 0 || !asleep() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the waiter never blocked"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let [ip, sp, bp] = BLOCKED_AT.each_ref().map(|a| a.load(Ordering::SeqCst));
+    let stack = crate::sys::memory::read_upward(tid, sp, 64);
+    assert_eq!(stack.len(), 64);
+    let copy = UserCopy {
+        ip,
+        sp,
+        bp,
+        stack: stack.into(),
+        charge: Default::default(),
+    };
+
+    let me = std::process::id();
+    let mut maps = ProcessMaps::new();
+    maps.ensure_known(me, 0);
+    let mut unwound = |unwinder: &mut Unwinder| {
+        let mut ev = switch_with(copy.clone(), me);
+        if let EventKind::Switch(s) = &mut ev.kind {
+            s.prev_tid = tid;
+        }
+        unwinder.unwind(&mut ev, &mut maps);
+        switch_of(&ev).stack.user().to_vec()
+    };
+    let short = unwound(&mut Unwinder::new());
+    let mut reading = Unwinder::new().with_tails(Tails::live());
+    let long = unwound(&mut reading);
+    std::io::Write::write_all(&mut &w, b"x").expect("waking the waiter");
+    assert_eq!(waiter.join().expect("the waiter"), 1);
+    drop(r);
+    let mut symbolizer = Symbolizer::new(maps, None).expect("symbolizer");
+    let (short, long) = (
+        symbolizer.user(me, 1, &short),
+        symbolizer.user(me, 1, &long),
+    );
+
+    let has = |names: &[String], f: &str| names.iter().any(|n| n.ends_with(f));
+    assert!(has(&short, "block_in_read"), "{short:#?}");
+    assert!(
+        !has(&short, "waits_deep_down"),
+        "the copy alone: {short:#?}"
+    );
+    let at = |f: &str| {
+        long.iter()
+            .position(|n| n.ends_with(f))
+            .unwrap_or_else(|| panic!("{f} not in {long:#?}"))
+    };
+    assert!(at("block_in_read") < at("waits_in_the_middle"));
+    assert!(at("waits_in_the_middle") < at("waits_deep_down"));
+    let stats = reading.tail_stats().expect("tails read");
+    assert_eq!((stats.extended, stats.changed), (1, 0));
 }
 
 #[test]

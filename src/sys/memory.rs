@@ -1,0 +1,258 @@
+//! Reading another process's memory (`process_vm_readv`): a bounded run of
+//! bytes, page by page, that stops at the first page the process has not
+//! mapped readable. Nothing is written, and the process is not stopped.
+//!
+//! A read can wait on the process itself: a page it serves through
+//! userfaultfd, or maps from a FUSE file it serves. So reads are made on a
+//! thread of their own ([`GuardedReader`]), and one that does not return
+//! in time ends all reading for the run.
+
+use std::io::IoSliceMut;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::time::Duration;
+
+use nix::sys::uio::{RemoteIoVec, process_vm_readv};
+use nix::unistd::Pid;
+
+use super::host::page_size;
+
+/// One read asked of a [`GuardedReader`]'s thread.
+struct Ask {
+    tid: u32,
+    addr: u64,
+    len: usize,
+}
+
+/// Reads [`read_upward`] on a thread of its own, started at the first
+/// read, and waits for each at most `wait`. A read that takes longer is
+/// left to its thread (which exits when it returns, if ever: a
+/// userfaultfd wait ends when the process does) and no other is made.
+pub(crate) struct GuardedReader {
+    wait: Duration,
+    thread: Option<(SyncSender<Ask>, Receiver<Vec<u8>>)>,
+    stuck: bool,
+}
+
+impl GuardedReader {
+    pub(crate) fn new(wait: Duration) -> GuardedReader {
+        GuardedReader {
+            wait,
+            thread: None,
+            stuck: false,
+        }
+    }
+
+    /// [`read_upward`], or `None` once a read did not return in time (or
+    /// the thread could not be started).
+    pub(crate) fn read(&mut self, tid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
+        if self.stuck {
+            return None;
+        }
+        if self.thread.is_none() {
+            self.thread = spawn_reader();
+        }
+        let got = self.thread.as_ref().and_then(|(ask, answer)| {
+            ask.send(Ask { tid, addr, len }).ok()?;
+            answer.recv_timeout(self.wait).ok()
+        });
+        if got.is_none() {
+            self.stuck = true;
+            self.thread = None;
+        }
+        got
+    }
+}
+
+/// The thread of a [`GuardedReader`]: it reads what it is asked, one at a
+/// time, until its caller goes.
+fn spawn_reader() -> Option<(SyncSender<Ask>, Receiver<Vec<u8>>)> {
+    let (ask, asked) = sync_channel::<Ask>(1);
+    let (answer, answers) = sync_channel(1);
+    std::thread::Builder::new()
+        .name("offwake-stacks".to_string())
+        .spawn(move || {
+            for a in asked {
+                if answer.send(read_upward(a.tid, a.addr, a.len)).is_err() {
+                    return;
+                }
+            }
+        })
+        .ok()?;
+    Some((ask, answers))
+}
+
+/// Up to `len` bytes of thread `tid`'s memory from `addr` up: fewer when a
+/// page on the way is not mapped readable, none when the thread is gone
+/// or may not be read.
+pub(crate) fn read_upward(tid: u32, addr: u64, len: usize) -> Vec<u8> {
+    let Ok(pid) = i32::try_from(tid) else {
+        return Vec::new();
+    };
+    let remote = pieces(addr, len, page_size() as u64);
+    let mut buf = vec![0u8; remote.iter().map(|r| r.len).sum()];
+    // The kernel transfers whole iovec elements up to the first one it
+    // cannot read: one element per page makes that the first unreadable
+    // page.
+    let read = process_vm_readv(
+        Pid::from_raw(pid),
+        &mut [IoSliceMut::new(&mut buf)],
+        &remote,
+    )
+    .unwrap_or(0);
+    buf.truncate(read);
+    buf
+}
+
+/// `addr..addr + len` cut at page boundaries, within the address space.
+fn pieces(addr: u64, len: usize, page: u64) -> Vec<RemoteIoVec> {
+    let page = page.max(1);
+    let end = addr.saturating_add(len as u64);
+    let mut at = addr;
+    let mut out = Vec::new();
+    while at < end {
+        let next = (at / page).saturating_add(1).saturating_mul(page).min(end);
+        if next <= at {
+            break;
+        }
+        out.push(RemoteIoVec {
+            base: at as usize,
+            len: (next - at) as usize,
+        });
+        at = next;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_range_is_cut_at_page_boundaries() {
+        let cuts = |addr, len| {
+            pieces(addr, len, 4096)
+                .iter()
+                .map(|r| (r.base as u64, r.len))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(cuts(0x1ff0, 0x20), [(0x1ff0, 0x10), (0x2000, 0x10)]);
+        assert_eq!(cuts(0x2000, 0x2000), [(0x2000, 0x1000), (0x3000, 0x1000)]);
+        assert_eq!(cuts(0x2000, 0), []);
+        // At the top of the address space the range stops there.
+        assert_eq!(cuts(u64::MAX - 8, 64), [(u64::MAX - 8, 8)]);
+    }
+
+    #[test]
+    fn a_read_stops_at_the_first_unreadable_page() {
+        let page = page_size();
+        // Two pages, the second made unreadable.
+        // SAFETY: a fresh private anonymous mapping of two pages, unmapped
+        // below; nothing else refers to it.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(map, libc::MAP_FAILED);
+        let base = map as u64;
+        // SAFETY: the first page is ours and writable; the second is
+        // inside the same mapping.
+        unsafe {
+            std::ptr::write_bytes(map as *mut u8, 7, page);
+            assert_eq!(
+                libc::mprotect((base + page as u64) as *mut libc::c_void, page, 0),
+                0
+            );
+        }
+        let me = std::process::id();
+        let got = read_upward(me, base + 16, 3 * page);
+        assert_eq!(got.len(), page - 16, "up to the unreadable page");
+        assert!(got.iter().all(|&b| b == 7));
+        assert!(read_upward(me, base + page as u64, 64).is_empty());
+        assert!(read_upward(u32::MAX, base, 64).is_empty(), "no such task");
+        let mut guarded = GuardedReader::new(Duration::from_secs(5));
+        assert_eq!(guarded.read(me, base + 16, 3 * page), Some(got));
+        // SAFETY: the mapping made above, not used after this.
+        unsafe { libc::munmap(map, 2 * page) };
+    }
+
+    /// `struct uffdio_api` and `struct uffdio_register` of
+    /// `<linux/userfaultfd.h>`, which libc lacks, and their ioctls.
+    #[repr(C)]
+    struct UffdioApi {
+        api: u64,
+        features: u64,
+        ioctls: u64,
+    }
+    #[repr(C)]
+    struct UffdioRegister {
+        start: u64,
+        len: u64,
+        mode: u64,
+        ioctls: u64,
+    }
+    const UFFD_API: u64 = 0xaa;
+    const UFFDIO_API: u64 = 0xc018_aa3f;
+    const UFFDIO_REGISTER: u64 = 0xc020_aa00;
+    const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
+
+    /// A page served through userfaultfd, which nobody serves: the read
+    /// waits on it, the reader gives up on it and on every later read, and
+    /// the waiting thread is freed when the userfaultfd is closed.
+    #[test]
+    fn a_read_that_waits_on_the_process_ends_reading() {
+        if !crate::live_gate::live_allowed("a_read_that_waits_on_the_process_ends_reading") {
+            return;
+        }
+        let page = page_size();
+        // SAFETY: raw system calls and ioctls on a userfaultfd and a fresh
+        // private anonymous mapping that nothing else uses, with structs
+        // laid out as the kernel's.
+        unsafe {
+            let uffd = libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) as i32;
+            assert!(
+                uffd >= 0,
+                "userfaultfd: {}",
+                std::io::Error::last_os_error()
+            );
+            let mut api = UffdioApi {
+                api: UFFD_API,
+                features: 0,
+                ioctls: 0,
+            };
+            assert_eq!(libc::ioctl(uffd, UFFDIO_API as _, &mut api), 0);
+            let map = libc::mmap(
+                std::ptr::null_mut(),
+                page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(map, libc::MAP_FAILED);
+            let mut reg = UffdioRegister {
+                start: map as u64,
+                len: page as u64,
+                mode: UFFDIO_REGISTER_MODE_MISSING,
+                ioctls: 0,
+            };
+            assert_eq!(libc::ioctl(uffd, UFFDIO_REGISTER as _, &mut reg), 0);
+
+            let me = std::process::id();
+            let mut guarded = GuardedReader::new(Duration::from_millis(50));
+            let start = std::time::Instant::now();
+            assert_eq!(guarded.read(me, map as u64, 64), None);
+            assert!(start.elapsed() < Duration::from_secs(2));
+            // Even a read that would return is not made any more.
+            let word = 7u64;
+            assert_eq!(guarded.read(me, &raw const word as u64, 8), None);
+            libc::close(uffd);
+            libc::munmap(map, page);
+        }
+    }
+}
