@@ -8,8 +8,8 @@
 //! in time ends all reading for the run.
 
 use std::io::IoSliceMut;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::time::Duration;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::time::{Duration, Instant};
 
 use nix::sys::uio::{RemoteIoVec, process_vm_readv};
 use nix::unistd::Pid;
@@ -24,14 +24,27 @@ struct Ask {
 }
 
 /// Reads [`read_upward`] on a thread of its own, started at the first
-/// read, and waits for each at most `wait`. A read that takes longer is
-/// left to its thread (which exits when it returns, if ever: a
-/// userfaultfd wait ends when the process does) and no other is made.
+/// read, and waits for each at most `wait` while the thread sleeps in it
+/// (as long as [`MOST_RUNNABLE`] while it only waits for a CPU, on a busy
+/// machine). A read that takes longer is left to its thread (which exits
+/// when it returns, if ever: a userfaultfd wait ends when the process
+/// does) and no other is made.
 pub(crate) struct GuardedReader {
     wait: Duration,
-    thread: Option<(SyncSender<Ask>, Receiver<Vec<u8>>)>,
+    thread: Option<Helper>,
     stuck: bool,
 }
+
+/// The reading thread: where to ask, where it answers, and its id.
+struct Helper {
+    ask: SyncSender<Ask>,
+    answers: Receiver<Vec<u8>>,
+    tid: u32,
+}
+
+/// Most time a read is waited for while its thread is runnable, not
+/// sleeping in the read.
+const MOST_RUNNABLE: Duration = Duration::from_secs(2);
 
 impl GuardedReader {
     pub(crate) fn new(wait: Duration) -> GuardedReader {
@@ -51,9 +64,18 @@ impl GuardedReader {
         if self.thread.is_none() {
             self.thread = spawn_reader();
         }
-        let got = self.thread.as_ref().and_then(|(ask, answer)| {
-            ask.send(Ask { tid, addr, len }).ok()?;
-            answer.recv_timeout(self.wait).ok()
+        let wait = self.wait;
+        let got = self.thread.as_ref().and_then(|h| {
+            h.ask.send(Ask { tid, addr, len }).ok()?;
+            let asked = Instant::now();
+            loop {
+                match h.answers.recv_timeout(wait) {
+                    Ok(bytes) => return Some(bytes),
+                    Err(RecvTimeoutError::Timeout)
+                        if asked.elapsed() < MOST_RUNNABLE && runnable(h.tid) => {}
+                    Err(_) => return None,
+                }
+            }
         });
         if got.is_none() {
             self.stuck = true;
@@ -63,14 +85,21 @@ impl GuardedReader {
     }
 }
 
+/// True when thread `tid` of this process waits for a CPU (`R`).
+fn runnable(tid: u32) -> bool {
+    super::proc::start_and_state(tid).is_some_and(|(_, state)| state == 'R')
+}
+
 /// The thread of a [`GuardedReader`]: it reads what it is asked, one at a
 /// time, until its caller goes.
-fn spawn_reader() -> Option<(SyncSender<Ask>, Receiver<Vec<u8>>)> {
+fn spawn_reader() -> Option<Helper> {
     let (ask, asked) = sync_channel::<Ask>(1);
     let (answer, answers) = sync_channel(1);
+    let (tid_tx, tid_rx) = sync_channel(1);
     std::thread::Builder::new()
         .name("offwake-stacks".to_string())
         .spawn(move || {
+            let _ = tid_tx.send(nix::unistd::gettid().as_raw() as u32);
             for a in asked {
                 if answer.send(read_upward(a.tid, a.addr, a.len)).is_err() {
                     return;
@@ -78,7 +107,8 @@ fn spawn_reader() -> Option<(SyncSender<Ask>, Receiver<Vec<u8>>)> {
             }
         })
         .ok()?;
-    Some((ask, answers))
+    let tid = tid_rx.recv().ok()?;
+    Some(Helper { ask, answers, tid })
 }
 
 /// Up to `len` bytes of thread `tid`'s memory from `addr` up: fewer when a
