@@ -52,10 +52,9 @@ pub(super) fn unwinder(source: &Source) -> Option<Unwinder> {
         return None;
     }
     let unwinder = Unwinder::new();
-    Some(if source.is_live() {
-        unwinder.with_tails(Tails::live())
-    } else {
-        unwinder
+    Some(match source.live_stacks() {
+        Some((copy_size, runs)) => unwinder.with_tails(Tails::live(copy_size, runs)),
+        None => unwinder,
     })
 }
 

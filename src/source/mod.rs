@@ -4,12 +4,14 @@
 //! order; everything after them is shared.
 
 use std::os::fd::BorrowedFd;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
 
 use crate::cli::Backend;
 use crate::event::copies::CopyBudget;
+use crate::event::runs::LastRuns;
 use crate::event::{EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::plan::Plan;
@@ -208,9 +210,14 @@ impl Source {
         }
     }
 
-    /// True when the source traces the running system, not a recording.
-    pub(crate) fn is_live(&self) -> bool {
-        !matches!(self, Source::Recorded(_))
+    /// When tracing live with user stack copies: the copies' size, and
+    /// when each thread was last seen running (for reading a waiting
+    /// thread's stack past its copy, [`crate::unwind::tail`]).
+    pub(crate) fn live_stacks(&self) -> Option<(usize, Arc<LastRuns>)> {
+        match self {
+            Source::Perf(p) => p.live_stacks(),
+            Source::Tracefs(_) | Source::Recorded(_) => None,
+        }
     }
 
     /// True when samples carry user stack copies to unwind

@@ -1,13 +1,16 @@
-//! Reading another process's memory (`process_vm_readv`): a bounded run of
-//! bytes, page by page, that stops at the first page the process has not
-//! mapped readable. Nothing is written, and the process is not stopped.
+//! Reading a thread's stack from another process (`process_vm_readv`): a
+//! bounded run of bytes, page by page, within the one mapping that holds
+//! the stack pointer (from `/proc/TID/maps`), stopping at the first page
+//! the process has not mapped readable. Nothing is written, and the
+//! process is not stopped.
 //!
 //! A read can wait on the process itself: a page it serves through
 //! userfaultfd, or maps from a FUSE file it serves. So reads are made on a
 //! thread of their own ([`GuardedReader`]), and one that does not return
 //! in time ends all reading for the run.
 
-use std::io::IoSliceMut;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, IoSliceMut};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
@@ -23,7 +26,7 @@ struct Ask {
     len: usize,
 }
 
-/// Reads [`read_upward`] on a thread of its own, started at the first
+/// Reads [`read_stack`] on a thread of its own, started at the first
 /// read, and waits for each at most `wait` while the thread sleeps in it
 /// (as long as [`MOST_RUNNABLE`] while it only waits for a CPU, on a busy
 /// machine). A read that takes longer is left to its thread (which exits
@@ -55,7 +58,7 @@ impl GuardedReader {
         }
     }
 
-    /// [`read_upward`], or `None` once a read did not return in time (or
+    /// [`read_stack`], or `None` once a read did not return in time (or
     /// the thread could not be started).
     pub(crate) fn read(&mut self, tid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
         if self.stuck {
@@ -100,8 +103,12 @@ fn spawn_reader() -> Option<Helper> {
         .name("offwake-stacks".to_string())
         .spawn(move || {
             let _ = tid_tx.send(nix::unistd::gettid().as_raw() as u32);
+            let mut stacks = Stacks::default();
             for a in asked {
-                if answer.send(read_upward(a.tid, a.addr, a.len)).is_err() {
+                if answer
+                    .send(read_stack(&mut stacks, a.tid, a.addr, a.len))
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -109,6 +116,67 @@ fn spawn_reader() -> Option<Helper> {
         .ok()?;
     let tid = tid_rx.recv().ok()?;
     Some(Helper { ask, answers, tid })
+}
+
+/// Most threads whose stack mapping is remembered.
+const STACKS_KEPT: usize = 4096;
+
+/// By thread, the mapping its stack pointer was last found in: a thread's
+/// stack stays where it is, so its maps are read once.
+#[derive(Default)]
+pub(crate) struct Stacks(HashMap<u32, (u64, u64)>);
+
+/// Up to `len` bytes of thread `tid`'s stack from `sp` up, within the
+/// mapping that holds `sp`; none when no mapping holds it.
+pub(crate) fn read_stack(stacks: &mut Stacks, tid: u32, sp: u64, len: usize) -> Vec<u8> {
+    let known = stacks
+        .0
+        .get(&tid)
+        .copied()
+        .filter(|&(start, end)| start <= sp && sp < end);
+    let Some((_, end)) = known.or_else(|| {
+        let found = mapping_holding(tid, sp)?;
+        if stacks.0.len() >= STACKS_KEPT {
+            stacks.0.clear();
+        }
+        stacks.0.insert(tid, found);
+        Some(found)
+    }) else {
+        return Vec::new();
+    };
+    let room = usize::try_from(end - sp).unwrap_or(usize::MAX);
+    read_upward(tid, sp, len.min(room))
+}
+
+/// The range of the mapping of thread `tid` that holds `addr`, from
+/// `/proc/TID/maps`, whose lines come in address order: only each line's
+/// range is read, and reading stops past `addr`.
+fn mapping_holding(tid: u32, addr: u64) -> Option<(u64, u64)> {
+    let file = std::fs::File::open(format!("/proc/{tid}/maps")).ok()?;
+    let mut lines = BufReader::new(file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if lines.read_until(b'\n', &mut line).ok()? == 0 {
+            return None;
+        }
+        let (start, end) = range_of(&line)?;
+        if start > addr {
+            return None;
+        }
+        if addr < end {
+            return Some((start, end));
+        }
+    }
+}
+
+/// The `START-END` range that begins a maps line.
+fn range_of(line: &[u8]) -> Option<(u64, u64)> {
+    let field = line.split(|&b| b == b' ').next()?;
+    let (start, end) = std::str::from_utf8(field).ok()?.split_once('-')?;
+    let start = u64::from_str_radix(start, 16).ok()?;
+    let end = u64::from_str_radix(end, 16).ok()?;
+    (start < end).then_some((start, end))
 }
 
 /// Up to `len` bytes of thread `tid`'s memory from `addr` up: fewer when a
@@ -173,6 +241,56 @@ mod tests {
     }
 
     #[test]
+    fn a_maps_line_gives_its_range_only() {
+        assert_eq!(
+            range_of(b"7f00-7f10 rw-p 00000000 00:00 0   [stack]\n"),
+            Some((0x7f00, 0x7f10))
+        );
+        for bad in [&b"7f10-7f00 r--p"[..], b"zz-10 r--p", b"", b"7f00 r--p"] {
+            assert_eq!(range_of(bad), None);
+        }
+    }
+
+    /// Two readable mappings side by side: a read from the lower one
+    /// stops at its end, never reaching into the next.
+    #[test]
+    fn a_stack_read_stays_in_its_mapping() {
+        let page = page_size();
+        // SAFETY: a fresh private anonymous mapping of three pages, split
+        // by mprotect into two mappings (the third page read-only), and
+        // unmapped below; nothing else refers to it.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                3 * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(map, libc::MAP_FAILED);
+        let base = map as u64;
+        // SAFETY: inside the mapping made above.
+        unsafe {
+            std::ptr::write_bytes(map as *mut u8, 1, 3 * page);
+            let third = (base + 2 * page as u64) as *mut libc::c_void;
+            assert_eq!(libc::mprotect(third, page, libc::PROT_READ), 0);
+        }
+        let me = std::process::id();
+        let mut stacks = Stacks::default();
+        let got = read_stack(&mut stacks, me, base + 8, 3 * page);
+        assert_eq!(got.len(), 2 * page - 8, "up to the mapping's end");
+        // Known now: found again without maps.
+        assert_eq!(stacks.0.get(&me), Some(&(base, base + 2 * page as u64)));
+        assert_eq!(read_stack(&mut stacks, me, base + 16, 8).len(), 8);
+        // An address no mapping holds gives nothing.
+        assert!(read_stack(&mut stacks, me, 8, 64).is_empty());
+        // SAFETY: the mapping made above, not used after this.
+        unsafe { libc::munmap(map, 3 * page) };
+    }
+
+    #[test]
     fn a_read_stops_at_the_first_unreadable_page() {
         let page = page_size();
         // Two pages, the second made unreadable.
@@ -207,6 +325,10 @@ mod tests {
         assert!(read_upward(u32::MAX, base, 64).is_empty(), "no such task");
         let mut guarded = GuardedReader::new(Duration::from_secs(5));
         assert_eq!(guarded.read(me, base + 16, 3 * page), Some(got));
+        assert_eq!(
+            mapping_holding(me, base + 16),
+            Some((base, base + page as u64))
+        );
         // SAFETY: the mapping made above, not used after this.
         unsafe { libc::munmap(map, 2 * page) };
     }

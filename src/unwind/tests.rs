@@ -298,7 +298,7 @@ fn a_waiting_threads_stack_is_unwound_past_its_copy() {
         switch_of(&ev).stack.user().to_vec()
     };
     let short = unwound(&mut Unwinder::new());
-    let mut reading = Unwinder::new().with_tails(Tails::live());
+    let mut reading = Unwinder::new().with_tails(Tails::live(64, Default::default()));
     let long = unwound(&mut reading);
     std::io::Write::write_all(&mut &w, b"x").expect("waking the waiter");
     assert_eq!(waiter.join().expect("the waiter"), 1);

@@ -11,6 +11,7 @@ use super::ring::Ring;
 use super::sizing::may_have_lost;
 use super::threads::TaskEvent;
 use super::{OpenFailure, PerfBackend, PerfConfig, sys};
+use crate::event::runs::LastRuns;
 use crate::event::{Event, EventKind, Lost};
 use crate::sys::host;
 
@@ -87,6 +88,8 @@ impl PerfBackend {
             rounds,
             max_sample,
             behind,
+            last_runs,
+            seen,
             ..
         } = self;
         for (i, c) in cpus.iter_mut().enumerate() {
@@ -102,6 +105,9 @@ impl PerfBackend {
                         }
                         if let Some(c) = cgroups.as_mut() {
                             c.note(&ev);
+                        }
+                        if last_runs.is_some() {
+                            LastRuns::note(seen, &ev);
                         }
                         if let EventKind::Lost(l) = ev.kind {
                             decoder.running().forget_cpu(cpu);

@@ -43,6 +43,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::event::copies::CopyBudget;
+use crate::event::runs::LastRuns;
 use crate::event::{Event, EventSink, SourceStats};
 use crate::kallsyms::Preload;
 use crate::plan::{Follow, Stacks, Targets};
@@ -330,6 +331,12 @@ pub(crate) struct PerfBackend {
     polls: u64,
     /// A read found a ring more than half full (see [`PerfBackend::fell_behind`]).
     behind: bool,
+    /// Under copies, when each thread was last seen running: noted in
+    /// `seen` as records are decoded, published once a round.
+    last_runs: Option<std::sync::Arc<LastRuns>>,
+    seen: rustc_hash::FxHashMap<u32, u64>,
+    /// Bytes of user stack each sample copies (0 for none).
+    copy_size: u32,
     /// Raises the reader when it falls behind, if it is started.
     watch: Option<watch::Watch>,
 }
@@ -422,6 +429,9 @@ impl PerfBackend {
             enabled: false,
             polls: 0,
             behind: false,
+            last_runs: (base.stack_user > 0).then(Default::default),
+            seen: Default::default(),
+            copy_size: base.stack_user,
             watch: None,
             kallsyms: if config.stacks.kernel {
                 Some(config.kallsyms.clone().unwrap_or_else(Preload::spawn))
@@ -499,6 +509,9 @@ impl PerfBackend {
             w.clear();
         }
         self.read_all();
+        if let Some(runs) = &self.last_runs {
+            runs.publish(&mut self.seen);
+        }
         if let Some(t) = self.threads.as_mut() {
             t.refresh_forecast(self.cpus.len());
             t.update_wakee_filter(&mut self.cpus)?;
@@ -659,6 +672,12 @@ impl PerfBackend {
     /// woken at a quarter, came late.
     pub(crate) fn fell_behind(&self) -> bool {
         self.behind
+    }
+
+    /// See [`crate::source::Source::live_stacks`].
+    pub(crate) fn live_stacks(&self) -> Option<(usize, std::sync::Arc<LastRuns>)> {
+        let runs = self.last_runs.clone()?;
+        Some((self.copy_size as usize, runs))
     }
 
     /// See [`crate::source::Source::copies_user_stacks`].
