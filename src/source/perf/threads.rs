@@ -133,12 +133,19 @@ fn occurrence(ev: &Event) -> Option<Occurrence> {
 /// Opens and enables a per-CPU `event` on `cpu` (`sched_waking`, or
 /// `sched_switch` in [`Wide`] mode) that keeps what `filter` names and
 /// writes into `owner`'s ring.
+///
+/// Opening a tracepoint event and setting its filter take the kernel's
+/// `event_mutex`, which a traced task's fork takes too, to inherit its
+/// events. Preempted while holding it (by that very task, on a CPU they
+/// share), the tool would make the fork wait for it: so the calling
+/// thread runs at real-time priority meanwhile, when it may.
 pub(super) fn open_filtered(
     event: &TaskEvent,
     cpu: u32,
     owner: &OwnedFd,
     filter: &str,
 ) -> Result<OwnedFd, OpenFailure> {
+    let _unpreempted = crate::sys::priority::raise(0).ok();
     let TaskEvent { what, attr, .. } = event;
     let fd = sys::open_tracepoint(attr, what, cpu)?;
     sys::set_output(fd.as_fd(), owner.as_fd())
