@@ -14,8 +14,32 @@
 //! any thread or process it starts from inheriting the policy.
 
 use std::io;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// Held by a brief raise ([`raise_briefly`]) for its whole length, and by
+/// [`OnDemand::behind`] around its raise: a raise for good, which another
+/// thread may make, never lands inside a brief one, whose end would undo
+/// it (and whose saved policy it would keep).
+static BRIEFLY: Mutex<()> = Mutex::new(());
+
+/// The calling thread at real-time priority for as long as this lives
+/// (when it may be raised), then as it was.
+pub(crate) struct Brief {
+    // Dropped first: the policy comes back while the lock is held.
+    _raised: Option<Raised>,
+    _held: MutexGuard<'static, ()>,
+}
+
+/// Raises the calling thread (see [`raise`]) until the [`Brief`] is
+/// dropped: for a short stretch it must not be preempted in.
+pub(crate) fn raise_briefly() -> Brief {
+    let held = BRIEFLY.lock().unwrap_or_else(|e| e.into_inner());
+    Brief {
+        _raised: raise(0).ok(),
+        _held: held,
+    }
+}
 
 /// A thread at real-time priority; its old policy comes back on drop.
 pub(crate) struct Raised {
@@ -107,6 +131,7 @@ impl OnDemand {
     pub(crate) fn behind(&self) {
         let mut raised = self.raised.lock().unwrap_or_else(|e| e.into_inner());
         if raised.is_none() {
+            let _briefly = BRIEFLY.lock().unwrap_or_else(|e| e.into_inner());
             *raised = Some((self.began.elapsed(), raise(self.tid)));
             for &tid in self
                 .helpers
@@ -171,6 +196,36 @@ mod tests {
             let child = std::thread::spawn(policy).join().expect("child thread");
             assert_eq!(child, libc::SCHED_OTHER, "a new thread starts normal");
             drop(raised);
+            assert_eq!(policy(), before);
+        })
+        .join()
+        .expect("test thread");
+    }
+
+    /// The watch raises the reader for good while the reader is briefly
+    /// raised: it waits for the brief raise to end, so that the end does
+    /// not undo it, and what comes back when the raise for good ends is
+    /// the reader's own policy.
+    #[test]
+    fn a_raise_for_good_waits_for_a_brief_one() {
+        if !crate::live_gate::live_allowed("a_raise_for_good_waits_for_a_brief_one") {
+            return;
+        }
+        std::thread::spawn(|| {
+            let before = policy();
+            let reader = std::sync::Arc::new(OnDemand::for_this_thread());
+            let brief = raise_briefly();
+            assert_eq!(policy() & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO);
+            let watch = {
+                let reader = reader.clone();
+                std::thread::spawn(move || reader.behind())
+            };
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(!watch.is_finished(), "the raise for good waited");
+            drop(brief);
+            watch.join().expect("the watch");
+            assert_eq!(policy() & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO);
+            drop(reader);
             assert_eq!(policy(), before);
         })
         .join()

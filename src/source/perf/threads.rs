@@ -145,7 +145,7 @@ pub(super) fn open_filtered(
     owner: &OwnedFd,
     filter: &str,
 ) -> Result<OwnedFd, OpenFailure> {
-    let _unpreempted = crate::sys::priority::raise(0).ok();
+    let _unpreempted = crate::sys::priority::raise_briefly();
     let TaskEvent { what, attr, .. } = event;
     let fd = sys::open_tracepoint(attr, what, cpu)?;
     sys::set_output(fd.as_fd(), owner.as_fd())
