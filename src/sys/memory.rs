@@ -240,6 +240,25 @@ mod tests {
         assert_eq!(cuts(u64::MAX - 8, 64), [(u64::MAX - 8, 8)]);
     }
 
+    /// A fresh private anonymous mapping of `pages` pages, readable and
+    /// writable, which the caller unmaps.
+    fn anonymous(pages: usize) -> *mut libc::c_void {
+        // SAFETY: a new mapping chosen by the kernel; nothing else refers
+        // to it.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                pages * page_size(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(map, libc::MAP_FAILED);
+        map
+    }
+
     #[test]
     fn a_maps_line_gives_its_range_only() {
         assert_eq!(
@@ -256,20 +275,8 @@ mod tests {
     #[test]
     fn a_stack_read_stays_in_its_mapping() {
         let page = page_size();
-        // SAFETY: a fresh private anonymous mapping of three pages, split
-        // by mprotect into two mappings (the third page read-only), and
-        // unmapped below; nothing else refers to it.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                3 * page,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(map, libc::MAP_FAILED);
+        // Split by mprotect into two mappings (the third page read-only).
+        let map = anonymous(3);
         let base = map as u64;
         // SAFETY: inside the mapping made above.
         unsafe {
@@ -294,19 +301,7 @@ mod tests {
     fn a_read_stops_at_the_first_unreadable_page() {
         let page = page_size();
         // Two pages, the second made unreadable.
-        // SAFETY: a fresh private anonymous mapping of two pages, unmapped
-        // below; nothing else refers to it.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                2 * page,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(map, libc::MAP_FAILED);
+        let map = anonymous(2);
         let base = map as u64;
         // SAFETY: the first page is ours and writable; the second is
         // inside the same mapping.
@@ -378,15 +373,7 @@ mod tests {
                 ioctls: 0,
             };
             assert_eq!(libc::ioctl(uffd, UFFDIO_API as _, &mut api), 0);
-            let map = libc::mmap(
-                std::ptr::null_mut(),
-                page,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            assert_ne!(map, libc::MAP_FAILED);
+            let map = anonymous(1);
             let mut reg = UffdioRegister {
                 start: map as u64,
                 len: page as u64,
