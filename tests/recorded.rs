@@ -33,6 +33,9 @@ fn perf_record(file: &Path, args: &[&str], command: &[&str]) -> Output {
     let out = Command::new("perf")
         .arg("record")
         .arg("-q")
+        // 4 MiB per CPU: perf's default rings can overflow while the other
+        // tests load the machine, and a lost record costs an interval.
+        .args(["-m", "1024"])
         .args(args)
         .arg("-o")
         .arg(file)
@@ -214,7 +217,7 @@ fn filters_apply_to_a_recording() {
         reader_total(&text(&by_tid.stdout)),
         20,
         10,
-        "",
+        &format!("{}\n{}", text(&by_tid.stderr), text(&by_tid.stdout)),
     );
 
     let min = run(&["-f", "-m", "5000", "-t", &reader_tid, "-i", file]);
