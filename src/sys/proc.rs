@@ -50,13 +50,48 @@ fn tgid_in(p: Process) -> Option<u32> {
     u32::try_from(p.status().ok()?.tgid).ok()
 }
 
-/// The process (TGID) and parent process (PPid) of task `pid`.
+/// The process (TGID) and parent process (PPid) of task `pid`. The reader
+/// of the rings asks this of every pid a forecast saw allocated, so only
+/// the head of `/proc/PID/status` is read and parsed ([`parse_owner`]).
 pub(crate) fn owner(pid: u32) -> Option<(u32, u32)> {
-    let status = task(pid)?.status().ok()?;
-    Some((
-        u32::try_from(status.tgid).ok()?,
-        u32::try_from(status.ppid).ok()?,
-    ))
+    use std::io::Read;
+    let mut file = std::fs::File::open(format!("/proc/{pid}/status")).ok()?;
+    let mut head = [0u8; STATUS_HEAD];
+    let mut len = 0;
+    while len < head.len() {
+        match file.read(&mut head[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    parse_owner(&head[..len])
+}
+
+/// How much of `/proc/PID/status` holds its `Tgid` and `PPid` lines: they
+/// follow `Name` (a comm of 16 bytes, at most 64 escaped), `Umask` and
+/// `State`.
+const STATUS_HEAD: usize = 512;
+
+/// `Tgid` and `PPid` from the head of a `status` file. Only whole lines
+/// count, so a number cut by the end of the head is never read short. The
+/// kernel escapes a newline in the comm, so a name cannot forge a line.
+fn parse_owner(head: &[u8]) -> Option<(u32, u32)> {
+    let whole = &head[..head.iter().rposition(|&b| b == b'\n')?];
+    let value = |line: &[u8], key: &[u8]| -> Option<u32> {
+        let v = line.strip_prefix(key)?;
+        std::str::from_utf8(v).ok()?.trim().parse().ok()
+    };
+    let mut tgid = None;
+    for line in whole.split(|&b| b == b'\n') {
+        if let Some(t) = value(line, b"Tgid:") {
+            tgid = Some(t);
+        } else if let Some(p) = value(line, b"PPid:") {
+            return Some((tgid?, p));
+        }
+    }
+    None
 }
 
 /// When process `pid` started (`starttime`, in clock ticks after boot)
@@ -186,6 +221,20 @@ mod tests {
         assert!(matches!(state, 'R' | 'S'), "{state}");
         assert_eq!(tgid(4_194_304), None);
         assert_eq!(start_and_state(4_194_304), None);
+    }
+
+    #[test]
+    fn the_owner_comes_from_whole_lines_of_the_status_head() {
+        let status = b"Name:\tTgid:\\t7\\nPPid:\\t8\nUmask:\t0022\nState:\tS (sleeping)\n\
+                       Tgid:\t4242\nNgid:\t0\nPid:\t4243\nPPid:\t17\nTracerPid:\t0\n";
+        assert_eq!(parse_owner(status), Some((4242, 17)));
+        // The PPid line cut short, or missing: no answer, never a wrong one.
+        let cut = status.iter().position(|&b| b == b'7').unwrap();
+        let at = status.windows(6).position(|w| w == b"PPid:\t").unwrap();
+        assert_eq!(parse_owner(&status[..at + 7]), None);
+        assert_eq!(parse_owner(&status[..cut]), None);
+        assert_eq!(parse_owner(b"PPid:\t1\nTgid:\t2\n"), None);
+        assert_eq!(parse_owner(b""), None);
     }
 
     #[test]

@@ -285,6 +285,10 @@ impl Nascent {
         }
         let mut unknown = Vec::new();
         for pid in forecast.allocated(last) {
+            // Its fork record, read already, made it a kept wakee.
+            if wakees.contains(pid) {
+                continue;
+            }
             match crate::sys::proc::owner(pid) {
                 Some((tgid, parent))
                     if wakees.contains(tgid) || (children && wakees.contains(parent)) =>
