@@ -429,20 +429,8 @@ impl PerfBackend {
             visit_cpus(&cpus, VISIT_TIMEOUT);
         }
         if self.enabled {
-            for c in &self.cpus {
-                for fd in &c.fds {
-                    if let Err(e) = sys::disable(fd.as_fd()) {
-                        first_err.get_or_insert(e.context(format!("disabling CPU {}", c.cpu)));
-                    }
-                }
-            }
-            let tasks = self.threads.iter().flat_map(|t| &t.tasks);
-            for (tid, cpus) in tasks {
-                for fd in cpus.iter().flat_map(TaskCpu::fds) {
-                    if let Err(e) = sys::disable(fd.as_fd()) {
-                        first_err.get_or_insert(e.context(format!("disabling thread {tid}")));
-                    }
-                }
+            if let Err(e) = self.disable_reading() {
+                first_err.get_or_insert(e);
             }
             self.enabled = false;
         }
@@ -460,6 +448,52 @@ impl PerfBackend {
         match first_err {
             Some(e) => Err(e),
             None => Ok(()),
+        }
+    }
+
+    /// Disables every event, reading the rings meanwhile: disabling an
+    /// inherited event disables each thread's copy of it in turn, which
+    /// takes a quarter of a second for thousands of busy threads, and they
+    /// write on until then. The disabling runs on a thread of its own,
+    /// raised as the visits are (see [`visit`]), on copies of the
+    /// descriptors.
+    fn disable_reading(&mut self) -> Result<()> {
+        let mut fds: Vec<(String, std::os::fd::OwnedFd)> = Vec::new();
+        for c in &self.cpus {
+            for fd in &c.fds {
+                let copy = fd.try_clone().context("copying an event's descriptor")?;
+                fds.push((format!("CPU {}", c.cpu), copy));
+            }
+        }
+        let tasks = self.threads.iter().flat_map(|t| &t.tasks);
+        for (tid, cpus) in tasks {
+            for fd in cpus.iter().flat_map(TaskCpu::fds) {
+                let copy = fd.try_clone().context("copying an event's descriptor")?;
+                fds.push((format!("thread {tid}"), copy));
+            }
+        }
+        let (done, disabled) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("offwake-disable".to_string())
+            .spawn(move || {
+                let mut first_err = None;
+                for (what, fd) in &fds {
+                    if let Err(e) = sys::disable(fd.as_fd()) {
+                        first_err.get_or_insert(e.context(format!("disabling {what}")));
+                    }
+                }
+                let _ = done.send(first_err);
+            })
+            .context("starting the thread that disables the events")?;
+        visit::raise_spawned(&spawned);
+        loop {
+            match disabled.recv_timeout(Duration::from_millis(2)) {
+                Ok(first_err) => return first_err.map_or(Ok(()), Err),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => self.read_all(),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    anyhow::bail!("the thread that disables the events failed")
+                }
+            }
         }
     }
 

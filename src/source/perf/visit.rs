@@ -18,16 +18,12 @@ pub(crate) fn visit_cpus(cpus: &[u32], within: Duration) -> bool {
     use nix::sched::{CpuSet, sched_setaffinity};
     use nix::unistd::Pid;
 
+    let param = top_priority();
     let cpus = cpus.to_vec();
     let (done, visited) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name("offwake-visit".to_string())
         .spawn(move || {
-            // SAFETY: plain syscall with no pointer arguments.
-            let top = unsafe { libc::sched_get_priority_max(libc::SCHED_FIFO) };
-            let param = libc::sched_param {
-                sched_priority: top.max(1),
-            };
             // SAFETY: sched_setscheduler on the calling thread (pid 0)
             // with a valid sched_param that outlives the call; failing
             // (no CAP_SYS_NICE) leaves the thread as it was.
@@ -41,5 +37,30 @@ pub(crate) fn visit_cpus(cpus: &[u32], within: Duration) -> bool {
             }
             let _ = done.send(());
         });
+    if let Ok(thread) = &spawned {
+        raise_spawned(thread);
+    }
     spawned.is_ok() && visited.recv_timeout(within).is_ok()
+}
+
+/// `SCHED_FIFO` at its highest priority.
+fn top_priority() -> libc::sched_param {
+    // SAFETY: plain syscall with no pointer arguments.
+    let top = unsafe { libc::sched_get_priority_max(libc::SCHED_FIFO) };
+    libc::sched_param {
+        sched_priority: top.max(1),
+    }
+}
+
+/// Gives a thread just spawned the highest real-time priority, where that
+/// is allowed, before it first runs: among thousands of runnable threads a
+/// normal one can wait a quarter of a second for a CPU, while tracing
+/// waits for it to end.
+pub(super) fn raise_spawned<T>(thread: &std::thread::JoinHandle<T>) {
+    use std::os::unix::thread::JoinHandleExt;
+    let param = top_priority();
+    // SAFETY: the handle's thread has not been joined or detached, so its
+    // pthread_t is valid; the sched_param outlives the call. Failing (no
+    // CAP_SYS_NICE) leaves the thread as it was.
+    unsafe { libc::pthread_setschedparam(thread.as_pthread_t(), libc::SCHED_FIFO, &param) };
 }
