@@ -158,7 +158,7 @@ fn trace(
     sink.squeeze(source.copy_budget());
     // Raised when the reader falls behind, until the rings are drained.
     let priority = Arc::new(OnDemand::for_this_thread());
-    priority.with_helper(sink.tid);
+    priority.with_helper(sink.priority.clone());
     source.watch(&priority)?;
     let (child_status, span) =
         read_events(&plan, &mut source, child.as_mut(), &mut sink, &priority)?;

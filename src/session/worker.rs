@@ -50,13 +50,11 @@ enum Message {
 /// The reader's side: an [`EventSink`] that queues events for the stages'
 /// thread.
 pub(super) struct StageThread {
-    /// The thread's id, to favour it (see [`crate::sys::priority`]).
-    pub(super) tid: libc::pid_t,
-    /// Whether the copies are squeezed, and the thread's real-time
-    /// priority meanwhile, if it could be had. Dropped before `queue`,
-    /// whose end ends the thread: its id is not another's yet.
+    /// The thread's priority, raised with the reader's and while the
+    /// copies are squeezed (see [`crate::sys::priority`]).
+    pub(super) priority: Arc<priority::Helper>,
+    /// Whether the copies are squeezed.
     squeezed: bool,
-    raised: Option<priority::Raised>,
     batch: Vec<Event>,
     queue: Option<SyncSender<Message>>,
     thread: Option<JoinHandle<Option<Staged>>>,
@@ -99,7 +97,7 @@ impl StageThread {
             .recv()
             .context("starting the thread that unwinds and aggregates")?;
         Ok(StageThread {
-            tid,
+            priority: Arc::new(priority::Helper::new(tid)),
             batch: Vec::with_capacity(BATCH),
             queue: Some(queue),
             thread: Some(thread),
@@ -107,7 +105,6 @@ impl StageThread {
             held: VecDeque::new(),
             copies: None,
             squeezed: false,
-            raised: None,
         })
     }
 
@@ -141,10 +138,7 @@ impl StageThread {
                 copies.squeeze(squeezed);
                 if squeezed != self.squeezed {
                     self.squeezed = squeezed;
-                    self.raised = None;
-                    if squeezed {
-                        self.raised = priority::raise(self.tid).ok();
-                    }
+                    self.priority.behind(squeezed);
                 }
             }
             self.held.push_back(batch);
@@ -188,7 +182,7 @@ impl StageThread {
         self.flush();
         self.hand_over(true);
         // While the thread is alive: its id is not another's yet.
-        self.raised = None;
+        self.priority.lower();
         self.queue = None;
         let thread = self.thread.take().context("the stages ended twice")?;
         thread

@@ -1,6 +1,6 @@
 //! The priorities of the threads that keep up with the kernel while
-//! tracing, once the reader falls behind: its real-time one, and the
-//! highest normal one for the stages' thread behind it.
+//! tracing, once the reader falls behind: real-time, for the reader and
+//! for the stages' thread behind it.
 //!
 //! A burst of context switches (thousands of threads waking on one timer)
 //! fills the kernel's rings in milliseconds, and the thread that empties
@@ -78,28 +78,76 @@ pub(crate) fn raise(tid: libc::pid_t) -> Result<Raised, NotRaised> {
     Ok(Raised { tid, policy, param })
 }
 
-/// Gives thread `tid` of this process (0: the calling one) the highest
-/// normal priority (nice -20) for the rest of its life: it then gets most
-/// of a CPU that the threads it traces keep busy. Needs `CAP_SYS_NICE` or
-/// a `RLIMIT_NICE` that allows it.
-pub(crate) fn favour(tid: libc::pid_t) -> Result<(), NotRaised> {
-    // SAFETY: setpriority takes no pointer; PRIO_PROCESS with a thread id
-    // is that thread on Linux.
-    if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, -20) } < 0 {
-        return Err(NotRaised(io::Error::last_os_error()));
+/// A thread that works behind the reader (the stages'), real-time while the
+/// reader is, or while it is far behind the reader itself. At a normal
+/// priority among thousands of busy threads it was preempted for tens of
+/// milliseconds at a time, and so was the reader then, waiting for a lock
+/// it held: glibc's malloc arena lock, which freeing the reader's stack
+/// copies takes. Without `CAP_SYS_NICE`, it is left as it is.
+pub(crate) struct Helper {
+    tid: libc::pid_t,
+    state: Mutex<HelperState>,
+}
+
+#[derive(Default)]
+struct HelperState {
+    /// The reader is raised.
+    for_reader: bool,
+    /// The helper is far behind.
+    behind: bool,
+    /// Its old policy, while raised.
+    raised: Option<Raised>,
+}
+
+impl Helper {
+    /// Thread `tid` of this process, not raised yet.
+    pub(crate) fn new(tid: libc::pid_t) -> Helper {
+        Helper {
+            tid,
+            state: Mutex::new(HelperState::default()),
+        }
     }
-    Ok(())
+
+    /// Raised from now on, with the reader.
+    pub(crate) fn with_reader(&self) {
+        self.set(|s| s.for_reader = true);
+    }
+
+    /// Raised while `behind`, or while the reader is.
+    pub(crate) fn behind(&self, behind: bool) {
+        self.set(|s| s.behind = behind);
+    }
+
+    /// Back to its old policy for good: called while the thread still
+    /// lives, so that its id is not another's yet.
+    pub(crate) fn lower(&self) {
+        self.set(|s| {
+            s.for_reader = false;
+            s.behind = false;
+        });
+    }
+
+    fn set(&self, change: impl FnOnce(&mut HelperState)) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        change(&mut state);
+        let wanted = state.for_reader || state.behind;
+        if wanted && state.raised.is_none() {
+            state.raised = raise(self.tid).ok();
+        } else if !wanted {
+            state.raised = None;
+        }
+    }
 }
 
 /// The reader's priority: raised the first time it falls behind, by the
 /// reader or by a thread that watches the rings, and kept so until it is
 /// dropped, after the rings are drained. The threads that work behind the
-/// reader are favoured then too.
+/// reader are raised then too ([`Helper`]).
 pub(crate) struct OnDemand {
     /// The reader.
     tid: libc::pid_t,
-    /// Threads favoured with it ([`favour`]).
-    helpers: Mutex<Vec<libc::pid_t>>,
+    /// Threads raised with it.
+    helpers: Mutex<Vec<std::sync::Arc<Helper>>>,
     /// When tracing began.
     began: Instant,
     /// When, in the trace, it was raised or refused, and which.
@@ -117,29 +165,28 @@ impl OnDemand {
         }
     }
 
-    /// Has thread `tid`, which works behind the reader, favoured when the
-    /// reader is raised.
-    pub(crate) fn with_helper(&self, tid: libc::pid_t) {
+    /// Has `helper`, which works behind the reader, raised with it.
+    pub(crate) fn with_helper(&self, helper: std::sync::Arc<Helper>) {
         self.helpers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(tid);
+            .push(helper);
     }
 
-    /// Raises the reader's priority, and favours its helpers, unless that
-    /// was done or refused already.
+    /// Raises the reader's priority, and its helpers', unless that was
+    /// done or refused already.
     pub(crate) fn behind(&self) {
         let mut raised = self.raised.lock().unwrap_or_else(|e| e.into_inner());
         if raised.is_none() {
             let _briefly = BRIEFLY.lock().unwrap_or_else(|e| e.into_inner());
             *raised = Some((self.began.elapsed(), raise(self.tid)));
-            for &tid in self
+            for helper in self
                 .helpers
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .iter()
             {
-                let _ = favour(tid);
+                helper.with_reader();
             }
         }
     }
@@ -255,23 +302,26 @@ mod tests {
         }
         std::thread::spawn(|| {
             let p = std::sync::Arc::new(OnDemand::for_this_thread());
-            // A helper, favoured with the reader.
+            // A helper, raised with the reader.
             let (tid_tx, tid_rx) = std::sync::mpsc::channel();
             let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
             let helper = std::thread::spawn(move || {
                 tid_tx.send(nix::unistd::gettid().as_raw()).expect("send");
                 let _ = done_rx.recv();
-                // SAFETY: getpriority takes no pointer.
-                unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+                policy() & !libc::SCHED_RESET_ON_FORK
             });
-            p.with_helper(tid_rx.recv().expect("helper's tid"));
+            let raised_helper = std::sync::Arc::new(Helper::new(tid_rx.recv().expect("tid")));
+            p.with_helper(raised_helper.clone());
             // Raised by another thread, as the watch on the rings does.
             let other = p.clone();
             std::thread::spawn(move || other.behind())
                 .join()
                 .expect("raising thread");
+            // Far behind and caught up again: still raised with the reader.
+            raised_helper.behind(true);
+            raised_helper.behind(false);
             drop(done_tx);
-            assert_eq!(helper.join().expect("helper"), -20);
+            assert_eq!(helper.join().expect("helper"), libc::SCHED_FIFO);
             assert_eq!(policy() & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO);
             assert!(
                 p.note(0)
@@ -283,22 +333,5 @@ mod tests {
         })
         .join()
         .expect("test thread");
-    }
-
-    #[test]
-    fn favoured_is_nice_minus_twenty_for_that_thread_only() {
-        if !crate::live_gate::live_allowed("favoured_is_nice_minus_twenty_for_that_thread_only") {
-            return;
-        }
-        // SAFETY: getpriority takes no pointer.
-        let nice = || unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
-        let before = nice();
-        std::thread::spawn(move || {
-            favour(0).expect("root can favour a thread");
-            assert_eq!(nice(), -20);
-        })
-        .join()
-        .expect("test thread");
-        assert_eq!(nice(), before, "other threads keep their nice");
     }
 }
