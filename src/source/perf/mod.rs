@@ -456,45 +456,61 @@ impl PerfBackend {
     /// takes a quarter of a second for thousands of busy threads, and they
     /// write on until then. The disabling runs on a thread of its own,
     /// raised as the visits are (see [`visit`]), on copies of the
-    /// descriptors.
+    /// descriptors; without either (out of descriptors or threads), here.
     fn disable_reading(&mut self) -> Result<()> {
-        let mut fds: Vec<(String, std::os::fd::OwnedFd)> = Vec::new();
-        for c in &self.cpus {
-            for fd in &c.fds {
-                let copy = fd.try_clone().context("copying an event's descriptor")?;
-                fds.push((format!("CPU {}", c.cpu), copy));
-            }
-        }
-        let tasks = self.threads.iter().flat_map(|t| &t.tasks);
-        for (tid, cpus) in tasks {
-            for fd in cpus.iter().flat_map(TaskCpu::fds) {
-                let copy = fd.try_clone().context("copying an event's descriptor")?;
-                fds.push((format!("thread {tid}"), copy));
-            }
-        }
+        let copies: Option<Vec<(String, std::os::fd::OwnedFd)>> = self
+            .event_fds()
+            .into_iter()
+            .map(|(what, fd)| Some((what, fd.try_clone_to_owned().ok()?)))
+            .collect();
+        let Some(copies) = copies else {
+            return disable_all(&self.event_fds());
+        };
         let (done, disabled) = std::sync::mpsc::channel();
         let spawned = std::thread::Builder::new()
             .name("offwake-disable".to_string())
             .spawn(move || {
-                let mut first_err = None;
-                for (what, fd) in &fds {
-                    if let Err(e) = sys::disable(fd.as_fd()) {
-                        first_err.get_or_insert(e.context(format!("disabling {what}")));
-                    }
-                }
-                let _ = done.send(first_err);
-            })
-            .context("starting the thread that disables the events")?;
-        visit::raise_spawned(&spawned);
+                let fds: Vec<_> = copies
+                    .iter()
+                    .map(|(w, fd)| (w.clone(), fd.as_fd()))
+                    .collect();
+                let _ = done.send(disable_all(&fds));
+            });
+        let Ok(thread) = spawned else {
+            return disable_all(&self.event_fds());
+        };
+        visit::raise_spawned(&thread);
         loop {
             match disabled.recv_timeout(Duration::from_millis(2)) {
-                Ok(first_err) => return first_err.map_or(Ok(()), Err),
+                Ok(result) => return result,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => self.read_all(),
+                // It died before it was done.
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    anyhow::bail!("the thread that disables the events failed")
+                    return disable_all(&self.event_fds());
                 }
             }
         }
+    }
+
+    /// Every event's descriptor, with whose it is.
+    fn event_fds(&self) -> Vec<(String, BorrowedFd<'_>)> {
+        let mut fds = Vec::new();
+        for c in &self.cpus {
+            fds.extend(
+                c.fds
+                    .iter()
+                    .map(|fd| (format!("CPU {}", c.cpu), fd.as_fd())),
+            );
+        }
+        for (tid, cpus) in self.threads.iter().flat_map(|t| &t.tasks) {
+            let what = format!("thread {tid}");
+            fds.extend(
+                cpus.iter()
+                    .flat_map(TaskCpu::fds)
+                    .map(|fd| (what.clone(), fd.as_fd())),
+            );
+        }
+        fds
     }
 
     pub(crate) fn stats(&self) -> SourceStats {
@@ -626,6 +642,17 @@ impl Drop for PerfBackend {
             }
         }
     }
+}
+
+/// Disables each of `fds`; the first failure, after trying them all.
+fn disable_all(fds: &[(String, BorrowedFd<'_>)]) -> Result<()> {
+    let mut first_err = None;
+    for (what, fd) in fds {
+        if let Err(e) = sys::disable(*fd) {
+            first_err.get_or_insert(e.context(format!("disabling {what}")));
+        }
+    }
+    first_err.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]
