@@ -193,6 +193,14 @@ impl StageThread {
     }
 }
 
+impl Drop for StageThread {
+    /// Its priority back while the thread lives (the queue, dropped after
+    /// this, ends it), also when the run ends early.
+    fn drop(&mut self) {
+        self.priority.lower();
+    }
+}
+
 impl EventSink for StageThread {
     fn event(&mut self, event: Event) {
         self.batch.push(event);

@@ -455,8 +455,8 @@ impl PerfBackend {
     /// inherited event disables each thread's copy of it in turn, which
     /// takes a quarter of a second for thousands of busy threads, and they
     /// write on until then. The disabling runs on a thread of its own,
-    /// raised as the visits are (see [`visit`]), on copies of the
-    /// descriptors; without either (out of descriptors or threads), here.
+    /// real-time from its start, on copies of the descriptors; without
+    /// either (out of descriptors or threads), here.
     fn disable_reading(&mut self) -> Result<()> {
         let copies: Option<Vec<(String, std::os::fd::OwnedFd)>> = self
             .event_fds()
@@ -479,7 +479,10 @@ impl PerfBackend {
         let Ok(thread) = spawned else {
             return disable_all(&self.event_fds());
         };
-        visit::raise_spawned(&thread);
+        // The lowest real-time priority, as the reader's when raised: it
+        // may take a quarter of a second, which no real-time work of the
+        // machine's should wait for.
+        visit::raise_spawned(&thread, libc::sched_param { sched_priority: 1 });
         loop {
             match disabled.recv_timeout(Duration::from_millis(2)) {
                 Ok(result) => return result,

@@ -38,7 +38,7 @@ pub(crate) fn visit_cpus(cpus: &[u32], within: Duration) -> bool {
             let _ = done.send(());
         });
     if let Ok(thread) = &spawned {
-        raise_spawned(thread);
+        raise_spawned(thread, param);
     }
     spawned.is_ok() && visited.recv_timeout(within).is_ok()
 }
@@ -52,13 +52,12 @@ fn top_priority() -> libc::sched_param {
     }
 }
 
-/// Gives a thread just spawned the highest real-time priority, where that
-/// is allowed, before it first runs: among thousands of runnable threads a
+/// Gives a thread just spawned `SCHED_FIFO` at `param`, where that is
+/// allowed, before it first runs: among thousands of runnable threads a
 /// normal one can wait a quarter of a second for a CPU, while tracing
 /// waits for it to end.
-pub(super) fn raise_spawned<T>(thread: &std::thread::JoinHandle<T>) {
+pub(super) fn raise_spawned<T>(thread: &std::thread::JoinHandle<T>, param: libc::sched_param) {
     use std::os::unix::thread::JoinHandleExt;
-    let param = top_priority();
     // SAFETY: the handle's thread has not been joined or detached, so its
     // pthread_t is valid; the sched_param outlives the call. Failing (no
     // CAP_SYS_NICE) leaves the thread as it was.
