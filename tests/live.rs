@@ -770,3 +770,71 @@ fn report_to_a_file() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The CPUs of a `Cpus_allowed_list` ("0-2,5").
+fn cpu_list(list: &str) -> Vec<u32> {
+    let mut cpus = Vec::new();
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        cpus.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap());
+    }
+    cpus
+}
+
+/// The CPUs thread `tid` of process `pid` may run on, and its comm.
+fn allowed(pid: u32, tid: u32) -> Option<(String, Vec<u32>)> {
+    let task = format!("/proc/{pid}/task/{tid}");
+    let comm = std::fs::read_to_string(format!("{task}/comm")).ok()?;
+    let status = std::fs::read_to_string(format!("{task}/status")).ok()?;
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+    Some((comm.trim().to_string(), cpu_list(list)))
+}
+
+/// Under `-- taskset -c 0 COMMAND`, the reader (the main thread) and the
+/// stages' thread move off CPU 0, where the kernel would otherwise often
+/// wake them next to the command whose samples woke them.
+#[test]
+fn the_tools_threads_keep_off_a_pinned_commands_cpu() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let _cpu = shared();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(cpus >= 2, "this test needs two CPUs, and has {cpus}");
+    let mut run = tool()
+        .args(["-f", "--", "taskset", "-c", "0", "sleep", "1.5"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("running offwake-perf");
+    let pid = run.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(1200);
+    let mut seen: Vec<(u32, (String, Vec<u32>))>;
+    let moved = loop {
+        seen = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                    .filter_map(|tid| Some((tid, allowed(pid, tid)?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let off_0 = |keep: &dyn Fn(u32, &str) -> bool| {
+            seen.iter()
+                .filter(|(tid, (comm, _))| keep(*tid, comm))
+                .any(|(_, (_, cpus))| !cpus.is_empty() && !cpus.contains(&0))
+        };
+        let reader = off_0(&|tid, _| tid == pid);
+        let stages = off_0(&|_, comm| comm == "offwake-stages");
+        if (reader && stages) || std::time::Instant::now() > deadline {
+            break reader && stages;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let status = run.wait().expect("waiting for offwake-perf");
+    assert!(status.success(), "{status}");
+    assert!(moved, "the reader and the stages stayed on CPU 0: {seen:?}");
+}
