@@ -771,25 +771,12 @@ fn report_to_a_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The CPUs of a `Cpus_allowed_list` ("0-2,5").
-fn cpu_list(list: &str) -> Vec<u32> {
-    let mut cpus = Vec::new();
-    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        cpus.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap());
-    }
-    cpus
-}
-
-/// The CPUs thread `tid` of process `pid` may run on, and its comm.
-fn allowed(pid: u32, tid: u32) -> Option<(String, Vec<u32>)> {
-    let task = format!("/proc/{pid}/task/{tid}");
-    let comm = std::fs::read_to_string(format!("{task}/comm")).ok()?;
-    let status = std::fs::read_to_string(format!("{task}/status")).ok()?;
-    let list = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
-    Some((comm.trim().to_string(), cpu_list(list)))
+/// Thread `tid`'s comm, and whether its affinity leaves out CPU 0.
+fn off_cpu_0(pid: u32, tid: u32) -> Option<(String, bool)> {
+    use nix::sched::sched_getaffinity;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+    let cpus = sched_getaffinity(nix::unistd::Pid::from_raw(tid as i32)).ok()?;
+    Some((comm.trim().to_string(), !cpus.is_set(0).ok()?))
 }
 
 /// Under `-- taskset -c 0 COMMAND`, the reader (the main thread) and the
@@ -812,20 +799,20 @@ fn the_tools_threads_keep_off_a_pinned_commands_cpu() {
         .expect("running offwake-perf");
     let pid = run.id();
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(1200);
-    let mut seen: Vec<(u32, (String, Vec<u32>))>;
+    let mut seen: Vec<(u32, (String, bool))>;
     let moved = loop {
         seen = std::fs::read_dir(format!("/proc/{pid}/task"))
             .map(|d| {
                 d.flatten()
                     .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-                    .filter_map(|tid| Some((tid, allowed(pid, tid)?)))
+                    .filter_map(|tid| Some((tid, off_cpu_0(pid, tid)?)))
                     .collect()
             })
             .unwrap_or_default();
         let off_0 = |keep: &dyn Fn(u32, &str) -> bool| {
             seen.iter()
                 .filter(|(tid, (comm, _))| keep(*tid, comm))
-                .any(|(_, (_, cpus))| !cpus.is_empty() && !cpus.contains(&0))
+                .any(|(_, (_, off))| *off)
         };
         let reader = off_0(&|tid, _| tid == pid);
         let stages = off_0(&|_, comm| comm == "offwake-stages");
