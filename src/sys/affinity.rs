@@ -75,9 +75,7 @@ impl KeepOff {
         }
         self.applied = Some(allowed);
     }
-}
 
-impl KeepOff {
     /// Lets the tool's threads run wherever they could at the start.
     pub(crate) fn release(self) {
         if self.applied.is_some_and(|a| a != self.base) {

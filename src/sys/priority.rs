@@ -78,6 +78,21 @@ pub(crate) fn raise(tid: libc::pid_t) -> Result<Raised, NotRaised> {
     Ok(Raised { tid, policy, param })
 }
 
+/// Gives a thread just spawned `SCHED_FIFO` at `priority`, where that is
+/// allowed, before it first runs: among thousands of runnable threads a
+/// normal one can wait a quarter of a second for a CPU, while tracing
+/// waits for it to end.
+pub(crate) fn raise_spawned<T>(thread: &std::thread::JoinHandle<T>, priority: libc::c_int) {
+    use std::os::unix::thread::JoinHandleExt;
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: the handle's thread has not been joined or detached, so its
+    // pthread_t is valid; the sched_param outlives the call. Failing (no
+    // CAP_SYS_NICE) leaves the thread as it was.
+    unsafe { libc::pthread_setschedparam(thread.as_pthread_t(), libc::SCHED_FIFO, &param) };
+}
+
 /// A thread that works behind the reader (the stages'), real-time while the
 /// reader is, or while it is far behind the reader itself. At a normal
 /// priority among thousands of busy threads it was preempted for tens of

@@ -55,24 +55,16 @@ fn tgid_in(p: Process) -> Option<u32> {
 /// the head of `/proc/PID/status` is read and parsed ([`parse_owner`]).
 pub(crate) fn owner(pid: u32) -> Option<(u32, u32)> {
     use std::io::Read;
-    let mut file = std::fs::File::open(format!("/proc/{pid}/status")).ok()?;
-    let mut head = [0u8; STATUS_HEAD];
-    let mut len = 0;
-    while len < head.len() {
-        match file.read(&mut head[len..]) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
-    parse_owner(&head[..len])
+    let file = std::fs::File::open(format!("/proc/{pid}/status")).ok()?;
+    let mut head = Vec::with_capacity(STATUS_HEAD as usize);
+    file.take(STATUS_HEAD).read_to_end(&mut head).ok()?;
+    parse_owner(&head)
 }
 
 /// How much of `/proc/PID/status` holds its `Tgid` and `PPid` lines: they
 /// follow `Name` (a comm of 16 bytes, at most 64 escaped), `Umask` and
 /// `State`.
-const STATUS_HEAD: usize = 512;
+const STATUS_HEAD: u64 = 512;
 
 /// `Tgid` and `PPid` from the head of a `status` file. Only whole lines
 /// count, so a number cut by the end of the head is never read short. The

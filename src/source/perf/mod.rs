@@ -482,7 +482,7 @@ impl PerfBackend {
         // The lowest real-time priority, as the reader's when raised: it
         // may take a quarter of a second, which no real-time work of the
         // machine's should wait for.
-        visit::raise_spawned(&thread, libc::sched_param { sched_priority: 1 });
+        crate::sys::priority::raise_spawned(&thread, 1);
         loop {
             match disabled.recv_timeout(Duration::from_millis(2)) {
                 Ok(result) => return result,

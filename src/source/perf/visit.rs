@@ -38,7 +38,7 @@ pub(crate) fn visit_cpus(cpus: &[u32], within: Duration) -> bool {
             let _ = done.send(());
         });
     if let Ok(thread) = &spawned {
-        raise_spawned(thread, param);
+        crate::sys::priority::raise_spawned(thread, param.sched_priority);
     }
     spawned.is_ok() && visited.recv_timeout(within).is_ok()
 }
@@ -50,16 +50,4 @@ fn top_priority() -> libc::sched_param {
     libc::sched_param {
         sched_priority: top.max(1),
     }
-}
-
-/// Gives a thread just spawned `SCHED_FIFO` at `param`, where that is
-/// allowed, before it first runs: among thousands of runnable threads a
-/// normal one can wait a quarter of a second for a CPU, while tracing
-/// waits for it to end.
-pub(super) fn raise_spawned<T>(thread: &std::thread::JoinHandle<T>, param: libc::sched_param) {
-    use std::os::unix::thread::JoinHandleExt;
-    // SAFETY: the handle's thread has not been joined or detached, so its
-    // pthread_t is valid; the sched_param outlives the call. Failing (no
-    // CAP_SYS_NICE) leaves the thread as it was.
-    unsafe { libc::pthread_setschedparam(thread.as_pthread_t(), libc::SCHED_FIFO, &param) };
 }
