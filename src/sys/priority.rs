@@ -123,11 +123,6 @@ impl Helper {
         }
     }
 
-    /// The thread's id.
-    pub(crate) fn tid(&self) -> libc::pid_t {
-        self.tid
-    }
-
     /// Raised from now on, with the reader.
     pub(crate) fn with_reader(&self) {
         self.set(|s| s.for_reader = true);
@@ -209,12 +204,6 @@ impl OnDemand {
                 helper.with_reader();
             }
         }
-    }
-
-    /// Whether the reader was raised.
-    pub(crate) fn is_raised(&self) -> bool {
-        let raised = self.raised.lock().unwrap_or_else(|e| e.into_inner());
-        raised.as_ref().is_some_and(|(_, r)| r.is_ok())
     }
 
     /// What the run says of it: when it was raised, or, if records were
