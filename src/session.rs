@@ -23,10 +23,11 @@ use crate::aggregate;
 use crate::cli::Cli;
 use crate::command;
 use crate::kallsyms::Preload;
-use crate::plan::Plan;
+use crate::plan::{Plan, Targets};
 use crate::report::{self, Output, ReportOptions, Span};
 use crate::source::Source;
 use crate::symbolize::ProcessMaps;
+use crate::sys::affinity::KeepOff;
 use crate::sys::priority::OnDemand;
 use crate::timing;
 
@@ -236,6 +237,10 @@ fn read_events(
     let mut child_status = None;
     // The command's end wakes the loop at once.
     let exit_watch = child.as_deref().and_then(command::exit_watch);
+    // Once real-time, the reader and the stages keep off the CPUs of
+    // pinned targets.
+    let ours = vec![nix::unistd::gettid().as_raw(), sink.priority.tid()];
+    let mut keep_off = live_targets(plan, child.as_deref()).and_then(|t| KeepOff::new(t, ours));
     // Reading a large recording takes a while: say how far it is.
     let mut reading = Progress::new("records read", 0);
     let (started, began) = (SystemTime::now(), Instant::now());
@@ -263,6 +268,11 @@ fn read_events(
         if source.fell_behind() {
             priority.behind();
         }
+        if priority.is_raised()
+            && let Some(k) = keep_off.as_mut()
+        {
+            k.tick();
+        }
         if plan.input.is_some() {
             reading.at(source.stats().records as usize, 0);
         }
@@ -273,6 +283,21 @@ fn read_events(
         duration: began.elapsed(),
     });
     Ok((child_status, span))
+}
+
+/// The processes or threads traced live whose affinity the tool's threads
+/// keep off (see [`KeepOff`]): `-p`'s, `-t`'s or the command's.
+fn live_targets(plan: &Plan, child: Option<&Child>) -> Option<Vec<u32>> {
+    if plan.input.is_some() {
+        return None;
+    }
+    match (&plan.targets, child) {
+        (_, Some(c)) => Some(vec![c.id()]),
+        (Targets::Processes(ids) | Targets::Threads(ids), None) => {
+            Some(ids.iter().copied().collect())
+        }
+        _ => None,
+    }
 }
 
 /// Symbolizes and writes the report, then the command's status and the

@@ -770,3 +770,87 @@ fn report_to_a_file() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Thread `tid` of `pid`: its name, whether its affinity leaves out CPU 0,
+/// and its real-time priority (0 when it is a normal thread).
+fn placed(pid: u32, tid: u32) -> Option<(String, bool, i32)> {
+    use nix::sched::sched_getaffinity;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+    let cpus = sched_getaffinity(nix::unistd::Pid::from_raw(tid as i32)).ok()?;
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_getparam writes one sched_param, which outlives the call.
+    if unsafe { libc::sched_getparam(tid as libc::pid_t, &mut param) } < 0 {
+        return None;
+    }
+    Some((comm.trim().to_string(), !cpus.is_set(0).ok()?, param.sched_priority))
+}
+
+/// Under `-- taskset -c 0 COMMAND`, once the reader falls behind (the tool
+/// is stopped while the command fills its small rings) and runs real-time,
+/// the reader (the main thread) and the stages' thread move off CPU 0,
+/// where the kernel would keep waking them ahead of the command; the
+/// reader one priority above the stages, which now share its CPU.
+#[test]
+fn raised_threads_keep_off_a_pinned_commands_cpu() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let _cpu = shared();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(cpus >= 2, "this test needs two CPUs, and has {cpus}");
+    let pipewake = workload("pipewake");
+    let pipewake = pipewake.to_str().expect("a UTF-8 path");
+    let run = tool()
+        .args(["-f", "--mmap-pages", "64", "--", "taskset", "-c", "0"])
+        .args([pipewake, "1500", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running offwake-perf");
+    let pid = run.id();
+    let signal = |sig| {
+        // SAFETY: kill has no memory effects; the tool is our child, not
+        // yet reaped, so `pid` is still its.
+        let rc = unsafe { libc::kill(pid as libc::pid_t, sig) };
+        assert_eq!(rc, 0, "signal {sig} to the tool");
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    signal(libc::SIGSTOP);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    signal(libc::SIGCONT);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(800);
+    let mut seen: Vec<(u32, (String, bool, i32))>;
+    let (reader, stages) = loop {
+        seen = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                    .filter_map(|tid| Some((tid, placed(pid, tid)?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let find = |keep: &dyn Fn(u32, &str) -> bool| {
+            seen.iter()
+                .find(|(tid, (comm, _, _))| keep(*tid, comm))
+                .map(|(_, (_, off, prio))| (*off, *prio))
+        };
+        let reader = find(&|tid, _| tid == pid);
+        let stages = find(&|_, comm| comm == "offwake-stages");
+        let moved = reader.is_some_and(|r| r.0) && stages.is_some_and(|s| s.0);
+        if moved || std::time::Instant::now() > deadline {
+            break (reader, stages);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let out = run.wait_with_output().expect("waiting for offwake-perf");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    assert!(
+        stderr.contains("the reader ran at real-time priority"),
+        "the reader was not raised: {stderr}"
+    );
+    let context = format!("{seen:?}\n{stderr}");
+    assert_eq!(reader, Some((true, 2)), "the reader: {context}");
+    assert_eq!(stages, Some((true, 1)), "the stages: {context}");
+}

@@ -3,9 +3,11 @@
 //! clock and sysctls ([`host`]); facts from `/proc` ([`proc`]); what a
 //! forked child closes first ([`child`]); which tasks are this process's
 //! own ([`own`]); the cgroups of `--cgroup`, and which cgroup a task is in
-//! ([`cgroup`]); the reader's real-time priority ([`priority`]); bounded
-//! reads of a traced thread's stack ([`memory`]).
+//! ([`cgroup`]); the reader's real-time priority ([`priority`]) and where
+//! the tool's threads run ([`affinity`]); bounded reads of a traced
+//! thread's stack ([`memory`]).
 
+pub(crate) mod affinity;
 pub(crate) mod cache;
 pub(crate) mod cgroup;
 pub(crate) mod child;

@@ -10,8 +10,9 @@
 //! changes is when it is done. But a real-time thread wakes on the CPU it
 //! last ran on, even a busy one with another idle, so the reader stays a
 //! normal thread until a ring is found more than half full
-//! ([`OnDemand`], which any thread can raise). `SCHED_RESET_ON_FORK` keeps
-//! any thread or process it starts from inheriting the policy.
+//! ([`OnDemand`], which any thread can raise), and then keeps off the
+//! CPUs of pinned targets ([`crate::sys::affinity`]). `SCHED_RESET_ON_FORK`
+//! keeps any thread or process it starts from inheriting the policy.
 
 use std::io;
 use std::sync::{Mutex, MutexGuard};
@@ -56,6 +57,16 @@ pub(crate) struct NotRaised(pub(crate) io::Error);
 /// the lowest real-time priority (above every normal thread, below any
 /// real-time one): needs `CAP_SYS_NICE` or a real-time `RLIMIT_RTPRIO`.
 pub(crate) fn raise(tid: libc::pid_t) -> Result<Raised, NotRaised> {
+    raise_to(tid, 1)
+}
+
+/// The reader's real-time priority: one above the threads that work
+/// behind it, so that it preempts them where they share a CPU (see
+/// [`crate::sys::affinity`]).
+const READER: libc::c_int = 2;
+
+/// [`raise`] to `SCHED_FIFO` `priority`.
+fn raise_to(tid: libc::pid_t, priority: libc::c_int) -> Result<Raised, NotRaised> {
     // SAFETY: sched_getscheduler takes no pointer.
     let policy = unsafe { libc::sched_getscheduler(tid) };
     if policy < 0 {
@@ -66,7 +77,9 @@ pub(crate) fn raise(tid: libc::pid_t) -> Result<Raised, NotRaised> {
     if unsafe { libc::sched_getparam(tid, &mut param) } < 0 {
         return Err(NotRaised(io::Error::last_os_error()));
     }
-    let fifo = libc::sched_param { sched_priority: 1 };
+    let fifo = libc::sched_param {
+        sched_priority: priority,
+    };
     // SAFETY: sched_setscheduler reads one sched_param, which outlives the
     // call.
     let set = unsafe {
@@ -121,6 +134,11 @@ impl Helper {
             tid,
             state: Mutex::new(HelperState::default()),
         }
+    }
+
+    /// The thread's id.
+    pub(crate) fn tid(&self) -> libc::pid_t {
+        self.tid
     }
 
     /// Raised from now on, with the reader.
@@ -194,7 +212,7 @@ impl OnDemand {
         let mut raised = self.raised.lock().unwrap_or_else(|e| e.into_inner());
         if raised.is_none() {
             let _briefly = BRIEFLY.lock().unwrap_or_else(|e| e.into_inner());
-            *raised = Some((self.began.elapsed(), raise(self.tid)));
+            *raised = Some((self.began.elapsed(), raise_to(self.tid, READER)));
             for helper in self
                 .helpers
                 .lock()
@@ -204,6 +222,12 @@ impl OnDemand {
                 helper.with_reader();
             }
         }
+    }
+
+    /// Whether the reader was raised.
+    pub(crate) fn is_raised(&self) -> bool {
+        let raised = self.raised.lock().unwrap_or_else(|e| e.into_inner());
+        raised.as_ref().is_some_and(|(_, r)| r.is_ok())
     }
 
     /// What the run says of it: when it was raised, or, if records were
