@@ -33,11 +33,15 @@ pub(crate) struct Brief {
 }
 
 /// Raises the calling thread (see [`raise`]) until the [`Brief`] is
-/// dropped: for a short stretch it must not be preempted in.
+/// dropped: for a short stretch it must not be preempted in. A thread
+/// already real-time (the raised reader) is left as it is.
 pub(crate) fn raise_briefly() -> Brief {
     let held = BRIEFLY.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: sched_getscheduler takes no pointer.
+    let policy = unsafe { libc::sched_getscheduler(0) } & !libc::SCHED_RESET_ON_FORK;
+    let real_time = policy == libc::SCHED_FIFO || policy == libc::SCHED_RR;
     Brief {
-        _raised: raise(0).ok(),
+        _raised: if real_time { None } else { raise(0).ok() },
         _held: held,
     }
 }
@@ -55,7 +59,8 @@ pub(crate) struct NotRaised(pub(crate) io::Error);
 
 /// Gives thread `tid` of this process (0: the calling one) `SCHED_FIFO` at
 /// the lowest real-time priority (above every normal thread, below any
-/// real-time one): needs `CAP_SYS_NICE` or a real-time `RLIMIT_RTPRIO`.
+/// other real-time one): needs `CAP_SYS_NICE` or a real-time
+/// `RLIMIT_RTPRIO`. The reader goes one higher ([`READER`]).
 pub(crate) fn raise(tid: libc::pid_t) -> Result<Raised, NotRaised> {
     raise_to(tid, 1)
 }
@@ -311,6 +316,42 @@ mod tests {
             drop(brief);
             watch.join().expect("the watch");
             assert_eq!(policy() & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO);
+            drop(reader);
+            assert_eq!(policy(), before);
+        })
+        .join()
+        .expect("test thread");
+    }
+
+    fn fifo_priority() -> libc::c_int {
+        let mut param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: as in `raise`.
+        assert_eq!(unsafe { libc::sched_getparam(0, &mut param) }, 0);
+        param.sched_priority
+    }
+
+    /// The raised reader is above its helpers, and a brief raise (while it
+    /// opens an event) leaves it there rather than lowering it to theirs.
+    #[test]
+    fn the_reader_stays_above_its_helpers() {
+        if !crate::live_gate::live_allowed("the_reader_stays_above_its_helpers") {
+            return;
+        }
+        std::thread::spawn(|| {
+            let before = policy();
+            let reader = OnDemand::for_this_thread();
+            reader.behind();
+            assert!(reader.is_raised());
+            assert_eq!(fifo_priority(), READER);
+            let brief = raise_briefly();
+            assert_eq!(fifo_priority(), READER, "during a brief raise");
+            drop(brief);
+            assert_eq!(fifo_priority(), READER, "after a brief raise");
+            let helper = std::thread::spawn(|| {
+                let _raised = raise(0).expect("root can raise its priority");
+                fifo_priority()
+            });
+            assert!(helper.join().expect("the helper") < READER);
             drop(reader);
             assert_eq!(policy(), before);
         })
