@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, ValueEnum};
 
-const EXAMPLES: &str = "\
+pub(crate) const EXAMPLES: &str = "\
 examples:
     offwake-perf                  # trace off-CPU + waker stacks until Ctrl-C
     offwake-perf 5                # trace for 5 seconds only
@@ -32,7 +32,10 @@ examples:
     offwake-perf -o offwake.pb.gz -p 185 10     # pprof, for Pyroscope or Parca
     offwake-perf -o offwake.json -- make -j2    # speedscope
     offwake-perf -i perf.data -o offwake.svg    # a recording of stock perf (see README)
-    offwake-perf -f 10 | flamegraph.pl --color=chain --countname=us > offwake.svg";
+    offwake-perf -f 10 | flamegraph.pl --color=chain --countname=us > offwake.svg
+
+man page and shell completions:
+    offwake-perf --generate man|complete-bash|complete-zsh|complete-fish";
 
 /// Both forms of the command line, shown by --help and every usage error.
 /// clap's own usage is built from the arguments given: after a refused
@@ -228,6 +231,23 @@ pub struct Cli {
     #[arg(last = true, value_name = "COMMAND",
           conflicts_with_all = ["pid", "tid", "user_threads_only", "kernel_threads_only"])]
     pub(crate) command: Vec<OsString>,
+
+    /// Print the man page or a shell's completion script, and exit.
+    #[arg(long, value_name = "WHAT", value_enum, hide = true, exclusive = true)]
+    pub(crate) generate: Option<Generate>,
+}
+
+/// What `--generate` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Generate {
+    /// The man page, in roff.
+    Man,
+    /// bash's completion script.
+    CompleteBash,
+    /// zsh's completion script.
+    CompleteZsh,
+    /// fish's completion script.
+    CompleteFish,
 }
 
 /// The default `--event-budget`: per-task events for up to 512 threads ×

@@ -17,6 +17,7 @@ pub(crate) mod command;
 pub mod diag;
 pub(crate) mod event;
 pub(crate) mod kallsyms;
+pub(crate) mod manual;
 pub(crate) mod plan;
 pub(crate) mod report;
 pub mod session;

@@ -87,6 +87,10 @@ pub fn parse_args() -> Cli {
 
 /// Runs the whole job described by `cli`: attach, trace, report.
 pub fn run(cli: &Cli) -> Result<Outcome> {
+    if let Some(what) = cli.generate {
+        crate::manual::write(what, &mut io::stdout().lock())?;
+        return Ok(Outcome { command: None });
+    }
     let plan = Plan::from_cli(cli)?;
     for d in &plan.outputs {
         if d.path.is_none() && d.options.format.is_binary() && io::stdout().is_terminal() {

@@ -1,0 +1,234 @@
+//! What `--generate` prints: the man page (clap_mangen, with the sections
+//! `--help` has no room for) and the shells' completion scripts
+//! (clap_complete), both built from the command line's own definitions,
+//! so they cannot drift from the options.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use clap::CommandFactory;
+use clap_complete::Shell;
+use roff::{Roff, bold, italic, roman};
+
+use crate::cli::{Cli, EXAMPLES, Generate};
+
+/// The binary's name, as the completions and the man page know it.
+const NAME: &str = "offwake-perf";
+
+/// Writes what `what` asks for to `out`. A reader that goes away early
+/// (`| head`) only stops the writing, as it does for the report.
+pub(crate) fn write(what: Generate, out: &mut dyn Write) -> Result<()> {
+    let mut cmd = Cli::command();
+    let written = match what {
+        Generate::Man => man(cmd, out),
+        Generate::CompleteBash => complete(Shell::Bash, &mut cmd, out),
+        Generate::CompleteZsh => complete(Shell::Zsh, &mut cmd, out),
+        Generate::CompleteFish => complete(Shell::Fish, &mut cmd, out),
+    }
+    .and_then(|()| out.flush());
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to stdout"),
+    }
+}
+
+fn complete(shell: Shell, cmd: &mut clap::Command, out: &mut dyn Write) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, cmd, NAME, &mut buf);
+    out.write_all(&buf)
+}
+
+/// The man page: clap's sections, then examples and what a manual adds.
+fn man(cmd: clap::Command, out: &mut dyn Write) -> std::io::Result<()> {
+    let version = cmd.get_version().unwrap_or_default().to_string();
+    let page = clap_mangen::Man::new(cmd)
+        .source(format!("{NAME} {version}"))
+        .manual("User Commands");
+    page.render_title(out)?;
+    page.render_name_section(out)?;
+    page.render_synopsis_section(out)?;
+    page.render_description_section(out)?;
+    page.render_options_section(out)?;
+    sections().to_writer(out)
+}
+
+/// A paragraph of running text.
+fn para(roff: &mut Roff, text: &str) {
+    roff.control("PP", []).text([roman(text)]);
+}
+
+/// An indented entry: `tag` in bold, then its text.
+fn entry(roff: &mut Roff, tag: &str, text: &str) {
+    roff.control("TP", []).text([bold(tag)]).text([roman(text)]);
+}
+
+/// EXAMPLES, EXIT STATUS, ENVIRONMENT, FILES, SECURITY and SEE ALSO.
+fn sections() -> Roff {
+    let mut r = Roff::new();
+
+    r.control("SH", ["EXAMPLES"]);
+    r.control("nf", []);
+    for line in EXAMPLES
+        .lines()
+        .filter(|l| !l.ends_with(':') && !l.is_empty())
+    {
+        r.text([roman(line.trim_start())]);
+    }
+    r.control("fi", []);
+
+    r.control("SH", ["EXIT STATUS"]);
+    entry(
+        &mut r,
+        "0",
+        "The report was written. Records lost on the way are said on stderr, \
+         with the intervals they cost.",
+    );
+    entry(&mut r, "1", "Any other failure, said on stderr.");
+    entry(&mut r, "2", "A usage error.");
+    para(
+        &mut r,
+        "After -- COMMAND, a run that ends with the command exits with the command's \
+         status, or 128+N if signal N killed it.",
+    );
+
+    r.control("SH", ["ENVIRONMENT"]);
+    entry(
+        &mut r,
+        "OFFWAKE_TIMING",
+        "When set, the time of each phase (attach, trace, drain, symbolize, write) is \
+         printed on stderr.",
+    );
+    entry(
+        &mut r,
+        "DEBUGINFOD_URLS",
+        "Space-separated debuginfod servers, asked in order for the debug files of \
+         binaries that lack them, by GNU build-id, after tracing.",
+    );
+    entry(
+        &mut r,
+        "DEBUGINFOD_CACHE_PATH",
+        "Where fetched debug files are kept (default: $XDG_CACHE_HOME/debuginfod_client, \
+         else ~/.cache/debuginfod_client).",
+    );
+    entry(
+        &mut r,
+        "DEBUGINFOD_TIMEOUT",
+        "Seconds to wait for the servers (default 90).",
+    );
+    entry(
+        &mut r,
+        "XDG_CACHE_HOME, HOME",
+        "Where the cache directory is (see FILES); only absolute paths are used.",
+    );
+
+    r.control("SH", ["FILES"]);
+    entry(
+        &mut r,
+        "$XDG_CACHE_HOME/offwake-perf/ (else ~/.cache/offwake-perf/)",
+        "The cache: the kernel's symbol table and what the kernel's perf events can \
+         do, both kept for the current boot, and the names found in binaries. Files \
+         are mode 0600 in a directory of mode 0700, used only when no other user could \
+         have written it or any directory above it.",
+    );
+    entry(
+        &mut r,
+        "/usr/lib/debug/",
+        "Debug files, by GNU build-id or debuglink name, used only when they match \
+         the binary.",
+    );
+    entry(
+        &mut r,
+        "/tmp/perf-PID.map",
+        "Names of JIT-compiled code (node --perf-basic-prof, and others), read inside \
+         the process's root.",
+    );
+    entry(
+        &mut r,
+        "/sys/kernel/tracing",
+        "tracefs, for the event formats and the tracefs backend; mounted there when \
+         missing and running as root.",
+    );
+
+    r.control("SH", ["SECURITY"]);
+    para(
+        &mut r,
+        "offwake-perf runs as root and reads what traced processes control: their \
+         names, stacks, binaries, debug files and perf maps. A traced process cannot \
+         make it open a file outside the process's own root, a FIFO, a device or a \
+         file on FUSE, use a debug file whose build-id does not match, read a \
+         process's memory beyond the one stack mapping of a waiting thread, or spend \
+         unbounded memory or time on what it reads; names it chose are escaped in the \
+         report, so they cannot forge lines or terminal sequences. It can make its own \
+         stacks and names come out wrong or [unknown], and its waits longer by as \
+         much as the tool spends reading it.",
+    );
+
+    r.control("SH", ["SEE ALSO"]);
+    r.text([
+        bold("perf"),
+        roman("(1), "),
+        bold("perf-record"),
+        roman("(1), "),
+        bold("offwaketime"),
+        roman("(8), "),
+        bold("flamegraph.pl"),
+        roman(" ("),
+        italic("https://github.com/brendangregg/FlameGraph"),
+        roman(")"),
+    ]);
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn generate(what: Generate) -> String {
+        let mut out = Vec::new();
+        write(what, &mut out).expect("writing to a Vec");
+        String::from_utf8(out).expect("UTF-8")
+    }
+
+    #[test]
+    fn the_man_page_has_every_option_and_the_manual_sections() {
+        let page = generate(Generate::Man);
+        assert!(page.starts_with(".ie \\n(.g .ds Aq"), "{page}");
+        assert!(page.contains(".TH offwake-perf 1"), "{page}");
+        for section in [
+            "NAME",
+            "SYNOPSIS",
+            "DESCRIPTION",
+            "OPTIONS",
+            "EXAMPLES",
+            "\"EXIT STATUS\"",
+            "ENVIRONMENT",
+            "FILES",
+            "SECURITY",
+            "\"SEE ALSO\"",
+        ] {
+            assert!(page.contains(&format!(".SH {section}\n")), "{section}");
+        }
+        for arg in Cli::command().get_arguments().filter(|a| !a.is_hide_set()) {
+            if let Some(long) = arg.get_long() {
+                assert!(
+                    page.contains(&format!("\\-\\-{}", long.replace('-', "\\-"))),
+                    "--{long}"
+                );
+            }
+        }
+        // Hidden from the options; the examples name it.
+        let options = &page[page.find(".SH OPTIONS").unwrap()..page.find(".SH EXAMPLES").unwrap()];
+        assert!(!options.contains("\\-\\-generate"), "{options}");
+        assert!(page.contains("offwake\\-perf \\-\\-generate man"), "{page}");
+    }
+
+    #[test]
+    fn completions_name_the_options() {
+        let bash = generate(Generate::CompleteBash);
+        assert!(bash.contains("--call-graph") && bash.contains("offwake-perf"));
+        let zsh = generate(Generate::CompleteZsh);
+        assert!(zsh.starts_with("#compdef offwake-perf"), "{zsh}");
+        let fish = generate(Generate::CompleteFish);
+        assert!(fish.contains("-l call-graph"), "{fish}");
+    }
+}
