@@ -782,7 +782,11 @@ fn placed(pid: u32, tid: u32) -> Option<(String, bool, i32)> {
     if unsafe { libc::sched_getparam(tid as libc::pid_t, &mut param) } < 0 {
         return None;
     }
-    Some((comm.trim().to_string(), !cpus.is_set(0).ok()?, param.sched_priority))
+    Some((
+        comm.trim().to_string(),
+        !cpus.is_set(0).ok()?,
+        param.sched_priority,
+    ))
 }
 
 /// Under `-- taskset -c 0 COMMAND`, once the reader falls behind (the tool
