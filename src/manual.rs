@@ -44,12 +44,18 @@ fn man(cmd: clap::Command, out: &mut dyn Write) -> std::io::Result<()> {
     let page = clap_mangen::Man::new(cmd)
         .source(format!("{NAME} {version}"))
         .manual("User Commands");
-    page.render_title(out)?;
-    page.render_name_section(out)?;
-    page.render_synopsis_section(out)?;
-    page.render_description_section(out)?;
-    page.render_options_section(out)?;
-    sections().to_writer(out)
+    let mut parts = Vec::new();
+    page.render_title(&mut parts)?;
+    page.render_name_section(&mut parts)?;
+    page.render_synopsis_section(&mut parts)?;
+    page.render_description_section(&mut parts)?;
+    page.render_options_section(&mut parts)?;
+    sections().to_writer(&mut parts)?;
+    // Each part starts with the same preamble (the apostrophe's
+    // definition): once, at the top, is enough.
+    let parts = String::from_utf8_lossy(&parts);
+    let preamble = Roff::new().render();
+    write!(out, "{preamble}{}", parts.replace(&preamble, ""))
 }
 
 /// A paragraph of running text.
@@ -193,6 +199,7 @@ mod tests {
     fn the_man_page_has_every_option_and_the_manual_sections() {
         let page = generate(Generate::Man);
         assert!(page.starts_with(".ie \\n(.g .ds Aq"), "{page}");
+        assert_eq!(page.matches(".ds Aq").count(), 2, "one preamble:\n{page}");
         assert!(page.contains(".TH offwake-perf 1"), "{page}");
         for section in [
             "NAME",
