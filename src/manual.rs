@@ -68,12 +68,88 @@ fn entry(roff: &mut Roff, tag: &str, text: &str) {
     roff.control("TP", []).text([bold(tag)]).text([roman(text)]);
 }
 
+/// EXIT STATUS: each status and what it means.
+const EXIT_STATUS: &[(&str, &str)] = &[
+    (
+        "0",
+        "The report was written. Records lost on the way are said on stderr, with the \
+         intervals they cost.",
+    ),
+    ("1", "Any other failure, said on stderr."),
+    ("2", "A usage error."),
+];
+
+/// After EXIT STATUS's entries.
+const COMMAND_STATUS: &str = "After -- COMMAND, a run that ends with the command exits with \
+    the command's status, or 128+N if signal N killed it.";
+
+/// ENVIRONMENT: the variables the tool reads.
+const ENVIRONMENT: &[(&str, &str)] = &[
+    (
+        "OFFWAKE_TIMING",
+        "When set, the time of each phase (attach, trace, drain, symbolize, write) is \
+         printed on stderr.",
+    ),
+    (
+        "DEBUGINFOD_URLS",
+        "Space-separated debuginfod servers, asked in order for the debug files of \
+         binaries that lack them, by GNU build-id, after tracing.",
+    ),
+    (
+        "DEBUGINFOD_CACHE_PATH",
+        "Where fetched debug files are kept (default: $XDG_CACHE_HOME/debuginfod_client, \
+         else ~/.cache/debuginfod_client).",
+    ),
+    (
+        "DEBUGINFOD_TIMEOUT",
+        "Seconds to wait for the servers (default 90).",
+    ),
+    (
+        "XDG_CACHE_HOME, HOME",
+        "Where the cache directory is (see FILES); only absolute paths are used.",
+    ),
+];
+
+/// FILES: what the tool reads and keeps.
+const FILES: &[(&str, &str)] = &[
+    (
+        "$XDG_CACHE_HOME/offwake-perf/ (else ~/.cache/offwake-perf/)",
+        "The cache: the kernel's symbol table and what the kernel's perf events can do, \
+         both kept for the current boot, and the names found in binaries. Files are mode \
+         0600 in a directory of mode 0700, used only when no other user could have \
+         written it or any directory above it.",
+    ),
+    (
+        "/usr/lib/debug/",
+        "Debug files, by GNU build-id or debuglink name, used only when they match the \
+         binary.",
+    ),
+    (
+        "/tmp/perf-PID.map",
+        "Names of JIT-compiled code (node --perf-basic-prof, and others), read inside the \
+         process's root.",
+    ),
+    (
+        "/sys/kernel/tracing",
+        "tracefs, for the event formats and the tracefs backend; mounted there when \
+         missing and running as root.",
+    ),
+];
+
+/// SECURITY: what a traced process can and cannot make the tool do.
+const SECURITY: &str = "offwake-perf runs as root and reads what traced processes \
+    control: their names, stacks, binaries, debug files and perf maps. A traced process \
+    cannot make it open a file outside the process's own root, a FIFO, a device or a file \
+    on FUSE, use a debug file whose build-id does not match, read a process's memory \
+    beyond the one stack mapping of a waiting thread, or spend unbounded memory or time \
+    on what it reads; names it chose are escaped in the report, so they cannot forge \
+    lines or terminal sequences. It can make its own stacks and names come out wrong or \
+    [unknown], and its waits longer by as much as the tool spends reading it.";
+
 /// EXAMPLES, EXIT STATUS, ENVIRONMENT, FILES, SECURITY and SEE ALSO.
 fn sections() -> Roff {
     let mut r = Roff::new();
-
-    r.control("SH", ["EXAMPLES"]);
-    r.control("nf", []);
+    r.control("SH", ["EXAMPLES"]).control("nf", []);
     for line in EXAMPLES
         .lines()
         .filter(|l| !l.ends_with(':') && !l.is_empty())
@@ -81,94 +157,21 @@ fn sections() -> Roff {
         r.text([roman(line.trim_start())]);
     }
     r.control("fi", []);
-
-    r.control("SH", ["EXIT STATUS"]);
-    entry(
-        &mut r,
-        "0",
-        "The report was written. Records lost on the way are said on stderr, \
-         with the intervals they cost.",
-    );
-    entry(&mut r, "1", "Any other failure, said on stderr.");
-    entry(&mut r, "2", "A usage error.");
-    para(
-        &mut r,
-        "After -- COMMAND, a run that ends with the command exits with the command's \
-         status, or 128+N if signal N killed it.",
-    );
-
-    r.control("SH", ["ENVIRONMENT"]);
-    entry(
-        &mut r,
-        "OFFWAKE_TIMING",
-        "When set, the time of each phase (attach, trace, drain, symbolize, write) is \
-         printed on stderr.",
-    );
-    entry(
-        &mut r,
-        "DEBUGINFOD_URLS",
-        "Space-separated debuginfod servers, asked in order for the debug files of \
-         binaries that lack them, by GNU build-id, after tracing.",
-    );
-    entry(
-        &mut r,
-        "DEBUGINFOD_CACHE_PATH",
-        "Where fetched debug files are kept (default: $XDG_CACHE_HOME/debuginfod_client, \
-         else ~/.cache/debuginfod_client).",
-    );
-    entry(
-        &mut r,
-        "DEBUGINFOD_TIMEOUT",
-        "Seconds to wait for the servers (default 90).",
-    );
-    entry(
-        &mut r,
-        "XDG_CACHE_HOME, HOME",
-        "Where the cache directory is (see FILES); only absolute paths are used.",
-    );
-
-    r.control("SH", ["FILES"]);
-    entry(
-        &mut r,
-        "$XDG_CACHE_HOME/offwake-perf/ (else ~/.cache/offwake-perf/)",
-        "The cache: the kernel's symbol table and what the kernel's perf events can \
-         do, both kept for the current boot, and the names found in binaries. Files \
-         are mode 0600 in a directory of mode 0700, used only when no other user could \
-         have written it or any directory above it.",
-    );
-    entry(
-        &mut r,
-        "/usr/lib/debug/",
-        "Debug files, by GNU build-id or debuglink name, used only when they match \
-         the binary.",
-    );
-    entry(
-        &mut r,
-        "/tmp/perf-PID.map",
-        "Names of JIT-compiled code (node --perf-basic-prof, and others), read inside \
-         the process's root.",
-    );
-    entry(
-        &mut r,
-        "/sys/kernel/tracing",
-        "tracefs, for the event formats and the tracefs backend; mounted there when \
-         missing and running as root.",
-    );
-
+    for (title, entries) in [
+        ("EXIT STATUS", EXIT_STATUS),
+        ("ENVIRONMENT", ENVIRONMENT),
+        ("FILES", FILES),
+    ] {
+        r.control("SH", [title]);
+        for (tag, text) in entries {
+            entry(&mut r, tag, text);
+        }
+        if title == "EXIT STATUS" {
+            para(&mut r, COMMAND_STATUS);
+        }
+    }
     r.control("SH", ["SECURITY"]);
-    para(
-        &mut r,
-        "offwake-perf runs as root and reads what traced processes control: their \
-         names, stacks, binaries, debug files and perf maps. A traced process cannot \
-         make it open a file outside the process's own root, a FIFO, a device or a \
-         file on FUSE, use a debug file whose build-id does not match, read a \
-         process's memory beyond the one stack mapping of a waiting thread, or spend \
-         unbounded memory or time on what it reads; names it chose are escaped in the \
-         report, so they cannot forge lines or terminal sequences. It can make its own \
-         stacks and names come out wrong or [unknown], and its waits longer by as \
-         much as the tool spends reading it.",
-    );
-
+    para(&mut r, SECURITY);
     r.control("SH", ["SEE ALSO"]);
     r.text([
         bold("perf"),
