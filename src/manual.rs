@@ -42,6 +42,7 @@ fn complete(shell: Shell, cmd: &mut clap::Command, out: &mut dyn Write) -> std::
 fn man(cmd: clap::Command, out: &mut dyn Write) -> std::io::Result<()> {
     let version = cmd.get_version().unwrap_or_default().to_string();
     let page = clap_mangen::Man::new(cmd)
+        .date(page_date())
         .source(format!("{NAME} {version}"))
         .manual("User Commands");
     let mut parts = Vec::new();
@@ -56,6 +57,42 @@ fn man(cmd: clap::Command, out: &mut dyn Write) -> std::io::Result<()> {
     let parts = String::from_utf8_lossy(&parts);
     let preamble = Roff::new().render();
     write!(out, "{preamble}{}", parts.replace(&preamble, ""))
+}
+
+/// The page's date: `SOURCE_DATE_EPOCH`'s, as reproducible builds set it
+/// (pkg/deb sets it to the commit's), else today's.
+fn page_date() -> String {
+    let from_env = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .and_then(date_of);
+    from_env.unwrap_or_else(|| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0));
+        date_of(now).unwrap_or_default()
+    })
+}
+
+/// `secs` after the epoch as a UTC date, YYYY-MM-DD.
+fn date_of(secs: i64) -> Option<String> {
+    let t: libc::time_t = secs;
+    // SAFETY: `tm` is plain data (integers and a pointer, which may be
+    // null); gmtime_r reads one time_t and fills the one tm, both of which
+    // outlive the call, and returns null when the year does not fit.
+    let tm = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::gmtime_r(&t, &mut tm).is_null() {
+            return None;
+        }
+        tm
+    };
+    Some(format!(
+        "{:04}-{:02}-{:02}",
+        i64::from(tm.tm_year) + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday
+    ))
 }
 
 /// A paragraph of running text.
@@ -203,7 +240,19 @@ mod tests {
         let page = generate(Generate::Man);
         assert!(page.starts_with(".ie \\n(.g .ds Aq"), "{page}");
         assert_eq!(page.matches(".ds Aq").count(), 2, "one preamble:\n{page}");
-        assert!(page.contains(".TH offwake-perf 1"), "{page}");
+        // Title, section, date, source, manual: each in its place.
+        let th = page
+            .lines()
+            .find(|l| l.starts_with(".TH "))
+            .expect("a .TH line");
+        let date = th.split(' ').nth(3).expect("a date");
+        assert!(
+            th.starts_with(".TH offwake-perf 1 ")
+                && th.ends_with(" \"User Commands\"")
+                && date.len() == 10
+                && date.bytes().filter(|&b| b == b'-').count() == 2,
+            "{th}"
+        );
         for section in [
             "NAME",
             "SYNOPSIS",
@@ -230,6 +279,14 @@ mod tests {
         let options = &page[page.find(".SH OPTIONS").unwrap()..page.find(".SH EXAMPLES").unwrap()];
         assert!(!options.contains("\\-\\-generate"), "{options}");
         assert!(page.contains("offwake\\-perf \\-\\-generate man"), "{page}");
+    }
+
+    #[test]
+    fn dates_are_utc_days() {
+        assert_eq!(date_of(0).as_deref(), Some("1970-01-01"));
+        assert_eq!(date_of(1_700_000_000).as_deref(), Some("2023-11-14"));
+        assert_eq!(date_of(951_825_600).as_deref(), Some("2000-02-29"));
+        assert_eq!(date_of(i64::MAX), None);
     }
 
     #[test]
