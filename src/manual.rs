@@ -145,6 +145,11 @@ const ENVIRONMENT: &[(&str, &str)] = &[
         "XDG_CACHE_HOME, HOME",
         "Where the cache directory is (see FILES); only absolute paths are used.",
     ),
+    (
+        "SOURCE_DATE_EPOCH",
+        "The date --generate man gives the page, in seconds since the epoch (default: \
+         today).",
+    ),
 ];
 
 /// FILES: what the tool reads and keeps.
