@@ -18,16 +18,11 @@ pub(crate) fn visit_cpus(cpus: &[u32], within: Duration) -> bool {
     use nix::sched::{CpuSet, sched_setaffinity};
     use nix::unistd::Pid;
 
-    let param = top_priority();
     let cpus = cpus.to_vec();
     let (done, visited) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name("offwake-visit".to_string())
         .spawn(move || {
-            // SAFETY: sched_setscheduler on the calling thread (pid 0)
-            // with a valid sched_param that outlives the call; failing
-            // (no CAP_SYS_NICE) leaves the thread as it was.
-            unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
             for cpu in cpus {
                 let mut set = CpuSet::new();
                 if set.set(cpu as usize).is_ok() {
@@ -37,17 +32,15 @@ pub(crate) fn visit_cpus(cpus: &[u32], within: Duration) -> bool {
             }
             let _ = done.send(());
         });
+    // Raised before it first runs, where that is allowed.
     if let Ok(thread) = &spawned {
-        crate::sys::priority::raise_spawned(thread, param.sched_priority);
+        crate::sys::priority::raise_spawned(thread, top_priority());
     }
     spawned.is_ok() && visited.recv_timeout(within).is_ok()
 }
 
-/// `SCHED_FIFO` at its highest priority.
-fn top_priority() -> libc::sched_param {
+/// `SCHED_FIFO`'s highest priority.
+fn top_priority() -> libc::c_int {
     // SAFETY: plain syscall with no pointer arguments.
-    let top = unsafe { libc::sched_get_priority_max(libc::SCHED_FIFO) };
-    libc::sched_param {
-        sched_priority: top.max(1),
-    }
+    unsafe { libc::sched_get_priority_max(libc::SCHED_FIFO) }.max(1)
 }
