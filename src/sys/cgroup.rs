@@ -12,11 +12,13 @@
 //! Error messages escape what they quote.
 
 use std::collections::VecDeque;
-use std::fs::{self, File, Metadata, OpenOptions};
-use std::io::{self, Read};
+use std::fs::{self, Metadata};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
+
+use super::proc::read_capped;
 
 use anyhow::{Context, Result, anyhow, bail};
 
@@ -580,24 +582,6 @@ fn walk(
         }
         queue.extend(children.into_iter().map(|c| (c, depth + 1)));
     }
-}
-
-/// Up to `cap` bytes of file `path` and, when it holds more, only the
-/// lines that end within them. Opened without following a symlink and
-/// without blocking.
-fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
-    let file: File = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
-    let mut buf = Vec::new();
-    file.take(cap.saturating_add(1)).read_to_end(&mut buf)?;
-    if buf.len() as u64 > cap {
-        buf.truncate(usize::try_from(cap).unwrap_or(usize::MAX));
-        let end = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        buf.truncate(end);
-    }
-    Ok(buf)
 }
 
 /// `s` with control characters, quotes and backslashes escaped.

@@ -15,7 +15,13 @@
 //!   names so could panic the tool;
 //! - `/proc/self/mounts` ([`crate::source::tracepoint`]): procfs does not decode
 //!   `\040`, so a mount point with a space would be misread.
+//!
+//! [`read_capped`] reads at most so many bytes of a file, in whole lines:
+//! the head of a task's `status` here, cgroup files in [`super::cgroup`].
 
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use procfs::process::Process;
@@ -54,10 +60,7 @@ fn tgid_in(p: Process) -> Option<u32> {
 /// of the rings asks this of every pid a forecast saw allocated, so only
 /// the head of `/proc/PID/status` is read and parsed ([`parse_owner`]).
 pub(crate) fn owner(pid: u32) -> Option<(u32, u32)> {
-    use std::io::Read;
-    let file = std::fs::File::open(format!("/proc/{pid}/status")).ok()?;
-    let mut head = Vec::with_capacity(STATUS_HEAD as usize);
-    file.take(STATUS_HEAD).read_to_end(&mut head).ok()?;
+    let head = read_capped(Path::new(&format!("/proc/{pid}/status")), STATUS_HEAD).ok()?;
     parse_owner(&head)
 }
 
@@ -189,6 +192,24 @@ pub(crate) fn thread_under<T>(
     let stat = parse_stat(&raw)?;
     let tgid = tgid_under(root, tid)?;
     Some(f(tgid, stat))
+}
+
+/// Up to `cap` bytes of file `path` and, when it holds more, only the
+/// lines that end within them. Opened without following a symlink and
+/// without blocking.
+pub(crate) fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+    let file: File = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let mut buf = Vec::new();
+    file.take(cap.saturating_add(1)).read_to_end(&mut buf)?;
+    if buf.len() as u64 > cap {
+        buf.truncate(usize::try_from(cap).unwrap_or(usize::MAX));
+        let end = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        buf.truncate(end);
+    }
+    Ok(buf)
 }
 
 #[cfg(test)]
