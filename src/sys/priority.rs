@@ -275,12 +275,18 @@ mod tests {
         unsafe { libc::sched_getscheduler(0) }
     }
 
-    #[test]
-    fn raised_is_fifo_not_inherited_and_undone() {
-        if !crate::live_gate::live_allowed("raised_is_fifo_not_inherited_and_undone") {
+    /// Runs live test `name` on a thread of its own, whose policy it may
+    /// change without changing the test harness's.
+    fn on_its_own_thread(name: &str, test: impl FnOnce() + Send + 'static) {
+        if !crate::live_gate::live_allowed(name) {
             return;
         }
-        std::thread::spawn(|| {
+        std::thread::spawn(test).join().expect("test thread");
+    }
+
+    #[test]
+    fn raised_is_fifo_not_inherited_and_undone() {
+        on_its_own_thread("raised_is_fifo_not_inherited_and_undone", || {
             let before = policy();
             let raised = raise(0).expect("root can raise its priority");
             assert_eq!(policy() & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO);
@@ -288,9 +294,7 @@ mod tests {
             assert_eq!(child, libc::SCHED_OTHER, "a new thread starts normal");
             drop(raised);
             assert_eq!(policy(), before);
-        })
-        .join()
-        .expect("test thread");
+        });
     }
 
     /// The watch raises the reader for good while the reader is briefly
@@ -299,10 +303,7 @@ mod tests {
     /// the reader's own policy.
     #[test]
     fn a_raise_for_good_waits_for_a_brief_one() {
-        if !crate::live_gate::live_allowed("a_raise_for_good_waits_for_a_brief_one") {
-            return;
-        }
-        std::thread::spawn(|| {
+        on_its_own_thread("a_raise_for_good_waits_for_a_brief_one", || {
             let before = policy();
             let reader = std::sync::Arc::new(OnDemand::for_this_thread());
             let brief = raise_briefly();
@@ -318,9 +319,7 @@ mod tests {
             assert_eq!(policy() & !libc::SCHED_RESET_ON_FORK, libc::SCHED_FIFO);
             drop(reader);
             assert_eq!(policy(), before);
-        })
-        .join()
-        .expect("test thread");
+        });
     }
 
     fn fifo_priority() -> libc::c_int {
@@ -334,10 +333,7 @@ mod tests {
     /// opens an event) leaves it there rather than lowering it to theirs.
     #[test]
     fn the_reader_stays_above_its_helpers() {
-        if !crate::live_gate::live_allowed("the_reader_stays_above_its_helpers") {
-            return;
-        }
-        std::thread::spawn(|| {
+        on_its_own_thread("the_reader_stays_above_its_helpers", || {
             let before = policy();
             let reader = OnDemand::for_this_thread();
             reader.behind();
@@ -354,9 +350,7 @@ mod tests {
             assert!(helper.join().expect("the helper") < READER);
             drop(reader);
             assert_eq!(policy(), before);
-        })
-        .join()
-        .expect("test thread");
+        });
     }
 
     #[test]
@@ -410,8 +404,6 @@ mod tests {
             );
             drop(p);
             assert_eq!(policy(), libc::SCHED_OTHER);
-        })
-        .join()
-        .expect("test thread");
+        });
     }
 }
