@@ -33,6 +33,8 @@ pub(crate) fn write(what: Generate, out: &mut dyn Write) -> Result<()> {
 }
 
 fn complete(shell: Shell, cmd: &mut clap::Command, out: &mut dyn Write) -> std::io::Result<()> {
+    // clap_complete panics when its writer fails: it writes to memory, and
+    // a closed stdout is met here.
     let mut buf = Vec::new();
     clap_complete::generate(shell, cmd, NAME, &mut buf);
     out.write_all(&buf)
