@@ -497,6 +497,7 @@ impl Symbolizer {
     /// kernel addresses, files that gave no names).
     pub(crate) fn warnings(&self) -> Vec<String> {
         let mut out = self.warnings.clone();
+        out.extend(self.maps.notes());
         out.extend(self.files.notes());
         out.extend(self.perf_map_notes.iter().map(|n| format!("NOTE: {n}.")));
         if self.stopped {

@@ -50,6 +50,36 @@ struct Space {
     cache: CacheX86_64,
     /// By start address: the mapping each module was made of.
     modules: HashMap<u64, ModuleKey>,
+    /// Updates of the modules that may be made now, in billionths, and up
+    /// to when in trace time they were counted ([`UPDATES_PER_SECOND`]).
+    credit: u64,
+    counted_to: u64,
+}
+
+/// How often a process's modules are brought up to date with its map, at
+/// most, once a burst of [`UPDATE_BURST`] is spent: each update goes
+/// through all its mappings, and a process that maps and unmaps files
+/// without end changes its map between any two of its samples. Between
+/// updates its stacks are unwound with the modules it had.
+const UPDATES_PER_SECOND: u64 = 100;
+const UPDATE_BURST: u64 = 64;
+const NS: u64 = 1_000_000_000;
+
+impl Space {
+    /// One more update allowed at trace time `time`, within the rate.
+    fn may_update(&mut self, time: u64) -> bool {
+        let since = time.saturating_sub(self.counted_to);
+        self.counted_to = self.counted_to.max(time);
+        self.credit = self
+            .credit
+            .saturating_add(since.saturating_mul(UPDATES_PER_SECOND))
+            .min(UPDATE_BURST * NS);
+        if self.credit < NS {
+            return false;
+        }
+        self.credit -= NS;
+        true
+    }
 }
 
 /// What makes a module: where a file is mapped, and which file.
@@ -73,6 +103,9 @@ pub(crate) struct UnwindStats {
     pub(crate) time: Duration,
     /// Files whose unwind tables could not be read.
     pub(crate) unreadable_files: u64,
+    /// Stacks unwound with a process's modules as they were, its map
+    /// having changed too often to follow each change.
+    pub(crate) late_updates: u64,
 }
 
 /// Unwinds the user stack copies of released events.
@@ -242,8 +275,14 @@ impl Unwinder {
             unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             modules: HashMap::new(),
+            credit: UPDATE_BURST * NS,
+            counted_to: time,
         });
         if space.version == version && version.is_some() {
+            return;
+        }
+        if !space.may_update(time) {
+            self.stats.late_updates += 1;
             return;
         }
         space.version = version;
@@ -258,10 +297,12 @@ impl Unwinder {
             file: m.file,
         };
         // Modules whose mapping is gone or changed go.
-        space.modules.retain(|&start, k| {
-            let kept = wanted.iter().any(|m| m.start == start && key(m) == *k);
+        let by_start: FxHashMap<u64, ModuleKey> =
+            wanted.iter().map(|m| (m.start, key(m))).collect();
+        space.modules.retain(|start, k| {
+            let kept = by_start.get(start) == Some(k);
             if !kept {
-                space.unwinder.remove_module(start);
+                space.unwinder.remove_module(*start);
             }
             kept
         });
@@ -287,7 +328,7 @@ impl Unwinder {
                 continue;
             };
             space.unwinder.add_module(Module::new(
-                m.path.clone(),
+                m.path.to_string(),
                 m.start..m.end,
                 base,
                 tables.section_info(),
@@ -317,7 +358,7 @@ fn tables_of(
             if read.is_none() {
                 stats.unreadable_files += 1;
                 if unreadable.len() < NOTE_PATHS {
-                    unreadable.push(m.path.clone());
+                    unreadable.push(m.path.to_string());
                 }
             }
             read

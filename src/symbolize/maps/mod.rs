@@ -5,7 +5,7 @@
 //! from when it is first seen, so that its files are found inside its own
 //! root after it exits, and never through the host's paths.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -23,8 +23,8 @@ pub(crate) struct Mapping {
     /// File offset of `start`.
     pub(crate) pgoff: u64,
     /// Path as the kernel printed it, without a ` (deleted)` suffix; may be
-    /// `[vdso]`.
-    pub(crate) path: String,
+    /// `[vdso]`. Shared by the mappings of one file in a process.
+    pub(crate) path: Arc<str>,
     /// The kernel reported the file as deleted (replaced on disk).
     pub(crate) deleted: bool,
     /// The mapped file's device and inode, when known: a file opened later
@@ -40,7 +40,7 @@ pub(crate) struct Mapping {
 impl Mapping {
     /// True for the kernel-provided vDSO.
     pub(crate) fn is_vdso(&self) -> bool {
-        self.path == "[vdso]"
+        &*self.path == "[vdso]"
     }
 
     /// A mapping of `path` as the kernel prints it (a ` (deleted)` suffix
@@ -50,7 +50,7 @@ impl Mapping {
             start,
             end,
             pgoff,
-            path: strip_deleted(path).to_string(),
+            path: Arc::from(strip_deleted(path)),
             deleted: path.ends_with(" (deleted)"),
             file: None,
             build_id: None,
@@ -97,7 +97,49 @@ struct Process {
     /// this descriptor, it is what the runtime wrote, even if the file is
     /// removed meanwhile or its name taken by another process.
     held_perf_map: Option<Arc<Opened>>,
+    /// The paths of its mappings, each held once: a process that maps one
+    /// file again and again holds its path once.
+    paths: HashSet<Arc<str>>,
+    /// The mappings (start, from) that a stored stack has an address in:
+    /// kept when the history is compacted.
+    used: HashSet<(u64, u64)>,
+    /// `mappings` is compacted ([`ProcessMaps::compact`]) when it grows
+    /// to this length (0: [`COMPACT_FIRST`]).
+    compact_at: usize,
+    /// When it was last compacted, and when /proc was last read for
+    /// that (event time).
+    compacted_at: u64,
+    compact_read_at: Option<u64>,
+    /// Executable mappings not followed: the history was full.
+    unfollowed: u64,
 }
+
+impl Process {
+    /// `mapping`, its path shared with the process's other mappings of it.
+    fn push(&mut self, mut mapping: Mapping) {
+        match self.paths.get(&mapping.path) {
+            Some(path) => mapping.path = path.clone(),
+            None => {
+                self.paths.insert(mapping.path.clone());
+            }
+        }
+        self.mappings.push(mapping);
+        self.version += 1;
+    }
+}
+
+/// Most mappings one process's history holds. Without munmap records, a
+/// process that maps files at new addresses again and again would grow it
+/// without end, and each sample's unwinding would go through all of it.
+const MAX_MAPPINGS: usize = 4096;
+
+/// The length at which a history is first compacted; then at twice what
+/// compacting left, so that compacting costs a constant per mapping.
+const COMPACT_FIRST: usize = 256;
+
+/// Most bytes of `/proc/PID/maps` read at once: a process chooses how many
+/// mappings it has and how long their paths are.
+const MAX_MAPS_TEXT: u64 = 8 << 20;
 
 /// The root directories of the processes seen, each held open once.
 #[derive(Debug, Default)]
@@ -214,7 +256,24 @@ impl ProcessMaps {
     /// [`ProcessMaps::ensure_known`]); without mmap events, also re-reads
     /// /proc after an exec, or when an address is not covered (a library
     /// loaded since the last read), at most every 100 ms of event time.
+    /// The mappings that hold `addrs` are kept from then on, for the
+    /// stack to be symbolized.
     pub(crate) fn ensure_covers(&mut self, tgid: u32, time: u64, addrs: &[u64]) {
+        self.cover(tgid, time, addrs);
+        let Some(p) = self.procs.get(&tgid) else {
+            return;
+        };
+        let used: Vec<(u64, u64)> = addrs
+            .iter()
+            .filter_map(|&a| p.mappings.iter().rev().find(|m| m.contains(time, a)))
+            .map(|m| (m.start, m.from))
+            .collect();
+        if let Some(p) = self.procs.get_mut(&tgid) {
+            p.used.extend(used);
+        }
+    }
+
+    fn cover(&mut self, tgid: u32, time: u64, addrs: &[u64]) {
         if !self.procs.contains_key(&tgid) {
             self.snapshot_if_unknown(tgid, 0);
             return;
@@ -240,14 +299,14 @@ impl ProcessMaps {
     /// Adds what /proc shows now and was not known, valid from the last
     /// exec; marks the process gone when it cannot be read.
     fn reread(&mut self, tgid: u32, time: u64) {
-        let text = std::fs::read_to_string(format!("/proc/{tgid}/maps"));
+        let text = read_maps(tgid);
         let Some(p) = self.procs.get_mut(&tgid) else {
             return;
         };
         p.stale = false;
         p.reread_at = Some(time);
         p.read_at = crate::sys::host::monotonic_ns();
-        let Ok(text) = text else {
+        let Some(text) = text else {
             p.exited = true;
             return;
         };
@@ -256,9 +315,8 @@ impl ProcessMaps {
                 k.until == u64::MAX
                     && (k.start, k.end, k.pgoff, &k.path) == (m.start, m.end, m.pgoff, &m.path)
             });
-            if !known {
-                p.mappings.push(m);
-                p.version += 1;
+            if !known && p.mappings.len() < MAX_MAPPINGS {
+                p.push(m);
             }
         }
     }
@@ -293,20 +351,28 @@ impl ProcessMaps {
             self.procs.insert(tgid, Process::default());
             return;
         }
-        let path = format!("/proc/{tgid}/maps");
         // The root first: maps read after it are of a process that had it.
         let early = self.early_roots.remove(&tgid);
         let root = self.roots.capture(tgid).or(early);
-        let proc = match std::fs::read_to_string(&path) {
-            Ok(text) => Process {
-                mappings: parse_maps(&text, from),
-                image_since: from,
-                root,
-                read_at: crate::sys::host::monotonic_ns(),
-                perf_map: crate::sys::proc::ns_pid_and_euid(tgid),
-                ..Process::default()
-            },
-            Err(_) => Process {
+        let proc = match read_maps(tgid) {
+            Some(text) => {
+                let mut p = Process {
+                    image_since: from,
+                    root,
+                    read_at: crate::sys::host::monotonic_ns(),
+                    perf_map: crate::sys::proc::ns_pid_and_euid(tgid),
+                    ..Process::default()
+                };
+                for m in parse_maps(&text, from) {
+                    if p.mappings.len() < MAX_MAPPINGS {
+                        p.push(m);
+                    } else {
+                        p.unfollowed += 1;
+                    }
+                }
+                p
+            }
+            None => Process {
                 exited: true,
                 root,
                 ..Process::default()
@@ -360,10 +426,12 @@ impl ProcessMaps {
             // Already known (snapshotted): keep what we have.
             Some(_) => {}
             None => {
+                let paths = inherited.iter().map(|m| m.path.clone()).collect();
                 self.procs.insert(
                     f.tgid,
                     Process {
                         mappings: inherited,
+                        paths,
                         root,
                         ..Process::default()
                     },
@@ -415,14 +483,77 @@ impl ProcessMaps {
         mapping.build_id = m
             .build_id
             .clone()
-            .or_else(|| self.build_ids.get(&mapping.path).cloned());
+            .or_else(|| self.build_ids.get(&*mapping.path).cloned());
         if let Some(p) = self.procs.get_mut(&m.tgid) {
             if p.root.is_none() {
                 p.root = self.roots.capture(m.tgid);
             }
-            p.mappings.push(mapping);
+            // A full history is compacted again at most every 100 ms.
+            let due = p.mappings.len() < MAX_MAPPINGS
+                || time.saturating_sub(p.compacted_at) >= REREAD_INTERVAL_NS;
+            if p.mappings.len() >= compact_threshold(p) && due {
+                self.compact(m.tgid, time);
+            }
+        }
+        let Some(p) = self.procs.get_mut(&m.tgid) else {
+            return;
+        };
+        if p.mappings.len() >= MAX_MAPPINGS {
+            p.unfollowed += 1;
+            return;
+        }
+        end_overlapped(&mut p.mappings, mapping.start, mapping.end, time);
+        p.push(mapping);
+    }
+
+    /// Makes room in `tgid`'s history: ends the mappings that `/proc` no
+    /// longer shows (while the process lives), then drops the ended ones
+    /// that no stored stack has an address in. The next compaction is due
+    /// at twice what is left.
+    fn compact(&mut self, tgid: u32, time: u64) {
+        let Some(p) = self.procs.get_mut(&tgid) else {
+            return;
+        };
+        // Reading its maps holds up its own mmap calls a little: at most
+        // every 100 ms of trace.
+        let read = !self.recorded
+            && !p.exited
+            && p.compact_read_at
+                .is_none_or(|t| time.saturating_sub(t) >= REREAD_INTERVAL_NS);
+        if read {
+            p.compact_read_at = Some(time);
+        }
+        let shown = read.then(|| read_maps(tgid)).flatten();
+        let shown = shown.map(|text| parse_maps(&text, 0));
+        let Some(p) = self.procs.get_mut(&tgid) else {
+            return;
+        };
+        if let Some(shown) = shown {
+            // Lines come in address order; a capped read tells nothing of
+            // what lies past its last line.
+            let past = shown.last().map_or(0, |m| m.end);
+            let now: HashSet<(u64, u64, u64)> =
+                shown.iter().map(|m| (m.start, m.end, m.pgoff)).collect();
+            for m in &mut p.mappings {
+                if m.until == u64::MAX
+                    && m.end <= past
+                    && !m.is_vdso()
+                    && !now.contains(&(m.start, m.end, m.pgoff))
+                {
+                    m.until = time.max(m.from);
+                }
+            }
+        }
+        let before = p.mappings.len();
+        let used = &p.used;
+        p.mappings
+            .retain(|m| m.until == u64::MAX || used.contains(&(m.start, m.from)));
+        if p.mappings.len() != before {
             p.version += 1;
         }
+        p.paths.retain(|path| Arc::strong_count(path) > 1);
+        p.compact_at = (2 * p.mappings.len()).clamp(COMPACT_FIRST, MAX_MAPPINGS);
+        p.compacted_at = time;
     }
 
     /// The exit of process `tgid`: its perf map is held open, while fewer
@@ -453,6 +584,36 @@ impl ProcessMaps {
         }
         p.mappings.push(mapping);
         p.version += 1;
+    }
+
+    /// The NOTE on processes whose mappings were not all followed.
+    pub(crate) fn notes(&self) -> Vec<String> {
+        let mut full: Vec<(u32, u64)> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| p.unfollowed > 0)
+            .map(|(&tgid, p)| (tgid, p.unfollowed))
+            .collect();
+        if full.is_empty() {
+            return Vec::new();
+        }
+        full.sort_unstable();
+        let total: u64 = full.iter().map(|&(_, n)| n).sum();
+        let shown: Vec<String> = full
+            .iter()
+            .take(3)
+            .map(|(tgid, n)| format!("PID {tgid} ({n})"))
+            .collect();
+        let more = if full.len() > shown.len() {
+            format!(" and {} more", full.len() - shown.len())
+        } else {
+            String::new()
+        };
+        vec![format!(
+            "NOTE: {total} executable mappings were not followed, their process already \
+             holding {MAX_MAPPINGS} in place: {}{more}; frames in them print as [unknown].",
+            shown.join(", ")
+        )]
     }
 
     /// A number that changes whenever `tgid`'s map does; `None` for a
@@ -620,6 +781,32 @@ impl ProcessMaps {
         match at_path {
             Ok(_) => Err(OpenError::Replaced),
             Err(e) => Err(e),
+        }
+    }
+}
+
+/// The length at which `p`'s history is compacted next.
+fn compact_threshold(p: &Process) -> usize {
+    if p.compact_at == 0 {
+        COMPACT_FIRST
+    } else {
+        p.compact_at
+    }
+}
+
+/// `/proc/PID/maps`, up to [`MAX_MAPS_TEXT`] bytes (whole lines).
+fn read_maps(tgid: u32) -> Option<String> {
+    let path = format!("/proc/{tgid}/maps");
+    let bytes = crate::sys::proc::read_capped(Path::new(&path), MAX_MAPS_TEXT).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Ends, at `time`, the mappings in place that `[start, end)` overlaps: a
+/// new mapping replaces whatever was mapped there.
+fn end_overlapped(mappings: &mut [Mapping], start: u64, end: u64, time: u64) {
+    for m in mappings {
+        if m.until == u64::MAX && m.start < end && start < m.end && m.from <= time {
+            m.until = time;
         }
     }
 }
