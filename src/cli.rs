@@ -331,15 +331,24 @@ fn parse_u64(s: &str) -> Result<u64, String> {
         .map_err(|_| format!("'{s}' is not a non-negative integer"))
 }
 
-/// DURATION: a non-zero whole number of seconds.
+/// The longest DURATION, in seconds (136 years): far from where a deadline
+/// on the monotonic clock overflows, whatever the uptime.
+pub(crate) const MAX_DURATION: u64 = u32::MAX as u64;
+
+/// DURATION: a non-zero whole number of seconds, at most [`MAX_DURATION`].
 fn seconds(s: &str) -> Result<u64, String> {
     let t = s.trim();
+    let too_large = || {
+        format!(
+            "'{s}' is too large: DURATION is at most {MAX_DURATION} seconds \
+             (without it, tracing lasts until Ctrl-C or SIGTERM)"
+        )
+    };
     match t.parse::<u64>() {
         Ok(0) => Err("must be non-zero".to_string()),
+        Ok(v) if v > MAX_DURATION => Err(too_large()),
         Ok(v) => Ok(v),
-        Err(_) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => {
-            Err(format!("'{s}' is too large"))
-        }
+        Err(_) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => Err(too_large()),
         Err(_) => Err(format!(
             "DURATION is whole seconds: '{s}' is not a whole number of seconds"
         )),
@@ -582,8 +591,12 @@ mod tests {
                 "{e}"
             );
         }
-        let e = parse(&["99999999999999999999"]).unwrap_err().to_string();
-        assert!(e.contains("is too large"), "{e}");
+        for big in ["99999999999999999999", "18446744073709551615", "4294967296"] {
+            let e = parse(&[big]).expect_err(big);
+            assert_eq!(e.kind(), ErrorKind::ValueValidation, "{big}");
+            assert!(e.to_string().contains("is too large"), "{e}");
+        }
+        assert_eq!(parse(&["4294967295"]).unwrap().duration, Some(MAX_DURATION));
         let help = Cli::command().render_long_help().to_string();
         assert!(help.contains("Whole seconds to trace"), "{help}");
     }

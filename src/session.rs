@@ -235,9 +235,11 @@ fn read_events(
     sink: &mut StageThread,
     priority: &OnDemand,
 ) -> Result<(Option<ExitStatus>, Span)> {
+    // A deadline past what the clock can hold is none (the command line
+    // keeps DURATION far below that).
     let deadline = plan
         .duration
-        .map(|s| Instant::now() + Duration::from_secs(s));
+        .and_then(|s| Instant::now().checked_add(Duration::from_secs(s)));
     let mut child_status = None;
     // The command's end wakes the loop at once.
     let exit_watch = child.as_deref().and_then(command::exit_watch);

@@ -53,11 +53,17 @@ fn numbers() {
         &["1.5"],
         "DURATION is whole seconds: '1.5' is not a whole number of seconds",
     );
+    // Past what a deadline on the clock holds: refused, not a panic later.
+    for big in ["9223372036854775808", "18446744073709551615"] {
+        expect_usage_error(&["-p", "1", big], "is too large");
+        expect_usage_error(&[big], "DURATION is at most 4294967295 seconds");
+    }
     expect_usage_error(&["-m", "0"], "non-zero");
     expect_usage_error(&["-M", "0"], "non-zero");
     expect_usage_error(&["--stack-storage-size", "0"], "non-zero");
     expect_usage_error(&["-m", "100", "-M", "10"], "must not be greater than");
     expect_usage_error(&["--mmap-pages", "100"], "power of two");
+    expect_usage_error(&["--mmap-pages", "9223372036854775808"], "is too large");
     expect_usage_error(&["-p", "1,,2"], "empty entry");
     expect_usage_error(&["-p", "x"], "non-negative integer");
     expect_usage_error(&["-t", "0"], "non-zero");

@@ -45,10 +45,26 @@ pub(crate) fn too_many_pages(pages: usize, max: usize) -> String {
 /// The usage rules that depend on the host (its page size): a refusal is a
 /// usage error.
 pub(crate) fn check_host(cli: &Cli) -> Result<(), clap::Error> {
-    if cli.backend == Backend::Tracefs
-        && let Some(pages) = cli.mmap_pages
+    let Some(pages) = cli.mmap_pages else {
+        return Ok(());
+    };
+    let page_size = crate::sys::host::page_size();
+    // A ring (and its control page) larger than an address space.
+    if pages
+        .checked_add(1)
+        .and_then(|p| p.checked_mul(page_size))
+        .is_none_or(|bytes| bytes > isize::MAX as usize)
     {
-        let max = max_buffer_pages(crate::sys::host::page_size());
+        return Err(Cli::command().error(
+            ErrorKind::ValueValidation,
+            format!(
+                "--mmap-pages ({pages}) is too large: {pages} pages of {page_size} bytes \
+                 exceed the address space"
+            ),
+        ));
+    }
+    if cli.backend == Backend::Tracefs {
+        let max = max_buffer_pages(page_size);
         if pages > max {
             return Err(
                 Cli::command().error(ErrorKind::ArgumentConflict, too_many_pages(pages, max))
@@ -88,6 +104,16 @@ mod tests {
         // (and checks again before falling back).
         assert!(parse(&["--backend", "perf", "--mmap-pages", &over]).is_ok());
         assert!(parse(&["--mmap-pages", &over]).is_ok());
+    }
+
+    #[test]
+    fn a_ring_larger_than_memory_is_refused_before_tracing() {
+        let huge = (1usize << (usize::BITS - 1)).to_string();
+        for backend in ["auto", "perf", "tracefs"] {
+            let err = parse(&["--backend", backend, "--mmap-pages", &huge]).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::ValueValidation, "{backend}");
+            assert!(err.to_string().contains("is too large"), "{err}");
+        }
     }
 
     #[test]
