@@ -115,7 +115,16 @@ const EXIT_STATUS: &[(&str, &str)] = &[
          intervals they cost.",
     ),
     ("1", "Any other failure, said on stderr."),
-    ("2", "A usage error."),
+    (
+        "2",
+        "A usage error (a bad option or value, or options that conflict), said on stderr \
+         with the usage.",
+    ),
+    (
+        "130",
+        "A second SIGINT (Ctrl-C) aborted the run at once, said on stderr: the report is \
+         missing or cut short. The first SIGINT only ends tracing.",
+    ),
 ];
 
 /// After EXIT STATUS's entries.
@@ -281,6 +290,15 @@ mod tests {
                     "--{long}"
                 );
             }
+        }
+        // Each status the tool itself ends with.
+        let status =
+            &page[page.find(".SH \"EXIT STATUS\"").unwrap()..page.find(".SH ENVIRONMENT").unwrap()];
+        for code in ["0", "1", "2", "130"] {
+            assert!(
+                status.contains(&format!(".TP\n\\fB{code}\\fR\n")),
+                "{code}: {status}"
+            );
         }
         // Hidden from the options; the examples name it.
         let options = &page[page.find(".SH OPTIONS").unwrap()..page.find(".SH EXAMPLES").unwrap()];

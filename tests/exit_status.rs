@@ -224,3 +224,102 @@ fn ctrl_c_gives_the_status_of_a_command_that_exits_on_it() {
         );
     }
 }
+
+/// A pipe that is full: a write to its writing end waits until the
+/// reading end, returned too, is read.
+fn full_pipe() -> (std::io::PipeReader, std::io::PipeWriter) {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let (reader, mut writer) = std::io::pipe().expect("creating a pipe");
+    let fd = writer.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this function owns, with flags read
+    // from it and written back.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    assert!(flags >= 0, "F_GETFL");
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) },
+        0
+    );
+    let chunk = [b'x'; 4096];
+    loop {
+        match writer.write(&chunk) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("filling a pipe: {e}"),
+        }
+    }
+    // Blocking again, as a stdout is: the tool's writes wait.
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::fcntl(fd, libc::F_SETFL, flags) }, 0);
+    (reader, writer)
+}
+
+/// A child killed and reaped when dropped, also when a test fails.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether `pid` has SIGINT pending, for the process or its main thread.
+fn sigint_pending(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let bit = 1u64 << (libc::SIGINT - 1);
+    status.lines().any(|l| {
+        l.strip_prefix("ShdPnd:")
+            .or_else(|| l.strip_prefix("SigPnd:"))
+            .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+            .is_some_and(|mask| mask & bit != 0)
+    })
+}
+
+/// A second SIGINT aborts at once with status 130 and says so on stderr.
+/// The tool is held writing its header to a full stdout, so the first
+/// SIGINT, which only ends tracing, cannot let it finish first.
+#[test]
+fn a_second_sigint_aborts_with_130_and_says_so() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let (reader, writer) = full_pipe();
+    let mut tool = Reaped(
+        tool()
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting offwake-perf"),
+    );
+    let tool = &mut tool.0;
+    let pid = tool.id();
+    wait_for("the tool to wait on its full stdout", || {
+        std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+            .is_ok_and(|w| w.contains("pipe_write"))
+    });
+    let target = i32::try_from(pid).expect("pid fits");
+    for _ in 0..2 {
+        // SAFETY: kill with the pid of our own child and a valid signal.
+        assert_eq!(unsafe { libc::kill(target, libc::SIGINT) }, 0);
+        // Taken before the next: two pending SIGINTs would be one.
+        wait_for("the tool to take the SIGINT", || !sigint_pending(pid));
+    }
+    let mut ended = None;
+    wait_for("the tool to end", || {
+        ended = tool.try_wait().expect("waiting for offwake-perf");
+        ended.is_some()
+    });
+    let status = ended.expect("ended");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut tool.stderr.take().expect("piped"), &mut stderr)
+        .expect("reading stderr");
+    drop(reader);
+    assert_eq!(status.code(), Some(130), "{status}\n{stderr}");
+    assert!(
+        stderr.contains("offwake-perf: aborted by a second SIGINT (Ctrl-C)"),
+        "{stderr}"
+    );
+}

@@ -13,11 +13,24 @@ static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
 /// SIGINTs and SIGTERMs received: one during symbolization cuts it short.
 static SIGNALS: AtomicU32 = AtomicU32::new(0);
 
+/// Said on stderr when a second SIGINT aborts the run.
+const ABORTED: &[u8] =
+    b"offwake-perf: aborted by a second SIGINT (Ctrl-C): the report is missing or cut short\n";
+
+/// The status of a run aborted by a second SIGINT: 128 + SIGINT, as a
+/// shell gives a command that SIGINT killed.
+const ABORTED_STATUS: i32 = 128 + libc::SIGINT;
+
 extern "C" fn on_signal(sig: libc::c_int) {
     SIGNALS.fetch_add(1, Ordering::SeqCst);
     if sig == libc::SIGINT && INTERRUPTS.fetch_add(1, Ordering::SeqCst) >= 1 {
-        // SAFETY: _exit is async-signal-safe; a second Ctrl-C aborts at once.
-        unsafe { libc::_exit(130) };
+        // SAFETY: write(2) and _exit(2) are async-signal-safe; the message
+        // is static, and its pointer and length are its own. A failed
+        // write (a closed stderr) changes nothing: the run aborts at once.
+        unsafe {
+            libc::write(libc::STDERR_FILENO, ABORTED.as_ptr().cast(), ABORTED.len());
+            libc::_exit(ABORTED_STATUS);
+        }
     }
     STOP.store(true, Ordering::SeqCst);
 }
@@ -32,8 +45,8 @@ pub(super) fn install() -> Result<()> {
         SigSet::empty(),
     );
     for sig in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only touches atomics and calls _exit, both
-        // async-signal-safe.
+        // SAFETY: the handler only touches atomics and calls write and
+        // _exit, all async-signal-safe.
         unsafe { sigaction(sig, &action) }
             .with_context(|| format!("installing a handler for {sig}"))?;
     }
