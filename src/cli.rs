@@ -90,7 +90,8 @@ pub(crate) const MAX_DWARF_SIZE: u32 = 65528;
     override_usage = USAGE
 )]
 pub struct Cli {
-    /// Whole seconds to trace (default: until Ctrl-C or SIGTERM).
+    /// Whole seconds to trace, at most 4294967295 (default: until Ctrl-C or
+    /// SIGTERM).
     #[arg(value_name = "DURATION", value_parser = seconds)]
     pub(crate) duration: Option<u64>,
 
@@ -599,6 +600,7 @@ mod tests {
         assert_eq!(parse(&["4294967295"]).unwrap().duration, Some(MAX_DURATION));
         let help = Cli::command().render_long_help().to_string();
         assert!(help.contains("Whole seconds to trace"), "{help}");
+        assert!(help.contains(&format!("at most {MAX_DURATION} ")), "{help}");
     }
 
     #[test]
