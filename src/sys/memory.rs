@@ -10,7 +10,7 @@
 //! in time ends all reading for the run.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, IoSliceMut};
+use std::io::{BufRead, BufReader, IoSliceMut, Read};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ use nix::sys::uio::{RemoteIoVec, process_vm_readv};
 use nix::unistd::Pid;
 
 use super::host::page_size;
+use super::vma::{Maps, Query, TimeBudget};
 
 /// One read asked of a [`GuardedReader`]'s thread.
 struct Ask {
@@ -118,30 +119,94 @@ fn spawn_reader() -> Option<Helper> {
     Some(Helper { ask, answers, tid })
 }
 
-/// Most threads whose stack mapping is remembered.
+/// Most threads whose stack mappings are remembered.
 const STACKS_KEPT: usize = 4096;
 
-/// By thread, the mapping its stack pointer was last found in: a thread's
-/// stack stays where it is, so its maps are read once.
-#[derive(Default)]
-pub(crate) struct Stacks(HashMap<u32, (u64, u64)>);
+/// Stack mappings remembered per thread: a thread may switch between
+/// stacks of its own (coroutines, signal stacks).
+const RANGES_PER_THREAD: usize = 4;
+
+/// The time that reading `/proc/TID/maps` as text (where the kernel cannot
+/// be asked for one mapping) may take: a process chooses how many
+/// mappings it has, how long their paths are (which the kernel takes
+/// milliseconds a line to print), and how often its threads change stacks.
+const MAPS_BURST: Duration = Duration::from_millis(100);
+const MAPS_SHARE: f64 = 0.02;
+
+/// Most bytes of one thread's maps read as text to find its stack.
+const MAPS_BYTES: u64 = 1 << 20;
+
+/// By thread, the mappings its stack pointer was last found in (newest
+/// first): a thread's stacks stay where they are, so each is looked up
+/// once, and looking up takes a bounded share of time.
+pub(crate) struct Stacks {
+    threads: HashMap<u32, Vec<(u64, u64)>>,
+    budget: TimeBudget,
+    /// Whether the kernel may be asked for one mapping.
+    query: bool,
+    /// Maps read as text so far.
+    text_reads: u64,
+}
+
+impl Default for Stacks {
+    fn default() -> Stacks {
+        Stacks {
+            threads: HashMap::new(),
+            budget: TimeBudget::new(MAPS_BURST, MAPS_SHARE),
+            query: true,
+            text_reads: 0,
+        }
+    }
+}
+
+impl Stacks {
+    /// The range of thread `tid`'s mapping that holds `sp`: remembered, or
+    /// looked up.
+    fn holding(&mut self, tid: u32, sp: u64) -> Option<(u64, u64)> {
+        let known = self.threads.get(&tid).and_then(|ranges| {
+            ranges
+                .iter()
+                .copied()
+                .find(|&(start, end)| start <= sp && sp < end)
+        });
+        if known.is_some() {
+            return known;
+        }
+        let found = self.look_up(tid, sp)?;
+        if self.threads.len() >= STACKS_KEPT {
+            self.threads.clear();
+        }
+        let ranges = self.threads.entry(tid).or_default();
+        ranges.insert(0, found);
+        ranges.truncate(RANGES_PER_THREAD);
+        Some(found)
+    }
+
+    /// Asks the kernel; else reads the text, while the budget allows.
+    fn look_up(&mut self, tid: u32, sp: u64) -> Option<(u64, u64)> {
+        if self.query {
+            match Maps::open(tid)?.holding(sp) {
+                Query::Found(v) => return Some((v.start, v.end)),
+                Query::None => return None,
+                Query::Unsupported => self.query = false,
+            }
+        }
+        let started = Instant::now();
+        if !self.budget.allowed(started) {
+            return None;
+        }
+        self.text_reads += 1;
+        let found = mapping_holding(tid, sp);
+        self.budget.charge(started.elapsed());
+        found
+    }
+}
 
 /// Up to `len` bytes of thread `tid`'s stack from `sp` up, within the
-/// mapping that holds `sp`; none when no mapping holds it.
+/// mapping that holds `sp`; none when no mapping holds it (or it could
+/// not be looked up within the budget).
 pub(crate) fn read_stack(stacks: &mut Stacks, tid: u32, sp: u64, len: usize) -> Vec<u8> {
-    let known = stacks
-        .0
-        .get(&tid)
-        .copied()
-        .filter(|&(start, end)| start <= sp && sp < end);
-    let Some((_, end)) = known.or_else(|| {
-        let found = mapping_holding(tid, sp)?;
-        if stacks.0.len() >= STACKS_KEPT {
-            stacks.0.clear();
-        }
-        stacks.0.insert(tid, found);
-        Some(found)
-    }) else {
+    let Some((_, end)) = stacks.holding(tid, sp) else {
         return Vec::new();
     };
     let room = usize::try_from(end - sp).unwrap_or(usize::MAX);
@@ -150,10 +215,10 @@ pub(crate) fn read_stack(stacks: &mut Stacks, tid: u32, sp: u64, len: usize) -> 
 
 /// The range of the mapping of thread `tid` that holds `addr`, from
 /// `/proc/TID/maps`, whose lines come in address order: only each line's
-/// range is read, and reading stops past `addr`.
+/// range is read, and reading stops past `addr` or after [`MAPS_BYTES`].
 fn mapping_holding(tid: u32, addr: u64) -> Option<(u64, u64)> {
     let file = std::fs::File::open(format!("/proc/{tid}/maps")).ok()?;
-    let mut lines = BufReader::new(file);
+    let mut lines = BufReader::new(file.take(MAPS_BYTES));
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -289,12 +354,66 @@ mod tests {
         let got = read_stack(&mut stacks, me, base + 8, 3 * page);
         assert_eq!(got.len(), 2 * page - 8, "up to the mapping's end");
         // Known now: found again without maps.
-        assert_eq!(stacks.0.get(&me), Some(&(base, base + 2 * page as u64)));
+        assert_eq!(
+            stacks.threads.get(&me).map(Vec::as_slice),
+            Some(&[(base, base + 2 * page as u64)][..])
+        );
         assert_eq!(read_stack(&mut stacks, me, base + 16, 8).len(), 8);
         // An address no mapping holds gives nothing.
         assert!(read_stack(&mut stacks, me, 8, 64).is_empty());
         // SAFETY: the mapping made above, not used after this.
         unsafe { libc::munmap(map, 3 * page) };
+    }
+
+    /// A thread that switches among more stacks than are remembered for
+    /// it gets them looked up again, and where that means reading its
+    /// maps as text, only while the time budget allows.
+    #[test]
+    fn stacks_are_looked_up_within_a_budget() {
+        let page = page_size();
+        let stacks_n = RANGES_PER_THREAD + 1;
+        // Every other page readable: each its own mapping.
+        let map = anonymous(2 * stacks_n);
+        let base = map as u64;
+        for i in 0..stacks_n {
+            // SAFETY: a page of the mapping made above.
+            let odd = unsafe { map.cast::<u8>().add((2 * i + 1) * page) };
+            // SAFETY: as above; the page is not used after this.
+            assert_eq!(
+                unsafe { libc::mprotect(odd.cast(), page, libc::PROT_NONE) },
+                0
+            );
+        }
+        let me = std::process::id();
+        let sp = |i: usize| base + (2 * (i % stacks_n) * page) as u64 + 8;
+        for query in [true, false] {
+            let mut stacks = Stacks {
+                query,
+                ..Stacks::default()
+            };
+            for i in 0..4 * stacks_n {
+                assert_eq!(
+                    stacks.holding(me, sp(i)),
+                    Some((sp(i) - 8, sp(i) - 8 + page as u64))
+                );
+            }
+            // Spent: nothing more is read as text.
+            stacks.budget.charge(MAPS_BURST * 100);
+            let reads = stacks.text_reads;
+            let found = (0..4 * stacks_n)
+                .filter(|&i| stacks.holding(me, sp(i)).is_some())
+                .count();
+            if query && stacks.query {
+                assert_eq!((reads, found), (0, 4 * stacks_n));
+            } else {
+                assert_eq!(stacks.text_reads, reads);
+                assert!(reads > 0);
+                // The stacks remembered are still found.
+                assert_eq!(found, 4 * RANGES_PER_THREAD);
+            }
+        }
+        // SAFETY: the mapping made above, not used after this.
+        unsafe { libc::munmap(map, 2 * stacks_n * page) };
     }
 
     #[test]

@@ -17,3 +17,4 @@ pub(crate) mod open;
 pub(crate) mod own;
 pub(crate) mod priority;
 pub(crate) mod proc;
+pub(crate) mod vma;

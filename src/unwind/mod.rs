@@ -167,8 +167,21 @@ impl Unwinder {
     pub(crate) fn notes(&self) -> Vec<String> {
         self.unreadable_note()
             .into_iter()
+            .chain(self.late_note())
             .chain(self.tails.as_ref().and_then(Tails::note))
             .collect()
+    }
+
+    /// The NOTE line on stacks unwound with a map not brought up to date.
+    fn late_note(&self) -> Option<String> {
+        let n = self.stats.late_updates;
+        (n > 0).then(|| {
+            format!(
+                "NOTE: {n} user stacks were unwound with their process's memory map as last \
+                 followed: it changed more than {UPDATES_PER_SECOND} times a second \
+                 (frames in code mapped since may be missing)."
+            )
+        })
     }
 
     /// The NOTE line that says which files' code was walked by frame

@@ -121,6 +121,12 @@ impl Tails {
         if n != self.copy_size || n >= TAIL_LIMIT || self.stats.ended_by.is_some() {
             return None;
         }
+        // A thread seen running since has rewritten its stack: nothing
+        // read now would be used.
+        if self.runs.ran_after(tid, time) {
+            self.stats.changed += 1;
+            return None;
+        }
         if !self.allowed(time) {
             self.stats.skipped += 1;
             return None;

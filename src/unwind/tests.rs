@@ -352,7 +352,7 @@ fn the_map_in_use_prefers_the_newest_of_overlapping_mappings() {
     let paths = |t| -> Vec<String> {
         maps.mapped_at(7, t)
             .iter()
-            .map(|m| m.path.clone())
+            .map(|m| m.path.to_string())
             .collect()
     };
     assert_eq!(paths(5), ["/old", "/other"]);
@@ -409,4 +409,27 @@ mod props {
             prop_assert_eq!(s.stack.user().first(), Some(&ip));
         }
     }
+}
+
+/// A process whose map changes between any two of its samples gets its
+/// modules brought up to date at a bounded rate, not at every sample.
+#[test]
+fn module_updates_are_bounded_in_rate() {
+    let mut space = Space {
+        version: None,
+        unwinder: UnwinderX86_64::new(),
+        cache: CacheX86_64::new(),
+        modules: HashMap::new(),
+        credit: UPDATE_BURST * NS,
+        counted_to: 0,
+    };
+    let burst = (0..10 * UPDATE_BURST)
+        .filter(|_| space.may_update(0))
+        .count() as u64;
+    assert_eq!(burst, UPDATE_BURST);
+    // Over the next second, a sample every 10 us: that many more.
+    let more = (1..=100_000u64)
+        .filter(|i| space.may_update(i * 10_000))
+        .count() as u64;
+    assert_eq!(more, UPDATES_PER_SECOND);
 }

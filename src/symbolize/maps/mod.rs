@@ -9,10 +9,12 @@ use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::debugfile::{BuildIdDirs, build_id};
 use crate::event::{Event, EventKind, Fork, Mmap};
 use crate::sys::open::{Dir, FileKey, OpenError, Opened, Scope, open_magic};
+use crate::sys::vma::{Maps, TimeBudget};
 
 /// One executable mapping, valid during `[from, until)` (nanoseconds).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -205,6 +207,8 @@ pub(crate) struct ProcessMaps {
     build_ids: HashMap<String, Arc<[u8]>>,
     /// Where a recording's files are looked for by build-id.
     build_id_dirs: BuildIdDirs,
+    /// The time that reading maps as text to compact a history may take.
+    text_budget: TimeBudget,
 }
 
 impl Default for ProcessMaps {
@@ -231,6 +235,7 @@ impl ProcessMaps {
             recorded: false,
             build_ids: HashMap::new(),
             build_id_dirs: BuildIdDirs::default(),
+            text_budget: TimeBudget::new(Duration::from_millis(100), 0.02),
         }
     }
 
@@ -502,7 +507,9 @@ impl ProcessMaps {
             p.unfollowed += 1;
             return;
         }
-        end_overlapped(&mut p.mappings, mapping.start, mapping.end, time);
+        for rest in end_overlapped(&mut p.mappings, mapping.start, mapping.end, time) {
+            p.push(rest);
+        }
         p.push(mapping);
     }
 
@@ -523,17 +530,15 @@ impl ProcessMaps {
         if read {
             p.compact_read_at = Some(time);
         }
-        let shown = read.then(|| read_maps(tgid)).flatten();
-        let shown = shown.map(|text| parse_maps(&text, 0));
+        let shown = if read {
+            self.executable_now(tgid)
+        } else {
+            None
+        };
         let Some(p) = self.procs.get_mut(&tgid) else {
             return;
         };
-        if let Some(shown) = shown {
-            // Lines come in address order; a capped read tells nothing of
-            // what lies past its last line.
-            let past = shown.last().map_or(0, |m| m.end);
-            let now: HashSet<(u64, u64, u64)> =
-                shown.iter().map(|m| (m.start, m.end, m.pgoff)).collect();
+        if let Some((now, past)) = shown {
             for m in &mut p.mappings {
                 if m.until == u64::MAX
                     && m.end <= past
@@ -584,6 +589,36 @@ impl ProcessMaps {
         }
         p.mappings.push(mapping);
         p.version += 1;
+    }
+
+    /// The executable file mappings `tgid` has now, as (start, end,
+    /// offset), and the address below which that is all of them: asked of
+    /// the kernel, else read as text within [`ProcessMaps::text_budget`].
+    fn executable_now(&mut self, tgid: u32) -> Option<(HashSet<Span>, u64)> {
+        if let Some(files) = Maps::open(tgid)?.executable_files(MAX_MAPPINGS + 1) {
+            let past = match files.get(MAX_MAPPINGS) {
+                Some(v) => v.start,
+                None => u64::MAX,
+            };
+            return Some((
+                files.iter().map(|v| (v.start, v.end, v.pgoff)).collect(),
+                past,
+            ));
+        }
+        let started = Instant::now();
+        if !self.text_budget.allowed(started) {
+            return None;
+        }
+        let shown = read_maps(tgid).map(|text| parse_maps(&text, 0));
+        self.text_budget.charge(started.elapsed());
+        let shown = shown?;
+        // Lines come in address order; a capped read tells nothing of
+        // what lies past its last line.
+        let past = shown.last().map_or(0, |m| m.end);
+        Some((
+            shown.iter().map(|m| (m.start, m.end, m.pgoff)).collect(),
+            past,
+        ))
     }
 
     /// The NOTE on processes whose mappings were not all followed.
@@ -785,6 +820,9 @@ impl ProcessMaps {
     }
 }
 
+/// A mapping's start, end and file offset.
+type Span = (u64, u64, u64);
+
 /// The length at which `p`'s history is compacted next.
 fn compact_threshold(p: &Process) -> usize {
     if p.compact_at == 0 {
@@ -802,13 +840,34 @@ fn read_maps(tgid: u32) -> Option<String> {
 }
 
 /// Ends, at `time`, the mappings in place that `[start, end)` overlaps: a
-/// new mapping replaces whatever was mapped there.
-fn end_overlapped(mappings: &mut [Mapping], start: u64, end: u64, time: u64) {
+/// new mapping replaces whatever was mapped there. What they held outside
+/// it stays mapped: it is returned, as mappings from `time` on.
+fn end_overlapped(mappings: &mut [Mapping], start: u64, end: u64, time: u64) -> Vec<Mapping> {
+    let mut left = Vec::new();
     for m in mappings {
-        if m.until == u64::MAX && m.start < end && start < m.end && m.from <= time {
-            m.until = time;
+        if m.until != u64::MAX || m.end <= start || end <= m.start || m.from > time {
+            continue;
+        }
+        m.until = time;
+        if m.start < start {
+            left.push(Mapping {
+                end: start,
+                from: time,
+                until: u64::MAX,
+                ..m.clone()
+            });
+        }
+        if end < m.end {
+            left.push(Mapping {
+                start: end,
+                pgoff: m.pgoff.wrapping_add(end - m.start),
+                from: time,
+                until: u64::MAX,
+                ..m.clone()
+            });
         }
     }
+    left
 }
 
 fn end_all(mappings: &mut [Mapping], time: u64) {

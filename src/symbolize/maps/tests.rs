@@ -93,7 +93,7 @@ fn known(tgids: &[u32]) -> ProcessMaps {
 
 fn path_at(pm: &ProcessMaps, tgid: u32, time: u64, addr: u64) -> Option<(String, u64)> {
     pm.lookup(tgid, time, addr)
-        .map(|(m, off)| (m.path.clone(), off))
+        .map(|(m, off)| (m.path.to_string(), off))
 }
 
 #[test]
@@ -109,12 +109,12 @@ not a maps line
 ";
     let maps = parse_maps(text, 0);
     assert_eq!(maps.len(), 3);
-    assert_eq!(maps[0].path, "/usr/bin/prog");
+    assert_eq!(&*maps[0].path, "/usr/bin/prog");
     assert_eq!(
         (maps[0].start, maps[0].end, maps[0].pgoff),
         (0x55d0c0a02000, 0x55d0c0a08000, 0x2000)
     );
-    assert_eq!(maps[1].path, "/opt/my app/lib x.so");
+    assert_eq!(&*maps[1].path, "/opt/my app/lib x.so");
     assert!(maps[1].deleted && !maps[0].deleted);
     assert_eq!(
         maps[0].file,
@@ -304,4 +304,90 @@ fn snapshot_of_own_process() {
     pm.ensure_known(u32::MAX - 1, 0);
     assert!(pm.is_known(u32::MAX - 1));
     assert!(pm.lookup(u32::MAX - 1, 0, f).is_none());
+}
+
+/// A process that maps one file at a new address again and again (perf
+/// records no munmap): its history stays bounded, holds the path once,
+/// and the mappings it could not follow are counted in a NOTE.
+#[test]
+fn a_process_mapping_without_end_keeps_a_bounded_history() {
+    // No such process: /proc tells nothing, so nothing is ended by it.
+    let tgid = 0x7fff_fff0;
+    let mut pm = known(&[tgid]);
+    let long = format!("/{}/f", "d".repeat(3800));
+    pm.observe(&ev(1, mmap(tgid, 0x1000, 0x1000, 0, "/lib/libc.so")));
+    // The libc stack is stored: its mapping is kept.
+    pm.ensure_covers(tgid, 2, &[0x1800]);
+    let n = 3 * MAX_MAPPINGS as u64;
+    for i in 0..n {
+        pm.observe(&ev(
+            10 + i,
+            mmap(tgid, 0x10_0000 + i * 0x1000, 0x1000, 0, &long),
+        ));
+    }
+    let p = &pm.procs[&tgid];
+    assert!(p.mappings.len() <= MAX_MAPPINGS, "{}", p.mappings.len());
+    assert_eq!(p.paths.len(), 2, "each path held once");
+    let shared = p.mappings.iter().filter(|m| *m.path == *long).count();
+    assert_eq!(Arc::strong_count(&p.mappings[1].path), shared + 1);
+    assert!(p.unfollowed > 0);
+    assert_eq!(
+        path_at(&pm, tgid, n, 0x1800),
+        Some(("/lib/libc.so".into(), 0x800))
+    );
+    let note = pm.notes().join("\n");
+    assert!(
+        note.contains(&format!("PID {tgid} ({})", p.unfollowed)),
+        "{note}"
+    );
+}
+
+/// Mapping at the same address again and again replaces the mapping
+/// there: the history is compacted to what is in place and what stored
+/// stacks use, and nothing is left unfollowed.
+#[test]
+fn a_mapping_replaced_in_place_is_dropped_unless_a_stack_uses_it() {
+    let tgid = 0x7fff_fff1;
+    let mut pm = known(&[tgid]);
+    pm.observe(&ev(1, mmap(tgid, 0x10000, 0x1000, 0, "/a")));
+    pm.ensure_covers(tgid, 2, &[0x10800]);
+    for i in 0..10 * MAX_MAPPINGS as u64 {
+        pm.observe(&ev(10 + i, mmap(tgid, 0x10000, 0x1000, 0, "/b")));
+    }
+    let p = &pm.procs[&tgid];
+    assert!(p.mappings.len() <= COMPACT_FIRST, "{}", p.mappings.len());
+    assert_eq!(p.unfollowed, 0);
+    assert!(pm.notes().is_empty());
+    // The stored stack's mapping is still there for its time.
+    assert_eq!(path_at(&pm, tgid, 2, 0x10800), Some(("/a".into(), 0x800)));
+    assert_eq!(
+        path_at(&pm, tgid, u64::MAX - 1, 0x10800),
+        Some(("/b".into(), 0x800))
+    );
+}
+
+/// A mapping made into the middle of another leaves the other's ends
+/// mapped as they were.
+#[test]
+fn a_mapping_into_another_leaves_its_ends() {
+    let mut pm = known(&[7]);
+    pm.observe(&ev(1, mmap(7, 0x10000, 0x10000, 0x2000, "/lib/a.so")));
+    pm.observe(&ev(50, mmap(7, 0x14000, 0x1000, 0, "/lib/b.so")));
+    let spans: Vec<(u64, u64, u64)> = pm
+        .mapped_at(7, 60)
+        .iter()
+        .map(|m| (m.start, m.end, m.pgoff))
+        .collect();
+    assert_eq!(
+        spans,
+        [
+            (0x10000, 0x14000, 0x2000),
+            (0x14000, 0x15000, 0),
+            (0x15000, 0x20000, 0x7000)
+        ]
+    );
+    assert_eq!(
+        path_at(&pm, 7, 60, 0x15100),
+        Some(("/lib/a.so".into(), 0x7100))
+    );
 }

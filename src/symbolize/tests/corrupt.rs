@@ -123,7 +123,7 @@ fn text_mapping(path: &Path, file: &Path, base: u64, vaddr: u64) -> (Mapping, u6
         start,
         end,
         pgoff: offset / PAGE * PAGE,
-        path: file.to_string_lossy().into_owned(),
+        path: file.to_string_lossy().into(),
         deleted: false,
         file: None,
         build_id: None,
