@@ -202,7 +202,7 @@ pub struct Cli {
     pub(crate) mmap_pages: Option<usize>,
 
     /// How many threads x CPUs -p, -t and -- COMMAND may trace with
-    /// per-task events (one to three per thread and CPU). Past it, one
+    /// per-task events (two to four per thread and CPU). Past it, one
     /// sched_switch event per CPU, filtered on the threads' ids by the
     /// kernel at every context switch of the machine.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_EVENT_BUDGET,

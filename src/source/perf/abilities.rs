@@ -129,7 +129,7 @@ mod tests {
             sample_type,
             exclude_callchain_user: false,
             exclude_callchain_kernel: false,
-            side_band: true,
+            side_band: sys::SideBand::All,
             context_switch: false,
             wakeup_watermark: 1,
             inherit: true,

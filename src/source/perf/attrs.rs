@@ -89,7 +89,7 @@ pub(super) fn base_attr(config: &PerfConfig, watermark: u32) -> sys::TracepointA
         // pointers costs a busy process a sixth of its throughput.
         exclude_callchain_user: !config.stacks.user || config.stacks.user_copy().is_some(),
         exclude_callchain_kernel: !config.stacks.kernel,
-        side_band: false,
+        side_band: sys::SideBand::None,
         context_switch: false,
         wakeup_watermark: watermark,
         // Per-task events of `-p` follow the threads the process
@@ -114,7 +114,7 @@ pub(super) fn sched_events(
         what: "sched:sched_switch",
         attr: sys::TracepointAttr {
             id: switch_id as u64,
-            side_band: true,
+            side_band: sys::SideBand::All,
             context_switch: switch_ins != SwitchIns::Running,
             ..*base
         },

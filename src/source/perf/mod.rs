@@ -142,7 +142,7 @@ fn chosen_threads(
     let wide = wide.map(|_| threads::Wide {
         switch_event: TaskEvent {
             attr: sys::TracepointAttr {
-                side_band: false,
+                side_band: sys::SideBand::None,
                 context_switch: false,
                 inherit: false,
                 inherit_thread: false,

@@ -86,8 +86,8 @@ pub(crate) struct TracepointAttr {
     pub(crate) sample_type: u64,
     pub(crate) exclude_callchain_user: bool,
     pub(crate) exclude_callchain_kernel: bool,
-    /// Ask for FORK/EXIT/COMM(+exec)/MMAP2 side-band records.
-    pub(crate) side_band: bool,
+    /// Which side-band records to ask for.
+    pub(crate) side_band: SideBand,
     /// Ask for context-switch records (see `event::SwitchIn`). They cost
     /// every context switch on the machine a little, even for per-task
     /// events.
@@ -126,13 +126,26 @@ impl TracepointAttr {
         if self.sample_type & SAMPLE_READ != 0 {
             a.read_format = READ_FORMAT;
         }
-        if self.side_band {
-            ask_side_band(&mut a);
+        match self.side_band {
+            SideBand::None => {}
+            SideBand::Tasks => a.set_task(1),
+            SideBand::All => ask_side_band(&mut a),
         }
         a.set_context_switch(self.context_switch as u64);
         ask_user_stack(&mut a, self.stack_user);
         a
     }
+}
+
+/// The side-band records an event asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SideBand {
+    None,
+    /// FORK and EXIT only: a traced thread's COMM and MMAP2 records come
+    /// from its names event ([`open_task_names`]).
+    Tasks,
+    /// FORK, EXIT, COMM (with exec) and MMAP2.
+    All,
 }
 
 /// FORK/EXIT/COMM(+exec)/MMAP2 records, of executable mappings only.
@@ -315,6 +328,67 @@ pub(crate) fn open_ring_owner(
     })
 }
 
+/// The attributes of a thread's names event ([`open_task_names`]), whose
+/// records carry the `sample_id` fields of `sample_type`.
+fn names_attr(sample_type: u64) -> perf_event_attr {
+    let mut a = perf_event_attr {
+        type_: b::PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<perf_event_attr>() as u32,
+        config: b::PERF_COUNT_SW_DUMMY as u64,
+        // Only what `sample_id` holds: it never samples, and the reads and
+        // user registers would be refused, or checked, for nothing.
+        sample_type: sample_type
+            & (SAMPLE_IDENTIFIER
+                | SAMPLE_TID
+                | SAMPLE_TIME
+                | SAMPLE_ID
+                | SAMPLE_STREAM_ID
+                | SAMPLE_CPU),
+        ..Default::default()
+    };
+    a.set_disabled(1);
+    a.set_sample_id_all(1);
+    a.set_use_clockid(1);
+    a.clockid = libc::CLOCK_MONOTONIC;
+    a.set_comm(1);
+    a.set_comm_exec(1);
+    a.set_mmap(1);
+    a.set_mmap2(1);
+    a.set_mmap_data(0);
+    // Every task the thread creates gets it, processes too, and what they
+    // create in turn.
+    a.set_inherit(1);
+    a
+}
+
+/// Opens the names event of thread `tid` on `cpu`: a software dummy event
+/// that never samples and writes the COMM (renames, execs) and executable
+/// MMAP2 records of the thread and of every task it creates from now on,
+/// the processes it starts included, which its other events do not follow:
+/// a waker one of them started is then named as it was when it woke, and
+/// its stacks are placed in its own mappings. `Ok(None)` when the thread
+/// no longer exists.
+pub(crate) fn open_task_names(
+    sample_type: u64,
+    tid: u32,
+    cpu: u32,
+) -> Result<Option<OwnedFd>, OpenError> {
+    let pid = libc::pid_t::try_from(tid).map_err(|_| OpenError {
+        errno: libc::EINVAL,
+        message: format!("thread id {tid} is too large"),
+    })?;
+    match open_attr(&mut names_attr(sample_type), pid, Some(cpu)) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(err) if err.raw_os_error() == Some(libc::ESRCH) => Ok(None),
+        Err(err) => Err(OpenError {
+            errno: err.raw_os_error().unwrap_or(0),
+            message: format!(
+                "perf_event_open of the names event of thread {tid} on CPU {cpu} failed: {err}"
+            ),
+        }),
+    }
+}
+
 /// Opens `a` for `pid` (0: the calling thread, -1: every task) on `cpu`
 /// (`None`: wherever the task runs).
 fn open_attr(a: &mut perf_event_attr, pid: libc::pid_t, cpu: Option<u32>) -> io::Result<OwnedFd> {
@@ -483,7 +557,7 @@ mod tests {
             sample_type: SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW | SAMPLE_IDENTIFIER,
             exclude_callchain_user: true,
             exclude_callchain_kernel: false,
-            side_band: true,
+            side_band: SideBand::All,
             context_switch: true,
             wakeup_watermark: 4096,
             inherit: false,
@@ -523,13 +597,22 @@ mod tests {
         let inherited = TracepointAttr { inherit: true, ..t }.to_attr();
         assert_eq!((inherited.inherit(), inherited.inherit_thread()), (1, 1));
         let plain = TracepointAttr {
-            side_band: false,
+            side_band: SideBand::None,
             ..t
         }
         .to_attr();
         assert_eq!(
             (plain.comm(), plain.task(), plain.mmap(), plain.mmap2()),
             (0, 0, 0, 0)
+        );
+        let tasks = TracepointAttr {
+            side_band: SideBand::Tasks,
+            ..t
+        }
+        .to_attr();
+        assert_eq!(
+            (tasks.comm(), tasks.task(), tasks.mmap(), tasks.mmap2()),
+            (0, 1, 0, 0)
         );
         // Context-switch records are asked for on their own.
         assert_eq!((a.context_switch(), plain.context_switch()), (1, 1));
@@ -547,5 +630,39 @@ mod tests {
         }
         .to_attr();
         assert_eq!(reads.read_format, READ_FORMAT);
+    }
+
+    /// A thread's names event: COMM and executable MMAP2 records only,
+    /// inherited by the processes it starts, with the `sample_id` of the
+    /// ring's other events and nothing they sample.
+    #[test]
+    fn names_attr_bits() {
+        let id = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU;
+        let a = names_attr(
+            id | SAMPLE_RAW | SAMPLE_CALLCHAIN | SAMPLE_READ | SAMPLE_REGS_USER | SAMPLE_STACK_USER,
+        );
+        assert_eq!(a.sample_type, id);
+        assert_eq!(
+            (a.type_, a.config),
+            (b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_DUMMY as u64)
+        );
+        assert_eq!(
+            (
+                a.comm(),
+                a.comm_exec(),
+                a.mmap(),
+                a.mmap2(),
+                a.mmap_data(),
+                a.task()
+            ),
+            (1, 1, 1, 1, 0, 0)
+        );
+        assert_eq!((a.inherit(), a.inherit_thread()), (1, 0));
+        assert_eq!(
+            (a.disabled(), a.sample_id_all(), a.use_clockid()),
+            (1, 1, 1)
+        );
+        assert_eq!(a.clockid, libc::CLOCK_MONOTONIC);
+        assert_eq!((a.read_format, a.sample_regs_user), (0, 0));
     }
 }

@@ -86,15 +86,22 @@ pub(super) struct TaskCpu {
     /// and `sched_process_exit` for the threads it creates, inherited by
     /// them, and filtered out for the thread itself.
     kids: Option<[OwnedFd; 2]>,
+    /// Its names event ([`sys::open_task_names`]): the COMM and MMAP2
+    /// records of the thread and of every task it creates.
+    names: OwnedFd,
 }
 
 impl TaskCpu {
     pub(super) fn fds(&self) -> impl Iterator<Item = &OwnedFd> {
-        std::iter::once(&self.own).chain(self.kids.iter().flatten())
+        std::iter::once(&self.own)
+            .chain(self.kids.iter().flatten())
+            .chain(std::iter::once(&self.names))
     }
 
     pub(super) fn into_fds(self) -> impl Iterator<Item = OwnedFd> {
-        std::iter::once(self.own).chain(self.kids.into_iter().flatten())
+        std::iter::once(self.own)
+            .chain(self.kids.into_iter().flatten())
+            .chain(std::iter::once(self.names))
     }
 }
 
@@ -418,7 +425,8 @@ impl Threads {
             }
             return Ok(());
         }
-        let per_cpu = if self.exit_event.is_some() { 3 } else { 1 };
+        // The names event, and one or three tracepoint events.
+        let per_cpu = if self.exit_event.is_some() { 4 } else { 2 };
         let wanted = tids.len() * cpus.len() * per_cpu;
         raise_fd_limit(wanted)?;
         for &tid in tids {
@@ -457,16 +465,23 @@ impl Threads {
     ) -> Result<(), OpenFailure> {
         let mut cpus = Vec::with_capacity(rings.len());
         let TaskEvent { what, attr, .. } = &self.switch_event;
+        // Comms and mappings come from the names event, which follows
+        // more tasks than these do.
+        let attr = &sys::TracepointAttr {
+            side_band: sys::SideBand::Tasks,
+            ..*attr
+        };
         // With an exit event, the thread's own events are inherited by
         // nothing (they would add up the counts of the threads that did).
         let own_attr = match &self.exit_event {
             Some(_) => sys::TracepointAttr {
                 inherit: false,
-                side_band: false,
+                side_band: sys::SideBand::None,
                 ..*attr
             },
             None => *attr,
         };
+        let names_sample_type = self.waking_event.attr.sample_type;
         for c in rings {
             let open = |attr: &sys::TracepointAttr, what: &str, filter: Option<String>| {
                 let Some(fd) = sys::open_task_tracepoint(attr, what, tid, c.cpu)? else {
@@ -500,11 +515,17 @@ impl Threads {
                 }
                 None => None,
             };
+            let Some(names) = sys::open_task_names(names_sample_type, tid, c.cpu)? else {
+                return Ok(());
+            };
+            sys::set_output(names.as_fd(), c.fds[0].as_fd())
+                .with_context(|| format!("sharing the ring buffer of CPU {}", c.cpu))?;
             cpus.push(TaskCpu {
                 cpu: c.cpu,
                 own,
                 own_id: None,
                 kids,
+                names,
             });
         }
         let running = self.running;
