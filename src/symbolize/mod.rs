@@ -30,6 +30,7 @@ pub(crate) mod read;
 mod sparse;
 mod split;
 mod symtab;
+mod unread;
 pub(crate) mod vdso;
 mod vet;
 
@@ -38,12 +39,12 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
-use crate::diag::counted;
 use crate::kallsyms::Preload;
 use crate::kallsyms::table::KernelSymbols;
 use crate::sys::open::OpenError;
 use cache::{FileCache, FileId};
 pub(crate) use maps::{Mapping, ProcessMaps};
+use unread::Unread;
 
 /// The name printed for a frame that cannot be resolved.
 #[cfg(test)]
@@ -299,11 +300,18 @@ impl Symbolizer {
     ) -> Vec<Vec<Symbol>> {
         let mut wanted: BTreeMap<FileId, BTreeSet<u64>> = BTreeMap::new();
         let mut jit: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
-        let mut unmapped: BTreeMap<u32, usize> = BTreeMap::new();
+        // Per reason, the processes and how many stacks of each.
+        let mut unmapped: BTreeMap<Unread, BTreeMap<u32, u64>> = BTreeMap::new();
         for stack in stacks {
             self.maps.ensure_known(stack.tgid, stack.time);
-            if self.maps.never_read(stack.tgid, stack.time) && !stack.addrs.is_empty() {
-                *unmapped.entry(stack.tgid).or_default() += 1;
+            if let Some(why) = self.maps.unread(stack.tgid, stack.time)
+                && !stack.addrs.is_empty()
+            {
+                *unmapped
+                    .entry(why)
+                    .or_default()
+                    .entry(stack.tgid)
+                    .or_default() += 1;
             }
             for (i, &addr) in stack.addrs.iter().enumerate() {
                 let probed = probe(i, addr);
@@ -319,22 +327,10 @@ impl Symbolizer {
                 }
             }
         }
-        if !unmapped.is_empty() {
-            let stacks = unmapped.values().sum::<usize>() as u64;
-            self.warnings.push(format!(
-                "NOTE: {} of {} {} [unknown]: {} before {} memory map could be read \
-                 (the tracefs backend reads maps from /proc while a process lives; the \
-                 perf backend records them).",
-                counted(stacks, "user stack", "user stacks"),
-                counted(unmapped.len() as u64, "process", "processes"),
-                if stacks == 1 { "prints" } else { "print" },
-                if unmapped.len() == 1 {
-                    "it exited"
-                } else {
-                    "they exited"
-                },
-                if unmapped.len() == 1 { "its" } else { "their" },
-            ));
+        for (why, processes) in unmapped {
+            let stacks = processes.values().sum();
+            let note = unread::note(why, stacks, processes.len() as u64);
+            self.warnings.push(note);
         }
         if let Some(config) = self.debuginfod.clone() {
             let ids = self.files.wanting_debug_files(wanted.keys().copied());

@@ -1212,13 +1212,12 @@ fn a_file_that_is_not_the_mapped_one_is_not_read() {
     }
 }
 
-/// A process gone before its map was read has every user frame unknown,
-/// and a note says why.
-#[test]
-fn stacks_of_a_process_whose_map_was_never_read_are_noted() {
-    let mut s = Symbolizer::new(ProcessMaps::new(), None).unwrap();
+/// The note for the stack of process `tgid` sampled at 10, when `maps`
+/// knows nothing of its map then: every user frame is unknown.
+fn unread_note(maps: ProcessMaps, tgid: u32) -> String {
+    let mut s = Symbolizer::new(maps, None).unwrap();
     let gone = UserStack {
-        tgid: FAKE_TGID + 7,
+        tgid,
         time: 10,
         addrs: &[0x401000, 0x401100],
     };
@@ -1228,11 +1227,46 @@ fn stacks_of_a_process_whose_map_was_never_read_are_noted() {
             .iter()
             .all(|n| matches!(n, Symbol::Unresolved { module: None, .. }))
     );
-    let notes = s.warnings().join("\n");
+    let notes = s.warnings();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    notes[0].clone()
+}
+
+/// A process gone before its map was read has every user frame unknown,
+/// and a note says why: under tracefs, which reads maps from /proc only.
+#[test]
+fn stacks_of_a_process_whose_map_was_never_read_are_noted() {
+    let mut maps = ProcessMaps::new();
+    maps.set_mmap_events(false);
+    let note = unread_note(maps, FAKE_TGID + 7);
+    assert_eq!(note, unread::note(Unread::NoRecords, 1, 1));
     assert!(
-        notes.contains(
-            "NOTE: 1 user stack of 1 process prints [unknown]: it exited before its memory map"
-        ),
-        "{notes}"
+        note.contains("[unknown]: it exited before its memory map"),
+        "{note}"
     );
+}
+
+/// Under perf, a process of which no record came was not traced: the note
+/// says so, and does not claim that its maps were recorded.
+#[test]
+fn stacks_of_an_untraced_process_gone_are_noted_as_such() {
+    let note = unread_note(ProcessMaps::new(), FAKE_TGID + 7);
+    assert_eq!(note, unread::note(Unread::Untraced, 1, 1));
+}
+
+/// Under perf, a traced process (its exit was recorded) that exited before
+/// /proc was read lacks the mappings it made before tracing began.
+#[test]
+fn stacks_of_a_traced_process_gone_are_noted_as_such() {
+    let tgid = FAKE_TGID + 7;
+    let mut maps = ProcessMaps::new();
+    // Read first (gone already), as when its stack was stored.
+    maps.ensure_known(tgid, 0);
+    maps.observe(&crate::event::Event {
+        time: 20,
+        cpu: 0,
+        kind: crate::event::EventKind::Exit(crate::event::Exit { tgid, tid: tgid }),
+    });
+    let note = unread_note(maps, tgid);
+    assert_eq!(note, unread::note(Unread::BeforeTracing, 1, 1));
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::debugfile::{BuildIdDirs, build_id};
+use super::unread::Unread;
 use crate::event::{Event, EventKind, Fork, Mmap};
 use crate::sys::open::{Dir, FileKey, OpenError, Opened, Scope, open_magic};
 use crate::sys::vma::{Maps, TimeBudget};
@@ -114,6 +115,9 @@ struct Process {
     compact_read_at: Option<u64>,
     /// Executable mappings not followed: the history was full.
     unfollowed: u64,
+    /// A record of it came (its fork, an exec, a mapping or its exit): it
+    /// was traced.
+    recorded: bool,
 }
 
 impl Process {
@@ -311,7 +315,8 @@ impl ProcessMaps {
         p.stale = false;
         p.reread_at = Some(time);
         p.read_at = crate::sys::host::monotonic_ns();
-        let Some(text) = text else {
+        // A zombie's map reads empty: it is gone too.
+        let Some(text) = text.filter(|t| !t.is_empty()) else {
             p.exited = true;
             return;
         };
@@ -359,7 +364,9 @@ impl ProcessMaps {
         // The root first: maps read after it are of a process that had it.
         let early = self.early_roots.remove(&tgid);
         let root = self.roots.capture(tgid).or(early);
-        let proc = match read_maps(tgid) {
+        // A zombie's map reads empty, as a kernel thread's: neither has
+        // user frames to place.
+        let proc = match read_maps(tgid).filter(|t| !t.is_empty()) {
             Some(text) => {
                 let mut p = Process {
                     image_since: from,
@@ -390,12 +397,27 @@ impl ProcessMaps {
     /// mmap or exit event. Other events are ignored.
     pub(crate) fn observe(&mut self, event: &Event) {
         let time = event.time;
-        match &event.kind {
-            EventKind::Fork(f) if f.tgid != f.parent_tgid => self.observe_fork(f, time),
-            EventKind::Comm(c) if c.exec => self.observe_exec(c.tgid, time),
-            EventKind::Mmap(m) => self.observe_mmap(m, time),
-            EventKind::Exit(e) if e.tid == e.tgid => self.observe_exit(e.tgid),
-            _ => {}
+        let tgid = match &event.kind {
+            EventKind::Fork(f) if f.tgid != f.parent_tgid => {
+                self.observe_fork(f, time);
+                f.tgid
+            }
+            EventKind::Comm(c) if c.exec => {
+                self.observe_exec(c.tgid, time);
+                c.tgid
+            }
+            EventKind::Mmap(m) => {
+                self.observe_mmap(m, time);
+                m.tgid
+            }
+            EventKind::Exit(e) if e.tid == e.tgid => {
+                self.observe_exit(e.tgid);
+                e.tgid
+            }
+            _ => return,
+        };
+        if let Some(p) = self.procs.get_mut(&tgid) {
+            p.recorded = true;
         }
     }
 
@@ -677,17 +699,27 @@ impl ProcessMaps {
         chosen.into_values().collect()
     }
 
-    /// True once `tgid`'s exit has been seen (or it could not be read).
-    /// True when nothing of the map of process `tgid` at `time` is known:
-    /// it exited before `/proc` could be read (or read again, after an
-    /// exec), and no record told its mappings.
-    pub(crate) fn never_read(&self, tgid: u32, time: u64) -> bool {
-        !self.recorded
-            && self.procs.get(&tgid).is_some_and(|p| {
-                p.exited && !p.mappings.iter().any(|m| m.from <= time && time < m.until)
-            })
+    /// Why nothing of the map of process `tgid` at `time` is known, when
+    /// nothing is: it exited before `/proc` could be read (or read again,
+    /// after an exec), and no record told its mappings.
+    pub(crate) fn unread(&self, tgid: u32, time: u64) -> Option<Unread> {
+        if self.recorded {
+            return None;
+        }
+        let p = self.procs.get(&tgid)?;
+        if !p.exited || p.mappings.iter().any(|m| m.valid_at(time)) {
+            return None;
+        }
+        Some(if !self.mmap_events {
+            Unread::NoRecords
+        } else if p.recorded {
+            Unread::BeforeTracing
+        } else {
+            Unread::Untraced
+        })
     }
 
+    /// True once `tgid`'s exit has been seen (or it could not be read).
     pub(crate) fn has_exited(&self, tgid: u32) -> bool {
         self.procs.get(&tgid).is_some_and(|p| p.exited)
     }

@@ -390,4 +390,29 @@ fn a_mapping_into_another_leaves_its_ends() {
         path_at(&pm, 7, 60, 0x15100),
         Some(("/lib/a.so".into(), 0x7100))
     );
+
+/// A zombie's map reads empty: it is taken as gone, as a pid that cannot
+/// be read is, so that its stacks are noted.
+#[test]
+fn a_zombie_is_gone() {
+    let mut child = std::process::Command::new("true")
+        .spawn()
+        .expect("starting true");
+    let pid = child.id();
+    let zombie = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| Some(s.rsplit_once(')')?.1.trim_start().starts_with('Z')))
+            .unwrap_or(false)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !zombie() {
+        assert!(std::time::Instant::now() < deadline, "true never exited");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let mut pm = ProcessMaps::new();
+    pm.ensure_known(pid, 0);
+    assert!(pm.has_exited(pid));
+    assert_eq!(pm.unread(pid, 1), Some(Unread::Untraced));
+    child.wait().expect("reaping true");
 }
