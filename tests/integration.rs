@@ -20,3 +20,4 @@ mod names;
 mod recorded;
 mod sources;
 mod tracefs;
+mod wakers;
