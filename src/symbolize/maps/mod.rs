@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::debugfile::{BuildIdDirs, build_id};
 use super::unread::Unread;
-use crate::event::{Event, EventKind, Fork, Mmap};
+use crate::event::{CommChange, Event, EventKind, Exit, Fork, Mmap};
 use crate::sys::open::{Dir, FileKey, OpenError, Opened, Scope, open_magic};
 use crate::sys::vma::{Maps, TimeBudget};
 
@@ -115,8 +115,7 @@ struct Process {
     compact_read_at: Option<u64>,
     /// Executable mappings not followed: the history was full.
     unfollowed: u64,
-    /// A record of it came (its fork, an exec, a mapping or its exit): it
-    /// was traced.
+    /// A record of it came (a fork, comm, mapping or exit): it was traced.
     recorded: bool,
 }
 
@@ -397,26 +396,19 @@ impl ProcessMaps {
     /// mmap or exit event. Other events are ignored.
     pub(crate) fn observe(&mut self, event: &Event) {
         let time = event.time;
-        let tgid = match &event.kind {
-            EventKind::Fork(f) if f.tgid != f.parent_tgid => {
-                self.observe_fork(f, time);
-                f.tgid
-            }
-            EventKind::Comm(c) if c.exec => {
-                self.observe_exec(c.tgid, time);
-                c.tgid
-            }
-            EventKind::Mmap(m) => {
-                self.observe_mmap(m, time);
-                m.tgid
-            }
-            EventKind::Exit(e) if e.tid == e.tgid => {
-                self.observe_exit(e.tgid);
-                e.tgid
-            }
-            _ => return,
-        };
-        if let Some(p) = self.procs.get_mut(&tgid) {
+        match &event.kind {
+            EventKind::Fork(f) if f.tgid != f.parent_tgid => self.observe_fork(f, time),
+            EventKind::Comm(c) if c.exec => self.observe_exec(c.tgid, time),
+            EventKind::Mmap(m) => self.observe_mmap(m, time),
+            EventKind::Exit(e) if e.tid == e.tgid => self.observe_exit(e.tgid),
+            _ => {}
+        }
+        if let EventKind::Fork(Fork { tgid, .. })
+        | EventKind::Comm(CommChange { tgid, .. })
+        | EventKind::Mmap(Mmap { tgid, .. })
+        | EventKind::Exit(Exit { tgid, .. }) = &event.kind
+            && let Some(p) = self.procs.get_mut(tgid)
+        {
             p.recorded = true;
         }
     }
@@ -703,10 +695,7 @@ impl ProcessMaps {
     /// nothing is: it exited before `/proc` could be read (or read again,
     /// after an exec), and no record told its mappings.
     pub(crate) fn unread(&self, tgid: u32, time: u64) -> Option<Unread> {
-        if self.recorded {
-            return None;
-        }
-        let p = self.procs.get(&tgid)?;
+        let p = self.procs.get(&tgid).filter(|_| !self.recorded)?;
         if !p.exited || p.mappings.iter().any(|m| m.valid_at(time)) {
             return None;
         }
