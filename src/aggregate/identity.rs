@@ -3,8 +3,6 @@
 //! lookup), whether it is one of the tool's own tasks or a target, and the
 //! tally of switch-outs and intervals per named target.
 
-use std::sync::Arc;
-
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::event::state::StateFilter;
@@ -12,7 +10,7 @@ use crate::event::{Callchain, Comm, CommChange, Exit, Fork, Switch};
 use crate::plan::Targets;
 use crate::sys::own::OwnTasks;
 
-use super::cgroups::CgroupNames;
+use super::cgroups::{CgroupNames, CgroupPath};
 use super::quiet::{QuietTarget, Tally, TargetKind};
 use super::tasks::{KTHREADD_TID, TaskInfo, TaskTable};
 
@@ -44,7 +42,14 @@ pub(super) struct Identity {
     /// The cgroup ids' paths, when switch-outs carry them: this
     /// machine's, or a recording's own.
     pub(super) cgroups: Option<CgroupNames>,
+    /// Under `--cgroup`, whether each cgroup id seen is a target's: a
+    /// path past what is kept need not be looked up at every switch-out.
+    in_targets: FxHashMap<u64, bool>,
 }
+
+/// Cgroup ids whose membership is remembered at most; past them the
+/// memory starts over.
+const MAX_MEMBERSHIPS: usize = 1 << 18;
 
 impl Identity {
     pub(super) fn new(
@@ -65,6 +70,7 @@ impl Identity {
             command_tgids: FxHashSet::default(),
             tally: Tally::default(),
             cgroups: None,
+            in_targets: FxHashMap::default(),
         }
     }
 
@@ -255,10 +261,22 @@ impl Identity {
             Targets::Processes(_) | Targets::Threads(_) | Targets::Command { .. } => {
                 named.is_some()
             }
-            Targets::Cgroups(targets) => {
-                let path = s.prev_cgroup.and_then(|id| self.cgroups.as_mut()?.name(id));
-                path.is_some_and(|p| targets.holds(&p))
-            }
+            Targets::Cgroups(targets) => s.prev_cgroup.is_some_and(|id| {
+                if let Some(&held) = self.in_targets.get(&id) {
+                    return held;
+                }
+                // An id not named now (gone, or a listing not due yet)
+                // is asked again.
+                let Some(path) = self.cgroups.as_mut().and_then(|c| c.name(id)) else {
+                    return false;
+                };
+                let held = targets.holds(&path);
+                if self.in_targets.len() >= MAX_MEMBERSHIPS {
+                    self.in_targets.clear();
+                }
+                self.in_targets.insert(id, held);
+                held
+            }),
         };
         selected && self.state.is_none_or(|state| state.matches(s.prev_state))
     }
@@ -269,7 +287,7 @@ impl Identity {
     pub(super) fn cgroup_paths(
         &mut self,
         ids: impl IntoIterator<Item = u64>,
-    ) -> FxHashMap<u64, Arc<str>> {
+    ) -> FxHashMap<u64, CgroupPath> {
         let Some(names) = self.cgroups.as_mut() else {
             return FxHashMap::default();
         };

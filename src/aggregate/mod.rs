@@ -26,7 +26,6 @@ mod stats;
 pub(crate) mod tasks;
 
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -40,6 +39,7 @@ use crate::event::{
 };
 
 use cgroups::CgroupNames;
+pub(crate) use cgroups::CgroupPath;
 use chain::{ChainTable, History, Past, Prev, Wakeup};
 use identity::Identity;
 use nspid::NsTids;
@@ -173,7 +173,7 @@ pub(crate) struct Aggregate {
     pub(crate) ns_tids: FxHashMap<u32, u32>,
     /// With entries split by cgroup, their cgroups by [`EntryKey::cgroup`]:
     /// paths relative to the mount (an id missing was never named).
-    pub(crate) cgroups: Option<FxHashMap<u64, Arc<str>>>,
+    pub(crate) cgroups: Option<FxHashMap<u64, CgroupPath>>,
 }
 
 /// Per-thread state key: idle tasks (tid 0) exist once per CPU.

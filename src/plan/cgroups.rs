@@ -110,9 +110,10 @@ impl CgroupTargets {
         Ok(())
     }
 
-    /// True when `rel`, a cgroup path relative to the mount, is one of
-    /// the roots or below one.
-    pub(crate) fn holds(&self, rel: &str) -> bool {
+    /// True when `rel`, a cgroup path relative to the mount (a `&str` or
+    /// bytes), is one of the roots or below one.
+    pub(crate) fn holds(&self, rel: impl AsRef<[u8]>) -> bool {
+        let rel = rel.as_ref();
         self.roots.iter().any(|r| cgroup::is_under(rel, &r.rel))
     }
 }

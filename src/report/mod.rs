@@ -196,8 +196,9 @@ pub(crate) struct ResolvedEntry {
 /// The cgroup of an entry's target.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum CgroupName {
-    /// Its path relative to the mount (`/` for the root).
-    Path(Arc<str>),
+    /// Its path relative to the mount (`/` for the root), as bytes: a
+    /// name need not be UTF-8.
+    Path(Arc<[u8]>),
     /// Not known: the thread's cgroup could not be read, or was created
     /// and removed between two listings of the hierarchy.
     Unknown,
@@ -208,7 +209,7 @@ impl CgroupName {
     /// read as the marker of an unknown one).
     pub(crate) fn shown(&self, place: Place) -> Cow<'_, str> {
         match self {
-            CgroupName::Path(path) => escape(path.as_bytes(), place),
+            CgroupName::Path(path) => escape(path, place),
             CgroupName::Unknown => Cow::Borrowed("[unknown cgroup]"),
         }
     }

@@ -339,7 +339,7 @@ mod tests {
     fn the_targets_cgroup_is_a_label() {
         let mut e = sample().remove(0);
         e.cgroup = Some(crate::report::CgroupName::Path(
-            "/kubepods.slice/pod1".into(),
+            b"/kubepods.slice/pod1".as_slice().into(),
         ));
         let p = pprof(&[e]);
         let got = labels(&p, &p.sample[0]);

@@ -109,7 +109,9 @@ fn module_offsets_print_escaped_base_names() {
 #[test]
 fn per_cgroup_puts_the_cgroup_at_the_root_and_in_the_block() {
     let mut e = sleeper(100, 7);
-    e.cgroup = Some(CgroupName::Path("/system.slice/a;b\n.service".into()));
+    e.cgroup = Some(CgroupName::Path(
+        b"/system.slice/a;b\n.service".as_slice().into(),
+    ));
     let mut unknown = sleeper(101, 9);
     unknown.cgroup = Some(CgroupName::Unknown);
     let split = |folded| ReportOptions {
@@ -147,6 +149,40 @@ fn per_cgroup_puts_the_cgroup_at_the_root_and_in_the_block() {
         render(opts(true, false, StackMode::Both), &[e.clone()]),
         render(opts(true, false, StackMode::Both), &[sleeper(100, 7)])
     );
+}
+
+/// Cgroup names that are not UTF-8 print their bytes as `\xNN`: none
+/// reads as another, nor as a name holding a real U+FFFD.
+#[test]
+fn cgroup_names_that_are_not_utf8_stay_apart() {
+    let names: [&[u8]; 3] = [b"/v\xff", b"/v\xfe", "/v\u{FFFD}".as_bytes()];
+    let entries: Vec<ResolvedEntry> = names
+        .iter()
+        .zip(100..)
+        .map(|(name, tid)| {
+            let mut e = sleeper(tid, 7);
+            e.cgroup = Some(CgroupName::Path((*name).into()));
+            e
+        })
+        .collect();
+    let split = |folded| ReportOptions {
+        per_cgroup: true,
+        ..opts(folded, false, StackMode::Both)
+    };
+    let folded = render(split(true), &entries);
+    let mut roots: Vec<&str> = folded
+        .lines()
+        .map(|l| l.split(';').next().unwrap())
+        .collect();
+    roots.sort_unstable();
+    assert_eq!(roots, ["/v\\xfe", "/v\\xff", "/v\u{FFFD}"], "{folded}");
+    let text = render(split(false), &entries);
+    for shown in ["/v\\xff\n", "/v\\xfe\n", "/v\u{FFFD}\n"] {
+        assert!(
+            text.contains(&format!("    cgroup:          {shown}")),
+            "{text}"
+        );
+    }
 }
 
 pub(super) fn render(options: ReportOptions, entries: &[ResolvedEntry]) -> String {

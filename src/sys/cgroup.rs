@@ -24,6 +24,15 @@ use anyhow::{Context, Result, anyhow, bail};
 
 /// Directories a walk visits at most.
 const MAX_DIRS: usize = 100_000;
+/// Bytes of paths a walk holds at once at most (a name may be 255 bytes
+/// and a path 4 KiB): past them it stops, as past [`MAX_DIRS`].
+const MAX_WALK_BYTES: usize = 16 << 20;
+/// Bytes of paths [`subtree`] returns at most.
+const MAX_SUBTREE_BYTES: usize = 16 << 20;
+/// Cgroups [`threads_of`] walks at most for their threads files; a bigger
+/// subtree (a delegated one may hold any number) has its threads found
+/// from `/proc` instead, whose cost is that of the machine's threads.
+const MAX_WALKED_FOR_THREADS: usize = 1_000;
 /// How deep below the mount a unit name is searched for.
 const MAX_UNIT_DEPTH: usize = 32;
 /// Bytes of `cgroup.threads`, `cgroup.procs` or `tasks` files that
@@ -229,7 +238,7 @@ pub(crate) fn resolve(h: &Hierarchy, path: &str) -> Result<Cgroup> {
                 .iter()
                 .take(5)
                 .map(|d| {
-                    shown(&rel_of(d.strip_prefix(&mount).unwrap_or(d), true).unwrap_or_default())
+                    shown_bytes(&rel_of(d.strip_prefix(&mount).unwrap_or(d)).unwrap_or_default())
                 })
                 .collect();
             let more = many.len().saturating_sub(listed.len());
@@ -300,7 +309,8 @@ fn inside(h: &Hierarchy, mount: &Path, full: &Path, given: &str) -> Result<Cgrou
     if meta.dev() != mount_meta.dev() {
         return Err(outside());
     }
-    let rel = rel_of(rest, false)
+    let rel = rel_of(rest)
+        .and_then(|r| String::from_utf8(r).ok())
         .ok_or_else(|| anyhow!("cgroup '{}': its path is not UTF-8", shown(given)))?;
     Ok(Cgroup {
         id: meta.ino(),
@@ -313,25 +323,31 @@ fn inside(h: &Hierarchy, mount: &Path, full: &Path, given: &str) -> Result<Cgrou
 /// the search stopped at its bound before the end.
 fn search_unit(mount: &Path, name: &str) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
-    let cut = walk(mount, MAX_UNIT_DEPTH, Order::Breadth, |dir, _, depth| {
-        if depth > 0
-            && dir
-                .file_name()
-                .is_some_and(|n| n.as_bytes() == name.as_bytes())
-        {
-            found.push(dir.to_path_buf());
-        }
-        true
-    });
+    let cut = walk(
+        mount,
+        MAX_UNIT_DEPTH,
+        MAX_DIRS,
+        Order::Breadth,
+        |dir, _, depth| {
+            if depth > 0
+                && dir
+                    .file_name()
+                    .is_some_and(|n| n.as_bytes() == name.as_bytes())
+            {
+                found.push(dir.to_path_buf());
+            }
+            true
+        },
+    );
     (found, cut)
 }
 
 /// Every cgroup at or below `root` (a directory), with its id and path
-/// relative to `mount`: depth first (a directory before its children, in
-/// name order), never following symlinks, at most 100,000 of them.
-/// Directories that vanish while walked are skipped; a name that is not
-/// UTF-8 is shown with U+FFFD, its id stays exact.
-pub(crate) fn subtree(mount: &Path, root: &Path) -> Vec<(u64, String)> {
+/// relative to `mount` (bytes: a name need not be UTF-8): depth first (a
+/// directory before its children, in name order), never following
+/// symlinks, at most 100,000 of them and [`MAX_SUBTREE_BYTES`] of paths.
+/// Directories that vanish while walked are skipped.
+pub(crate) fn subtree(mount: &Path, root: &Path) -> Vec<(u64, Vec<u8>)> {
     let (Ok(mount), Ok(root)) = (mount.canonicalize(), root.canonicalize()) else {
         return Vec::new();
     };
@@ -339,8 +355,13 @@ pub(crate) fn subtree(mount: &Path, root: &Path) -> Vec<(u64, String)> {
         return Vec::new();
     }
     let mut out = Vec::new();
-    walk(&root, usize::MAX, Order::Depth, |dir, meta, _| {
-        if let Some(rel) = dir.strip_prefix(&mount).ok().and_then(|r| rel_of(r, true)) {
+    let mut bytes = 0;
+    walk(&root, usize::MAX, MAX_DIRS, Order::Depth, |dir, meta, _| {
+        if let Some(rel) = dir.strip_prefix(&mount).ok().and_then(rel_of) {
+            bytes += rel.len();
+            if bytes > MAX_SUBTREE_BYTES {
+                return false;
+            }
             out.push((meta.ino(), rel));
         }
         true
@@ -348,14 +369,45 @@ pub(crate) fn subtree(mount: &Path, root: &Path) -> Vec<(u64, String)> {
     out
 }
 
-/// The threads (TIDs) in `root` and every cgroup below it: `cgroup.threads`
+/// The threads (TIDs) in the cgroups `roots` and every cgroup below them:
+/// read from the cgroups' own files ([`threads_in`]) when they are few,
+/// else found from `/proc` ([`threads_from_proc`]), whose cost does not
+/// grow with the number of cgroups. Sorted, without duplicates.
+pub(crate) fn threads_of(h: &Hierarchy, roots: &[Cgroup]) -> Vec<u32> {
+    let small = |r: &Cgroup| descendants(&r.dir).is_none_or(|n| n < MAX_WALKED_FOR_THREADS as u64);
+    let walked = roots.iter().all(small).then(|| {
+        roots.iter().try_fold(Vec::new(), |mut all, r| {
+            all.extend(threads_in(h, &r.dir, MAX_WALKED_FOR_THREADS)?);
+            Some(all)
+        })
+    });
+    let mut tids = walked.flatten().unwrap_or_else(|| {
+        let rels: Vec<&[u8]> = roots.iter().map(|r| r.rel.as_bytes()).collect();
+        threads_from_proc(Path::new("/proc"), h.v2, &rels)
+    });
+    tids.sort_unstable();
+    tids.dedup();
+    tids
+}
+
+/// How many cgroups are below the v2 cgroup at `dir`, from its
+/// `cgroup.stat` (None on v1, which has none).
+fn descendants(dir: &Path) -> Option<u64> {
+    let text = read_capped(&dir.join("cgroup.stat"), 64 << 10).ok()?;
+    text.split(|&b| b == b'\n').find_map(|line| {
+        let n = line.strip_prefix(b"nr_descendants ")?;
+        std::str::from_utf8(n).ok()?.trim().parse().ok()
+    })
+}
+
+/// The threads in `root` and every cgroup below it: `cgroup.threads`
 /// on v2 (else `cgroup.procs` and each process's `/proc/PID/task`), `tasks`
 /// on v1. At most 16 MiB of those files are read in all; lines that are not
-/// a TID are skipped. Sorted, without duplicates.
-pub(crate) fn threads_in(h: &Hierarchy, root: &Path) -> Vec<u32> {
+/// a TID are skipped. None when there are more than `max_dirs` cgroups.
+pub(crate) fn threads_in(h: &Hierarchy, root: &Path, max_dirs: usize) -> Option<Vec<u32>> {
     let mut budget = MAX_THREAD_BYTES;
     let mut out = Vec::new();
-    walk(root, usize::MAX, Order::Depth, |dir, _, _| {
+    let cut = walk(root, usize::MAX, max_dirs, Order::Depth, |dir, _, _| {
         let file = if h.v2 { "cgroup.threads" } else { "tasks" };
         if let Some(text) = read_budgeted(&dir.join(file), &mut budget) {
             out.extend(ids(&text));
@@ -369,8 +421,27 @@ pub(crate) fn threads_in(h: &Hierarchy, root: &Path) -> Vec<u32> {
         }
         budget > 0
     });
-    out.sort_unstable();
-    out.dedup();
+    (!cut).then_some(out)
+}
+
+/// The threads under `proc` (laid out like `/proc`: `PID/task/TID/cgroup`)
+/// whose cgroup (see [`parse_proc_cgroup`]) is one of `rels` or below one.
+/// One small read per thread of the machine; a thread whose file is
+/// doubtful is left out.
+pub(crate) fn threads_from_proc(proc: &Path, v2: bool, rels: &[&[u8]]) -> Vec<u32> {
+    let mut out = Vec::new();
+    for pid in super::proc::numeric_entries(proc) {
+        let task = proc.join(pid.to_string()).join("task");
+        for tid in super::proc::numeric_entries(&task) {
+            let file = task.join(tid.to_string()).join("cgroup");
+            let Ok(text) = read_capped(&file, MAX_PROC_CGROUP) else {
+                continue;
+            };
+            if pick_path(v2, &text).is_some_and(|rel| rels.iter().any(|r| is_under(rel, r))) {
+                out.push(tid);
+            }
+        }
+    }
     out
 }
 
@@ -409,8 +480,8 @@ pub(crate) fn hierarchy_number(h: &Hierarchy) -> Option<u32> {
 /// The path (relative to the mount, "/..." form) of task `tid`'s cgroup in
 /// hierarchy `h`, from `/proc/TID/cgroup` (read up to 64 KiB): see
 /// [`parse_proc_cgroup`]. None when the task is gone, or its line is
-/// missing, doubtful or not UTF-8.
-pub(crate) fn of_task(h: &Hierarchy, tid: u32) -> Option<String> {
+/// missing or doubtful.
+pub(crate) fn of_task(h: &Hierarchy, tid: u32) -> Option<Vec<u8>> {
     let text = read_capped(Path::new(&format!("/proc/{tid}/cgroup")), MAX_PROC_CGROUP).ok()?;
     parse_proc_cgroup(h.v2, &text)
 }
@@ -422,12 +493,12 @@ pub(crate) fn of_task(h: &Hierarchy, tid: u32) -> Option<String> {
 /// answer is None when any line is not of that form, when two lines match,
 /// or (v2) when the match is not the last line, as the kernel writes it;
 /// and when the path does not start with '/' or climbs out of this cgroup
-/// namespace's root (`/../..`), or is not UTF-8. A name with a newline and
-/// then text that passes for a whole line of another hierarchy still goes
-/// undetected. `text` is a `&str` or the file's bytes.
-pub(crate) fn parse_proc_cgroup(h_v2: bool, text: impl AsRef<[u8]>) -> Option<String> {
-    let path = pick_path(h_v2, text.as_ref())?;
-    String::from_utf8(path.to_vec()).ok()
+/// namespace's root (`/../..`). A name with a newline and then text that
+/// passes for a whole line of another hierarchy still goes undetected.
+/// `text` is a `&str` or the file's bytes; so is the path (a name need not
+/// be UTF-8).
+pub(crate) fn parse_proc_cgroup(h_v2: bool, text: impl AsRef<[u8]>) -> Option<Vec<u8>> {
+    pick_path(h_v2, text.as_ref()).map(<[u8]>::to_vec)
 }
 
 fn pick_path(v2: bool, text: &[u8]) -> Option<&[u8]> {
@@ -474,44 +545,137 @@ fn valid_rel(rel: &[u8]) -> bool {
 
 /// Whether `rel` (a "/..." path) is `ancestor` or below it, by path
 /// components: "/a/b" is under "/a", "/ab" is not; everything is under "/".
-pub(crate) fn is_under(rel: &str, ancestor: &str) -> bool {
-    if !rel.starts_with('/') || !ancestor.starts_with('/') {
+/// Either is a `&str` or bytes.
+pub(crate) fn is_under(rel: impl AsRef<[u8]>, ancestor: impl AsRef<[u8]>) -> bool {
+    let (rel, ancestor) = (rel.as_ref(), ancestor.as_ref());
+    if !rel.starts_with(b"/") || !ancestor.starts_with(b"/") {
         return false;
     }
-    let ancestor = ancestor.trim_end_matches('/');
-    match rel.strip_prefix(ancestor) {
-        Some(rest) => rest.is_empty() || rest.starts_with('/'),
+    let end = ancestor
+        .iter()
+        .rposition(|&b| b != b'/')
+        .map_or(0, |i| i + 1);
+    match rel.strip_prefix(&ancestor[..end]) {
+        Some(rest) => rest.is_empty() || rest.starts_with(b"/"),
         None => false,
     }
 }
 
-/// The id of the cgroup at `rel` (a "/..." path) in `h`; None when it is
-/// gone, or `rel` is not such a path or has a `..`.
-pub(crate) fn id_of(h: &Hierarchy, rel: &str) -> Option<u64> {
-    if !valid_rel(rel.as_bytes()) {
+/// The id of the cgroup at `rel` (a "/..." path, a `&str` or bytes) in
+/// `h`; None when it is gone, or `rel` is not such a path or has a `..`.
+pub(crate) fn id_of(h: &Hierarchy, rel: impl AsRef<[u8]>) -> Option<u64> {
+    let rel = rel.as_ref();
+    if !valid_rel(rel) {
         return None;
     }
-    let meta = fs::symlink_metadata(h.mount.join(rel.trim_start_matches('/'))).ok()?;
+    let inner = std::ffi::OsStr::from_bytes(&rel[1..]);
+    let meta = fs::symlink_metadata(h.mount.join(inner)).ok()?;
     meta.is_dir().then(|| meta.ino())
 }
 
-/// `rest` (relative to a mount) in "/..." form; None when a component is
-/// not a plain name, or (unless `lossy`) not UTF-8.
-fn rel_of(rest: &Path, lossy: bool) -> Option<String> {
-    let mut out = String::new();
+/// Names cgroups by their id without listing the hierarchy: the kernel
+/// opens a cgroup directory from a file handle holding its id
+/// (`open_by_handle_at`, as cgroup2 exports them), and the path of the
+/// open directory is read back from `/proc/self/fd`. Each name costs a
+/// few system calls, whatever the number of cgroups. Needs
+/// `CAP_DAC_READ_SEARCH`, and a hierarchy that exports handles.
+pub(crate) struct ById {
+    mount: fs::File,
+    /// The mount's canonical path, which every path read starts with.
+    prefix: PathBuf,
+}
+
+/// What [`ById::name`] found of an id.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ByIdName {
+    /// Its path relative to the mount ("/" for the root), as bytes.
+    Path(Vec<u8>),
+    /// No cgroup has it now (removed, or never one), or its path is
+    /// longer than the kernel writes out.
+    Gone,
+    /// Cgroups cannot be opened by id here: they are to be listed.
+    Unsupported,
+}
+
+/// `FILEID_KERNFS`: a kernfs file handle, 8 bytes of node id.
+const FILEID_KERNFS: libc::c_int = 0xfe;
+
+/// A file handle of type [`FILEID_KERNFS`], laid out as `struct
+/// file_handle` with its 8 bytes.
+#[repr(C)]
+struct KernfsHandle {
+    handle_bytes: libc::c_uint,
+    handle_type: libc::c_int,
+    id: u64,
+}
+
+impl ById {
+    /// For hierarchy `h`; None when its root cannot be opened by its id
+    /// (a filesystem that exports no handles refuses every one alike).
+    pub(crate) fn open(h: &Hierarchy) -> Option<ById> {
+        let prefix = h.mount.canonicalize().ok()?;
+        let mount = fs::File::open(&prefix).ok()?;
+        let root = mount.metadata().ok()?.ino();
+        let by_id = ById { mount, prefix };
+        (by_id.name(root) == ByIdName::Path(b"/".to_vec())).then_some(by_id)
+    }
+
+    /// The cgroup whose id is `id`.
+    pub(crate) fn name(&self, id: u64) -> ByIdName {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let mut handle = KernfsHandle {
+            handle_bytes: 8,
+            handle_type: FILEID_KERNFS,
+            id,
+        };
+        // SAFETY: `handle` is a `struct file_handle` followed by the
+        // `handle_bytes` (8) bytes it declares, alive for the call; the
+        // mount's fd is open.
+        let fd = unsafe {
+            libc::open_by_handle_at(
+                self.mount.as_raw_fd(),
+                (&raw mut handle).cast::<libc::file_handle>(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return match io::Error::last_os_error().raw_os_error() {
+                Some(libc::ESTALE | libc::ENOENT | libc::ENOTDIR) => ByIdName::Gone,
+                _ => ByIdName::Unsupported,
+            };
+        }
+        // SAFETY: open_by_handle_at returned this fd, owned by no one else.
+        let dir = unsafe { OwnedFd::from_raw_fd(fd) };
+        let Ok(path) = fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd())) else {
+            return ByIdName::Gone;
+        };
+        let Some(rel) = path.strip_prefix(&self.prefix).ok().and_then(rel_of) else {
+            return ByIdName::Gone;
+        };
+        // A directory removed meanwhile reads as "PATH (deleted)"; a name
+        // may end so too, and then still leads to the directory.
+        if rel.ends_with(b" (deleted)")
+            && fs::symlink_metadata(&path).map_or(true, |m| m.ino() != id)
+        {
+            return ByIdName::Gone;
+        }
+        ByIdName::Path(rel)
+    }
+}
+
+/// `rest` (relative to a mount) in "/..." form, as bytes; None when a
+/// component is not a plain name.
+fn rel_of(rest: &Path) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
     for c in rest.components() {
         let Component::Normal(name) = c else {
             return None;
         };
-        out.push('/');
-        match name.to_str() {
-            Some(s) => out.push_str(s),
-            None if lossy => out.push_str(&name.to_string_lossy()),
-            None => return None,
-        }
+        out.push(b'/');
+        out.extend_from_slice(name.as_bytes());
     }
     if out.is_empty() {
-        out.push('/');
+        out.push(b'/');
     }
     Some(out)
 }
@@ -526,18 +690,22 @@ enum Order {
 /// directories below it, down to `max_depth`, in `order` (children in name
 /// order), until it returns false. Never follows a symlink nor enters
 /// another filesystem; skips directories that vanish; visits at most
-/// [`MAX_DIRS`]. Returns whether that bound cut the walk short.
+/// `max_dirs` (itself at most [`MAX_DIRS`]) and holds at most
+/// [`MAX_WALK_BYTES`] of paths. Returns whether a bound cut the walk short.
 fn walk(
     root: &Path,
     max_depth: usize,
+    max_dirs: usize,
     order: Order,
     mut visit: impl FnMut(&Path, &Metadata, usize) -> bool,
 ) -> bool {
     let Ok(meta) = fs::symlink_metadata(root) else {
         return false;
     };
+    let max_dirs = max_dirs.min(MAX_DIRS);
     let dev = meta.dev();
     let mut queue = VecDeque::from([(root.to_path_buf(), 0usize)]);
+    let mut held = root.as_os_str().len();
     let mut seen = 0;
     let mut cut = false;
     loop {
@@ -548,6 +716,7 @@ fn walk(
         let Some((dir, depth)) = next else {
             return cut;
         };
+        held -= dir.as_os_str().len();
         let Ok(meta) = fs::symlink_metadata(&dir) else {
             continue;
         };
@@ -565,15 +734,17 @@ fn walk(
             continue;
         };
         // Room left, counting what is queued, keeps the queue bounded too.
-        let room = MAX_DIRS.saturating_sub(seen + queue.len());
+        let room = max_dirs.saturating_sub(seen + queue.len());
         let mut children = Vec::new();
         for e in entries.flatten() {
             if e.file_type().is_ok_and(|t| t.is_dir()) {
-                if children.len() == room {
+                let path = e.path();
+                if children.len() == room || held + path.as_os_str().len() > MAX_WALK_BYTES {
                     cut = true;
                     break;
                 }
-                children.push(e.path());
+                held += path.as_os_str().len();
+                children.push(path);
             }
         }
         children.sort();
@@ -589,8 +760,20 @@ pub(crate) fn shown(s: &str) -> String {
     s.escape_debug().to_string()
 }
 
+/// `b` as [`shown`], with each byte that is not UTF-8 as `\xNN`.
+pub(crate) fn shown_bytes(b: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in b.utf8_chunks() {
+        out.push_str(&shown(chunk.valid()));
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    out
+}
+
 fn shown_path(p: &Path) -> String {
-    shown(&p.to_string_lossy())
+    shown_bytes(p.as_os_str().as_bytes())
 }
 
 #[cfg(test)]
@@ -827,15 +1010,15 @@ mod tests {
         fs::write(t.0.join("mnt/a/cgroup.procs"), "").unwrap();
         symlink("../d", t.0.join("mnt/a/ln")).unwrap();
         let mnt = t.0.join("mnt");
-        let want: Vec<(u64, String)> = ["", "/a", "/a/b", "/a/c", "/d"]
+        let want: Vec<(u64, Vec<u8>)> = ["", "/a", "/a/b", "/a/c", "/d"]
             .iter()
             .map(|r| {
                 (
                     t.ino(&format!("mnt{r}")),
                     if r.is_empty() {
-                        "/".into()
+                        b"/".to_vec()
                     } else {
-                        r.to_string()
+                        r.as_bytes().to_vec()
                     },
                 )
             })
@@ -860,22 +1043,60 @@ mod tests {
         let me = std::process::id();
         fs::write(m.join("p/cgroup.procs"), format!("{me}\n")).unwrap();
         fs::write(m.join("tasks"), "7\n8\n").unwrap();
-        let mut v2 = threads_in(&t.hier(), &m);
+        let mut v2 = threads_in(&t.hier(), &m, 100).unwrap();
         assert!(v2.contains(&me), "{v2:?}");
         v2.retain(|&t| t < 10);
-        assert_eq!(v2, [1, 2, 3, 4, 5]);
+        v2.sort_unstable();
+        assert_eq!(v2, [1, 2, 2, 3, 4, 5]);
         let v1 = Hierarchy {
             v2: false,
             ..t.hier()
         };
-        assert_eq!(threads_in(&v1, &m), [7, 8]);
-        assert!(threads_in(&v1, &m.join("gone")).is_empty());
+        assert_eq!(threads_in(&v1, &m, 100).unwrap(), [7, 8]);
+        assert!(threads_in(&v1, &m.join("gone"), 100).unwrap().is_empty());
+        // More cgroups than it may walk: no answer, never a partial one.
+        assert_eq!(threads_in(&v1, &m, 3), None);
+        assert_eq!(threads_in(&v1, &m, 4).map(|t| t.len()), Some(2));
+    }
+
+    #[test]
+    fn threads_are_found_from_proc_by_their_cgroup() {
+        let t = Tmp::new("proc");
+        let proc = t.0.join("proc");
+        let task = |pid: u32, tid: u32, text: &[u8]| {
+            let dir = proc.join(format!("{pid}/task/{tid}"));
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(dir.join("cgroup"), text).unwrap();
+        };
+        task(10, 10, b"0::/a/b\n");
+        task(10, 11, b"0::/ab\n");
+        task(20, 20, b"1:cpu:/\n0::/a\xff/x\n");
+        task(20, 21, b"0::/a\xfe\n");
+        // A name with a newline forging a second line: doubtful.
+        task(30, 30, b"0::/x\n0::/a\n");
+        task(40, 40, b"0::/\n");
+        fs::create_dir_all(proc.join("self/task/1")).unwrap();
+        let rels: [&[u8]; 2] = [b"/a", b"/a\xff"];
+        let mut got = threads_from_proc(&proc, true, &rels);
+        got.sort_unstable();
+        assert_eq!(got, [10, 20]);
+        assert_eq!(threads_from_proc(&proc, true, &[b"/"]).len(), 5);
+        assert!(threads_from_proc(&t.0.join("gone"), true, &rels).is_empty());
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_are_shown_by_their_bytes() {
+        assert_eq!(shown_bytes(b"/a\xff'\n\xfe"), "/a\\xff\\'\\n\\xfe");
+        assert_eq!(shown_bytes("/v\u{FFFD}".as_bytes()), "/v\u{FFFD}");
+        assert!(is_under(b"/a\xff/b", b"/a\xff"));
+        assert!(!is_under(b"/a\xfe/b", b"/a\xff"));
     }
 
     #[test]
     fn proc_cgroup_lines() {
-        let v2 = |t: &str| parse_proc_cgroup(true, t);
-        let v1 = |t: &str| parse_proc_cgroup(false, t);
+        let text = |p: Option<Vec<u8>>| p.map(|p| String::from_utf8(p).unwrap());
+        let v2 = |t: &str| text(parse_proc_cgroup(true, t));
+        let v1 = |t: &str| text(parse_proc_cgroup(false, t));
         let hybrid = "9:name=systemd:/\n4:memory:/process_api/24c1\n1:cpu:/\n0::/a.slice/b c\n";
         assert_eq!(v2(hybrid).as_deref(), Some("/a.slice/b c"));
         assert_eq!(v1(hybrid), None);
@@ -901,7 +1122,11 @@ mod tests {
         }
         assert_eq!(v1("2:perf_event:/x\n2:perf_event:/t\n0::/\n"), None);
         assert_eq!(v1("2:perf_event:/x\nrest\n0::/\n"), None);
-        assert_eq!(parse_proc_cgroup(true, b"0::/a\xff\n"), None);
+        // A name need not be UTF-8: its bytes are kept.
+        assert_eq!(
+            parse_proc_cgroup(true, b"0::/a\xff\n").as_deref(),
+            Some(&b"/a\xff"[..])
+        );
     }
 
     #[test]
@@ -960,8 +1185,37 @@ mod tests {
             );
         }
         let mine = of_task(&h, std::process::id()).expect("this process's cgroup");
-        assert!(mine.starts_with('/'), "{mine}");
+        assert!(mine.starts_with(b"/"), "{mine:?}");
         assert_eq!(of_task(&h, 4_194_304), None);
+    }
+
+    #[test]
+    fn live_cgroups_are_named_by_their_id() {
+        if !crate::live_gate::live_allowed("live_cgroups_are_named_by_their_id") {
+            return;
+        }
+        let h = Hierarchy::find().unwrap();
+        let by_id = ById::open(&h).expect("cgroups opened by id as root");
+        let name = format!("offwake-cgid-{}", std::process::id());
+        let made = Made {
+            top: h.mount.join(&name),
+            child: None,
+        };
+        let odd = made.top.join(std::ffi::OsStr::from_bytes(b"v\xff"));
+        fs::create_dir_all(&odd).unwrap();
+        let ino = |p: &Path| fs::symlink_metadata(p).unwrap().ino();
+        let (top_id, odd_id) = (ino(&made.top), ino(&odd));
+        assert_eq!(
+            by_id.name(top_id),
+            ByIdName::Path(format!("/{name}").into_bytes())
+        );
+        let mut want = format!("/{name}/").into_bytes();
+        want.extend_from_slice(b"v\xff");
+        assert_eq!(by_id.name(odd_id), ByIdName::Path(want));
+        fs::remove_dir(&odd).unwrap();
+        assert_eq!(by_id.name(odd_id), ByIdName::Gone);
+        drop(made);
+        assert_eq!(by_id.name(top_id), ByIdName::Gone);
     }
 
     /// A cgroup made by a live test, and the process put in it: killed and
@@ -1007,10 +1261,16 @@ mod tests {
             (format!("/{name}"), ino(&made.top))
         );
         assert_eq!(resolve(&h, made.top.to_str().unwrap()).unwrap(), cg);
-        let child = (ino(&made.top.join("child")), format!("/{name}/child"));
-        assert_eq!(subtree(&h.mount, &cg.dir), [(cg.id, cg.rel.clone()), child]);
+        let child = (
+            ino(&made.top.join("child")),
+            format!("/{name}/child").into_bytes(),
+        );
+        assert_eq!(
+            subtree(&h.mount, &cg.dir),
+            [(cg.id, cg.rel.clone().into_bytes()), child]
+        );
         assert_eq!(id_of(&h, &cg.rel), Some(cg.id));
-        assert!(threads_in(&h, &cg.dir).is_empty());
+        assert!(threads_of(&h, std::slice::from_ref(&cg)).is_empty());
         let sleeper = std::process::Command::new("sleep")
             .arg("5")
             .spawn()
@@ -1018,8 +1278,10 @@ mod tests {
         let pid = sleeper.id();
         made.child = Some(sleeper);
         fs::write(cg.dir.join("cgroup.procs"), pid.to_string()).unwrap();
-        assert_eq!(threads_in(&h, &cg.dir), [pid]);
-        assert_eq!(of_task(&h, pid), Some(cg.rel.clone()));
+        assert_eq!(threads_of(&h, std::slice::from_ref(&cg)), [pid]);
+        let rels = [cg.rel.as_bytes()];
+        assert_eq!(threads_from_proc(Path::new("/proc"), h.v2, &rels), [pid]);
+        assert_eq!(of_task(&h, pid), Some(cg.rel.clone().into_bytes()));
         let top = made.top.clone();
         drop(made);
         assert!(!top.exists(), "{top:?} not removed");

@@ -153,7 +153,7 @@ pub(crate) fn parse_stat(raw: &[u8]) -> Option<Stat<'_>> {
 }
 
 /// The entries of `dir` named by a number.
-fn numeric_entries(dir: &Path) -> Vec<u32> {
+pub(crate) fn numeric_entries(dir: &Path) -> Vec<u32> {
     let Ok(read) = std::fs::read_dir(dir) else {
         return Vec::new();
     };

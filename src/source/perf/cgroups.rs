@@ -19,11 +19,16 @@
 //! `sched_waking` cannot be bound to the cgroup: it is per CPU with a
 //! filter on the wakee, kept current from the cgroups' switch-outs, forks
 //! and exits, from a listing of their threads every second, and from the
-//! forecast of the next pids ([`super::nascent`]).
+//! forecast of the next pids ([`super::nascent`]). The listing is made
+//! on a thread of its own ([`Lister`]), off the reader's path: however
+//! many cgroups a delegated subtree holds, the reader never waits for it.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashSet;
 
 use anyhow::Context;
 
@@ -49,7 +54,15 @@ pub(super) struct Cgroups {
     wakees: WakeeFilter,
     /// How to open a CPU's `sched_waking` event.
     waking_event: TaskEvent,
+    /// When the last listing was asked for.
     listed: Instant,
+    /// Lists the threads when asked; None until its thread is started.
+    lister: Option<Lister>,
+    /// A listing asked for and not yet taken in.
+    pending: bool,
+    /// Threads learnt from the rings since that listing was asked for,
+    /// which it may have missed.
+    noted: FxHashSet<u32>,
     /// The pids the kernel allocates next: a task created in a cgroup is
     /// kept from its first wakeup on, before its fork record is read.
     nascent: Option<Nascent>,
@@ -82,7 +95,7 @@ impl Cgroups {
                     .with_context(|| format!("opening cgroup {}", r.dir.display()))
             })
             .collect::<anyhow::Result<Vec<OwnedFd>>>()?;
-        let mut wakees = WakeeFilter::new(cgroup_threads(targets));
+        let mut wakees = WakeeFilter::new(cgroup::threads_of(&targets.hierarchy, &targets.roots));
         let nascent = Nascent::start(&mut wakees);
         let filter = wakees.text();
         let mut cpus = Vec::with_capacity(online.len());
@@ -124,6 +137,9 @@ impl Cgroups {
             wakees,
             waking_event: *waking_event,
             listed: Instant::now(),
+            lister: None,
+            pending: false,
+            noted: FxHashSet::default(),
             nascent,
             graveyard: Graveyard::default(),
             switch_ids,
@@ -140,22 +156,48 @@ impl Cgroups {
                 if s.is_final() {
                     self.wakees.remove(s.prev_tid);
                 } else {
-                    self.wakees.add(s.prev_tid);
+                    self.add(s.prev_tid);
                 }
             }
-            EventKind::Fork(f) => self.wakees.add(f.tid),
+            EventKind::Fork(f) => self.add(f.tid),
             EventKind::Exit(e) => self.wakees.remove(e.tid),
             _ => {}
         }
     }
 
-    /// Lists the cgroups' threads again when due, then gives the CPUs a
-    /// new wakee filter if it changed (a perf event takes one filter in
-    /// its life, so the event is replaced).
+    fn add(&mut self, tid: u32) {
+        self.wakees.add(tid);
+        if self.pending {
+            self.noted.insert(tid);
+        }
+    }
+
+    /// Takes in the cgroups' threads as last listed and asks for the next
+    /// listing when due, then gives the CPUs a new wakee filter if it
+    /// changed (a perf event takes one filter in its life, so the event is
+    /// replaced).
     pub(super) fn update(&mut self, cpus: &mut [CpuRing]) -> Result<(), OpenFailure> {
-        if self.listed.elapsed() >= RELIST {
+        match self.lister.as_ref().map(|l| l.listed.try_recv()) {
+            Some(Ok(tids)) => {
+                self.pending = false;
+                let noted = std::mem::take(&mut self.noted);
+                self.wakees.set_tids(tids.into_iter().chain(noted));
+            }
+            // Its thread is gone: started again at the next listing.
+            Some(Err(TryRecvError::Disconnected)) => {
+                self.lister = None;
+                self.pending = false;
+                self.noted.clear();
+            }
+            _ => {}
+        }
+        if !self.pending && self.listed.elapsed() >= RELIST {
             self.listed = Instant::now();
-            self.wakees.set_tids(cgroup_threads(&self.targets));
+            if self.lister.is_none() {
+                // Tried again at the next listing when it cannot start.
+                self.lister = Lister::start(&self.targets);
+            }
+            self.pending = self.lister.as_ref().is_some_and(Lister::ask);
         }
         if let Some(n) = self.nascent.as_mut() {
             n.refresh(&mut self.wakees, true, cpus.len());
@@ -192,16 +234,36 @@ fn unbound(e: sys::OpenError, dir: &Path, mount: &Path) -> OpenFailure {
     ))
 }
 
-/// The threads of the cgroups and of every cgroup below them, now.
-fn cgroup_threads(targets: &CgroupTargets) -> Vec<u32> {
-    let mut tids: Vec<u32> = targets
-        .roots
-        .iter()
-        .flat_map(|r| cgroup::threads_in(&targets.hierarchy, &r.dir))
-        .collect();
-    tids.sort_unstable();
-    tids.dedup();
-    tids
+/// A thread that lists the cgroups' threads each time it is asked, and
+/// ends when this is dropped.
+struct Lister {
+    ask: Sender<()>,
+    listed: Receiver<Vec<u32>>,
+}
+
+impl Lister {
+    /// None when the thread cannot be started.
+    fn start(targets: &CgroupTargets) -> Option<Lister> {
+        let (ask, asked) = mpsc::channel::<()>();
+        let (answer, listed) = mpsc::channel();
+        let (hierarchy, roots) = (targets.hierarchy.clone(), targets.roots.clone());
+        std::thread::Builder::new()
+            .name("offwake-cglist".to_string())
+            .spawn(move || {
+                for () in asked {
+                    if answer.send(cgroup::threads_of(&hierarchy, &roots)).is_err() {
+                        return;
+                    }
+                }
+            })
+            .ok()?;
+        Some(Lister { ask, listed })
+    }
+
+    /// Asks for a listing; false when the thread is gone.
+    fn ask(&self) -> bool {
+        self.ask.send(()).is_ok()
+    }
 }
 
 #[cfg(test)]
