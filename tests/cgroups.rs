@@ -41,8 +41,8 @@ impl TestCgroup {
     }
 
     /// A cgroup below this one.
-    fn child(&self, name: &str) -> PathBuf {
-        let dir = self.dir.join(name);
+    fn child(&self, name: impl AsRef<std::ffi::OsStr>) -> PathBuf {
+        let dir = self.dir.join(name.as_ref());
         std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
         dir
     }
@@ -220,6 +220,56 @@ fn nested_cgroups_are_traced_and_named_with_per_cgroup() {
     }
     assert_slept("nested", total, n, ms, &format!("{stdout}\n{stderr}"));
     assert_ratio("the inner cgroup's sleeper", total, truth, 0.97, 1.03);
+}
+
+/// Cgroups whose names are not UTF-8 (`v\xff`, `v\xfe`) print their
+/// bytes as `\xNN`, apart from each other and from a name holding a real
+/// U+FFFD.
+#[test]
+fn cgroup_names_that_are_not_utf8_print_their_bytes() {
+    use std::os::unix::ffi::OsStrExt;
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let cg = TestCgroup::new("bytes");
+    let names: [&[u8]; 3] = [b"v\xff", b"v\xfe", "v\u{FFFD}".as_bytes()];
+    let (n, ms) = (10, slowed(50));
+    let mut sleepers: Vec<Gated> = names
+        .iter()
+        .map(|name| {
+            let dir = cg.child(std::ffi::OsStr::from_bytes(name));
+            let w = sleeper(n, ms);
+            move_into(&dir, w.pid());
+            w
+        })
+        .collect();
+    let seconds = (n * ms / 1000 + 2).to_string();
+    let tracer = start_traced(&[
+        "--call-graph",
+        "fp",
+        "--per-cgroup",
+        "--cgroup",
+        &cg.name,
+        &seconds,
+    ]);
+    for w in &mut sleepers {
+        w.go();
+    }
+    let pids: Vec<u32> = sleepers.iter().map(Gated::pid).collect();
+    for w in sleepers {
+        w.finish();
+    }
+    let (out, err) = tracer.finish();
+    for (pid, shown) in pids.iter().zip(["v\\xff", "v\\xfe", "v\u{FFFD}"]) {
+        let target = format!("    target:          sleeploop {pid}\n");
+        let cgroup = format!("    cgroup:          /{}/{shown}\n", cg.name);
+        let blocks: Vec<&str> = out.split("\n\n").filter(|b| b.contains(&target)).collect();
+        assert!(!blocks.is_empty(), "no block of {pid}:\n{out}\n{err}");
+        for b in blocks {
+            assert!(b.contains(&cgroup), "not in {cgroup:?}:\n{b}\n{err}");
+        }
+    }
 }
 
 /// A cgroup path that does not exist stops the run before tracing, with
