@@ -1066,3 +1066,101 @@ fn names_xml_forbids() {
         }
     }
 }
+
+/// Attack: 40,000 cgroups with 3.8 KB paths, made by `nobody` in a
+/// subtree delegated to it, a sleeper in the last of them. Traced by that
+/// subtree (`--cgroup`, `--per-cgroup`), the tool must neither keep every
+/// path nor walk the whole subtree (it took a gigabyte and minutes): the
+/// run is sound, and the sleeper's cgroup is named in full.
+#[test]
+fn many_long_cgroups() {
+    use std::os::unix::process::CommandExt;
+    let _suite = common::suite(module_path!());
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let hybrid = Path::new("/sys/fs/cgroup/unified");
+    let mount = if hybrid.join("cgroup.procs").exists() {
+        hybrid
+    } else {
+        Path::new("/sys/fs/cgroup")
+    };
+    let name = format!("offwake-hostile-cgroups-{}", std::process::id());
+    let top = Made(mount.join(&name));
+    std::fs::create_dir(&top.0).expect("creating the delegated cgroup");
+    for file in [
+        "",
+        "cgroup.procs",
+        "cgroup.subtree_control",
+        "cgroup.threads",
+    ] {
+        chown_nobody(&top.0.join(file));
+    }
+    let (uid, gid) = nobody();
+    let made = std::process::Command::new(common::workload("manycgroups"))
+        .arg(&top.0)
+        .arg("40000")
+        .uid(uid)
+        .gid(gid)
+        .status()
+        .expect("running manycgroups");
+    assert!(made.success(), "manycgroups as nobody: {made}");
+    let long = |tag: &str, i: u32| {
+        let head = format!("{tag}{i}-");
+        format!("{head}{}", "x".repeat(250 - head.len()))
+    };
+    let mut rel: String = (0..14).map(|d| format!("/{}", long("level", d))).collect();
+    rel.push('/');
+    rel.push_str(&long("wide", 39_999));
+    let mut sleeper = common::start_gated_env(
+        &common::workload("sleeploop"),
+        &["100", "50"],
+        &[("OFFWAKE_PIN_CPU", "0")],
+    );
+    std::fs::write(
+        top.0.join(&rel[1..]).join("cgroup.procs"),
+        sleeper.pid().to_string(),
+    )
+    .expect("moving the sleeper into the last cgroup");
+    sleeper.go();
+    let run = run_tool(
+        "many_long_cgroups",
+        &["--per-cgroup", "--cgroup", &name, "2"],
+    );
+    let _ = sleeper.child.kill();
+    let _ = sleeper.child.wait();
+    run.assert_sound();
+    // A sleeper's few records a second: none is lost unless the reader
+    // stops for seconds.
+    assert!(
+        run.stderr.contains(" records read, 0 lost;"),
+        "records lost:\n{}",
+        run.stderr_tail()
+    );
+    let named = format!("    cgroup:          /{name}{rel}\n");
+    assert!(
+        run.stdout.contains(&named),
+        "the sleeper's cgroup is not named in full:\n{}",
+        run.stderr_tail()
+    );
+}
+
+/// The cgroups [`many_long_cgroups`] made below this one, and it, removed
+/// on drop.
+struct Made(std::path::PathBuf);
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(common::workload("manycgroups"))
+            .arg(&self.0)
+            .args(["40000", "rm"])
+            .status();
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.0).is_ok() || !self.0.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}

@@ -352,7 +352,7 @@ pub fn run_tool(case: &str, args: &[&str]) -> Run {
 
 impl Run {
     /// The last lines of stderr, for failure messages.
-    fn stderr_tail(&self) -> String {
+    pub fn stderr_tail(&self) -> String {
         let lines: Vec<&str> = self.stderr.lines().collect();
         lines[lines.len().saturating_sub(15)..].join("\n")
     }
