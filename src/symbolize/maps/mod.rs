@@ -9,13 +9,13 @@ use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::debugfile::{BuildIdDirs, build_id};
 use super::unread::Unread;
 use crate::event::{CommChange, Event, EventKind, Exit, Fork, Mmap};
-use crate::sys::open::{Dir, FileKey, OpenError, Opened, Scope, open_magic};
-use crate::sys::vma::{Maps, TimeBudget};
+use crate::sys::open::{Dir, FileKey, Opened, Scope};
+use crate::sys::vma::TimeBudget;
 
 /// One executable mapping, valid during `[from, until)` (nanoseconds).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,19 +132,6 @@ impl Process {
         self.version += 1;
     }
 }
-
-/// Most mappings one process's history holds. Without munmap records, a
-/// process that maps files at new addresses again and again would grow it
-/// without end, and each sample's unwinding would go through all of it.
-const MAX_MAPPINGS: usize = 4096;
-
-/// The length at which a history is first compacted; then at twice what
-/// compacting left, so that compacting costs a constant per mapping.
-const COMPACT_FIRST: usize = 256;
-
-/// Most bytes of `/proc/PID/maps` read at once: a process chooses how many
-/// mappings it has and how long their paths are.
-const MAX_MAPS_TEXT: u64 = 8 << 20;
 
 /// The root directories of the processes seen, each held open once.
 #[derive(Debug, Default)]
@@ -527,54 +514,6 @@ impl ProcessMaps {
         p.push(mapping);
     }
 
-    /// Makes room in `tgid`'s history: ends the mappings that `/proc` no
-    /// longer shows (while the process lives), then drops the ended ones
-    /// that no stored stack has an address in. The next compaction is due
-    /// at twice what is left.
-    fn compact(&mut self, tgid: u32, time: u64) {
-        let Some(p) = self.procs.get_mut(&tgid) else {
-            return;
-        };
-        // Reading its maps holds up its own mmap calls a little: at most
-        // every 100 ms of trace.
-        let read = !self.recorded
-            && !p.exited
-            && p.compact_read_at
-                .is_none_or(|t| time.saturating_sub(t) >= REREAD_INTERVAL_NS);
-        if read {
-            p.compact_read_at = Some(time);
-        }
-        let shown = if read {
-            self.executable_now(tgid)
-        } else {
-            None
-        };
-        let Some(p) = self.procs.get_mut(&tgid) else {
-            return;
-        };
-        if let Some((now, past)) = shown {
-            for m in &mut p.mappings {
-                if m.until == u64::MAX
-                    && m.end <= past
-                    && !m.is_vdso()
-                    && !now.contains(&(m.start, m.end, m.pgoff))
-                {
-                    m.until = time.max(m.from);
-                }
-            }
-        }
-        let before = p.mappings.len();
-        let used = &p.used;
-        p.mappings
-            .retain(|m| m.until == u64::MAX || used.contains(&(m.start, m.from)));
-        if p.mappings.len() != before {
-            p.version += 1;
-        }
-        p.paths.retain(|path| Arc::strong_count(path) > 1);
-        p.compact_at = (2 * p.mappings.len()).clamp(COMPACT_FIRST, MAX_MAPPINGS);
-        p.compacted_at = time;
-    }
-
     /// The exit of process `tgid`: its perf map is held open, while fewer
     /// than [`MAX_HELD_PERF_MAPS`] are.
     fn observe_exit(&mut self, tgid: u32) {
@@ -603,66 +542,6 @@ impl ProcessMaps {
         }
         p.mappings.push(mapping);
         p.version += 1;
-    }
-
-    /// The executable file mappings `tgid` has now, as (start, end,
-    /// offset), and the address below which that is all of them: asked of
-    /// the kernel, else read as text within [`ProcessMaps::text_budget`].
-    fn executable_now(&mut self, tgid: u32) -> Option<(HashSet<Span>, u64)> {
-        if let Some(files) = Maps::open(tgid)?.executable_files(MAX_MAPPINGS + 1) {
-            let past = match files.get(MAX_MAPPINGS) {
-                Some(v) => v.start,
-                None => u64::MAX,
-            };
-            return Some((
-                files.iter().map(|v| (v.start, v.end, v.pgoff)).collect(),
-                past,
-            ));
-        }
-        let started = Instant::now();
-        if !self.text_budget.allowed(started) {
-            return None;
-        }
-        let shown = read_maps(tgid).map(|text| parse_maps(&text, 0));
-        self.text_budget.charge(started.elapsed());
-        let shown = shown?;
-        // Lines come in address order; a capped read tells nothing of
-        // what lies past its last line.
-        let past = shown.last().map_or(0, |m| m.end);
-        Some((
-            shown.iter().map(|m| (m.start, m.end, m.pgoff)).collect(),
-            past,
-        ))
-    }
-
-    /// The NOTE on processes whose mappings were not all followed.
-    pub(crate) fn notes(&self) -> Vec<String> {
-        let mut full: Vec<(u32, u64)> = self
-            .procs
-            .iter()
-            .filter(|(_, p)| p.unfollowed > 0)
-            .map(|(&tgid, p)| (tgid, p.unfollowed))
-            .collect();
-        if full.is_empty() {
-            return Vec::new();
-        }
-        full.sort_unstable();
-        let total: u64 = full.iter().map(|&(_, n)| n).sum();
-        let shown: Vec<String> = full
-            .iter()
-            .take(3)
-            .map(|(tgid, n)| format!("PID {tgid} ({n})"))
-            .collect();
-        let more = if full.len() > shown.len() {
-            format!(" and {} more", full.len() - shown.len())
-        } else {
-            String::new()
-        };
-        vec![format!(
-            "NOTE: {total} executable mappings were not followed, their process already \
-             holding {MAX_MAPPINGS} in place: {}{more}; frames in them print as [unknown].",
-            shown.join(", ")
-        )]
     }
 
     /// A number that changes whenever `tgid`'s map does; `None` for a
@@ -726,171 +605,7 @@ impl ProcessMaps {
         let m = p.mappings.iter().rev().find(|m| m.contains(time, addr))?;
         Some((m, (addr - m.start).wrapping_add(m.pgoff)))
     }
-
-    /// Opens the perf map of `tgid` (`/tmp/perf-PID.map` with its pid in
-    /// its own namespace) inside the root it had, if its owner is the
-    /// process's effective uid: a map it planted as a link to a file it
-    /// does not own is refused. For a process whose exit was seen, the map
-    /// as opened then.
-    pub(crate) fn open_perf_map(&self, tgid: u32) -> Result<Opened, OpenError> {
-        let p = self.procs.get(&tgid).ok_or(OpenError::NoRoot)?;
-        if let Some(held) = &p.held_perf_map {
-            return held.try_clone();
-        }
-        let (ns_pid, euid) = p.perf_map.ok_or(OpenError::NoRoot)?;
-        let root = p
-            .root
-            .and_then(|i| self.roots.dirs.get(i))
-            .ok_or(OpenError::NoRoot)?;
-        let opened = root.open_file(&format!("/tmp/perf-{ns_pid}.map"))?;
-        if opened.uid != euid {
-            return Err(OpenError::NotOwned);
-        }
-        Ok(opened)
-    }
-
-    /// Opens the file of `mapping` of `tgid` for reading, as safely as a
-    /// file a hostile process names must be: while the mapping is current
-    /// and the process lives, the very file mapped (through
-    /// `/proc/PID/map_files/`); else its path inside the root the process
-    /// had, checked to be the file that was mapped. Never the host's file
-    /// of that path for a process whose root is elsewhere.
-    ///
-    /// A file not found in the process's root (mapped before it changed
-    /// root), or of a process never seen alive (gone before its first
-    /// event was read), is looked for in this tool's root, and taken only
-    /// when proven the mapped one (same device and inode).
-    pub(crate) fn open_file(&self, tgid: u32, mapping: &Mapping) -> Result<Opened, OpenError> {
-        if self.recorded {
-            return self.open_recorded(mapping);
-        }
-        let alive = !self.has_exited(tgid);
-        if alive && mapping.until == u64::MAX {
-            let path = format!(
-                "/proc/{tgid}/map_files/{:x}-{:x}",
-                mapping.start, mapping.end
-            );
-            // The link names the file mapped at that range now: the inode
-            // only tells a mapping since replaced there (btrfs and overlayfs
-            // report another device to `stat` than in memory maps).
-            if let Ok(opened) = open_magic(Path::new(&path)) {
-                match mapping.file {
-                    Some(key) if opened.key.ino != key.ino => {}
-                    _ => return Ok(opened),
-                }
-            }
-        }
-        if mapping.deleted {
-            return Err(OpenError::Replaced);
-        }
-        let known = self
-            .procs
-            .get(&tgid)
-            .and_then(|p| p.root)
-            .and_then(|i| self.roots.dirs.get(i));
-        let in_root = |root: &Dir| -> Result<Opened, OpenError> {
-            let opened = root.open_file(&mapping.path)?;
-            if let Some(key) = mapping.file {
-                opened.check_is(key)?;
-            }
-            Ok(opened)
-        };
-        let found = match known {
-            Some(root) => in_root(root),
-            None => Err(OpenError::NoRoot),
-        };
-        match (found, mapping.file, &self.own_root) {
-            (Ok(opened), _, _) => Ok(opened),
-            // Mapped before a chroot, or never seen alive: the file may be
-            // the tool's own of that path, and is taken only when its
-            // device and inode prove it the mapped one.
-            (Err(_), Some(_), Some(own)) => in_root(own),
-            (Err(e), _, _) => Err(e),
-        }
-    }
 }
-
-impl ProcessMaps {
-    /// Opens the file of a recording's `mapping`: at its path in this
-    /// tool's root when that is the file mapped (the same build-id when the
-    /// recording gives one, else the same device and inode); else by its
-    /// build-id, from perf's build-id cache or the debug directory. A file
-    /// that merely has the path is never used.
-    fn open_recorded(&self, mapping: &Mapping) -> Result<Opened, OpenError> {
-        let own = self.own_root.as_ref().ok_or(OpenError::NoRoot)?;
-        let at_path = own.open_file(&mapping.path);
-        let wanted_id = mapping.build_id.as_deref();
-        if let Ok(opened) = &at_path {
-            // A recorded build-id decides: a file rewritten in place keeps
-            // its device and inode.
-            let proven = match wanted_id {
-                Some(id) => build_id(opened).as_deref() == Some(id),
-                None => mapping.file.is_some_and(|k| opened.check_is(k).is_ok()),
-            };
-            if proven {
-                return at_path;
-            }
-        }
-        if let Some(found) = wanted_id.and_then(|id| self.build_id_dirs.open(id)) {
-            return Ok(found);
-        }
-        match at_path {
-            Ok(_) => Err(OpenError::Replaced),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-/// A mapping's start, end and file offset.
-type Span = (u64, u64, u64);
-
-/// The length at which `p`'s history is compacted next.
-fn compact_threshold(p: &Process) -> usize {
-    if p.compact_at == 0 {
-        COMPACT_FIRST
-    } else {
-        p.compact_at
-    }
-}
-
-/// `/proc/PID/maps`, up to [`MAX_MAPS_TEXT`] bytes (whole lines).
-fn read_maps(tgid: u32) -> Option<String> {
-    let path = format!("/proc/{tgid}/maps");
-    let bytes = crate::sys::proc::read_capped(Path::new(&path), MAX_MAPS_TEXT).ok()?;
-    Some(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// Ends, at `time`, the mappings in place that `[start, end)` overlaps: a
-/// new mapping replaces whatever was mapped there. What they held outside
-/// it stays mapped: it is returned, as mappings from `time` on.
-fn end_overlapped(mappings: &mut [Mapping], start: u64, end: u64, time: u64) -> Vec<Mapping> {
-    let mut left = Vec::new();
-    for m in mappings {
-        if m.until != u64::MAX || m.end <= start || end <= m.start || m.from > time {
-            continue;
-        }
-        m.until = time;
-        if m.start < start {
-            left.push(Mapping {
-                end: start,
-                from: time,
-                until: u64::MAX,
-                ..m.clone()
-            });
-        }
-        if end < m.end {
-            left.push(Mapping {
-                start: end,
-                pgoff: m.pgoff.wrapping_add(end - m.start),
-                from: time,
-                until: u64::MAX,
-                ..m.clone()
-            });
-        }
-    }
-    left
-}
-
 fn end_all(mappings: &mut [Mapping], time: u64) {
     for m in mappings {
         if m.until > time {
@@ -955,6 +670,11 @@ fn parse_file_key(dev: &str, inode: &str) -> Option<FileKey> {
         ino,
     })
 }
+
+mod bound;
+mod files;
+
+use bound::{MAX_MAPPINGS, compact_threshold, end_overlapped, read_maps};
 
 #[cfg(test)]
 mod tests;

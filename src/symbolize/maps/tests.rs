@@ -1,8 +1,10 @@
 //! Tests of the map history: parsing maps lines, and fork, exec, mmap
 //! and exit events replayed over snapshots; perf maps held and owned.
 
+use super::bound::COMPACT_FIRST;
 use super::*;
 use crate::event::{Comm, CommChange, Exit, Fork, Mmap};
+use crate::sys::open::OpenError;
 
 #[test]
 fn a_perf_map_must_be_owned_by_its_process_user() {
@@ -390,6 +392,7 @@ fn a_mapping_into_another_leaves_its_ends() {
         path_at(&pm, 7, 60, 0x15100),
         Some(("/lib/a.so".into(), 0x7100))
     );
+}
 
 /// A zombie's map reads empty: it is taken as gone, as a pid that cannot
 /// be read is, so that its stacks are noted.
