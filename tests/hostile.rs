@@ -1164,3 +1164,52 @@ impl Drop for Made {
         }
     }
 }
+
+/// A file of one page at the end of 15 directories of 250 characters
+/// (a path of some 3.8 KB), made by `nobody` in its directory, and a copy
+/// of workload `program` beside it, runnable by `nobody`.
+fn deep_file_and(scratch: &Scratch, program: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let mut dir = scratch.v();
+    for i in 0..15 {
+        dir.push(format!("{i:02}{}", "d".repeat(248)));
+        std::fs::create_dir(&dir).expect("creating a deep directory");
+        chown_nobody(&dir);
+    }
+    let file = dir.join("f");
+    std::fs::write(&file, vec![0xc3u8; 4096]).expect("writing the mapped file");
+    chown_nobody(&file);
+    let exe = scratch.dir.join(program);
+    std::fs::copy(common::workload(program), &exe).expect("copying the workload");
+    chmod(&exe, 0o755);
+    (file, exe)
+}
+
+/// A process that maps a file at a new address and unmaps it, again and
+/// again (perf records each map, never an unmap): the tool's history of
+/// its map, and the unwinding that follows it, stay bounded.
+#[test]
+fn executable_mmap_storm() {
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("mmap_storm");
+    let (file, exe) = deep_file_and(&scratch, "mmapstorm");
+    let victim = run::start_program(&exe, true, &[s(file.display())]);
+    // Unbounded, 8 s of this took minutes and gigabytes.
+    let run = run_tool("mmap_storm", &["-p", &victim.pid().to_string(), "8"]);
+    drop(victim);
+    run.assert_sound();
+}
+
+/// A thread whose deep stacks alternate between two mappings, in a process
+/// whose maps take the kernel long to print: finding the mapping that
+/// holds a stack, to read on past its copy, costs a bounded share of time.
+#[test]
+fn deep_stacks_on_two_mappings() {
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("two_stacks");
+    let (file, exe) = deep_file_and(&scratch, "twostacks");
+    let victim = run::start_program(&exe, true, &[s(file.display()), s(1000)]);
+    // Unbounded, 8 s of this took over a minute.
+    let run = run_tool("two_stacks", &["-p", &victim.pid().to_string(), "8"]);
+    drop(victim);
+    run.assert_sound();
+}

@@ -16,11 +16,16 @@ use anyhow::{Context, Result, anyhow};
 
 use super::stages::{Staged, Stages};
 use crate::event::copies::CopyBudget;
-use crate::event::{Event, EventSink};
+use crate::event::{Event, EventKind, EventSink};
 use crate::sys::priority;
 
 /// Events handed over at once.
 const BATCH: usize = 256;
+
+/// Bytes of paths (of mmap records, up to 4 KiB each: the traced process
+/// chooses them) handed over at once, at most: with the queue's bound in
+/// batches, what is queued stays within some 32 MiB of paths.
+const BATCH_PATHS: usize = 32 << 10;
 
 /// Batches queued at most: about 130,000 events, some 50 MiB with their
 /// callchains (copies are bounded apart). Under a load that takes every
@@ -56,6 +61,8 @@ pub(super) struct StageThread {
     /// Whether the copies are squeezed.
     squeezed: bool,
     batch: Vec<Event>,
+    /// Bytes of paths in `batch`.
+    batch_paths: usize,
     queue: Option<SyncSender<Message>>,
     thread: Option<JoinHandle<Option<Staged>>>,
     /// Batches not yet taken by the stages, held ones included.
@@ -99,6 +106,7 @@ impl StageThread {
         Ok(StageThread {
             priority: Arc::new(priority::Helper::new(tid)),
             batch: Vec::with_capacity(BATCH),
+            batch_paths: 0,
             queue: Some(queue),
             thread: Some(thread),
             queued,
@@ -132,6 +140,7 @@ impl StageThread {
     pub(super) fn flush(&mut self) {
         if !self.batch.is_empty() {
             let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+            self.batch_paths = 0;
             let queued = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
             if let Some(copies) = &self.copies {
                 let squeezed = queued > SQUEEZE_PAST;
@@ -203,8 +212,11 @@ impl Drop for StageThread {
 
 impl EventSink for StageThread {
     fn event(&mut self, event: Event) {
+        if let EventKind::Mmap(m) = &event.kind {
+            self.batch_paths += m.path.len();
+        }
         self.batch.push(event);
-        if self.batch.len() >= BATCH {
+        if self.batch.len() >= BATCH || self.batch_paths >= BATCH_PATHS {
             self.flush();
         }
     }

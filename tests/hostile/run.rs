@@ -115,20 +115,26 @@ pub struct Victim {
 /// when `as_nobody`, else as root: for `-r`, which drops by itself) and
 /// waits for its `ready`.
 pub fn start_victim(scratch: &Scratch, as_nobody: bool, args: &[String]) -> Victim {
-    let exe = scratch.victim_exe();
+    start_program(&scratch.victim_exe(), as_nobody, args)
+}
+
+/// Starts program `exe` with `args` (as `nobody` when `as_nobody`) and
+/// waits for its `ready`.
+pub fn start_program(exe: &Path, as_nobody: bool, args: &[String]) -> Victim {
     let mut cmd = if as_nobody {
         let (uid, gid) = nobody();
         let mut c = Command::new("setpriv");
         c.arg(format!("--reuid={uid}"))
             .arg(format!("--regid={gid}"))
             .arg("--clear-groups")
-            .arg(&exe);
+            .arg(exe);
         c
     } else {
-        Command::new(&exe)
+        Command::new(exe)
     };
     let mut child = cmd
         .args(args)
+        .env("OFFWAKE_PIN_CPU", "0")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
