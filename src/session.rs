@@ -106,11 +106,13 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         .iter()
         .map(|d| Ok((Output::open(d.path.as_deref())?, d.options)))
         .collect::<Result<Vec<_>>>()?;
-    // Before tracing starts, as everything the run needs to trace.
+    // Before tracing starts, as everything the run needs to trace and
+    // report: no thread may be left to make later.
     let sink = StageThread::spawn()?;
+    let symbolizer = symbols::SymbolizeThread::spawn()?;
     let attached = attach(plan)?;
     let traced = trace(attached, sink, outputs)?;
-    report(traced)
+    report(traced, symbolizer)
 }
 
 /// Tracing has stopped: what [`trace`] gathered.
@@ -164,7 +166,7 @@ fn trace(
     // Raised when the reader falls behind, until the rings are drained.
     let priority = Arc::new(OnDemand::for_this_thread());
     priority.with_helper(sink.priority.clone());
-    source.watch(&priority)?;
+    source.watch(&priority);
     let (child_status, span) =
         read_events(&plan, &mut source, child.as_mut(), &mut sink, &priority)?;
     let command_end =
@@ -306,9 +308,9 @@ fn live_targets(plan: &Plan, child: Option<&Child>) -> Option<Vec<u32>> {
     }
 }
 
-/// Symbolizes and writes the report, then the command's status and the
+/// Symbolizes (on `symbolizer`) and writes the report, then the command's status and the
 /// run's warnings and notes on stderr.
-fn report(traced: Traced) -> Result<Outcome> {
+fn report(traced: Traced, symbolizer: symbols::SymbolizeThread) -> Result<Outcome> {
     let Traced {
         source,
         plan,
@@ -327,6 +329,7 @@ fn report(traced: Traced) -> Result<Outcome> {
     let kallsyms_cache = kallsyms.clone();
     if outputs.iter().any(|(output, _)| output.is_open()) {
         let entries = symbols::symbolize_apart(
+            symbolizer,
             &result,
             maps,
             kallsyms,

@@ -72,25 +72,35 @@ const EXPECTED_NAME_BYTES: usize = 4 << 20;
 /// Reads a listing from `listing` in batches of whole lines that a parser
 /// thread adds to `builder` while the rest is read. The batch buffers go
 /// back to the reader once parsed: at most [`AHEAD`] + 2 of them exist, and
-/// their pages are touched once, not once per batch.
+/// their pages are touched once, not once per batch. Without a thread (no
+/// pid left), the listing is read whole, then parsed.
 fn read_streamed(
     mut listing: impl std::io::Read,
     batch: usize,
-    mut builder: TablesBuilder,
+    builder: TablesBuilder,
 ) -> Result<Tables> {
     let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(AHEAD);
     let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    let parser = std::thread::Builder::new()
+    // The builder goes to the parser once it runs, so that it stays here
+    // when it cannot be started.
+    let (builder_tx, builder_rx) = std::sync::mpsc::sync_channel::<TablesBuilder>(1);
+    let spawned = std::thread::Builder::new()
         .name("offwake-kallsyms".into())
         .spawn(move || {
+            let mut builder = builder_rx.recv().ok()?;
             for lines in full_rx {
                 builder.add_bytes(&lines);
                 // The reader may be gone (a read failed): then dropped.
                 let _ = empty_tx.send(lines);
             }
-            builder.finish()
-        })
-        .context("starting a thread")?;
+            Some(builder.finish())
+        });
+    let Ok(parser) = spawned else {
+        return read_whole(listing, builder);
+    };
+    if let Err(std::sync::mpsc::SendError(builder)) = builder_tx.send(builder) {
+        return read_whole(listing, builder);
+    }
     let read = (|| -> Result<()> {
         let batch = batch.max(1);
         let mut buf = vec![0u8; batch];
@@ -129,9 +139,19 @@ fn read_streamed(
     drop(full_tx);
     let tables = parser
         .join()
-        .map_err(|_| anyhow!("the thread parsing kallsyms panicked"))?;
+        .ok()
+        .flatten()
+        .ok_or_else(|| anyhow!("the thread parsing kallsyms failed"))?;
     read?;
     Ok(tables)
+}
+
+/// Reads `listing` whole, then adds it to `builder`.
+fn read_whole(mut listing: impl std::io::Read, mut builder: TablesBuilder) -> Result<Tables> {
+    let mut all = Vec::new();
+    listing.read_to_end(&mut all)?;
+    builder.add_bytes(&all);
+    Ok(builder.finish())
 }
 
 /// [`Tables`] built in one pass over a listing's lines.
@@ -188,6 +208,8 @@ pub(crate) struct Preload(Arc<PreloadState>);
 
 struct PreloadState {
     thread: Mutex<Option<JoinHandle<Result<Loaded>>>>,
+    /// No thread could be started: [`Preload::wait`] loads them.
+    inline: bool,
     done: OnceLock<Result<Arc<Tables>, String>>,
     /// The cache a cold reading has yet to write (see
     /// [`Preload::pending_store`]).
@@ -205,42 +227,52 @@ impl std::fmt::Debug for PreloadState {
 /// The tables, and the cache to write when they were read live.
 type Loaded = (Tables, Option<cache::Store>);
 
+/// Loads the tables: from the cache when it holds this boot's, else from
+/// kallsyms, with the cache to write for the next run.
+fn load() -> Result<Loaded> {
+    let key = cache::Key::current();
+    let dir = key
+        .as_ref()
+        .and_then(|_| crate::sys::cache::CacheDir::open());
+    if let (Some(key), Some(dir)) = (&key, &dir)
+        && let Some(tables) = cache::load(dir, key)
+        && cache::head_agrees(&tables)
+    {
+        crate::timing::mark("kallsyms.cached");
+        return Ok((tables, None));
+    }
+    let tables = Tables::read_live()?;
+    crate::timing::mark("kallsyms.read");
+    // A module loaded or removed while kallsyms was read would leave
+    // tables that match neither list: not stored. A cache that cannot be
+    // written costs the next run time, nothing else.
+    let store = match (&key, &dir) {
+        (Some(key), Some(dir))
+            if !tables.symbols.addresses_hidden()
+                && cache::Key::current().as_ref() == Some(key) =>
+        {
+            cache::prepare(dir, key, &tables).ok()
+        }
+        _ => None,
+    };
+    Ok((tables, store))
+}
+
 impl Preload {
     /// Starts loading the tables on a thread: from the cache (see
     /// [`cache`]) when it holds this boot's, else from kallsyms. At normal
     /// priority: a short run waits for them. Storing them for the next run
-    /// is left to the end of this one ([`Preload::pending_store`]).
+    /// is left to the end of this one ([`Preload::pending_store`]). Without
+    /// a thread (no pid left), they are loaded by the first
+    /// [`Preload::wait`].
     pub(crate) fn spawn() -> Preload {
-        let thread = std::thread::spawn(|| -> Result<Loaded> {
-            let key = cache::Key::current();
-            let dir = key
-                .as_ref()
-                .and_then(|_| crate::sys::cache::CacheDir::open());
-            if let (Some(key), Some(dir)) = (&key, &dir)
-                && let Some(tables) = cache::load(dir, key)
-                && cache::head_agrees(&tables)
-            {
-                crate::timing::mark("kallsyms.cached");
-                return Ok((tables, None));
-            }
-            let tables = Tables::read_live()?;
-            crate::timing::mark("kallsyms.read");
-            // A module loaded or removed while kallsyms was read would
-            // leave tables that match neither list: not stored. A cache
-            // that cannot be written costs the next run time, nothing else.
-            let store = match (&key, &dir) {
-                (Some(key), Some(dir))
-                    if !tables.symbols.addresses_hidden()
-                        && cache::Key::current().as_ref() == Some(key) =>
-                {
-                    cache::prepare(dir, key, &tables).ok()
-                }
-                _ => None,
-            };
-            Ok((tables, store))
-        });
+        let thread = std::thread::Builder::new()
+            .name("offwake-preload".into())
+            .spawn(load)
+            .ok();
         Preload(Arc::new(PreloadState {
-            thread: Mutex::new(Some(thread)),
+            inline: thread.is_none(),
+            thread: Mutex::new(thread),
             done: OnceLock::new(),
             store: Mutex::new(None),
         }))
@@ -264,7 +296,7 @@ impl Preload {
         })
     }
 
-    /// True when [`Preload::wait`] would not block.
+    /// True when [`Preload::wait`] would not wait for the thread.
     pub(crate) fn is_ready(&self) -> bool {
         self.0.done.get().is_some()
             || self
@@ -278,7 +310,12 @@ impl Preload {
     pub(crate) fn wait(&self) -> Result<Arc<Tables>> {
         let done = self.0.done.get_or_init(|| {
             let thread = self.0.thread.lock().ok().and_then(|mut t| t.take());
-            match thread.map(JoinHandle::join) {
+            let loaded = match thread {
+                Some(t) => Some(t.join()),
+                None if self.0.inline => Some(Ok(load())),
+                None => None,
+            };
+            match loaded {
                 Some(Ok(Ok((tables, store)))) => {
                     if let Ok(mut pending) = self.0.store.lock() {
                         *pending = store;
@@ -690,6 +727,15 @@ mod parse_tests {
             assert_eq!(s.symbols, whole.symbols, "step {step}, batch {batch}");
             assert_eq!(s.probes.parts(), whole.probes.parts());
         }
+        // As read without a parser thread.
+        let reader = Trickle {
+            rest: text.as_bytes(),
+            step: 100,
+            reads: 0,
+        };
+        let alone = read_whole(reader, TablesBuilder::default()).unwrap();
+        assert_eq!(alone.symbols, whole.symbols);
+        assert_eq!(alone.probes.parts(), whole.probes.parts());
         // Without a last newline, and with bytes that are not UTF-8 (their
         // line alone is lost).
         let cut = &text[..text.len() - 1];
@@ -721,5 +767,6 @@ mod parse_tests {
             }
         }
         assert!(read_streamed(Failing, 4096, TablesBuilder::default()).is_err());
+        assert!(read_whole(Failing, TablesBuilder::default()).is_err());
     }
 }

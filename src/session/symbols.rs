@@ -22,36 +22,71 @@ use super::signals;
 /// run ends without a report (a read that never returns).
 const SYMBOLIZE_GRACE: Duration = Duration::from_secs(2);
 
-/// Symbolizes on a thread of its own, so that SIGINT or SIGTERM ends the
-/// run promptly whatever a traced process's files do: a signal makes
+/// What symbolization gives back.
+type Symbolized = Result<Vec<ResolvedEntry>>;
+
+/// A job for [`SymbolizeThread`].
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The thread symbolization runs on, made idle before tracing starts: a
+/// run during which no thread can be made (every pid taken) still
+/// symbolizes and reports what it traced.
+pub(super) struct SymbolizeThread {
+    jobs: std::sync::mpsc::SyncSender<Job>,
+}
+
+impl SymbolizeThread {
+    /// Starts the thread, idle until [`symbolize_apart`] gives it its job.
+    pub(super) fn spawn() -> Result<SymbolizeThread> {
+        let (jobs, job) = std::sync::mpsc::sync_channel::<Job>(1);
+        std::thread::Builder::new()
+            .name("symbolize".into())
+            // As much stack as the main thread: DWARF is walked recursively
+            // (to a bounded depth).
+            .stack_size(8 << 20)
+            .spawn(move || {
+                // Dropped unused when the run ends early.
+                if let Ok(job) = job.recv() {
+                    job();
+                }
+            })
+            .context("starting the symbolization thread")?;
+        Ok(SymbolizeThread { jobs })
+    }
+
+    /// Runs `job` on the thread; on this one if the thread is gone.
+    fn run(self, job: Job) {
+        if let Err(std::sync::mpsc::SendError(job)) = self.jobs.send(job) {
+            job();
+        }
+    }
+}
+
+/// Symbolizes on `thread`, so that SIGINT or SIGTERM ends the run
+/// promptly whatever a traced process's files do: a signal makes
 /// symbolization open no more files, and if it still has not come back
 /// after [`SYMBOLIZE_GRACE`], the run ends without a report.
 pub(super) fn symbolize_apart(
+    thread: SymbolizeThread,
     result: &Arc<aggregate::Aggregate>,
     maps: ProcessMaps,
     kallsyms: Option<Preload>,
     kernel_text: Option<u64>,
     module_offsets: bool,
-) -> Result<Vec<ResolvedEntry>> {
+) -> Symbolized {
     let signalled = signals::signalled_from_now();
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::channel::<Symbolized>();
     let result = Arc::clone(result);
-    std::thread::Builder::new()
-        .name("symbolize".into())
-        // As much stack as the main thread: DWARF is walked recursively
-        // (to a bounded depth).
-        .stack_size(8 << 20)
-        .spawn(move || {
-            let _ = tx.send(symbolize_entries(
-                &result,
-                maps,
-                kallsyms,
-                kernel_text,
-                module_offsets,
-                signalled,
-            ));
-        })
-        .context("starting the symbolization thread")?;
+    thread.run(Box::new(move || {
+        let _ = tx.send(symbolize_entries(
+            &result,
+            maps,
+            kallsyms,
+            kernel_text,
+            module_offsets,
+            signalled,
+        ));
+    }));
     let mut stop_seen: Option<Instant> = None;
     loop {
         match rx.recv_timeout(Duration::from_millis(20)) {

@@ -194,10 +194,9 @@ impl Source {
 
     /// Has a thread watch the kernel's buffers and raise the reader's
     /// `priority` as soon as they fill faster than they are read (perf).
-    pub(crate) fn watch(&mut self, priority: &std::sync::Arc<OnDemand>) -> Result<()> {
-        match self {
-            Source::Perf(p) => p.watch(priority),
-            Source::Tracefs(_) | Source::Recorded(_) => Ok(()),
+    pub(crate) fn watch(&mut self, priority: &std::sync::Arc<OnDemand>) {
+        if let Source::Perf(p) = self {
+            p.watch(priority);
         }
     }
 

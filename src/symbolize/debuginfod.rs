@@ -124,22 +124,28 @@ pub(crate) fn fetch(
     let mut queue = todo.into_iter();
     let mut running = 0usize;
     let mut done = 0usize;
-    let mut start_next = |running: &mut usize| {
-        if let Some(hex) = queue.next() {
+    // A file whose thread cannot be started (no pid left) is not fetched.
+    let mut start_next = |running: &mut usize, errors: &mut Vec<String>| {
+        for hex in queue.by_ref() {
             let (tx, agent, config) = (tx.clone(), agent.clone(), config.clone());
+            let name = hex.clone();
             let spawned = std::thread::Builder::new()
                 .name("debuginfod".into())
                 .spawn(move || {
                     let result = fetch_one(&agent, &config, &hex);
                     let _ = tx.send((hex, result));
                 });
-            if spawned.is_ok() {
-                *running += 1;
+            match spawned {
+                Ok(_) => {
+                    *running += 1;
+                    return;
+                }
+                Err(e) => errors.push(format!("{name}: starting a thread: {e}")),
             }
         }
     };
     for _ in 0..PARALLEL {
-        start_next(&mut running);
+        start_next(&mut running, &mut out.errors);
     }
     progress(0, total);
     while running > 0 {
@@ -164,7 +170,7 @@ pub(crate) fn fetch(
                     Ok(false) => out.missing += 1,
                     Err(e) => out.errors.push(format!("{hex}: {e}")),
                 }
-                start_next(&mut running);
+                start_next(&mut running, &mut out.errors);
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,

@@ -59,6 +59,15 @@ impl GuardedReader {
         }
     }
 
+    /// Starts the reading thread now, if it is not running; the error
+    /// says why it could not be.
+    pub(crate) fn start(&mut self) -> Result<(), String> {
+        if self.thread.is_none() && !self.stuck {
+            self.thread = Some(spawn_reader()?);
+        }
+        Ok(())
+    }
+
     /// [`read_stack`], or `None` once a read did not return in time (or
     /// the thread could not be started).
     pub(crate) fn read(&mut self, tid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
@@ -66,7 +75,7 @@ impl GuardedReader {
             return None;
         }
         if self.thread.is_none() {
-            self.thread = spawn_reader();
+            self.thread = spawn_reader().ok();
         }
         let wait = self.wait;
         let got = self.thread.as_ref().and_then(|h| {
@@ -96,7 +105,7 @@ fn runnable(tid: u32) -> bool {
 
 /// The thread of a [`GuardedReader`]: it reads what it is asked, one at a
 /// time, until its caller goes.
-fn spawn_reader() -> Option<Helper> {
+fn spawn_reader() -> Result<Helper, String> {
     let (ask, asked) = sync_channel::<Ask>(1);
     let (answer, answers) = sync_channel(1);
     let (tid_tx, tid_rx) = sync_channel(1);
@@ -114,9 +123,11 @@ fn spawn_reader() -> Option<Helper> {
                 }
             }
         })
-        .ok()?;
-    let tid = tid_rx.recv().ok()?;
-    Some(Helper { ask, answers, tid })
+        .map_err(|e| e.to_string())?;
+    let tid = tid_rx
+        .recv()
+        .map_err(|_| "the thread ended at once".to_string())?;
+    Ok(Helper { ask, answers, tid })
 }
 
 /// Most threads whose stack mappings are remembered.

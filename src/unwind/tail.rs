@@ -73,6 +73,8 @@ pub(crate) struct Tails {
     credit: u64,
     counted_to: u64,
     pub(crate) stats: TailStats,
+    /// Why the thread that reads could not be started, if it could not.
+    no_reader: Option<String>,
 }
 
 impl Tails {
@@ -80,11 +82,15 @@ impl Tails {
     /// `copy_size` bytes whole, with `runs` from the reader.
     pub(crate) fn live(copy_size: usize, runs: Arc<LastRuns>) -> Tails {
         let mut reader = GuardedReader::new(READ_WAIT);
-        Tails::reading(
+        // Now, while threads can be made; without one, no tail is read.
+        let started = reader.start();
+        let mut tails = Tails::reading(
             Box::new(move |tid, addr, len| reader.read(tid, addr, len)),
             copy_size,
             runs,
-        )
+        );
+        tails.no_reader = started.err();
+        tails
     }
 
     pub(crate) fn reading(read: Box<ReadMemory>, copy_size: usize, runs: Arc<LastRuns>) -> Tails {
@@ -95,6 +101,7 @@ impl Tails {
             credit: BURST * NS,
             counted_to: 0,
             stats: TailStats::default(),
+            no_reader: None,
         }
     }
 
@@ -118,7 +125,11 @@ impl Tails {
     /// copy's bytes and more, and it was not seen running since.
     pub(crate) fn longer(&mut self, tid: u32, time: u64, copy: &UserCopy) -> Option<UserCopy> {
         let n = copy.stack.len();
-        if n != self.copy_size || n >= TAIL_LIMIT || self.stats.ended_by.is_some() {
+        if n != self.copy_size
+            || n >= TAIL_LIMIT
+            || self.stats.ended_by.is_some()
+            || self.no_reader.is_some()
+        {
             return None;
         }
         // A thread seen running since has rewritten its stack: nothing
@@ -153,6 +164,12 @@ impl Tails {
 
     /// The NOTE that says reading ended, if it did.
     pub(crate) fn note(&self) -> Option<String> {
+        if let Some(e) = &self.no_reader {
+            return Some(format!(
+                "NOTE: no stack was read past the kernel's copy: the thread that reads them \
+                 could not be started ({e})."
+            ));
+        }
         let tid = self.stats.ended_by?;
         Some(format!(
             "NOTE: reading the stack of thread {tid} past the kernel's copy did not return \

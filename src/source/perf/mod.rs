@@ -213,6 +213,8 @@ pub(crate) struct PerfBackend {
     copy_size: u32,
     /// Raises the reader when it falls behind, if it is started.
     watch: Option<watch::Watch>,
+    /// Why the rings could not be watched, when they could not.
+    unwatched: Option<String>,
 }
 
 impl PerfBackend {
@@ -307,6 +309,7 @@ impl PerfBackend {
             seen: Default::default(),
             copy_size: base.stack_user,
             watch: None,
+            unwatched: None,
             kallsyms: if config.stacks.kernel {
                 Some(config.kallsyms.clone().unwrap_or_else(Preload::spawn))
             } else {
@@ -522,7 +525,13 @@ impl PerfBackend {
 
     /// The notes on what was read: the stacks cut, if any were.
     pub(crate) fn notes(&self) -> Vec<String> {
-        self.decoder.cuts().1.into_iter().collect()
+        let unwatched = self.unwatched.as_ref().map(|e| {
+            format!(
+                "NOTE: the kernel's buffers were not watched ({e}): the reader's priority \
+                 was raised only once it found a buffer filling."
+            )
+        });
+        self.decoder.cuts().1.into_iter().chain(unwatched).collect()
     }
 
     /// Said on stderr when chosen threads are traced with per-CPU events.
@@ -584,15 +593,19 @@ impl PerfBackend {
     }
 
     /// Starts a watch on the rings that raises the reader's `priority`
-    /// when it falls behind ([`watch`]).
-    pub(crate) fn watch(&mut self, priority: &std::sync::Arc<OnDemand>) -> Result<()> {
+    /// when it falls behind ([`watch`]). Tracing runs already: without a
+    /// watch (no thread or descriptor left), the reader raises itself when
+    /// it finds a ring filling, and a note says so.
+    pub(crate) fn watch(&mut self, priority: &std::sync::Arc<OnDemand>) {
         let rings = self
             .cpus
             .iter()
             .map(|c| (c.fds[0].as_fd(), c.ring.gauge()))
             .collect();
-        self.watch = Some(watch::Watch::spawn(rings, priority.clone())?);
-        Ok(())
+        match watch::Watch::spawn(rings, priority.clone()) {
+            Ok(w) => self.watch = Some(w),
+            Err(e) => self.unwatched = Some(format!("{e:#}")),
+        }
     }
 
     /// True once a read found a ring more than half full: the reader,
