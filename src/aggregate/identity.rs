@@ -243,15 +243,20 @@ impl Identity {
         }
     }
 
-    /// True when task `tid` of process `tgid` is one of the tool's own.
+    /// True when task `tid` of process `tgid` is this process's or one of
+    /// its helpers.
     pub(super) fn is_own(&self, tid: u32, tgid: u32) -> bool {
-        self.own.is_some_and(|own| own.contains(tid, tgid))
+        self.own.as_ref().is_some_and(|own| own.contains(tid, tgid))
     }
 
     /// `named` is what [`Identity::tally_key`] said of that thread. The
-    /// tool's own tasks never are.
+    /// tool's own tasks never are, other runs' helpers included.
     pub(super) fn is_target(&mut self, s: &Switch, named: Option<u32>) -> bool {
-        if self.is_own(s.prev_tid, s.prev_tgid) {
+        if self
+            .own
+            .as_mut()
+            .is_some_and(|own| own.holds(s.prev_tid, s.prev_tgid, s.prev_comm))
+        {
             return false;
         }
         let selected = match &self.threads {

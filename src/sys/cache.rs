@@ -189,6 +189,29 @@ impl CacheDir {
         }
     }
 
+    /// The names of at most `max` files that begin with `prefix`.
+    pub(crate) fn names_with(&self, prefix: &str, max: usize) -> Vec<String> {
+        let Ok(mut dir) = nix::dir::Dir::openat(
+            &self.0,
+            ".",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return Vec::new();
+        };
+        dir.iter()
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str().ok().map(str::to_owned))
+            .filter(|n| n.starts_with(prefix))
+            .take(max)
+            .collect()
+    }
+
+    /// Removes file `name`; best effort.
+    pub(crate) fn remove(&self, name: &str) {
+        let _ = nix::unistd::unlinkat(&self.0, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
+    }
+
     /// Replaces small file `name` with `bytes` at once: written to a
     /// temporary file, mode 0600, renamed into place.
     pub(crate) fn write_small(&self, name: &str, bytes: &[u8]) -> Result<()> {

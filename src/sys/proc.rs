@@ -96,6 +96,16 @@ pub(crate) fn start_and_state(pid: u32) -> Option<(u64, char)> {
     Some((stat.starttime, stat.state))
 }
 
+/// When process `pid` started (`starttime`, in clock ticks after boot)
+/// and whether it runs as root (real and effective uid 0): what no
+/// unprivileged process can make its own look like.
+pub(crate) fn start_and_root(pid: u32) -> Option<(u64, bool)> {
+    let p = task(pid)?;
+    let status = p.status().ok()?;
+    let start = p.stat().ok()?.starttime;
+    Some((start, status.ruid == 0 && status.euid == 0))
+}
+
 /// Process `pid`'s id in its own PID namespace (the last of `NSpid`)
 /// and its effective uid: whose `/tmp/perf-PID.map` it writes, and who
 /// must own it.

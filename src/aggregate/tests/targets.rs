@@ -15,6 +15,7 @@ fn own_tasks_are_never_targets_and_are_named_as_wakers() {
     c.own = Some(OwnTasks {
         tgid: 100,
         helper: |pid| pid == 400,
+        others: crate::sys::own::OtherHelpers::none(),
     });
     let mut a = agg(c);
     run(
