@@ -17,6 +17,7 @@ mod layout;
 mod live;
 mod loss;
 mod names;
+mod own;
 mod recorded;
 mod sources;
 mod tracefs;
