@@ -173,6 +173,12 @@ const FILES: &[(&str, &str)] = &[
          written it or any directory above it.",
     ),
     (
+        "/run/offwake-perf/",
+        "The helper processes of recent runs (a file per pid with its start time, mode \
+         0600, root's only): no run reports another's helper, which releases that run's \
+         perf events a second after it ends.",
+    ),
+    (
         "/usr/lib/debug/",
         "Debug files, by GNU build-id or debuglink name, used only when they match the \
          binary.",
