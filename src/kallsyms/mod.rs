@@ -513,6 +513,19 @@ mod tests {
     }
 
     #[test]
+    fn without_a_thread_the_first_wait_loads() {
+        let p = Preload(Arc::new(PreloadState {
+            thread: Mutex::new(None),
+            inline: true,
+            done: OnceLock::new(),
+            store: Mutex::new(None),
+        }));
+        assert!(p.is_ready());
+        let tables = p.wait().expect("reading /proc/kallsyms");
+        assert!(tables.symbols.text().is_some());
+    }
+
+    #[test]
     fn a_streamed_reading_parses_as_a_whole_one() {
         let whole = Tables::from_kallsyms(&read().unwrap());
         let streamed = Tables::read_live().unwrap();

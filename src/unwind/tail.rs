@@ -323,4 +323,20 @@ mod tests {
         assert_eq!(tails.stats.ended_by, Some(7));
         assert!(tails.note().is_some_and(|n| n.contains("thread 7 ")));
     }
+
+    #[test]
+    fn without_a_reading_thread_nothing_is_read_and_the_note_says_why() {
+        let mut tails = Tails::reading(
+            Box::new(|_, _, _| panic!("no read without a thread")),
+            2,
+            Default::default(),
+        );
+        tails.no_reader = Some("no pid left".into());
+        assert!(tails.longer(7, 0, &copy(&[1, 2])).is_none());
+        assert!(
+            tails
+                .note()
+                .is_some_and(|n| n.contains("could not be started (no pid left)"))
+        );
+    }
 }
