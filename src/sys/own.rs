@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::cache::CacheDir;
+use super::proc::Standing;
 use crate::event::Comm;
 
 /// The most helpers remembered (a run forks a few: the ftrace instance's
@@ -91,7 +92,7 @@ pub(crate) fn is_helper(pid: u32) -> bool {
 pub(crate) fn tasks_now() -> Vec<u32> {
     let mut pids = HELPERS.tasks_now();
     if let Some(dir) = registry() {
-        pids.extend(registered_now(dir, super::proc::start_and_root).into_keys());
+        pids.extend(registered_now(dir, super::proc::standing).into_keys());
         pids.sort_unstable();
         pids.dedup();
     }
@@ -133,30 +134,39 @@ fn registry() -> Option<&'static CacheDir> {
 
 /// Records helper `pid`, just forked, in `dir`; best effort.
 fn register(dir: &CacheDir, pid: u32) {
-    if let Some((start, _)) = super::proc::start_and_root(pid) {
-        let _ = dir.write_small(&format!("{PREFIX}{pid}"), format!("{start}\n").as_bytes());
+    if let Some(s) = super::proc::standing(pid) {
+        let _ = dir.write_small(
+            &format!("{PREFIX}{pid}"),
+            format!("{}\n", s.start).as_bytes(),
+        );
     }
 }
 
-/// How a process is now: its start time and whether it runs as root
-/// (`None` once it is gone).
-type ProcessNow = fn(u32) -> Option<(u64, bool)>;
+/// How a process is now (`None` once it is gone).
+type ProcessNow = fn(u32) -> Option<Standing>;
+
+/// True when `now` is how the helper that started at `start` is.
+fn still(now: Standing, start: u64) -> bool {
+    now.start == start && now.root
+}
 
 /// The start time of helper `pid` if `dir` records it and the process is
 /// still the one recorded.
 fn registered(dir: &CacheDir, pid: u32, now: ProcessNow) -> Option<u64> {
     let bytes = dir.read_small(&format!("{PREFIX}{pid}"), 32)?;
     let start: u64 = std::str::from_utf8(&bytes).ok()?.trim().parse().ok()?;
-    (now(pid) == Some((start, true))).then_some(start)
+    now(pid).is_some_and(|n| still(n, start)).then_some(start)
 }
 
-/// The helpers `dir` records that are still the processes recorded, with
-/// their start times; the files of the others are removed.
+/// The helpers `dir` records that are still the processes recorded and
+/// have not exited, with their start times; the files of the others are
+/// removed.
 fn registered_now(dir: &CacheDir, now: ProcessNow) -> FxHashMap<u32, u64> {
     let mut alive = FxHashMap::default();
     for name in dir.names_with(PREFIX, MAX_REGISTERED) {
         let pid = name[PREFIX.len()..].parse::<u32>().ok();
-        match pid.and_then(|pid| Some((pid, registered(dir, pid, now)?))) {
+        let live = pid.filter(|&pid| now(pid).is_some_and(|n| !n.exited));
+        match live.and_then(|pid| Some((pid, registered(dir, pid, now)?))) {
             Some((pid, start)) => {
                 alive.insert(pid, start);
             }
@@ -182,8 +192,9 @@ pub(crate) struct OtherHelpers {
     own_comm: Comm,
     /// Processes, with the name they had, found not to be helpers.
     not: FxHashSet<(u32, Comm)>,
-    /// The start time of the helper `pid` is, if it is one.
+    /// The start time of `pid` when the registry records it as a helper.
     lookup: fn(u32) -> Option<u64>,
+    /// How a process is now.
     now: ProcessNow,
 }
 
@@ -191,7 +202,7 @@ impl OtherHelpers {
     /// The helpers the host's registry records now; none without one.
     pub(crate) fn of_registry() -> OtherHelpers {
         let found = registry()
-            .map(|dir| registered_now(dir, super::proc::start_and_root))
+            .map(|dir| registered_now(dir, super::proc::standing))
             .unwrap_or_default();
         let own_comm = std::fs::read("/proc/self/comm")
             .map(|c| Comm::from_bytes(c.strip_suffix(b"\n").unwrap_or(&c)))
@@ -199,8 +210,8 @@ impl OtherHelpers {
         OtherHelpers::new(
             found,
             own_comm,
-            |pid| registered(registry()?, pid, super::proc::start_and_root),
-            super::proc::start_and_root,
+            |pid| registered(registry()?, pid, super::proc::standing),
+            super::proc::standing,
         )
     }
 
@@ -230,7 +241,7 @@ impl OtherHelpers {
         if let Some(&start) = self.found.get(&pid) {
             match (self.now)(pid) {
                 // Its pid is another process's now.
-                Some(now) if now != (start, true) => {
+                Some(now) if !still(now, start) => {
                     self.found.remove(&pid);
                 }
                 // Still the helper, or gone (an event of its past).
@@ -312,6 +323,14 @@ mod tests {
         assert!(!OwnTasks { tgid: 0, ..own }.contains(0, 0));
     }
 
+    fn alive(start: u64, root: bool) -> Standing {
+        Standing {
+            start,
+            root,
+            exited: false,
+        }
+    }
+
     fn comm(name: &str) -> Comm {
         let mut c = Comm::default();
         c.0[..name.len()].copy_from_slice(name.as_bytes());
@@ -335,8 +354,8 @@ mod tests {
             },
             |pid| match pid {
                 // 0: gone.
-                500 => Some((NOW_500.load(Ordering::Relaxed), true)).filter(|n| n.0 != 0),
-                600 => Some((9, true)),
+                500 => Some(alive(NOW_500.load(Ordering::Relaxed), true)).filter(|n| n.start != 0),
+                600 => Some(alive(9, true)),
                 _ => None,
             },
         );
@@ -379,14 +398,19 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
         let dir = CacheDir::at(&path).unwrap();
         // 10 is the helper recorded; 11 has started again since, 12 runs
-        // as another user, 13 is gone; 14's file is not a start time.
+        // as another user, 13 is gone, 16 has exited; 14's file is not a
+        // start time.
         let now: ProcessNow = |pid| match pid {
-            10 => Some((5, true)),
-            11 => Some((6, true)),
-            12 => Some((5, false)),
+            10 => Some(alive(5, true)),
+            11 => Some(alive(6, true)),
+            12 => Some(alive(5, false)),
+            16 => Some(Standing {
+                exited: true,
+                ..alive(5, true)
+            }),
             _ => None,
         };
-        for pid in [10, 11, 12, 13] {
+        for pid in [10, 11, 12, 13, 16] {
             dir.write_small(&format!("{PREFIX}{pid}"), b"5\n").unwrap();
         }
         dir.write_small(&format!("{PREFIX}14"), b"x").unwrap();
@@ -394,6 +418,9 @@ mod tests {
         assert_eq!(registered(&dir, 10, now), Some(5));
         assert_eq!(registered(&dir, 11, now), None);
         assert_eq!(registered(&dir, 15, now), None);
+        // An exited helper's events may still come; its file goes once
+        // a run starts.
+        assert_eq!(registered(&dir, 16, now), Some(5));
         let alive = registered_now(&dir, now);
         assert_eq!(alive, FxHashMap::from_iter([(10, 5)]));
         let mut left: Vec<String> = std::fs::read_dir(&path)
@@ -407,7 +434,7 @@ mod tests {
         register(&dir, me);
         let root = nix::unistd::geteuid().is_root();
         assert_eq!(
-            registered(&dir, me, super::super::proc::start_and_root).is_some(),
+            registered(&dir, me, super::super::proc::standing).is_some(),
             root
         );
         std::fs::remove_dir_all(&path).unwrap();

@@ -96,14 +96,27 @@ pub(crate) fn start_and_state(pid: u32) -> Option<(u64, char)> {
     Some((stat.starttime, stat.state))
 }
 
-/// When process `pid` started (`starttime`, in clock ticks after boot)
-/// and whether it runs as root (real and effective uid 0): what no
-/// unprivileged process can make its own look like.
-pub(crate) fn start_and_root(pid: u32) -> Option<(u64, bool)> {
+/// What no unprivileged process can make one of its own look like.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Standing {
+    /// When the process started (`starttime`, in clock ticks after boot).
+    pub(crate) start: u64,
+    /// It runs as root (real and effective uid 0).
+    pub(crate) root: bool,
+    /// It has exited, and waits to be reaped.
+    pub(crate) exited: bool,
+}
+
+/// The [`Standing`] of process `pid`.
+pub(crate) fn standing(pid: u32) -> Option<Standing> {
     let p = task(pid)?;
     let status = p.status().ok()?;
-    let start = p.stat().ok()?.starttime;
-    Some((start, status.ruid == 0 && status.euid == 0))
+    let stat = p.stat().ok()?;
+    Some(Standing {
+        start: stat.starttime,
+        root: status.ruid == 0 && status.euid == 0,
+        exited: matches!(stat.state, 'Z' | 'X'),
+    })
 }
 
 /// Process `pid`'s id in its own PID namespace (the last of `NSpid`)
