@@ -11,8 +11,10 @@
 //! stepped over.
 
 use std::collections::VecDeque;
+use std::collections::hash_map::Entry;
+use std::hash::BuildHasher;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 
 use crate::event::{Comm, WakeContext};
 use crate::report::ChainEnd;
@@ -299,11 +301,14 @@ pub(crate) struct Walk {
 /// Identifies a chain of levels in a [`ChainTable`]; 0 is no level.
 pub(crate) type ChainId = u32;
 
-/// The distinct chains of levels, each stored once.
+/// The distinct chains of levels, each stored once: looked up by the hash
+/// of its levels, compared with the stored chain. The rare chain whose
+/// hash collides with another's goes to `collisions`.
 #[derive(Debug)]
 pub(crate) struct ChainTable {
     chains: Vec<Vec<Level>>,
-    ids: FxHashMap<Vec<Level>, ChainId>,
+    ids: FxHashMap<u64, ChainId>,
+    collisions: FxHashMap<Vec<Level>, ChainId>,
 }
 
 impl Default for ChainTable {
@@ -311,22 +316,44 @@ impl Default for ChainTable {
         ChainTable {
             chains: vec![Vec::new()],
             ids: FxHashMap::default(),
+            collisions: FxHashMap::default(),
         }
     }
 }
 
 impl ChainTable {
-    pub(crate) fn intern(&mut self, levels: Vec<Level>) -> ChainId {
+    /// The id of `levels`, if stored.
+    pub(crate) fn id(&self, levels: &[Level]) -> Option<ChainId> {
         if levels.is_empty() {
-            return 0;
+            return Some(0);
         }
-        if let Some(&id) = self.ids.get(&levels) {
+        let id = *self.ids.get(&FxBuildHasher.hash_one(levels))?;
+        if self.chains.get(id as usize).is_some_and(|c| c == levels) {
+            return Some(id);
+        }
+        self.collisions.get(levels).copied()
+    }
+
+    pub(crate) fn intern(&mut self, levels: Vec<Level>) -> ChainId {
+        if let Some(id) = self.id(&levels) {
             return id;
         }
         let id = ChainId::try_from(self.chains.len()).unwrap_or(ChainId::MAX);
-        self.chains.push(levels.clone());
-        self.ids.insert(levels, id);
+        match self.ids.entry(FxBuildHasher.hash_one(&levels[..])) {
+            Entry::Vacant(slot) => {
+                slot.insert(id);
+            }
+            Entry::Occupied(_) => {
+                self.collisions.insert(levels.clone(), id);
+            }
+        }
+        self.chains.push(levels);
         id
+    }
+
+    /// Chains stored, the empty one included.
+    pub(crate) fn len(&self) -> usize {
+        self.chains.len()
     }
 
     /// The chains, by id.

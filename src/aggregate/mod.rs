@@ -18,6 +18,7 @@
 
 mod cgroups;
 mod chain;
+mod entries;
 mod identity;
 mod nspid;
 pub(crate) mod quiet;
@@ -40,7 +41,8 @@ use crate::event::{
 
 use cgroups::CgroupNames;
 pub(crate) use cgroups::CgroupPath;
-use chain::{ChainTable, History, Past, Prev, Wakeup};
+use chain::{History, Past, Prev, Wakeup};
+use entries::Entries;
 use identity::Identity;
 use nspid::NsTids;
 use quiet::QuietTarget;
@@ -137,22 +139,6 @@ pub(crate) struct Entry {
     pub(crate) overlap_us: [u64; MAX_LEVELS - 1],
 }
 
-/// What an entry sums.
-#[derive(Clone, Copy, Debug, Default)]
-struct Sums {
-    total_us: u64,
-    overlap_us: [u64; MAX_LEVELS - 1],
-}
-
-impl Sums {
-    fn add(&mut self, total_us: u64, overlap_us: &[u64; MAX_LEVELS - 1]) {
-        self.total_us = self.total_us.saturating_add(total_us);
-        for (sum, us) in self.overlap_us.iter_mut().zip(overlap_us) {
-            *sum = sum.saturating_add(*us);
-        }
-    }
-}
-
 /// How far before its interval a switch-in told late may be estimated and
 /// still end it (see [`Aggregator::close_late`]).
 const LATE_SWITCH_IN_SLACK_NS: u64 = 1_000_000;
@@ -231,7 +217,8 @@ pub(crate) struct Aggregator {
     identity: Identity,
     open: FxHashMap<ThreadKey, OpenInterval>,
     stacks: StackInterner,
-    entries: FxHashMap<EntryKey, Sums>,
+    /// The entries and the chains they refer to.
+    entries: Entries,
     /// `--chain`, and with more than one level, every thread's recent
     /// intervals and the chains seen.
     depth: usize,
@@ -240,7 +227,6 @@ pub(crate) struct Aggregator {
     /// The targets' ids in their own PID namespaces.
     ns_tids: NsTids,
     history: Option<History>,
-    chains: ChainTable,
     stats: Stats,
     /// Number of `Lost` events seen so far.
     losses: u64,
@@ -272,12 +258,11 @@ impl Aggregator {
             identity,
             open: FxHashMap::default(),
             stacks: StackInterner::new(stack_storage_size),
-            entries: FxHashMap::default(),
+            entries: Entries::default(),
             depth: usize::from(chain),
             split_cgroups,
             ns_tids: NsTids::new(),
             history: (chain > 1).then(History::default),
-            chains: ChainTable::default(),
             stats: Stats::default(),
             losses: 0,
             lost_until: 0,
@@ -339,49 +324,38 @@ impl Aggregator {
             Some(seen) if comm == Comm::UNKNOWN => seen,
             _ => comm,
         };
-        let mut chains = ChainTable::default();
-        let renamed: Vec<ChainId> = std::mem::take(&mut self.chains)
-            .into_chains()
-            .into_iter()
-            .map(|levels| {
-                let levels = levels.into_iter().map(|level| match level {
-                    Level::Waited {
-                        kernel,
-                        user,
-                        mut waker,
-                    } => {
-                        waker.comm = named(waker.comm, waker.tid);
+        self.entries.rekey(
+            |levels| {
+                levels
+                    .into_iter()
+                    .map(|level| match level {
                         Level::Waited {
                             kernel,
                             user,
-                            waker,
+                            mut waker,
+                        } => {
+                            waker.comm = named(waker.comm, waker.tid);
+                            Level::Waited {
+                                kernel,
+                                user,
+                                waker,
+                            }
                         }
-                    }
-                    end => end,
-                });
-                chains.intern(levels.collect())
-            })
-            .collect();
-        let mut entries: FxHashMap<EntryKey, Sums> = FxHashMap::default();
-        for (mut key, sums) in self.entries {
-            key.waker_comm = named(key.waker_comm, key.waker_tid);
-            key.chain = renamed.get(key.chain as usize).copied().unwrap_or(0);
-            entries
-                .entry(key)
-                .or_default()
-                .add(sums.total_us, &sums.overlap_us);
-        }
+                        end => end,
+                    })
+                    .collect()
+            },
+            |key| EntryKey {
+                waker_comm: named(key.waker_comm, key.waker_tid),
+                ..key
+            },
+        );
+        self.stats.bounded = self.entries.bounded;
+        let (entries, chains) = self.entries.into_parts();
         Aggregate {
-            entries: entries
-                .into_iter()
-                .map(|(key, sums)| Entry {
-                    key,
-                    total_us: sums.total_us,
-                    overlap_us: sums.overlap_us,
-                })
-                .collect(),
+            entries,
             stacks: self.stacks.into_table(),
-            chains: chains.into_chains(),
+            chains,
             stats: self.stats,
             quiet,
             cgroups: self.split_cgroups.then_some(cgroups),
@@ -568,13 +542,13 @@ impl Aggregator {
             key: WakerKey::NONE,
             prev: Prev::Unknown,
         });
-        let (chain, overlap_ns) = match &self.history {
+        let (levels, overlap_ns) = match &self.history {
             Some(history) => {
                 let walk = history.walk(tid, (open.start, time), wakeup, self.depth);
                 self.stats.chain_wakeup_unseen += u64::from(walk.unwoken);
-                (self.chains.intern(walk.levels), walk.overlaps)
+                (walk.levels, walk.overlaps)
             }
-            None => (0, [0; MAX_LEVELS - 1]),
+            None => (Vec::new(), [0; MAX_LEVELS - 1]),
         };
         let waker = wakeup.key;
         let key = EntryKey {
@@ -589,19 +563,21 @@ impl Aggregator {
             target_user: open.user,
             waker_kernel: waker.kernel,
             waker_user: waker.user,
-            chain,
+            chain: 0,
             cgroup: open.cgroup,
         };
+        self.identity.interval(tid, open.tgid);
+        if !self
+            .entries
+            .add(key, levels, us, &overlap_ns.map(|ns| ns / 1000))
+        {
+            return;
+        }
         if waker.context == WakeContext::Task && self.identity.is_own(waker.tid, waker.tgid) {
             self.stats.woken_by_self += 1;
             self.stats.woken_by_self_us = self.stats.woken_by_self_us.saturating_add(us);
         }
-        self.entries
-            .entry(key)
-            .or_default()
-            .add(us, &overlap_ns.map(|ns| ns / 1000));
         self.stats.intervals += 1;
-        self.identity.interval(tid, open.tgid);
     }
 
     fn on_waking(&mut self, time: u64, cpu: u32, w: &Waking) {

@@ -4,6 +4,8 @@
 use crate::diag::counted;
 use crate::event::state;
 
+use super::entries::Bounded;
+
 /// Counters for the end-of-run summary.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Stats {
@@ -39,6 +41,8 @@ pub(crate) struct Stats {
     /// an interrupt that landed in one), and their microseconds.
     pub(crate) woken_by_self: u64,
     pub(crate) woken_by_self_us: u64,
+    /// What the caps on entries and chains cost.
+    pub(crate) bounded: Bounded,
 }
 
 impl Stats {
@@ -56,6 +60,7 @@ impl Stats {
                 self.missed_stacks
             ));
         }
+        out.extend(self.bounded.notes());
         if self.lost_records > 0 || self.discarded_lost > 0 {
             // A ring read too full to tell loses nothing the kernel counts.
             let lost = match self.lost_records {
@@ -160,5 +165,45 @@ impl Stats {
              kernels skip sched_waking in a CPU's idle task, or while certain tasks run; \
              with -p, see the README on threads created during tracing)."
         ))
+    }
+}
+
+impl Bounded {
+    /// The WARNING and NOTE lines of what the caps cost.
+    fn notes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.dropped > 0 {
+            out.push(format!(
+                "WARNING: {} ({} us) {} not counted: more than {} distinct entries, \
+                 even with threads merged by process.",
+                counted(self.dropped, "interval", "intervals"),
+                self.dropped_us,
+                if self.dropped == 1 { "was" } else { "were" },
+                self.max_entries
+            ));
+        }
+        if self.chains_not_kept > 0 {
+            out.push(format!(
+                "WARNING: {} not kept past the first waker (printed as \
+                 [chain not kept]): more than {} distinct chains, even with threads \
+                 merged by process.",
+                counted(
+                    self.chains_not_kept,
+                    "interval's chain was",
+                    "intervals' chains were"
+                ),
+                self.max_chains
+            ));
+        }
+        if self.merged {
+            out.push(format!(
+                "NOTE: more than {} distinct entries or {} chains: every entry was merged \
+                 by process, thread ids printing as their process's id. Folded stacks and \
+                 flame graphs show no ids, and are the same; trace fewer threads (-t) to \
+                 tell threads apart.",
+                self.max_entries, self.max_chains
+            ));
+        }
+        out
     }
 }

@@ -119,20 +119,23 @@ fn wait(lines: &mut Vec<String>, options: &ReportOptions, label: &str, w: Wait<'
 }
 
 /// Writes the blank line that ends tracing, then every block, ascending by
-/// total; equal totals are ordered by their text.
+/// total; equal totals are ordered by their text. Only the blocks of one
+/// total are rendered at a time: with `--chain`, all of them at once
+/// would take many times the memory of the entries.
 pub(super) fn write(
     out: &mut dyn Write,
     options: &ReportOptions,
     entries: &[ResolvedEntry],
 ) -> io::Result<()> {
-    let mut blocks: Vec<(u64, String)> = entries
-        .iter()
-        .map(|e| (e.total_us, block(options, e)))
-        .collect();
-    blocks.sort();
+    let mut order: Vec<&ResolvedEntry> = entries.iter().collect();
+    order.sort_by_key(|e| e.total_us);
     out.write_all(b"\n")?;
-    for (_, text) in &blocks {
-        out.write_all(text.as_bytes())?;
+    for same in order.chunk_by(|a, b| a.total_us == b.total_us) {
+        let mut blocks: Vec<String> = same.iter().map(|e| block(options, e)).collect();
+        blocks.sort();
+        for text in &blocks {
+            out.write_all(text.as_bytes())?;
+        }
     }
     out.flush()
 }

@@ -4,6 +4,7 @@
 //! stays one field (see [`super::escape`]).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::io::{self, Write};
 
 use super::{ReportOptions, ResolvedEntry, chain};
@@ -19,20 +20,35 @@ pub(super) fn line(options: &ReportOptions, e: &ResolvedEntry) -> String {
 
 /// Writes one line per distinct folded stack, totals of identical lines
 /// summed, ascending by total and then by text. Nothing else is written.
+///
+/// Lines are merged by a 128-bit keyed hash of their text, and only the
+/// lines of one total are held at a time: with `--chain`, every line at
+/// once would take many times the memory of the entries.
 pub(super) fn write(
     out: &mut dyn Write,
     options: &ReportOptions,
     entries: &[ResolvedEntry],
 ) -> io::Result<()> {
-    let mut merged: HashMap<String, u64> = HashMap::new();
-    for e in entries {
-        let total = merged.entry(line(options, e)).or_insert(0);
+    let keys = (RandomState::new(), RandomState::new());
+    // By the hash of its text: a line's total, and an entry that prints it.
+    let mut merged: HashMap<(u64, u64), (u64, usize)> = HashMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        let text = line(options, e);
+        let hash = (keys.0.hash_one(&text), keys.1.hash_one(&text));
+        let (total, _) = merged.entry(hash).or_insert((0, i));
         *total = total.saturating_add(e.total_us);
     }
-    let mut lines: Vec<(u64, String)> = merged.into_iter().map(|(l, t)| (t, l)).collect();
-    lines.sort();
-    for (total, text) in &lines {
-        writeln!(out, "{text} {total}")?;
+    let mut lines: Vec<(u64, usize)> = merged.into_values().collect();
+    lines.sort_unstable();
+    for same in lines.chunk_by(|a, b| a.0 == b.0) {
+        let mut texts: Vec<String> = same
+            .iter()
+            .map(|&(_, i)| line(options, &entries[i]))
+            .collect();
+        texts.sort_unstable();
+        for text in &texts {
+            writeln!(out, "{text} {}", same[0].0)?;
+        }
     }
     out.flush()
 }

@@ -152,6 +152,8 @@ pub(crate) enum ChainEnd {
     Loop,
     /// Records were lost during the waker's wait.
     Lost,
+    /// Too many distinct chains were seen: this one was not kept.
+    NotKept,
 }
 
 impl ChainEnd {
@@ -164,6 +166,7 @@ impl ChainEnd {
             ChainEnd::NotTraced => "[no wait traced]",
             ChainEnd::Loop => "[loop]",
             ChainEnd::Lost => "[records lost]",
+            ChainEnd::NotKept => "[chain not kept]",
         }
     }
 }

@@ -1,4 +1,4 @@
-/* wakestorm [THREADS [TOKENS [SECONDS]]]: THREADS threads (default 2000)
+/* wakestorm [THREADS [TOKENS [SECONDS [NAMED]]]]: THREADS threads (default 2000)
  * each block on a semaphore of their own (sem_wait, a futex), and TOKENS
  * tokens (default 50) go round them: a thread woken by one posts the
  * semaphore of another thread picked at random, then waits again. So
@@ -6,7 +6,8 @@
  * unbounded case of per-thread entries and of `--chain`. Prints "ready" on
  * stdout once every thread waits and the tokens go round; runs until
  * killed, or for SECONDS (default 300) at most. Threads are named
- * "storm". */
+ * "storm", or with NAMED 1 each its own name ("storm0", "storm1", ...),
+ * so that even merged by process their entries stay apart. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <semaphore.h>
@@ -17,6 +18,7 @@
 
 static int threads = 2000;
 static int tokens = 50;
+static int named;
 static sem_t *sems;
 static sem_t started;
 
@@ -30,7 +32,10 @@ static void *storm(void *arg)
 {
     unsigned seed = (unsigned)(long)arg * 2654435761u + 1;
     sem_t *mine = &sems[(long)arg];
-    prctl(PR_SET_NAME, "storm");
+    char name[16] = "storm";
+    if (named)
+        snprintf(name, sizeof name, "storm%ld", (long)arg);
+    prctl(PR_SET_NAME, name);
     sem_post(&started);
     for (;;) {
         while (sem_wait(mine) != 0) {
@@ -49,8 +54,10 @@ int main(int argc, char **argv)
         tokens = atoi(argv[2]);
     if (argc > 3)
         seconds = atol(argv[3]);
+    if (argc > 4)
+        named = atoi(argv[4]);
     if (threads < 2 || tokens < 1) {
-        fprintf(stderr, "usage: wakestorm [THREADS>1 [TOKENS>0 [SECONDS]]]\n");
+        fprintf(stderr, "usage: wakestorm [THREADS>1 [TOKENS>0 [SECONDS [NAMED]]]]\n");
         return 2;
     }
     sems = calloc(threads, sizeof *sems);

@@ -1,6 +1,7 @@
 //! Tests of the aggregator, by topic, and the events and tables they
 //! share.
 
+mod bounds;
 mod chains;
 mod comms;
 mod notes;

@@ -1,0 +1,391 @@
+//! The entries counted so far and the chains they refer to, bounded.
+//!
+//! Keys hold thread ids, so threads that wake each other at random make
+//! as many entries (and with `--chain`, chains) as pairs (and sequences)
+//! of threads. When either table reaches its cap, every entry and chain is
+//! merged by process once (thread ids become their process's id), and
+//! later intervals are counted that way: the folded report, which shows no
+//! ids, is unchanged. Past the cap even then, a new chain is replaced by
+//! the marker [`ChainEnd::NotKept`], and an interval that would make a
+//! new entry is dropped; both are counted for the end-of-run warnings.
+
+use rustc_hash::FxHashMap;
+
+use crate::report::ChainEnd;
+
+use super::chain::{ChainId, ChainTable, Level, MAX_LEVELS};
+use super::{Entry, EntryKey};
+
+/// Most distinct entries kept.
+pub(crate) const MAX_ENTRIES: usize = 1 << 16;
+
+/// Most distinct chains kept (`--chain`).
+pub(crate) const MAX_CHAINS: usize = 1 << 16;
+
+/// What an entry sums.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Sums {
+    pub(crate) total_us: u64,
+    pub(crate) overlap_us: [u64; MAX_LEVELS - 1],
+}
+
+impl Sums {
+    fn add(&mut self, total_us: u64, overlap_us: &[u64; MAX_LEVELS - 1]) {
+        self.total_us = self.total_us.saturating_add(total_us);
+        for (sum, us) in self.overlap_us.iter_mut().zip(overlap_us) {
+            *sum = sum.saturating_add(*us);
+        }
+    }
+}
+
+/// What the bounds cost a run, for its WARNING and NOTE lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Bounded {
+    /// The caps: most distinct entries, and chains.
+    pub(crate) max_entries: usize,
+    pub(crate) max_chains: usize,
+    /// Entries were merged by process.
+    pub(crate) merged: bool,
+    /// Intervals not counted: their entry would have been a new one past
+    /// [`MAX_ENTRIES`], even merged by process; and their microseconds.
+    pub(crate) dropped: u64,
+    pub(crate) dropped_us: u64,
+    /// Intervals counted with [`ChainEnd::NotKept`] in place of a chain
+    /// that would have been a new one past [`MAX_CHAINS`].
+    pub(crate) chains_not_kept: u64,
+}
+
+impl Default for Bounded {
+    fn default() -> Bounded {
+        Bounded {
+            max_entries: MAX_ENTRIES,
+            max_chains: MAX_CHAINS,
+            merged: false,
+            dropped: 0,
+            dropped_us: 0,
+            chains_not_kept: 0,
+        }
+    }
+}
+
+/// The entries and chains, each at most its cap.
+#[derive(Debug)]
+pub(crate) struct Entries {
+    entries: FxHashMap<EntryKey, Sums>,
+    chains: ChainTable,
+    max_entries: usize,
+    max_chains: usize,
+    /// Keys and chains name processes, not threads.
+    by_process: bool,
+    pub(crate) bounded: Bounded,
+}
+
+impl Default for Entries {
+    fn default() -> Entries {
+        Entries::new(MAX_ENTRIES, MAX_CHAINS)
+    }
+}
+
+impl Entries {
+    pub(crate) fn new(max_entries: usize, max_chains: usize) -> Entries {
+        Entries {
+            entries: FxHashMap::default(),
+            chains: ChainTable::default(),
+            max_entries,
+            max_chains,
+            by_process: false,
+            bounded: Bounded {
+                max_entries,
+                max_chains,
+                ..Bounded::default()
+            },
+        }
+    }
+
+    /// Counts an interval of `us` microseconds under `key` (its `chain`
+    /// ignored) with the chain `levels`, which overlapped it by
+    /// `overlap_us`. False when it was dropped (see [`Bounded::dropped`]).
+    pub(crate) fn add(
+        &mut self,
+        key: EntryKey,
+        levels: Vec<Level>,
+        us: u64,
+        overlap_us: &[u64; MAX_LEVELS - 1],
+    ) -> bool {
+        if !self.by_process {
+            let chain = match self.chains.id(&levels) {
+                Some(id) => Some(id),
+                None if self.chains.len() < self.max_chains => {
+                    Some(self.chains.intern(levels.clone()))
+                }
+                None => None,
+            };
+            if let Some(chain) = chain {
+                let key = EntryKey { chain, ..key };
+                if let Some(sums) = self.entries.get_mut(&key) {
+                    sums.add(us, overlap_us);
+                    return true;
+                }
+                if self.entries.len() < self.max_entries {
+                    self.entries.entry(key).or_default().add(us, overlap_us);
+                    return true;
+                }
+            }
+            self.merge_by_process();
+        }
+        let levels = by_process(levels);
+        let (chain, overlap_us) = match self.chains.id(&levels) {
+            Some(id) => (id, *overlap_us),
+            None if self.chains.len() < self.max_chains => {
+                (self.chains.intern(levels), *overlap_us)
+            }
+            None => {
+                self.bounded.chains_not_kept += 1;
+                let id = self.chains.intern(vec![Level::End(ChainEnd::NotKept)]);
+                (id, [0; MAX_LEVELS - 1])
+            }
+        };
+        let key = EntryKey {
+            chain,
+            ..key.by_process()
+        };
+        if let Some(sums) = self.entries.get_mut(&key) {
+            sums.add(us, &overlap_us);
+            return true;
+        }
+        if self.entries.len() < self.max_entries {
+            self.entries.entry(key).or_default().add(us, &overlap_us);
+            return true;
+        }
+        self.bounded.dropped += 1;
+        self.bounded.dropped_us = self.bounded.dropped_us.saturating_add(us);
+        false
+    }
+
+    /// Merges every entry and chain by process, once.
+    fn merge_by_process(&mut self) {
+        self.bounded.merged = true;
+        self.by_process = true;
+        self.rekey(by_process, EntryKey::by_process);
+    }
+
+    /// Rewrites every chain's levels with `level` and every key with
+    /// `key`, summing what then reads the same.
+    pub(crate) fn rekey(
+        &mut self,
+        level: impl Fn(Vec<Level>) -> Vec<Level>,
+        key: impl Fn(EntryKey) -> EntryKey,
+    ) {
+        let mut chains = ChainTable::default();
+        let ids: Vec<ChainId> = std::mem::take(&mut self.chains)
+            .into_chains()
+            .into_iter()
+            .map(|levels| chains.intern(level(levels)))
+            .collect();
+        self.chains = chains;
+        let mut entries = FxHashMap::default();
+        for (k, sums) in std::mem::take(&mut self.entries) {
+            let k = EntryKey {
+                chain: ids.get(k.chain as usize).copied().unwrap_or(0),
+                ..key(k)
+            };
+            entries
+                .entry(k)
+                .or_insert_with(Sums::default)
+                .add(sums.total_us, &sums.overlap_us);
+        }
+        self.entries = entries;
+    }
+
+    /// Every key.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &EntryKey> {
+        self.entries.keys()
+    }
+
+    /// Distinct entries so far.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The entries, and the chains by [`EntryKey::chain`].
+    pub(crate) fn into_parts(self) -> (Vec<Entry>, Vec<Vec<Level>>) {
+        let entries = self
+            .entries
+            .into_iter()
+            .map(|(key, sums)| Entry {
+                key,
+                total_us: sums.total_us,
+                overlap_us: sums.overlap_us,
+            })
+            .collect();
+        (entries, self.chains.into_chains())
+    }
+}
+
+/// `levels` with each waker's thread id replaced by its process's.
+fn by_process(levels: Vec<Level>) -> Vec<Level> {
+    levels
+        .into_iter()
+        .map(|level| match level {
+            Level::Waited {
+                kernel,
+                user,
+                mut waker,
+            } => {
+                waker.tid = waker.tgid;
+                Level::Waited {
+                    kernel,
+                    user,
+                    waker,
+                }
+            }
+            end => end,
+        })
+        .collect()
+}
+
+impl EntryKey {
+    /// The key with each thread id replaced by its process's.
+    fn by_process(self) -> EntryKey {
+        EntryKey {
+            target_tid: self.target_tgid,
+            waker_tid: self.waker_tgid,
+            ..self
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::{StackRef, WakerKey};
+    use crate::event::{Comm, WakeContext};
+
+    fn key(target: u32, waker: u32) -> EntryKey {
+        EntryKey {
+            target_tid: target,
+            target_tgid: target / 100 * 100,
+            target_comm: Comm::from("t"),
+            waker_tid: waker,
+            waker_tgid: waker / 100 * 100,
+            waker_comm: Comm::from("w"),
+            waker_context: WakeContext::Task,
+            target_kernel: StackRef::Empty,
+            target_user: StackRef::Empty,
+            waker_kernel: StackRef::Empty,
+            waker_user: StackRef::Empty,
+            chain: 0,
+            cgroup: 0,
+        }
+    }
+
+    /// A chain of one level, woken by thread `waker` of process `waker / 100 * 100`.
+    fn woken_by(waker: u32) -> Vec<Level> {
+        vec![Level::Waited {
+            kernel: StackRef::Empty,
+            user: StackRef::Empty,
+            waker: WakerKey {
+                tid: waker,
+                tgid: waker / 100 * 100,
+                comm: Comm::from("w"),
+                ..WakerKey::NONE
+            },
+        }]
+    }
+
+    const NO_OVERLAP: [u64; MAX_LEVELS - 1] = [0; MAX_LEVELS - 1];
+
+    fn total(e: Entries) -> u64 {
+        e.into_parts().0.iter().map(|e| e.total_us).sum()
+    }
+
+    #[test]
+    fn entries_past_the_cap_merge_every_entry_by_process() {
+        let mut e = Entries::new(3, 100);
+        for (t, w) in [(101, 201), (102, 201), (101, 202)] {
+            assert!(e.add(key(t, w), Vec::new(), 10, &NO_OVERLAP));
+        }
+        assert!(!e.bounded.merged);
+        // A fourth: all four are one entry of process 100 woken by 200.
+        assert!(e.add(key(103, 203), Vec::new(), 10, &NO_OVERLAP));
+        assert!(e.bounded.merged);
+        assert_eq!(e.len(), 1);
+        let k = *e.keys().next().unwrap();
+        assert_eq!((k.target_tid, k.waker_tid), (100, 200));
+        // Later threads too.
+        assert!(e.add(key(104, 204), Vec::new(), 10, &NO_OVERLAP));
+        assert_eq!(e.len(), 1);
+        assert_eq!(e.bounded.dropped, 0);
+        assert_eq!(total(e), 50);
+    }
+
+    #[test]
+    fn entries_past_the_cap_when_merged_are_dropped_and_counted() {
+        let mut e = Entries::new(2, 100);
+        assert!(e.add(key(101, 201), Vec::new(), 10, &NO_OVERLAP));
+        assert!(e.add(key(301, 401), Vec::new(), 10, &NO_OVERLAP));
+        assert!(!e.add(key(501, 601), Vec::new(), 10, &NO_OVERLAP));
+        // Merged, and still three processes' pairs: the third did not fit.
+        assert!(e.bounded.merged);
+        assert_eq!(e.len(), 2);
+        assert_eq!((e.bounded.dropped, e.bounded.dropped_us), (1, 10));
+        // A known pair still counts.
+        assert!(e.add(key(102, 202), Vec::new(), 5, &NO_OVERLAP));
+        assert!(!e.add(key(701, 801), Vec::new(), 7, &NO_OVERLAP));
+        assert_eq!((e.bounded.dropped, e.bounded.dropped_us), (2, 17));
+        assert_eq!(total(e), 25);
+    }
+
+    #[test]
+    fn chains_past_the_cap_merge_by_process_then_are_not_kept() {
+        // The empty chain and two more.
+        let mut e = Entries::new(100, 3);
+        let overlap = [4; MAX_LEVELS - 1];
+        assert!(e.add(key(101, 201), woken_by(301), 10, &overlap));
+        assert!(e.add(key(101, 201), woken_by(302), 10, &overlap));
+        assert!(!e.bounded.merged);
+        assert!(e.add(key(101, 201), woken_by(303), 10, &overlap));
+        assert!(e.bounded.merged);
+        assert_eq!(e.len(), 1);
+        // Merged, they are one chain: another process's waker still fits,
+        // a third's does not.
+        assert!(e.add(key(101, 201), woken_by(401), 10, &overlap));
+        assert_eq!(e.bounded.chains_not_kept, 0);
+        assert!(e.add(key(101, 201), woken_by(501), 10, &overlap));
+        assert!(e.add(key(102, 202), woken_by(502), 10, &overlap));
+        assert_eq!(e.bounded.chains_not_kept, 2);
+        let (entries, chains) = e.into_parts();
+        assert_eq!(entries.len(), 3);
+        for entry in &entries {
+            match chains[entry.key.chain as usize][..] {
+                [Level::Waited { waker, .. }] if waker.tid == 300 => {
+                    assert_eq!((entry.total_us, entry.overlap_us[0]), (30, 12));
+                }
+                [Level::Waited { waker, .. }] => {
+                    assert_eq!(waker.tid, 400);
+                    assert_eq!((entry.total_us, entry.overlap_us[0]), (10, 4));
+                }
+                [Level::End(ChainEnd::NotKept)] => {
+                    assert_eq!((entry.total_us, entry.overlap_us[0]), (20, 0));
+                }
+                ref other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_chain_is_stored_once_and_found_by_content() {
+        let mut t = ChainTable::default();
+        let a = t.intern(woken_by(301));
+        assert_eq!(t.intern(woken_by(301)), a);
+        assert_eq!(t.id(&woken_by(301)), Some(a));
+        assert_eq!(t.id(&woken_by(302)), None);
+        assert_eq!(t.id(&[]), Some(0));
+        assert_eq!(t.intern(Vec::new()), 0);
+        let b = t.intern(woken_by(302));
+        assert_ne!(a, b);
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.into_chains()[b as usize], woken_by(302));
+    }
+}
