@@ -16,11 +16,9 @@ use crate::report::ChainEnd;
 use super::chain::{ChainId, ChainTable, Level, MAX_LEVELS};
 use super::{Entry, EntryKey};
 
-/// Most distinct entries kept.
+/// Most distinct entries kept, and chains, at `--chain 1`; with N levels,
+/// an Nth of it: every level of an entry is a part of its report.
 pub(crate) const MAX_ENTRIES: usize = 1 << 16;
-
-/// Most distinct chains kept (`--chain`).
-pub(crate) const MAX_CHAINS: usize = 1 << 16;
 
 /// What an entry sums.
 #[derive(Clone, Copy, Debug, Default)]
@@ -39,33 +37,19 @@ impl Sums {
 }
 
 /// What the bounds cost a run, for its WARNING and NOTE lines.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Bounded {
-    /// The caps: most distinct entries, and chains.
-    pub(crate) max_entries: usize,
-    pub(crate) max_chains: usize,
-    /// Entries were merged by process.
-    pub(crate) merged: bool,
+    /// Entries were merged by process, at these caps on distinct entries
+    /// and chains (the later losses are past them too).
+    pub(crate) merged: Option<(usize, usize)>,
     /// Intervals not counted: their entry would have been a new one past
-    /// [`MAX_ENTRIES`], even merged by process; and their microseconds.
+    /// the cap, even merged by process; and their microseconds.
     pub(crate) dropped: u64,
     pub(crate) dropped_us: u64,
     /// Intervals counted with [`ChainEnd::NotKept`] in place of a chain
-    /// that would have been a new one past [`MAX_CHAINS`].
+    /// that would have been a new one past the cap, even merged by
+    /// process.
     pub(crate) chains_not_kept: u64,
-}
-
-impl Default for Bounded {
-    fn default() -> Bounded {
-        Bounded {
-            max_entries: MAX_ENTRIES,
-            max_chains: MAX_CHAINS,
-            merged: false,
-            dropped: 0,
-            dropped_us: 0,
-            chains_not_kept: 0,
-        }
-    }
 }
 
 /// The entries and chains, each at most its cap.
@@ -80,13 +64,13 @@ pub(crate) struct Entries {
     pub(crate) bounded: Bounded,
 }
 
-impl Default for Entries {
-    fn default() -> Entries {
-        Entries::new(MAX_ENTRIES, MAX_CHAINS)
-    }
-}
-
 impl Entries {
+    /// The entries of chains of `levels` levels, the first included.
+    pub(crate) fn for_levels(levels: usize) -> Entries {
+        let cap = MAX_ENTRIES / levels.max(1);
+        Entries::new(cap, cap)
+    }
+
     pub(crate) fn new(max_entries: usize, max_chains: usize) -> Entries {
         Entries {
             entries: FxHashMap::default(),
@@ -94,11 +78,7 @@ impl Entries {
             max_entries,
             max_chains,
             by_process: false,
-            bounded: Bounded {
-                max_entries,
-                max_chains,
-                ..Bounded::default()
-            },
+            bounded: Bounded::default(),
         }
     }
 
@@ -164,7 +144,7 @@ impl Entries {
 
     /// Merges every entry and chain by process, once.
     fn merge_by_process(&mut self) {
-        self.bounded.merged = true;
+        self.bounded.merged = Some((self.max_entries, self.max_chains));
         self.by_process = true;
         self.rekey(by_process, EntryKey::by_process);
     }
@@ -306,10 +286,10 @@ mod tests {
         for (t, w) in [(101, 201), (102, 201), (101, 202)] {
             assert!(e.add(key(t, w), Vec::new(), 10, &NO_OVERLAP));
         }
-        assert!(!e.bounded.merged);
+        assert_eq!(e.bounded.merged, None);
         // A fourth: all four are one entry of process 100 woken by 200.
         assert!(e.add(key(103, 203), Vec::new(), 10, &NO_OVERLAP));
-        assert!(e.bounded.merged);
+        assert!(e.bounded.merged.is_some());
         assert_eq!(e.len(), 1);
         let k = *e.keys().next().unwrap();
         assert_eq!((k.target_tid, k.waker_tid), (100, 200));
@@ -327,7 +307,7 @@ mod tests {
         assert!(e.add(key(301, 401), Vec::new(), 10, &NO_OVERLAP));
         assert!(!e.add(key(501, 601), Vec::new(), 10, &NO_OVERLAP));
         // Merged, and still three processes' pairs: the third did not fit.
-        assert!(e.bounded.merged);
+        assert!(e.bounded.merged.is_some());
         assert_eq!(e.len(), 2);
         assert_eq!((e.bounded.dropped, e.bounded.dropped_us), (1, 10));
         // A known pair still counts.
@@ -344,9 +324,9 @@ mod tests {
         let overlap = [4; MAX_LEVELS - 1];
         assert!(e.add(key(101, 201), woken_by(301), 10, &overlap));
         assert!(e.add(key(101, 201), woken_by(302), 10, &overlap));
-        assert!(!e.bounded.merged);
+        assert_eq!(e.bounded.merged, None);
         assert!(e.add(key(101, 201), woken_by(303), 10, &overlap));
-        assert!(e.bounded.merged);
+        assert!(e.bounded.merged.is_some());
         assert_eq!(e.len(), 1);
         // Merged, they are one chain: another process's waker still fits,
         // a third's does not.

@@ -258,7 +258,7 @@ impl Aggregator {
             identity,
             open: FxHashMap::default(),
             stacks: StackInterner::new(stack_storage_size),
-            entries: Entries::default(),
+            entries: Entries::for_levels(usize::from(chain)),
             depth: usize::from(chain),
             split_cgroups,
             ns_tids: NsTids::new(),

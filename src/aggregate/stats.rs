@@ -171,39 +171,37 @@ impl Stats {
 impl Bounded {
     /// The WARNING and NOTE lines of what the caps cost.
     fn notes(&self) -> Vec<String> {
+        let Some((max_entries, max_chains)) = self.merged else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
         if self.dropped > 0 {
             out.push(format!(
-                "WARNING: {} ({} us) {} not counted: more than {} distinct entries, \
-                 even with threads merged by process.",
+                "WARNING: {} ({} us) {} not counted: more than {max_entries} distinct \
+                 entries, even with threads merged by process.",
                 counted(self.dropped, "interval", "intervals"),
                 self.dropped_us,
                 if self.dropped == 1 { "was" } else { "were" },
-                self.max_entries
             ));
         }
         if self.chains_not_kept > 0 {
             out.push(format!(
-                "WARNING: {} not kept past the first waker (printed as \
-                 [chain not kept]): more than {} distinct chains, even with threads \
-                 merged by process.",
+                "WARNING: {} not kept past the first waker (printed as [chain not \
+                 kept]): more than {max_chains} distinct chains, even with threads merged \
+                 by process.",
                 counted(
                     self.chains_not_kept,
                     "interval's chain was",
                     "intervals' chains were"
                 ),
-                self.max_chains
             ));
         }
-        if self.merged {
-            out.push(format!(
-                "NOTE: more than {} distinct entries or {} chains: every entry was merged \
-                 by process, thread ids printing as their process's id. Folded stacks and \
-                 flame graphs show no ids, and are the same; trace fewer threads (-t) to \
-                 tell threads apart.",
-                self.max_entries, self.max_chains
-            ));
-        }
+        out.push(format!(
+            "NOTE: more than {max_entries} distinct entries or {max_chains} chains: every \
+             entry was merged by process, thread ids printing as their process's id. \
+             Folded stacks and flame graphs show no ids, and are the same; trace fewer \
+             threads (-t) to tell threads apart."
+        ));
         out
     }
 }

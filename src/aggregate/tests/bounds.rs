@@ -7,8 +7,10 @@ use super::*;
 /// The storm's process, and its threads `PID + 1 ..= PID + threads`.
 const PID: u32 = 7000;
 
-/// The caps as the tool applies them.
+/// The cap on entries, and on chains, as the tool applies it: at
+/// `--chain 8`, an eighth.
 const CAP: usize = 1 << 16;
+const CAP_8: usize = CAP / 8;
 
 /// `threads` threads of one process pass one token `hops` times, each to
 /// a thread picked at random (each blocks as soon as it has passed it), on
@@ -120,12 +122,12 @@ fn a_storm_of_thread_pairs_is_merged_by_process_at_the_cap() {
 #[test]
 fn a_storm_of_chains_is_merged_by_process_at_the_cap() {
     // With --chain 8 almost every interval's chain is a new one.
-    let (events, total_us, intervals) = storm(400, 80_000);
+    let (events, total_us, intervals) = storm(400, 20_000);
     let mut a = storm_agg(8);
     run(&mut a, &events);
     let r = a.finish();
-    assert!(r.chains.len() <= CAP + 1, "{} chains", r.chains.len());
-    assert!(r.entries.len() <= CAP, "{} entries", r.entries.len());
+    assert!(r.chains.len() <= CAP_8 + 1, "{} chains", r.chains.len());
+    assert!(r.entries.len() <= CAP_8, "{} entries", r.entries.len());
     for levels in &r.chains {
         for level in levels {
             if let Level::Waited { waker, .. } = level {
@@ -141,7 +143,7 @@ fn a_storm_of_chains_is_merged_by_process_at_the_cap() {
 
 #[test]
 fn a_few_threads_keep_their_ids() {
-    let (events, total_us, intervals) = storm(20, 20_000);
+    let (events, total_us, intervals) = storm(20, 5_000);
     let mut a = storm_agg(8);
     run(&mut a, &events);
     let r = a.finish();

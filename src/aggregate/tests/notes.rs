@@ -124,3 +124,53 @@ fn a_loss_only_suspected_says_so_and_chains_count_their_unseen_wakeups() {
         assert!(lost.contains(want), "{want:?} not in:\n{lost}");
     }
 }
+
+#[test]
+fn the_caps_say_what_they_merged_and_lost() {
+    use super::entries::Bounded;
+    let notes = |bounded: Bounded| {
+        Stats {
+            bounded,
+            ..Stats::default()
+        }
+        .notes(false, "--mmap-pages")
+        .join("\n")
+    };
+    assert_eq!(notes(Bounded::default()), "");
+    let merged = Bounded {
+        merged: Some((100, 50)),
+        ..Bounded::default()
+    };
+    let text = notes(merged);
+    assert!(
+        text.starts_with(
+            "NOTE: more than 100 distinct entries or 50 chains: every entry was merged by process"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("WARNING"), "{text}");
+    let one = notes(Bounded {
+        dropped: 1,
+        dropped_us: 7,
+        chains_not_kept: 1,
+        ..merged
+    });
+    for want in [
+        "WARNING: 1 interval (7 us) was not counted: more than 100 distinct entries",
+        "WARNING: 1 interval's chain was not kept past the first waker (printed as [chain not kept]): more than 50 distinct chains",
+    ] {
+        assert!(one.contains(want), "{want:?} not in:\n{one}");
+    }
+    let many = notes(Bounded {
+        dropped: 2,
+        dropped_us: 9,
+        chains_not_kept: 3,
+        ..merged
+    });
+    for want in [
+        "WARNING: 2 intervals (9 us) were not counted",
+        "WARNING: 3 intervals' chains were not kept",
+    ] {
+        assert!(many.contains(want), "{want:?} not in:\n{many}");
+    }
+}
