@@ -21,7 +21,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::common;
 use elf::{Body, Elf, GIB, KIB, MIB, Section, Sym};
-use run::{Run, Scratch, chmod, chown_nobody, nobody, run_tool, start_victim};
+use run::{
+    RSS_LIMIT_MIB, Run, Scratch, chmod, chown_nobody, nobody, run_tool, start_program, start_victim,
+};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -1189,10 +1191,14 @@ fn deep_file_and(scratch: &Scratch, program: &str) -> (std::path::PathBuf, std::
 /// its map, and the unwinding that follows it, stay bounded.
 #[test]
 fn executable_mmap_storm() {
+    let _suite = common::suite(module_path!());
+    if !common::live() {
+        return;
+    }
     let _one = one_at_a_time();
     let scratch = Scratch::new("mmap_storm");
     let (file, exe) = deep_file_and(&scratch, "mmapstorm");
-    let victim = run::start_program(&exe, true, &[s(file.display())]);
+    let victim = start_program(&exe, true, &[s(file.display())]);
     // Unbounded, 8 s of this took minutes and gigabytes.
     let run = run_tool("mmap_storm", &["-p", &victim.pid().to_string(), "8"]);
     drop(victim);
@@ -1204,12 +1210,82 @@ fn executable_mmap_storm() {
 /// holds a stack, to read on past its copy, costs a bounded share of time.
 #[test]
 fn deep_stacks_on_two_mappings() {
+    let _suite = common::suite(module_path!());
+    if !common::live() {
+        return;
+    }
     let _one = one_at_a_time();
     let scratch = Scratch::new("two_stacks");
     let (file, exe) = deep_file_and(&scratch, "twostacks");
-    let victim = run::start_program(&exe, true, &[s(file.display()), s(1000)]);
+    let victim = start_program(&exe, true, &[s(file.display()), s(1000)]);
     // Unbounded, 8 s of this took over a minute.
     let run = run_tool("two_stacks", &["-p", &victim.pid().to_string(), "8"]);
     drop(victim);
     run.assert_sound();
+}
+
+/// Attack: 2,000 threads of `nobody` wake each other at random, 50 tokens
+/// going round (`workloads/wakestorm.c`, on CPU 0), traced with
+/// `--chain 8`: every pair of threads is an entry, and every interval a
+/// chain of its own. The tool must exit 0 in bounded memory (twice the
+/// other cases' limit: the victim has 2,000 threads), with at most the cap
+/// on entries at eight levels (65,536 / 8), and when it counted more
+/// intervals than that cap could keep apart, say that it merged them.
+#[test]
+fn wake_storm_of_chains() {
+    const CAP_AT_8: usize = (1 << 16) / 8;
+    let _suite = common::suite(module_path!());
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("wake_storm_of_chains");
+    let exe = scratch.dir.join("wakestorm");
+    std::fs::copy(common::workload("wakestorm"), &exe).expect("copying wakestorm");
+    chmod(&exe, 0o755);
+    let victim = start_program(
+        Path::new("taskset"),
+        true,
+        &[
+            s("-c"),
+            s(0),
+            exe.display().to_string(),
+            s(2000),
+            s(50),
+            s(60),
+        ],
+    );
+    let pid = victim.pid().to_string();
+    let run = run_tool("wake_storm_of_chains", &["--chain", "8", "-p", &pid, "5"]);
+    drop(victim);
+    assert_eq!(run.end, run::End::Exit(0), "{}", run.stderr);
+    assert!(
+        run.peak_rss_mib < 2.0 * RSS_LIMIT_MIB,
+        "peak RSS {:.1} MiB, limit {} MiB",
+        run.peak_rss_mib,
+        2.0 * RSS_LIMIT_MIB
+    );
+    run.svg_frames();
+    // One `waker:` line each (further levels' are `[2] waker:` and on).
+    let entries = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("    waker:"))
+        .count();
+    assert!(entries <= CAP_AT_8, "{entries} entries");
+    let counted: usize = run
+        .stderr
+        .lines()
+        .find_map(|l| {
+            let (before, _) = l.split_once(" intervals counted")?;
+            before.rsplit(' ').next()?.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no intervals counted in:\n{}", run.stderr));
+    if counted > 2 * CAP_AT_8 {
+        assert!(
+            run.stderr.contains("every entry was merged by process"),
+            "{counted} intervals, and no NOTE of the merge:\n{}",
+            run.stderr
+        );
+    }
 }
