@@ -533,12 +533,13 @@ pub fn svg_frames(svg: &str) -> Result<Vec<String>, String> {
 
 /// The frames that end a `--chain` chain in place of a level's blocked
 /// stack.
-pub const MARKERS: [&str; 5] = [
+pub const MARKERS: [&str; 6] = [
     "[running]",
     "[runnable]",
     "[no wait traced]",
     "[loop]",
     "[records lost]",
+    "[chain not kept]",
 ];
 
 /// One level of a wakeup chain: a thread's blocked stack and the stack of
