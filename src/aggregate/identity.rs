@@ -255,7 +255,7 @@ impl Identity {
         if self
             .own
             .as_mut()
-            .is_some_and(|own| own.holds(s.prev_tid, s.prev_tgid, s.prev_comm))
+            .is_some_and(|own| own.holds(s.prev_tid, s.prev_tgid, s.prev_comm.0))
         {
             return false;
         }

@@ -20,7 +20,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::cache::CacheDir;
 use super::proc::Standing;
-use crate::event::Comm;
+
+/// A task's name as the kernel gives it: up to 16 bytes, NUL-padded.
+pub(crate) type Comm = [u8; 16];
 
 /// The most helpers remembered (a run forks a few: the ftrace instance's
 /// guardian, the holder of released events).
@@ -205,7 +207,13 @@ impl OtherHelpers {
             .map(|dir| registered_now(dir, super::proc::standing))
             .unwrap_or_default();
         let own_comm = std::fs::read("/proc/self/comm")
-            .map(|c| Comm::from_bytes(c.strip_suffix(b"\n").unwrap_or(&c)))
+            .map(|c| {
+                let name = c.strip_suffix(b"\n").unwrap_or(&c);
+                let mut comm = Comm::default();
+                let n = name.len().min(comm.len() - 1);
+                comm[..n].copy_from_slice(&name[..n]);
+                comm
+            })
             .unwrap_or_default();
         OtherHelpers::new(
             found,
@@ -249,7 +257,7 @@ impl OtherHelpers {
             }
         }
         let named_so =
-            comm.as_bytes().starts_with(b"offwake-") || (comm == self.own_comm && !comm.is_empty());
+            comm.starts_with(b"offwake-") || (comm == self.own_comm && comm[0] != 0);
         if !named_so || self.not.contains(&(pid, comm)) {
             return false;
         }
@@ -333,7 +341,7 @@ mod tests {
 
     fn comm(name: &str) -> Comm {
         let mut c = Comm::default();
-        c.0[..name.len()].copy_from_slice(name.as_bytes());
+        c[..name.len()].copy_from_slice(name.as_bytes());
         c
     }
 
