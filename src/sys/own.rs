@@ -256,8 +256,7 @@ impl OtherHelpers {
                 _ => return true,
             }
         }
-        let named_so =
-            comm.starts_with(b"offwake-") || (comm == self.own_comm && comm[0] != 0);
+        let named_so = comm.starts_with(b"offwake-") || (comm == self.own_comm && comm[0] != 0);
         if !named_so || self.not.contains(&(pid, comm)) {
             return false;
         }

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Mapping, Process, ProcessMaps, REREAD_INTERVAL_NS, parse_maps};
+use super::{Mapping, Process, ProcessMaps, parse_maps};
 use crate::sys::vma::Maps;
 
 /// Most mappings one process's history holds. Without munmap records, a
@@ -19,6 +19,10 @@ pub(super) const MAX_MAPPINGS: usize = 4096;
 /// The length at which a history is first compacted; then at twice what
 /// compacting left, so that compacting costs a constant per mapping.
 pub(super) const COMPACT_FIRST: usize = 256;
+
+/// Least event time between two reads of a process's maps to compact its
+/// history; a full history is compacted again at most that often.
+pub(super) const COMPACT_READ_NS: u64 = 10_000_000;
 
 /// Most bytes of `/proc/PID/maps` read at once: a process chooses how many
 /// mappings it has and how long their paths are.
@@ -33,12 +37,12 @@ impl ProcessMaps {
         let Some(p) = self.procs.get_mut(&tgid) else {
             return;
         };
-        // Reading its maps holds up its own mmap calls a little: at most
-        // every 100 ms of trace.
+        // Asking for its maps holds up its own mmap calls a little: at
+        // most every 10 ms of trace.
         let read = !self.recorded
             && !p.exited
             && p.compact_read_at
-                .is_none_or(|t| time.saturating_sub(t) >= REREAD_INTERVAL_NS);
+                .is_none_or(|t| time.saturating_sub(t) >= COMPACT_READ_NS);
         if read {
             p.compact_read_at = Some(time);
         }
@@ -127,8 +131,9 @@ impl ProcessMaps {
             String::new()
         };
         vec![format!(
-            "NOTE: {total} executable mappings were not followed, their process already \
-             holding {MAX_MAPPINGS} in place: {}{more}; frames in them print as [unknown].",
+            "NOTE: {total} executable mappings were not followed, their process's map \
+             history being full ({MAX_MAPPINGS} mappings not known to be gone): {}{more}; \
+             frames in them print as [unknown].",
             shown.join(", ")
         )]
     }

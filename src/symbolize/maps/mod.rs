@@ -494,9 +494,8 @@ impl ProcessMaps {
             if p.root.is_none() {
                 p.root = self.roots.capture(m.tgid);
             }
-            // A full history is compacted again at most every 100 ms.
             let due = p.mappings.len() < MAX_MAPPINGS
-                || time.saturating_sub(p.compacted_at) >= REREAD_INTERVAL_NS;
+                || time.saturating_sub(p.compacted_at) >= COMPACT_READ_NS;
             if p.mappings.len() >= compact_threshold(p) && due {
                 self.compact(m.tgid, time);
             }
@@ -674,7 +673,7 @@ fn parse_file_key(dev: &str, inode: &str) -> Option<FileKey> {
 mod bound;
 mod files;
 
-use bound::{MAX_MAPPINGS, compact_threshold, end_overlapped, read_maps};
+use bound::{COMPACT_READ_NS, MAX_MAPPINGS, compact_threshold, end_overlapped, read_maps};
 
 #[cfg(test)]
 mod tests;
