@@ -3,7 +3,6 @@
 //! without end. Its paths are held once, and the history is compacted to
 //! what is mapped and what stored stacks use, up to [`MAX_MAPPINGS`].
 
-use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -55,11 +54,13 @@ impl ProcessMaps {
             return;
         };
         if let Some((now, past)) = shown {
+            // Gone: nothing executable is mapped anywhere in its range any
+            // more (the kernel merges and splits what was mapped apart).
             for m in &mut p.mappings {
                 if m.until == u64::MAX
                     && m.end <= past
                     && !m.is_vdso()
-                    && !now.contains(&(m.start, m.end, m.pgoff))
+                    && !overlaps(&now, m.start, m.end)
                 {
                     m.until = time.max(m.from);
                 }
@@ -77,19 +78,17 @@ impl ProcessMaps {
         p.compacted_at = time;
     }
 
-    /// The executable file mappings `tgid` has now, as (start, end,
-    /// offset), and the address below which that is all of them: asked of
-    /// the kernel, else read as text within [`ProcessMaps::text_budget`].
-    fn executable_now(&mut self, tgid: u32) -> Option<(HashSet<Span>, u64)> {
+    /// The ranges of the executable file mappings `tgid` has now, in
+    /// address order, and the address below which that is all of them:
+    /// asked of the kernel, else read as text within
+    /// [`ProcessMaps::text_budget`].
+    fn executable_now(&mut self, tgid: u32) -> Option<(Vec<(u64, u64)>, u64)> {
         if let Some(files) = Maps::open(tgid)?.executable_files(MAX_MAPPINGS + 1) {
             let past = match files.get(MAX_MAPPINGS) {
                 Some(v) => v.start,
                 None => u64::MAX,
             };
-            return Some((
-                files.iter().map(|v| (v.start, v.end, v.pgoff)).collect(),
-                past,
-            ));
+            return Some((files.iter().map(|v| (v.start, v.end)).collect(), past));
         }
         let started = Instant::now();
         if !self.text_budget.allowed(started) {
@@ -101,10 +100,7 @@ impl ProcessMaps {
         // Lines come in address order; a capped read tells nothing of
         // what lies past its last line.
         let past = shown.last().map_or(0, |m| m.end);
-        Some((
-            shown.iter().map(|m| (m.start, m.end, m.pgoff)).collect(),
-            past,
-        ))
+        Some((shown.iter().map(|m| (m.start, m.end)).collect(), past))
     }
 
     /// The NOTE on processes whose mappings were not all followed.
@@ -139,8 +135,13 @@ impl ProcessMaps {
     }
 }
 
-/// A mapping's start, end and file offset.
-pub(super) type Span = (u64, u64, u64);
+/// True when one of `ranges` (in address order, apart) meets
+/// `[start, end)`.
+fn overlaps(ranges: &[(u64, u64)], start: u64, end: u64) -> bool {
+    // The first range that ends past `start`.
+    let i = ranges.partition_point(|&(_, e)| e <= start);
+    ranges.get(i).is_some_and(|&(s, _)| s < end)
+}
 
 /// The length at which `p`'s history is compacted next.
 pub(super) fn compact_threshold(p: &Process) -> usize {
@@ -192,4 +193,23 @@ pub(super) fn end_overlapped(
         }
     }
     left
+}
+
+#[cfg(test)]
+mod tests {
+    use super::overlaps;
+
+    #[test]
+    fn a_range_overlaps_only_what_it_meets() {
+        let r = [(0x1000, 0x2000), (0x5000, 0x8000)];
+        // Merged or split by the kernel: still met, so kept.
+        assert!(overlaps(&r, 0x1800, 0x1900));
+        assert!(overlaps(&r, 0x4000, 0x6000));
+        assert!(overlaps(&r, 0x0, 0x9000));
+        // Gone.
+        assert!(!overlaps(&r, 0x2000, 0x5000));
+        assert!(!overlaps(&r, 0x8000, 0x9000));
+        assert!(!overlaps(&r, 0x0, 0x1000));
+        assert!(!overlaps(&[], 0x0, 0x1000));
+    }
 }
