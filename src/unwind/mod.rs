@@ -50,10 +50,9 @@ struct Space {
     cache: CacheX86_64,
     /// By start address: the mapping each module was made of.
     modules: HashMap<u64, ModuleKey>,
-    /// Updates of the modules that may be made now, in billionths, and up
-    /// to when in trace time they were counted ([`UPDATES_PER_SECOND`]).
-    credit: u64,
-    counted_to: u64,
+    /// Updates of the modules that may be made now
+    /// ([`UPDATES_PER_SECOND`]).
+    updates: Rate,
 }
 
 /// How often a process's modules are brought up to date with its map, at
@@ -63,17 +62,38 @@ struct Space {
 /// updates its stacks are unwound with the modules it had.
 const UPDATES_PER_SECOND: u64 = 100;
 const UPDATE_BURST: u64 = 64;
+
+/// Things allowed `per_second` of trace time, after a burst of `burst`.
+struct Rate {
+    per_second: u64,
+    burst: u64,
+    /// What may be done now, in billionths, and up to when in trace time
+    /// that was counted.
+    credit: u64,
+    counted_to: u64,
+}
+
 const NS: u64 = 1_000_000_000;
 
-impl Space {
-    /// One more update allowed at trace time `time`, within the rate.
-    fn may_update(&mut self, time: u64) -> bool {
+impl Rate {
+    /// A full burst, counted from trace time `from`.
+    fn new(per_second: u64, burst: u64, from: u64) -> Rate {
+        Rate {
+            per_second,
+            burst,
+            credit: burst * NS,
+            counted_to: from,
+        }
+    }
+
+    /// One more allowed at trace time `time`, within the rate.
+    fn allow(&mut self, time: u64) -> bool {
         let since = time.saturating_sub(self.counted_to);
         self.counted_to = self.counted_to.max(time);
         self.credit = self
             .credit
-            .saturating_add(since.saturating_mul(UPDATES_PER_SECOND))
-            .min(UPDATE_BURST * NS);
+            .saturating_add(since.saturating_mul(self.per_second))
+            .min(self.burst * NS);
         if self.credit < NS {
             return false;
         }
@@ -288,13 +308,12 @@ impl Unwinder {
             unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             modules: HashMap::new(),
-            credit: UPDATE_BURST * NS,
-            counted_to: time,
+            updates: Rate::new(UPDATES_PER_SECOND, UPDATE_BURST, time),
         });
         if space.version == version && version.is_some() {
             return;
         }
-        if !space.may_update(time) {
+        if !space.updates.allow(time) {
             self.stats.late_updates += 1;
             return;
         }

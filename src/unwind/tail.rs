@@ -25,6 +25,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::Rate;
 use crate::event::UserCopy;
 use crate::event::runs::LastRuns;
 use crate::sys::memory::GuardedReader;
@@ -37,8 +38,6 @@ pub(crate) const TAIL_LIMIT: usize = 64 << 10;
 /// [`BURST`] is spent.
 pub(crate) const PER_SECOND: u64 = 2000;
 pub(crate) const BURST: u64 = 500;
-
-const NS: u64 = 1_000_000_000;
 
 /// Longest wait for one read.
 pub(crate) const READ_WAIT: Duration = Duration::from_millis(100);
@@ -68,10 +67,8 @@ pub(crate) struct Tails {
     copy_size: usize,
     /// When the reader last saw each thread running.
     runs: Arc<LastRuns>,
-    /// Reads that may be made now, in billionths, and up to when in trace
-    /// time they were counted.
-    credit: u64,
-    counted_to: u64,
+    /// Reads that may be made now.
+    rate: Rate,
     pub(crate) stats: TailStats,
     /// Why the thread that reads could not be started, if it could not.
     no_reader: Option<String>,
@@ -98,26 +95,10 @@ impl Tails {
             read,
             copy_size,
             runs,
-            credit: BURST * NS,
-            counted_to: 0,
+            rate: Rate::new(PER_SECOND, BURST, 0),
             stats: TailStats::default(),
             no_reader: None,
         }
-    }
-
-    /// One more read allowed at trace time `time`, within the rate.
-    fn allowed(&mut self, time: u64) -> bool {
-        let since = time.saturating_sub(self.counted_to);
-        self.counted_to = self.counted_to.max(time);
-        self.credit = self
-            .credit
-            .saturating_add(since.saturating_mul(PER_SECOND))
-            .min(BURST * NS);
-        if self.credit < NS {
-            return false;
-        }
-        self.credit -= NS;
-        true
     }
 
     /// `copy` of thread `tid`'s stack (taken as it blocked at `time`)
@@ -138,7 +119,7 @@ impl Tails {
             self.stats.changed += 1;
             return None;
         }
-        if !self.allowed(time) {
+        if !self.rate.allow(time) {
             self.stats.skipped += 1;
             return None;
         }
@@ -293,7 +274,7 @@ mod tests {
         assert!(tails.longer(7, 0, &copy(&memory[..8])).is_none());
         assert_eq!(tails.stats.skipped, 1);
         // Then PER_SECOND a second: over the next second, that many more.
-        let step = NS / PER_SECOND;
+        let step = super::super::NS / PER_SECOND;
         let more = (1..=2 * PER_SECOND)
             .filter(|i| tails.longer(7, i * step / 2, &copy(&memory[..8])).is_some())
             .count() as u64;

@@ -420,16 +420,15 @@ fn module_updates_are_bounded_in_rate() {
         unwinder: UnwinderX86_64::new(),
         cache: CacheX86_64::new(),
         modules: HashMap::new(),
-        credit: UPDATE_BURST * NS,
-        counted_to: 0,
+        updates: Rate::new(UPDATES_PER_SECOND, UPDATE_BURST, 0),
     };
     let burst = (0..10 * UPDATE_BURST)
-        .filter(|_| space.may_update(0))
+        .filter(|_| space.updates.allow(0))
         .count() as u64;
     assert_eq!(burst, UPDATE_BURST);
     // Over the next second, a sample every 10 us: that many more.
     let more = (1..=100_000u64)
-        .filter(|i| space.may_update(i * 10_000))
+        .filter(|i| space.updates.allow(i * 10_000))
         .count() as u64;
     assert_eq!(more, UPDATES_PER_SECOND);
 }
