@@ -5,7 +5,7 @@
 //! mode 0600. The kernel's symbol tables (`crate::kallsyms::cache`), the
 //! symbolizer's names and the perf backend's kernel facts live in it.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::{CStr, CString, OsStr};
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
@@ -149,20 +149,7 @@ impl CacheDir {
     /// Removes the files whose names begin with `prefix`, least recently
     /// written first, until at most `keep` are left; best effort.
     pub(crate) fn prune(&self, prefix: &str, keep: usize) {
-        let Ok(mut dir) = nix::dir::Dir::openat(
-            &self.0,
-            ".",
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        ) else {
-            return;
-        };
-        let names: Vec<CString> = dir
-            .iter()
-            .filter_map(Result::ok)
-            .map(|e| e.file_name().to_owned())
-            .filter(|n| n.to_bytes().starts_with(prefix.as_bytes()))
-            .collect();
+        let names = self.names(|n| n.to_bytes().starts_with(prefix.as_bytes()), usize::MAX);
         if names.len() <= keep {
             return;
         }
@@ -191,6 +178,15 @@ impl CacheDir {
 
     /// The names of at most `max` files that begin with `prefix`.
     pub(crate) fn names_with(&self, prefix: &str, max: usize) -> Vec<String> {
+        self.names(|n| n.to_str().is_ok_and(|n| n.starts_with(prefix)), max)
+            .into_iter()
+            .filter_map(|n| n.into_string().ok())
+            .collect()
+    }
+
+    /// The names of at most `max` files of the directory that `keep`
+    /// keeps; none when it cannot be read.
+    fn names(&self, mut keep: impl FnMut(&CStr) -> bool, max: usize) -> Vec<CString> {
         let Ok(mut dir) = nix::dir::Dir::openat(
             &self.0,
             ".",
@@ -201,8 +197,8 @@ impl CacheDir {
         };
         dir.iter()
             .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str().ok().map(str::to_owned))
-            .filter(|n| n.starts_with(prefix))
+            .map(|e| e.file_name().to_owned())
+            .filter(|n| keep(n))
             .take(max)
             .collect()
     }
