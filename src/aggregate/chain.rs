@@ -84,6 +84,19 @@ pub(crate) enum Level {
     End(ChainEnd),
 }
 
+/// `levels` with `f` applied to the waker of each.
+pub(crate) fn with_wakers(levels: Vec<Level>, f: impl Fn(&mut WakerKey)) -> Vec<Level> {
+    levels
+        .into_iter()
+        .map(|mut level| {
+            if let Level::Waited { waker, .. } = &mut level {
+                f(waker);
+            }
+            level
+        })
+        .collect()
+}
+
 /// The interval of a waker that ended last before its wakeup, as noted at
 /// the wakeup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 
 use crate::report::ChainEnd;
 
-use super::chain::{ChainId, ChainTable, Level, MAX_LEVELS};
+use super::chain::{ChainId, ChainTable, Level, MAX_LEVELS, with_wakers};
 use super::{Entry, EntryKey};
 
 /// Most distinct entries kept, and chains, at `--chain 1`; with N levels,
@@ -205,24 +205,7 @@ impl Entries {
 
 /// `levels` with each waker's thread id replaced by its process's.
 fn by_process(levels: Vec<Level>) -> Vec<Level> {
-    levels
-        .into_iter()
-        .map(|level| match level {
-            Level::Waited {
-                kernel,
-                user,
-                mut waker,
-            } => {
-                waker.tid = waker.tgid;
-                Level::Waited {
-                    kernel,
-                    user,
-                    waker,
-                }
-            }
-            end => end,
-        })
-        .collect()
+    with_wakers(levels, |waker| waker.tid = waker.tgid)
 }
 
 impl EntryKey {

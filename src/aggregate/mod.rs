@@ -41,7 +41,7 @@ use crate::event::{
 
 use cgroups::CgroupNames;
 pub(crate) use cgroups::CgroupPath;
-use chain::{History, Past, Prev, Wakeup};
+use chain::{History, Past, Prev, Wakeup, with_wakers};
 use entries::Entries;
 use identity::Identity;
 use nspid::NsTids;
@@ -325,26 +325,7 @@ impl Aggregator {
             _ => comm,
         };
         self.entries.rekey(
-            |levels| {
-                levels
-                    .into_iter()
-                    .map(|level| match level {
-                        Level::Waited {
-                            kernel,
-                            user,
-                            mut waker,
-                        } => {
-                            waker.comm = named(waker.comm, waker.tid);
-                            Level::Waited {
-                                kernel,
-                                user,
-                                waker,
-                            }
-                        }
-                        end => end,
-                    })
-                    .collect()
-            },
+            |levels| with_wakers(levels, |waker| waker.comm = named(waker.comm, waker.tid)),
             |key| EntryKey {
                 waker_comm: named(key.waker_comm, key.waker_tid),
                 ..key
