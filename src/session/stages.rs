@@ -51,7 +51,10 @@ pub(super) fn unwinder(source: &Source) -> Option<Unwinder> {
     if !source.copies_user_stacks() {
         return None;
     }
-    let unwinder = Unwinder::new();
+    let mut unwinder = Unwinder::new();
+    if let Some(memo) = source.memo() {
+        unwinder = unwinder.with_memo(memo);
+    }
     Some(match source.live_stacks() {
         Some((copy_size, runs)) => unwinder.with_tails(Tails::live(copy_size, runs)),
         None => unwinder,
@@ -118,6 +121,15 @@ impl Stages {
                     t.extended,
                     t.changed,
                     t.skipped
+                );
+            }
+            if let Some(m) = u.memo_stats() {
+                diag!(
+                    "offwake-perf: user stacks recalled from an earlier walk instead of copied: \
+                     {} of {}; walks remembered: {}",
+                    m.hits,
+                    m.hits + m.misses,
+                    m.kept
                 );
             }
         }

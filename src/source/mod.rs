@@ -192,6 +192,15 @@ impl Source {
         }
     }
 
+    /// Where user stacks unwound once are remembered for the reader to
+    /// recall instead of copying them again (perf, `dwarf`).
+    pub(crate) fn memo(&self) -> Option<crate::unwind::memo::Memo> {
+        match self {
+            Source::Perf(p) => p.memo(),
+            Source::Tracefs(_) | Source::Recorded(_) => None,
+        }
+    }
+
     /// Has a thread watch the kernel's buffers and raise the reader's
     /// `priority` as soon as they fill faster than they are read (perf).
     pub(crate) fn watch(&mut self, priority: &std::sync::Arc<OnDemand>) {

@@ -9,6 +9,7 @@
 //! blocked thread whose stack goes on past its copy is unwound on from its
 //! memory while it still waits ([`tail`]).
 
+pub(crate) mod memo;
 mod tables;
 pub(crate) mod tail;
 
@@ -27,6 +28,7 @@ use crate::event::{Callchain, ChainCache, Event, EventKind, UserCopy};
 use crate::symbolize::read::RunBudget;
 use crate::symbolize::{Mapping, ProcessMaps};
 use crate::sys::open::FileKey;
+use memo::Memo;
 use tables::UnwindTables;
 use tail::Tails;
 
@@ -142,6 +144,10 @@ pub(crate) struct Unwinder {
     unreadable: Vec<String>,
     /// Reads the rest of a blocked thread's stack, when tracing live.
     tails: Option<Tails>,
+    /// Where walks are remembered for the reader to recall.
+    memo: Option<Memo>,
+    /// The words the last walk read.
+    reads: Vec<(u16, u64)>,
 }
 
 /// Most paths a note names.
@@ -164,7 +170,15 @@ impl Unwinder {
             stats: UnwindStats::default(),
             unreadable: Vec::new(),
             tails: None,
+            memo: None,
+            reads: Vec::new(),
         }
+    }
+
+    /// Remembers each walk in `memo`, for the reader to recall.
+    pub(crate) fn with_memo(mut self, memo: Memo) -> Unwinder {
+        self.memo = Some(memo);
+        self
     }
 
     /// Unwinds a blocked thread's stack on past its copy with `tails`.
@@ -180,6 +194,11 @@ impl Unwinder {
 
     pub(crate) fn stats(&self) -> UnwindStats {
         self.stats
+    }
+
+    /// How often the reader recalled walks, if they were remembered.
+    pub(crate) fn memo_stats(&self) -> Option<memo::MemoStats> {
+        self.memo.as_ref().map(Memo::stats)
     }
 
     /// The NOTE lines of the unwinding: files whose unwind tables could
@@ -256,16 +275,29 @@ impl Unwinder {
         };
         let started = Instant::now();
         maps.ensure_known(tgid, event.time);
-        self.update_space(tgid, event.time, maps);
+        let current = self.update_space(tgid, event.time, maps);
         let Some(space) = self.spaces.get_mut(&tgid) else {
             return;
         };
-        let mut walked = walk_guarded(space, &copy);
+        let mut walked = walk_guarded(space, &copy, &mut self.reads);
+        if let (Some(memo), true) = (&self.memo, current && walked.repeatable) {
+            // What the reader recalls replaces the whole user stack: only
+            // a walk that took nothing from elsewhere is kept.
+            if walked.complete || stack.user().is_empty() {
+                let start = memo::Start {
+                    tgid,
+                    ip: copy.ip,
+                    sp: copy.sp,
+                    bp: copy.bp,
+                };
+                memo.remember(start, event.time, &self.reads, &walked.frames);
+            }
+        }
         if let (Some(tid), Some(tails)) = (blocked, self.tails.as_mut())
             && walked.ran_out
             && let Some(longer) = tails.longer(tid, event.time, &copy)
         {
-            walked = walk_guarded(space, &longer);
+            walked = walk_guarded(space, &longer, &mut self.reads);
         }
         let Walk {
             mut frames,
@@ -300,8 +332,9 @@ impl Unwinder {
         })
     }
 
-    /// Brings `tgid`'s modules up to what its map holds at `time`.
-    fn update_space(&mut self, tgid: u32, time: u64, maps: &ProcessMaps) {
+    /// Brings `tgid`'s modules up to what its map holds at `time`. False
+    /// when they are not (the map is unknown, or changes too often).
+    fn update_space(&mut self, tgid: u32, time: u64, maps: &ProcessMaps) -> bool {
         let version = maps.version(tgid);
         let space = self.spaces.entry(tgid).or_insert_with(|| Space {
             version: None,
@@ -311,11 +344,11 @@ impl Unwinder {
             updates: Rate::new(UPDATES_PER_SECOND, UPDATE_BURST, time),
         });
         if space.version == version && version.is_some() {
-            return;
+            return true;
         }
         if !space.updates.allow(time) {
             self.stats.late_updates += 1;
-            return;
+            return false;
         }
         space.version = version;
         let wanted: Vec<&Mapping> = maps
@@ -366,6 +399,7 @@ impl Unwinder {
                 tables.section_info(),
             ));
         }
+        version.is_some()
     }
 }
 
@@ -408,24 +442,39 @@ struct Walk {
     complete: bool,
     /// It stopped for a word past the end of the copy.
     ran_out: bool,
+    /// Every word it read was in the copy, at an offset a [`Memo`] keeps:
+    /// the walk is a function of the registers and of `reads`.
+    repeatable: bool,
 }
 
 /// [`walk`], in `space`: framehop parses tables a traced process controls,
 /// and a panic in it costs this one stack, not the run.
-fn walk_guarded(space: &mut Space, copy: &UserCopy) -> Walk {
+fn walk_guarded(space: &mut Space, copy: &UserCopy, reads: &mut Vec<(u16, u64)>) -> Walk {
     catch_unwind(AssertUnwindSafe(|| {
-        walk(&space.unwinder, &mut space.cache, copy)
+        walk(&space.unwinder, &mut space.cache, copy, reads)
     }))
     .unwrap_or_default()
 }
 
-/// Unwinds `copy`.
-fn walk(unwinder: &UnwinderX86_64<Arc<[u8]>>, cache: &mut CacheX86_64, copy: &UserCopy) -> Walk {
+/// Unwinds `copy`, noting in `reads` each word read (its byte offset from
+/// the stack pointer, and the word).
+fn walk(
+    unwinder: &UnwinderX86_64<Arc<[u8]>>,
+    cache: &mut CacheX86_64,
+    copy: &UserCopy,
+    reads: &mut Vec<(u16, u64)>,
+) -> Walk {
     let end = copy.sp.saturating_add(copy.stack.len() as u64);
     let mut past_end = false;
+    let mut repeatable = true;
+    reads.clear();
     let mut read_stack = |addr: u64| {
         let word = read_word(copy, addr);
         past_end = word.is_err() && addr >= end;
+        match (word, u16::try_from(addr.wrapping_sub(copy.sp))) {
+            (Ok(w), Ok(at)) => reads.push((at, w)),
+            _ => repeatable = false,
+        }
         word
     };
     let regs = UnwindRegsX86_64::new(copy.ip, copy.sp, copy.bp);
@@ -443,6 +492,7 @@ fn walk(unwinder: &UnwinderX86_64<Arc<[u8]>>, cache: &mut CacheX86_64, copy: &Us
         frames,
         complete,
         ran_out: !complete && past_end,
+        repeatable: repeatable && !past_end,
     }
 }
 

@@ -171,6 +171,41 @@ fn unwinds_its_own_stack_through_its_callers() {
 }
 
 #[test]
+fn a_walk_is_remembered_and_recalled_by_the_words_it_read() {
+    let me = std::process::id();
+    let mut maps = ProcessMaps::new();
+    maps.ensure_known(me, 0);
+    let memo = Memo::new();
+    let mut unwinder = Unwinder::new().with_memo(memo.clone());
+    let copy = outer_frame();
+    let (ip, sp, bp, stack) = (copy.ip, copy.sp, copy.bp, copy.stack.clone());
+    let mut ev = switch_with(copy, me);
+    unwinder.unwind(&mut ev, &mut maps);
+    let user = switch_of(&ev).stack.user().to_vec();
+    assert!(user.len() > 3, "{user:x?}");
+    let start = memo::Start {
+        tgid: me,
+        ip,
+        sp,
+        bp,
+    };
+    let mut recalled = Vec::new();
+    assert!(memo.recall(start, 1, &stack, &mut recalled));
+    assert_eq!(recalled, user, "the same frames as the walk");
+    // A return address changed: the walk is not recalled.
+    let mut changed = stack.to_vec();
+    let at = (0..changed.len() - 8)
+        .step_by(8)
+        .find(|&i| user[1..].contains(&u64::from_ne_bytes(changed[i..i + 8].try_into().unwrap())))
+        .expect("a return address in the copy");
+    changed[at] ^= 0x40;
+    assert!(!memo.recall(start, 1, &changed, &mut recalled));
+    // Nor once the process maps new code.
+    memo.changed(me, 2);
+    assert!(!memo.recall(start, 3, &stack, &mut recalled));
+}
+
+#[test]
 fn a_copy_of_garbage_gives_a_short_stack_not_a_panic() {
     let me = std::process::id();
     let mut maps = ProcessMaps::new();

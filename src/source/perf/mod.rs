@@ -53,6 +53,7 @@ use crate::source::reorder::{Reorder, Rounds};
 use crate::source::tracepoint::Tracefs;
 use crate::sys::host::online_cpus;
 use crate::sys::priority::OnDemand;
+use crate::unwind::memo::Memo;
 use attrs::{base_attr, sample_type, sched_events, switch_ins_for};
 use cpus::CpuRing;
 use record::Decoder;
@@ -253,6 +254,7 @@ impl PerfBackend {
         let mut decoder = Decoder::new(st, &switch, &waking)?;
         if base.stack_user > 0 {
             decoder.cut_copies_past(CopyBudget::new(COPY_BUDGET));
+            decoder.recall_from(Memo::new());
         }
         let (events, exit_event) = sched_events(&base, [switch.id, waking.id], exit_id, switch_ins);
         let mut cgroups = None;
@@ -590,6 +592,11 @@ impl PerfBackend {
     /// See [`crate::source::Source::copy_budget`].
     pub(crate) fn copy_budget(&self) -> Option<CopyBudget> {
         self.decoder.copy_budget()
+    }
+
+    /// See [`crate::source::Source::memo`].
+    pub(crate) fn memo(&self) -> Option<Memo> {
+        self.decoder.memo()
     }
 
     /// Starts a watch on the rings that raises the reader's `priority`

@@ -17,6 +17,7 @@ use crate::kallsyms::machinery::ProbeRanges;
 use crate::source::probes::kernel_start;
 use crate::source::tracepoint::sched::SchedFields;
 use crate::source::tracepoint::{EventFormat, FieldError};
+use crate::unwind::memo::{Memo, Start};
 
 pub(crate) use crate::source::tracepoint::sched::Tracepoint;
 
@@ -52,8 +53,12 @@ pub(crate) struct Decoder {
     /// samples are cut ([`StackCuts`]).
     copies: Option<CopyBudget>,
     cuts: StackCuts,
-    /// Entries being put together for a cut sample's chain.
+    /// Entries being put together for a cut or recalled sample's chain.
     scratch: Vec<u8>,
+    /// Unwinds to recall instead of copying a sample's stack.
+    memo: Option<Memo>,
+    /// The frames recalled last.
+    frames: Vec<u64>,
 }
 
 /// [`split_entries`] over a list of entries.
@@ -131,7 +136,20 @@ impl Decoder {
             copies: None,
             cuts: StackCuts::default(),
             scratch: Vec::new(),
+            memo: None,
+            frames: Vec::new(),
         })
+    }
+
+    /// Recalls user stacks unwound before from `memo` rather than copying
+    /// them, from now on.
+    pub(crate) fn recall_from(&mut self, memo: Memo) {
+        self.memo = Some(memo);
+    }
+
+    /// The memo stacks are recalled from, if one was set.
+    pub(crate) fn memo(&self) -> Option<Memo> {
+        self.memo.clone()
     }
 
     /// Keeps user stack copies within `budget` from now on, cutting the
@@ -219,11 +237,14 @@ impl Decoder {
     pub(crate) fn decode_unfinished(&mut self, rec: &[u8]) -> Result<Option<Event>, DecodeError> {
         match self.parser.parse(rec)? {
             Record::Sample(s) => self.interpret_sample(s).map(Some),
-            Record::SideBand { kind, sid } => Ok(Some(Event {
-                time: sid.time,
-                cpu: sid.cpu,
-                kind,
-            })),
+            Record::SideBand { kind, sid } => {
+                self.note_code_change(&kind, sid.time);
+                Ok(Some(Event {
+                    time: sid.time,
+                    cpu: sid.cpu,
+                    kind,
+                }))
+            }
             Record::Ignored => Ok(None),
         }
     }
@@ -262,6 +283,10 @@ impl Decoder {
         let raw = s.raw;
         let mut stack = split_entries(s.callchain_bytes, &mut self.chains);
         let user_copy = match s.user_regs {
+            Some([bp, sp, ip]) if self.recalled(&s, [bp, sp, ip]) => {
+                stack = self.recalled_chain(s.callchain_bytes);
+                None
+            }
             Some([bp, sp, ip]) => match self.charge(s.user_stack.len(), s.tid, s.time) {
                 Some(charge) => Some(Box::new(UserCopy {
                     ip,
@@ -309,6 +334,47 @@ impl Decoder {
 }
 
 impl Decoder {
+    /// Whether the frames of `s`'s user stack, from `regs` (BP, SP, IP),
+    /// were recalled from an earlier walk into `self.frames`.
+    fn recalled(&mut self, s: &Sample<'_>, [bp, sp, ip]: [u64; 3]) -> bool {
+        let Some(memo) = &self.memo else {
+            return false;
+        };
+        let start = Start {
+            tgid: s.pid,
+            ip,
+            sp,
+            bp,
+        };
+        !s.user_stack.is_empty() && memo.recall(start, s.time, s.user_stack, &mut self.frames)
+    }
+
+    /// The chain of a sample's kernel frames (`entries`) and its recalled
+    /// user frames.
+    fn recalled_chain(&mut self, entries: &[u8]) -> Callchain {
+        self.scratch.clear();
+        self.scratch.extend_from_slice(entries);
+        self.scratch.extend_from_slice(&CONTEXT_USER.to_ne_bytes());
+        for ip in &self.frames {
+            self.scratch.extend_from_slice(&ip.to_ne_bytes());
+        }
+        split_entries(&self.scratch, &mut self.chains)
+    }
+
+    /// Tells the memo of a side-band record that may change what a
+    /// process's stacks unwind to.
+    fn note_code_change(&self, kind: &EventKind, time: u64) {
+        let Some(memo) = &self.memo else {
+            return;
+        };
+        match kind {
+            EventKind::Mmap(m) if m.executable => memo.changed(m.tgid, time),
+            EventKind::Comm(c) if c.exec => memo.changed(c.tgid, time),
+            EventKind::Exit(e) if e.tid == e.tgid => memo.exited(e.tgid),
+            _ => {}
+        }
+    }
+
     /// The chain of a sample whose copy was cut: its kernel frames, and
     /// its user registers' instruction for the user part when the kernel
     /// took no user callchain (it takes none beside copies).

@@ -862,3 +862,49 @@ fn an_interrupts_kernel_stack_ends_at_the_interrupt_entry() {
     assert_eq!(w.stack.kernel(), [0xffffffff81000130]);
     assert!(w.stack.user().is_empty());
 }
+
+/// A sample whose stack holds the words an earlier walk read takes that
+/// walk's frames instead of a copy; one whose words differ is copied.
+#[test]
+fn remembered_walks_replace_copies() {
+    use crate::unwind::memo::{Memo, Start};
+    let mut d = decoder(ST | SAMPLE_REGS_USER | SAMPLE_STACK_USER);
+    let memo = Memo::new();
+    d.recall_from(memo.clone());
+    let stack: Vec<u8> = (0..64).collect();
+    let word = u64::from_ne_bytes(stack[8..16].try_into().unwrap());
+    let start = Start {
+        tgid: 4242,
+        ip: 0x401234,
+        sp: 0x5000,
+        bp: 0xb0,
+    };
+    let regs = [2, 0xb0, 0x5000, 0x401234];
+    let kernel = [K, 0xffff_ffff_8100_0000];
+    assert!(
+        user_copy_of(
+            &mut d,
+            &dwarf_switch_with(&kernel, &regs, Some((&stack, 64)))
+        )
+        .unwrap()
+        .is_some(),
+        "nothing remembered yet"
+    );
+    memo.remember(start, 0, &[(8, word)], &[0x401234, 0x402000]);
+    let rec = dwarf_switch_with(&kernel, &regs, Some((&stack, 64)));
+    let Some(EventKind::Switch(s)) = d.decode(&rec).unwrap().map(|e| e.kind) else {
+        panic!()
+    };
+    assert!(s.user_copy.is_none());
+    assert_eq!(s.stack.kernel(), [0xffff_ffff_8100_0000]);
+    assert_eq!(s.stack.user(), [0x401234, 0x402000]);
+    // The word read differs, or was not copied (dyn_size): copied.
+    let mut other = stack.clone();
+    other[9] ^= 1;
+    let rec = dwarf_switch_with(&kernel, &regs, Some((&other, 64)));
+    assert!(user_copy_of(&mut d, &rec).unwrap().is_some());
+    let rec = dwarf_switch_with(&kernel, &regs, Some((&stack, 8)));
+    assert!(user_copy_of(&mut d, &rec).unwrap().is_some());
+    let s = memo.stats();
+    assert_eq!((s.hits, s.misses), (1, 3));
+}
