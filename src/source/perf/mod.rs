@@ -42,7 +42,7 @@ use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 
 use crate::event::copies::CopyBudget;
 use crate::event::runs::LastRuns;
@@ -342,9 +342,10 @@ impl PerfBackend {
                 self.decoder.running().enabled(id, now);
             }
         }
-        if let (Some(t), Some(tids)) = (self.threads.as_mut(), tids) {
-            let processes = config.targets.processes();
-            t.attach_threads(&self.cpus, &mut self.decoder, &tids, &processes)?;
+        if let Some(tids) = tids {
+            self.attach_chosen(&tids, &config.targets.processes())?;
+        }
+        if let Some(t) = self.threads.as_mut() {
             t.update_wakee_filter(&mut self.cpus)?;
             // Closed with the real events at the end: closing them now
             // could still be waiting for RCU when a short run exits, and
@@ -352,6 +353,44 @@ impl PerfBackend {
             t.graveyard.bury(std::mem::take(probes).into_fds());
         }
         Ok(())
+    }
+
+    /// Attaches per-task events to `tids`, then lists the threads of
+    /// `processes` again (until no new one appears) so that a thread
+    /// created while attaching is not missed. A thread created by one that
+    /// was already attached inherits the events and may be attached a
+    /// second time here: its duplicate records are dropped when read.
+    ///
+    /// The rings are read between slices of the attach: the threads
+    /// attached first write into them meanwhile, and a busy process's
+    /// attach takes long enough to fill them.
+    fn attach_chosen(&mut self, tids: &[u32], processes: &[u32]) -> Result<(), OpenFailure> {
+        const SLICE: Duration = Duration::from_millis(2);
+        let mut todo = tids.to_vec();
+        for _ in 0..=16 {
+            let mut rest = &todo[..];
+            while !rest.is_empty() {
+                let Some(t) = self.threads.as_mut() else {
+                    return Ok(());
+                };
+                let taken = t.attach_some(&self.cpus, &mut self.decoder, rest, SLICE)?;
+                rest = &rest[taken.max(1).min(rest.len())..];
+                self.read_all();
+            }
+            let Some(t) = self.threads.as_ref() else {
+                return Ok(());
+            };
+            todo = t.unattached(processes);
+            if todo.is_empty() {
+                break;
+            }
+        }
+        match &self.threads {
+            Some(t) if !t.any_attached() => {
+                Err(anyhow!("none of the threads to trace exists any more").into())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Enables every CPU's events.

@@ -5,8 +5,9 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 
 use super::filter::WakeeFilter;
 use super::nascent::Nascent;
@@ -106,7 +107,7 @@ impl TaskCpu {
 }
 
 /// What identifies one tracepoint hit or switch record: a thread attached
-/// twice (see [`Threads::attach_threads`]) writes two copies of it.
+/// twice (see `PerfBackend::attach_chosen`) writes two copies of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Occurrence {
     time: u64,
@@ -403,56 +404,59 @@ impl Threads {
         Ok(())
     }
 
-    /// Attaches per-task events to `tids`, then lists the threads of
-    /// `processes` again (until no new one appears) so that a thread
-    /// created while attaching is not missed. A thread created by one that
-    /// was already attached inherits the events and may be attached a
-    /// second time here: its duplicate records are dropped when read.
-    pub(super) fn attach_threads(
+    /// Attaches per-task events to `tids` from the first, for `slice` at
+    /// most (one thread at least): how many were taken. Under per-CPU
+    /// filters (`wide`) the threads join the filters instead, at once.
+    pub(super) fn attach_some(
         &mut self,
         cpus: &[CpuRing],
         decoder: &mut Decoder,
         tids: &[u32],
-        processes: &[u32],
-    ) -> Result<(), OpenFailure> {
+        slice: Duration,
+    ) -> Result<usize, OpenFailure> {
         if self.wide.is_some() {
-            // The threads are in the filters already; those the processes
-            // create from now on join them from their fork records.
-            for &pid in processes {
-                for tid in crate::sys::proc::threads_of(pid) {
-                    self.wakees.add(tid);
-                }
+            for &tid in tids {
+                self.wakees.add(tid);
             }
-            return Ok(());
+            return Ok(tids.len());
         }
         // The names event, and one or three tracepoint events.
         let per_cpu = if self.exit_event.is_some() { 4 } else { 2 };
-        let wanted = tids.len() * cpus.len() * per_cpu;
-        raise_fd_limit(wanted)?;
+        raise_fd_limit((self.tasks.len() + tids.len()) * cpus.len() * per_cpu)?;
+        let started = Instant::now();
+        let mut taken = 0;
         for &tid in tids {
+            self.wakees.add(tid);
             self.attach(cpus, decoder, tid)?;
-        }
-        for _ in 0..16 {
-            let mut new = Vec::new();
-            for &pid in processes {
-                for tid in crate::sys::proc::threads_of(pid) {
-                    if !self.tasks.contains_key(&tid) {
-                        new.push(tid);
-                    }
-                }
-            }
-            if new.is_empty() {
+            taken += 1;
+            if started.elapsed() >= slice {
                 break;
             }
-            for tid in new {
-                self.wakees.add(tid);
-                self.attach(cpus, decoder, tid)?;
+        }
+        Ok(taken)
+    }
+
+    /// The threads of `processes` that are not attached yet (under
+    /// per-CPU filters: not in them yet).
+    pub(super) fn unattached(&self, processes: &[u32]) -> Vec<u32> {
+        let mut new = Vec::new();
+        for &pid in processes {
+            for tid in crate::sys::proc::threads_of(pid) {
+                let known = match self.wide {
+                    Some(_) => self.wakees.contains(tid),
+                    None => self.tasks.contains_key(&tid),
+                };
+                if !known {
+                    new.push(tid);
+                }
             }
         }
-        if self.tasks.is_empty() {
-            return Err(anyhow!("none of the threads to trace exists any more").into());
-        }
-        Ok(())
+        new
+    }
+
+    /// True once a thread has events of its own.
+    pub(super) fn any_attached(&self) -> bool {
+        self.wide.is_some() || !self.tasks.is_empty()
     }
 
     /// Opens and enables `tid`'s events on every CPU (see [`TaskCpu`]). A
