@@ -64,8 +64,13 @@ pub(crate) enum CallGraph {
     Dwarf { size: u32 },
 }
 
-/// Bytes of user stack copied per sample by default under `dwarf`.
+/// Bytes of user stack copied per sample under `dwarf` without a size,
+/// as perf copies.
 pub(crate) const DEFAULT_DWARF_SIZE: u32 = 8192;
+
+/// How user stacks are walked when `--call-graph` does not say, in every
+/// mode: DWARF from a copy of this size (see `bench/README.md`).
+pub(crate) const DEFAULT_CALL_GRAPH: CallGraph = CallGraph::Dwarf { size: 4096 };
 
 /// Largest copy the kernel takes (`sample_stack_user` must stay under
 /// 65535 and be a multiple of 8).

@@ -420,6 +420,25 @@ fn a_pipeline_is_explained_three_levels_down() {
     assert!(lines.iter().all(|l| l.levels.len() == 1 && l.end.is_none()));
 }
 
+/// The same pipeline built as distributions build (optimized, no frame
+/// pointers) and calling glibc, traced with the default call graph: each
+/// level still carries its own functions, which glibc's wrappers hide from
+/// a frame-pointer walk.
+#[test]
+fn a_libc_pipeline_is_explained_three_levels_down() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let _alone = alone();
+    let (k, ms) = (20, slowed(20));
+    let (out, err) = folded_run(&["--chain", "3"], "chain3libc", &[k, ms], &STAGES);
+    let lines = parse_chains(&out);
+    let context = format!("{out}\n{err}");
+    check_pipeline(&lines, 3, &err, &context);
+    check_lower_stages(&lines, 3, &err, &context);
+}
+
 /// With levels to spare (`--chain 8`), the chain still ends at the timer
 /// that woke stage_c: no line goes past an interrupt.
 #[test]

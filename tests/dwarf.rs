@@ -112,6 +112,93 @@ fn frame_pointers_lose_them() {
     }
 }
 
+/// `dwarfchain 20 50`, gated and pinned to CPU 0, traced by
+/// `offwake-perf ARGS` in the default format from before its release
+/// until it exits (a second: its map, read when its first event is
+/// unwound, must still be there, whatever else the machine runs): the reader's blocks in `read` as folded levels (target
+/// outermost first, waker innermost first), the workload's own measurement
+/// and the tool's stderr.
+fn traced_gated(args: &[&str]) -> (Vec<FoldedChain>, u64, String) {
+    let mut w = start_gated_env(
+        &workload("dwarfchain"),
+        &["20", &slowed(50).to_string()],
+        &[("OFFWAKE_PIN_CPU", "0")],
+    );
+    let pid = w.pid().to_string();
+    let args: Vec<&str> = args
+        .iter()
+        .map(|&a| if a == "PID" { pid.as_str() } else { a })
+        .collect();
+    let tracer = start_traced(&args);
+    w.go();
+    let truth = ground_truth(&w.finish());
+    // SAFETY: kill with the pid of a child of this process, not yet
+    // waited for, and a valid signal.
+    let rc = unsafe { libc::kill(tracer.child.id() as i32, libc::SIGINT) };
+    assert_eq!(rc, 0, "interrupting offwake-perf");
+    let (out, err) = tracer.finish();
+    let reads = parse_default_chains(&out)
+        .iter()
+        .map(TextChain::folded)
+        .filter(|c| c.target_comm == "blocked" && has(&c.levels[0].blocked, "vfs_read"))
+        .collect();
+    (reads, truth, err)
+}
+
+/// At least 95% of the reader's time in `read` carries its three functions
+/// in order; and, when `waker`, 95% of the time the writer ended carries
+/// the writer's two. Each share is of what the tool reported, which must
+/// be at least half the workload's own measurement `truth`, so that the
+/// checks can fail (the VM's kernel hides some events, which durations
+/// are tested against elsewhere).
+fn assert_whole_stacks(reads: &[FoldedChain], truth: u64, waker: bool, context: &str) {
+    let sum = |pick: &dyn Fn(&Level) -> bool| -> u64 {
+        reads
+            .iter()
+            .filter(|c| pick(&c.levels[0]))
+            .map(|c| c.total)
+            .sum()
+    };
+    let total = sum(&|_| true);
+    let framed = sum(&|l| in_order(&l.blocked, &TARGET_CHAIN));
+    assert!(
+        total * 2 >= truth,
+        "{total} of {truth} us reported:\n{context}"
+    );
+    assert!(
+        framed * 100 >= total * 95,
+        "{framed} of {total} us under the reader's functions:\n{context}"
+    );
+    if waker {
+        let woken = sum(&|l| l.waker_comm == "waker");
+        let framed = sum(&|l| l.waker_comm == "waker" && in_order(&l.waker, &WAKER_CHAIN));
+        assert!(
+            woken * 2 >= total,
+            "{woken} of {total} us woken by the writer:\n{context}"
+        );
+        assert!(
+            framed * 100 >= woken * 95,
+            "{framed} of {woken} us under the writer's functions:\n{context}"
+        );
+    }
+}
+
+/// With no `--call-graph`, every mode of the perf backend unwinds both
+/// halves by DWARF: the whole system, `--chain` of a process, a cgroup's
+/// view being the whole system's filtered (tests/cgroups.rs).
+#[test]
+fn every_mode_finds_them_by_default() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    for args in [&["--backend", "perf"][..], &["--chain", "2", "-p", "PID"]] {
+        let (reads, truth, err) = traced_gated(args);
+        let context = format!("{args:?}: {reads:#?}\n{err}");
+        assert_whole_stacks(&reads, truth, true, &context);
+    }
+}
+
 /// `-p` of a process that exits while tracing goes on: its stacks were
 /// unwound as they came, and its files are named after it is gone.
 #[test]

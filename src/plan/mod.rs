@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::{Result, bail};
 
-use crate::cli::{Backend, CallGraph, Cli, DEFAULT_DWARF_SIZE};
+use crate::cli::{Backend, CallGraph, Cli, DEFAULT_CALL_GRAPH};
 use crate::event::state::StateFilter;
 use crate::report::{Format, ReportOptions, StackMode};
 use crate::sys::cgroup::Hierarchy;
@@ -61,15 +61,6 @@ pub(crate) enum Follow {
 }
 
 impl Targets {
-    /// True when every thread is recorded and the targets are picked in
-    /// user space (no thread was named).
-    pub(crate) fn system_wide(&self) -> bool {
-        matches!(
-            self,
-            Targets::All | Targets::UserThreads | Targets::KernelThreads
-        )
-    }
-
     /// What the kernel should do with tasks the traced threads create.
     pub(crate) fn follow(&self) -> Follow {
         match self {
@@ -213,16 +204,11 @@ impl Plan {
     pub(crate) fn from_cli(cli: &Cli) -> Result<Plan> {
         let targets = targets(cli)?;
         let state = cli.state.map(StateFilter::from_user).transpose()?;
-        // When `--call-graph` does not say: complete stacks cost little
-        // for chosen threads (see `bench/README.md`); the whole system,
-        // which chains record too, keeps to frame pointers.
-        let whole_system = (targets.system_wide() && cli.command.is_empty()) || cli.chain > 1;
-        let default_graph = if whole_system || cli.input.is_some() {
+        // A recording's stacks are what it holds.
+        let default_graph = if cli.input.is_some() {
             CallGraph::Fp
         } else {
-            CallGraph::Dwarf {
-                size: DEFAULT_DWARF_SIZE,
-            }
+            DEFAULT_CALL_GRAPH
         };
         let stacks = Stacks {
             kernel: !cli.user_stacks_only,
@@ -425,15 +411,33 @@ mod tests {
     }
 
     #[test]
-    fn chosen_threads_default_to_dwarf_and_the_whole_system_to_fp() {
-        let dwarf = CallGraph::Dwarf { size: 8192 };
+    fn every_mode_defaults_to_dwarf() {
         let me = std::process::id().to_string();
-        assert_eq!(plan(&["-p", &me]).unwrap().stacks.call_graph, dwarf);
-        assert_eq!(plan(&["-t", &me]).unwrap().stacks.call_graph, dwarf);
-        assert_eq!(plan(&["--", "true"]).unwrap().stacks.call_graph, dwarf);
-        for all in [&[][..], &["-u"], &["-k"]] {
-            assert_eq!(plan(all).unwrap().stacks.call_graph, CallGraph::Fp);
+        let modes: [&[&str]; 8] = [
+            &["-p", &me],
+            &["-t", &me],
+            &["--", "true"],
+            &[],
+            &["-u"],
+            &["-k"],
+            &["--chain", "3", "-p", &me],
+            &["--cgroup", "/"],
+        ];
+        for args in modes {
+            let Ok(p) = plan(args) else {
+                // No cgroup v2 mount here.
+                continue;
+            };
+            assert_eq!(p.stacks.call_graph, DEFAULT_CALL_GRAPH, "{args:?}");
+            assert!(!p.stacks.call_graph_asked);
         }
+        let asked = plan(&["--call-graph", "fp"]).unwrap().stacks;
+        assert_eq!(
+            (asked.call_graph, asked.call_graph_asked),
+            (CallGraph::Fp, true)
+        );
+        let asked = plan(&["--call-graph", "dwarf"]).unwrap().stacks.call_graph;
+        assert_eq!(asked, CallGraph::Dwarf { size: 8192 }, "perf's size");
     }
 
     #[test]
@@ -443,7 +447,7 @@ mod tests {
         assert_eq!(p.stacks.user_copy(), None);
         assert_eq!(p.outputs[0].options.stacks, StackMode::KernelOnly);
         let p = plan(&["-p", &me]).unwrap();
-        assert_eq!(p.stacks.user_copy(), Some(8192));
+        assert_eq!(p.stacks.user_copy(), Some(4096));
         assert_eq!(
             plan(&["-U"]).unwrap().outputs[0].options.stacks,
             StackMode::UserOnly
@@ -540,8 +544,8 @@ mod tests {
         assert_eq!(three.recorded(), Targets::All);
         assert_eq!(three.targets, one.targets);
         assert!(three.recorded_state().is_none() && three.state.is_some());
-        // Recording the whole system keeps to frame pointers unless asked.
-        assert_eq!(three.stacks.call_graph, CallGraph::Fp);
+        // Recording the whole system copies stacks as well.
+        assert_eq!(three.stacks.call_graph, one.stacks.call_graph);
         for bad in ["0", "9", "x"] {
             assert!(Cli::try_parse_from_checked(["offwake-perf", "--chain", bad]).is_err());
         }

@@ -12,11 +12,13 @@ use crate::cli::{Backend, Cli};
 /// two pages. (On 2 CPUs with 4 KiB pages: 1024 pages, 4 MiB, which
 /// holds a 10 s system-wide `perf bench sched pipe` storm without loss.)
 ///
-/// With `dwarf` call graphs, whose samples carry a copy of the user stack,
-/// all of it is 4 times larger: 128 MiB shared, 2 ..= 16 MiB each.
-pub(crate) fn default_mmap_pages(cpus: usize, page_size: usize, dwarf: bool) -> usize {
+/// When samples carry a copy of the user stack (`dwarf`), all of it is
+/// larger by one for every 2 KiB of copy, 4 times at most (8 KiB copies:
+/// 128 MiB shared, 2 ..= 16 MiB each), so that the rings hold about as
+/// much time of a storm whatever the copy.
+pub(crate) fn default_mmap_pages(cpus: usize, page_size: usize, copy: Option<u32>) -> usize {
     const MIB: usize = 1024 * 1024;
-    let scale = if dwarf { 4 } else { 1 };
+    let scale = copy.map_or(1, |bytes| (bytes as usize).div_ceil(2048).clamp(1, 4));
     let per_cpu = (scale * 32 * MIB / cpus.max(1)).clamp(scale * MIB / 2, scale * 4 * MIB);
     let pages = (per_cpu / page_size.max(1)).max(1);
     1 << pages.ilog2()
@@ -118,16 +120,20 @@ mod tests {
 
     #[test]
     fn default_ring_size_follows_cpus_and_page_size() {
-        assert_eq!(default_mmap_pages(2, 4096, false), 1024);
-        assert_eq!(default_mmap_pages(1, 4096, false), 1024);
-        assert_eq!(default_mmap_pages(16, 4096, false), 512);
-        assert_eq!(default_mmap_pages(64, 4096, false), 128);
-        assert_eq!(default_mmap_pages(1024, 4096, false), 128);
-        assert_eq!(default_mmap_pages(2, 65536, false), 64);
-        assert_eq!(default_mmap_pages(24, 4096, false), 256);
-        assert!(default_mmap_pages(0, 0, false).is_power_of_two());
-        assert_eq!(default_mmap_pages(2, 4096, true), 4096);
-        assert_eq!(default_mmap_pages(64, 4096, true), 512);
-        assert_eq!(default_mmap_pages(1024, 4096, true), 512);
+        assert_eq!(default_mmap_pages(2, 4096, None), 1024);
+        assert_eq!(default_mmap_pages(1, 4096, None), 1024);
+        assert_eq!(default_mmap_pages(16, 4096, None), 512);
+        assert_eq!(default_mmap_pages(64, 4096, None), 128);
+        assert_eq!(default_mmap_pages(1024, 4096, None), 128);
+        assert_eq!(default_mmap_pages(2, 65536, None), 64);
+        assert_eq!(default_mmap_pages(24, 4096, None), 256);
+        assert!(default_mmap_pages(0, 0, None).is_power_of_two());
+        assert_eq!(default_mmap_pages(2, 4096, Some(8192)), 4096);
+        assert_eq!(default_mmap_pages(2, 4096, Some(65528)), 4096);
+        assert_eq!(default_mmap_pages(64, 4096, Some(8192)), 512);
+        assert_eq!(default_mmap_pages(1024, 4096, Some(8192)), 512);
+        assert_eq!(default_mmap_pages(2, 4096, Some(4096)), 2048);
+        assert_eq!(default_mmap_pages(2, 4096, Some(2048)), 1024);
+        assert_eq!(default_mmap_pages(2, 4096, Some(512)), 1024);
     }
 }

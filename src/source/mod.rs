@@ -50,13 +50,13 @@ pub(crate) struct OpenNotes {
 }
 
 /// The ring size per CPU, in pages, that `plan` asks for or defaults to,
-/// for samples that do or do not copy user stacks.
-fn buffer_pages(plan: &Plan, copies_stacks: bool) -> usize {
+/// for samples that copy this many bytes of user stack (if any).
+fn buffer_pages(plan: &Plan, copy: Option<u32>) -> usize {
     plan.buffer_pages.unwrap_or_else(|| {
         crate::plan::sizing::default_mmap_pages(
             crate::sys::host::online_cpus().map_or(1, |c| c.len()),
             crate::sys::host::page_size(),
-            copies_stacks,
+            copy,
         )
     })
 }
@@ -72,7 +72,7 @@ impl Source {
         kallsyms: Option<&Preload>,
     ) -> Result<(Source, OpenNotes)> {
         let perf_config = PerfConfig {
-            mmap_pages: buffer_pages(plan, plan.stacks.user_copy().is_some()),
+            mmap_pages: buffer_pages(plan, plan.stacks.user_copy()),
             stacks: plan.stacks,
             kallsyms: kallsyms.cloned(),
             targets: plan.recorded(),
@@ -135,7 +135,7 @@ impl Source {
         let backend = TracefsBackend::open(
             tracefs,
             &TracefsConfig {
-                buffer_pages: buffer_pages(plan, false),
+                buffer_pages: buffer_pages(plan, None),
                 stacks: plan.stacks,
                 targets: plan.recorded(),
                 // A command's processes are followed, and a new task's

@@ -181,10 +181,12 @@ impl<'a> Reader<'a> {
         if offset.checked_add(size)? > self.len || !self.allowance.charge(size) {
             return None;
         }
-        // Allocated once, where it stays.
-        let mut buf: Arc<[u8]> = std::iter::repeat_n(0u8, usize::try_from(size).ok()?).collect();
-        let dst = Arc::get_mut(&mut buf)?;
-        self.source.read_at(dst, offset).then_some(buf)
+        // Zeroed by the allocator (a debug build would fill an iterator's
+        // bytes one by one), then moved where it stays.
+        let mut buf = vec![0u8; usize::try_from(size).ok()?];
+        self.source
+            .read_at(&mut buf, offset)
+            .then(|| Arc::from(buf))
     }
 
     pub(crate) fn allowance(&self) -> &'a Allowance {

@@ -12,9 +12,15 @@
  * preempted between the start of its wait and its wakeup of the next
  * stage (their involuntary switches, from getrusage), as "b_clean_us="
  * b's in the rounds in which c was not; and "fifo=1" when the policy was
- * set. */
+ * set.
+ *
+ * Built with CHAIN3_LIBC defined (chain3libc.c), the stages call glibc as
+ * programs do (read, write, nanosleep, sem_wait, sem_post); otherwise each
+ * system call is made from the stage's own function, so that a
+ * frame-pointer walk finds it. */
 #define _GNU_SOURCE
 #include <linux/futex.h>
+#include <semaphore.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -27,7 +33,9 @@
 static int fds[2];
 static int rounds;
 static long nap_ms;
+#ifndef CHAIN3_LIBC
 static int tokens;
+#endif
 static long long a_blocked, b_blocked, c_blocked;
 
 #define MAX_ROUNDS 1000
@@ -42,6 +50,7 @@ static long involuntary(void)
     return ru.ru_nivcsw;
 }
 
+#ifndef CHAIN3_LIBC
 /* A raw system call with a fourth argument (futex's timeout), as
  * raw_syscall3 is for three. */
 #if defined(__x86_64__)
@@ -61,11 +70,29 @@ __attribute__((noinline)) static long raw_syscall4(long n, long a, long b, long 
     return syscall(n, a, b, c, d);
 }
 #endif
+#endif
 
-__attribute__((noinline)) long a_wait(void)
+#ifdef CHAIN3_LIBC
+/* No clones under other names, and a call (not a jump) to glibc that
+ * keeps the caller's frame, however the file is optimized. */
+#define STAGE __attribute__((noinline, noipa))
+#define KEEP_FRAME __asm__ volatile("" ::: "memory")
+static sem_t token_sem;
+#else
+#define STAGE __attribute__((noinline))
+#define KEEP_FRAME
+#endif
+
+STAGE long a_wait(void)
 {
     char c;
-    return raw_syscall3(SYS_read, fds[0], (long)&c, 1);
+#ifdef CHAIN3_LIBC
+    long r = read(fds[0], &c, 1);
+#else
+    long r = raw_syscall3(SYS_read, fds[0], (long)&c, 1);
+#endif
+    KEEP_FRAME;
+    return r;
 }
 
 __attribute__((noinline)) void *a_main(void *arg)
@@ -82,17 +109,29 @@ __attribute__((noinline)) void *a_main(void *arg)
 }
 
 /* Takes one token, sleeping on the futex while there is none. */
-__attribute__((noinline)) void b_wait(void)
+STAGE void b_wait(void)
 {
+#ifdef CHAIN3_LIBC
+    while (sem_wait(&token_sem) != 0) {
+    }
+    KEEP_FRAME;
+#else
     while (__atomic_load_n(&tokens, __ATOMIC_SEQ_CST) == 0)
         raw_syscall4(SYS_futex, (long)&tokens, FUTEX_WAIT_PRIVATE, 0, 0);
     __atomic_sub_fetch(&tokens, 1, __ATOMIC_SEQ_CST);
+#endif
 }
 
-__attribute__((noinline)) long b_poke(void)
+STAGE long b_poke(void)
 {
     char c = 'x';
-    return raw_syscall3(SYS_write, fds[1], (long)&c, 1);
+#ifdef CHAIN3_LIBC
+    long r = write(fds[1], &c, 1);
+#else
+    long r = raw_syscall3(SYS_write, fds[1], (long)&c, 1);
+#endif
+    KEEP_FRAME;
+    return r;
 }
 
 __attribute__((noinline)) void *b_main(void *arg)
@@ -111,16 +150,28 @@ __attribute__((noinline)) void *b_main(void *arg)
     return NULL;
 }
 
-__attribute__((noinline)) long c_nap(void)
+STAGE long c_nap(void)
 {
     struct timespec ts = { nap_ms / 1000, (nap_ms % 1000) * 1000000L };
-    return raw_syscall3(SYS_nanosleep, (long)&ts, 0, 0);
+#ifdef CHAIN3_LIBC
+    long r = nanosleep(&ts, NULL);
+#else
+    long r = raw_syscall3(SYS_nanosleep, (long)&ts, 0, 0);
+#endif
+    KEEP_FRAME;
+    return r;
 }
 
-__attribute__((noinline)) long c_release(void)
+STAGE long c_release(void)
 {
+#ifdef CHAIN3_LIBC
+    long r = sem_post(&token_sem);
+#else
     __atomic_add_fetch(&tokens, 1, __ATOMIC_SEQ_CST);
-    return raw_syscall4(SYS_futex, (long)&tokens, FUTEX_WAKE_PRIVATE, 1, 0);
+    long r = raw_syscall4(SYS_futex, (long)&tokens, FUTEX_WAKE_PRIVATE, 1, 0);
+#endif
+    KEEP_FRAME;
+    return r;
 }
 
 __attribute__((noinline)) void *c_main(void *arg)
@@ -158,6 +209,9 @@ int main(int argc, char **argv)
         perror("pipe");
         return 1;
     }
+#ifdef CHAIN3_LIBC
+    sem_init(&token_sem, 0, 0);
+#endif
     /* The threads inherit it. */
     struct sched_param sp = { .sched_priority = 1 };
     int fifo = sched_setscheduler(0, SCHED_FIFO, &sp) == 0;

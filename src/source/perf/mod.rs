@@ -610,12 +610,16 @@ impl PerfBackend {
     /// cgroups read often, so that a thread created during tracing joins
     /// the wakee filter, and the forecast of new pids is sorted out
     /// ([`nascent::refresh_period`]),
-    /// within about that time (an idle round costs one `poll`).
+    /// within about that time (an idle round costs one `poll`). The whole
+    /// system's are read within 20 ms too: a process's stacks are unwound
+    /// with its map, read from `/proc` when its first event is handed on
+    /// if it was mapped before tracing, and a short-lived one must still be
+    /// there.
     pub(crate) fn round_period(&self) -> Duration {
         if self.threads.is_some() || self.cgroups.is_some() {
             Duration::from_millis(10)
         } else {
-            Duration::from_millis(100)
+            Duration::from_millis(20)
         }
     }
 
