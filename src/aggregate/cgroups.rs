@@ -186,7 +186,11 @@ mod tests {
 
     impl Fake {
         fn new(dirs: &[&[u8]]) -> Fake {
-            let root = std::env::temp_dir().join(format!("offwake-cgnames-{}", std::process::id()));
+            // One directory per fake: tests run at once in one process.
+            static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let root =
+                std::env::temp_dir().join(format!("offwake-cgnames-{}-{n}", std::process::id()));
             let _ = std::fs::remove_dir_all(&root);
             std::fs::create_dir_all(&root).unwrap();
             for d in dirs {
