@@ -201,8 +201,9 @@ pub struct Cli {
     pub(crate) backend: Backend,
 
     /// Ring-buffer size per CPU, in pages (a power of two; default: 32 MiB
-    /// shared by the CPUs, at least 512 KiB and at most 4 MiB each; 4 times
-    /// that under --call-graph dwarf).
+    /// shared by the CPUs, at least 512 KiB and at most 4 MiB each; under
+    /// --call-graph dwarf, that times the copy's size in 2 KiB, rounded up,
+    /// 4 times at most).
     #[arg(long, value_name = "N", value_parser = power_of_two)]
     pub(crate) mmap_pages: Option<usize>,
 
@@ -216,10 +217,11 @@ pub struct Cli {
 
     /// How user stacks are walked: `fp` (frame pointers, as bcc), or
     /// `dwarf[,SIZE]`: SIZE bytes of user stack (a multiple of 8, at most
-    /// 65528; default 8192) copied with each sample and unwound with the
-    /// binaries' DWARF unwind tables while tracing. Default: dwarf for
-    /// -p, -t and -- COMMAND, fp when tracing the whole system. The
-    /// tracefs backend has fp only.
+    /// 65528; 8192 when not given, as in perf) copied with each sample and
+    /// unwound with the binaries' DWARF unwind tables while tracing.
+    /// Default, in every mode: dwarf,4096. The tracefs backend walks
+    /// frame pointers, and by DWARF the stacks of threads still blocked
+    /// when their switch is read.
     #[arg(long, value_name = "fp|dwarf[,SIZE]", value_parser = call_graph,
           conflicts_with = "kernel_stacks_only")]
     pub(crate) call_graph: Option<CallGraph>,
