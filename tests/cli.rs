@@ -1,7 +1,8 @@
 //! Bad input: every rule of the command line gives a clear message and a
-//! non-zero exit, never a panic. These need no privileges.
+//! non-zero exit, never a panic. These need no privileges, but the one
+//! that the kernel decides (ring sizes).
 
-use crate::common::{run, suite};
+use crate::common::{live, run, suite};
 
 fn expect_usage_error(args: &[&str], needle: &str) {
     let out = run(args);
@@ -121,4 +122,36 @@ fn help_has_examples() {
     ] {
         assert!(text.contains(opt), "--help lacks {opt}");
     }
+}
+
+/// A ring smaller than one sample would lose every sample: refused, with
+/// the way out.
+#[test]
+fn a_ring_smaller_than_a_sample_is_refused() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let out = run(&["--backend", "perf", "--mmap-pages", "1", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("smaller than one sample") && err.contains("--call-graph fp copies none"),
+        "{err}"
+    );
+    // Frame pointers fit.
+    let out = run(&[
+        "--backend",
+        "perf",
+        "--call-graph",
+        "fp",
+        "--mmap-pages",
+        "1",
+        "1",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -133,8 +133,17 @@ fn one_run() -> usize {
         &[("OFFWAKE_PIN_CPU", "0")],
     );
     let tid = w.pid();
-    // System-wide, with a single page of ring per CPU.
-    let tracer = start_traced(&["--backend", "perf", "--mmap-pages", "1", "3"]);
+    // System-wide, with a single page of ring per CPU (frame pointers: a
+    // sample with a stack copy would not fit).
+    let tracer = start_traced(&[
+        "--backend",
+        "perf",
+        "--call-graph",
+        "fp",
+        "--mmap-pages",
+        "1",
+        "3",
+    ]);
     w.go();
     // A reader that falls behind is raised to real-time priority and may
     // keep up even with one page: it is stopped outright, as a reader the

@@ -42,7 +42,7 @@ use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 
 use crate::event::copies::CopyBudget;
 use crate::event::runs::LastRuns;
@@ -53,11 +53,10 @@ use crate::source::reorder::{Reorder, Rounds};
 use crate::source::tracepoint::Tracefs;
 use crate::sys::host::online_cpus;
 use crate::sys::priority::OnDemand;
-use crate::unwind::memo::Memo;
 use attrs::{base_attr, sample_type, sched_events, switch_ins_for};
 use cpus::CpuRing;
 use record::Decoder;
-use sizing::{max_sample_size_here, wakeup_watermark};
+use sizing::wakeup_watermark;
 use threads::{TaskCpu, TaskEvent, Threads};
 use visit::{VISIT_TIMEOUT, visit_cpus};
 
@@ -177,7 +176,7 @@ fn wide_note(threads: usize, cpus: usize, events: usize, budget: usize) -> Strin
 
 /// Most bytes of user stack copies read and not yet unwound: about 4,000
 /// of the default 8 KiB. Past it, stacks are cut ([`cuts`]).
-const COPY_BUDGET: u64 = 32 << 20;
+pub(super) const COPY_BUDGET: u64 = 32 << 20;
 
 /// Open, enabled perf events and their rings.
 pub(crate) struct PerfBackend {
@@ -251,11 +250,8 @@ impl PerfBackend {
         crate::timing::mark("attach.probes");
         let st = sample_type(config, switch_ins);
         base.sample_type = st;
-        let mut decoder = Decoder::new(st, &switch, &waking)?;
-        if base.stack_user > 0 {
-            decoder.cut_copies_past(CopyBudget::new(COPY_BUDGET));
-            decoder.recall_from(Memo::new());
-        }
+        let (mut decoder, max_sample) =
+            sizing::decoder(config, st, [&switch, &waking], base.stack_user)?;
         let (events, exit_event) = sched_events(&base, [switch.id, waking.id], exit_id, switch_ins);
         let mut cgroups = None;
         let (cpus, threads) = match (threads, &config.targets) {
@@ -303,7 +299,7 @@ impl PerfBackend {
             held: VecDeque::new(),
             stats: SourceStats::default(),
             rounds: Rounds::default(),
-            max_sample: max_sample_size_here(st, &[&switch, &waking], base.stack_user),
+            max_sample,
             enabled: false,
             polls: 0,
             behind: false,
@@ -353,44 +349,6 @@ impl PerfBackend {
             t.graveyard.bury(std::mem::take(probes).into_fds());
         }
         Ok(())
-    }
-
-    /// Attaches per-task events to `tids`, then lists the threads of
-    /// `processes` again (until no new one appears) so that a thread
-    /// created while attaching is not missed. A thread created by one that
-    /// was already attached inherits the events and may be attached a
-    /// second time here: its duplicate records are dropped when read.
-    ///
-    /// The rings are read between slices of the attach: the threads
-    /// attached first write into them meanwhile, and a busy process's
-    /// attach takes long enough to fill them.
-    fn attach_chosen(&mut self, tids: &[u32], processes: &[u32]) -> Result<(), OpenFailure> {
-        const SLICE: Duration = Duration::from_millis(2);
-        let mut todo = tids.to_vec();
-        for _ in 0..=16 {
-            let mut rest = &todo[..];
-            while !rest.is_empty() {
-                let Some(t) = self.threads.as_mut() else {
-                    return Ok(());
-                };
-                let taken = t.attach_some(&self.cpus, &mut self.decoder, rest, SLICE)?;
-                rest = &rest[taken.max(1).min(rest.len())..];
-                self.read_all();
-            }
-            let Some(t) = self.threads.as_ref() else {
-                return Ok(());
-            };
-            todo = t.unattached(processes);
-            if todo.is_empty() {
-                break;
-            }
-        }
-        match &self.threads {
-            Some(t) if !t.any_attached() => {
-                Err(anyhow!("none of the threads to trace exists any more").into())
-            }
-            _ => Ok(()),
-        }
     }
 
     /// Enables every CPU's events.
@@ -638,7 +596,7 @@ impl PerfBackend {
     }
 
     /// See [`crate::source::Source::memo`].
-    pub(crate) fn memo(&self) -> Option<Memo> {
+    pub(crate) fn memo(&self) -> Option<crate::unwind::memo::Memo> {
         self.decoder.memo()
     }
 

@@ -4,9 +4,12 @@
 
 use anyhow::{Result, anyhow, bail};
 
-use super::{ring, sys, wire};
+use super::record::Decoder;
+use super::{OpenFailure, PerfConfig, ring, sys, wire};
+use crate::event::copies::CopyBudget;
 use crate::source::tracepoint::EventFormat;
 use crate::sys::host;
+use crate::unwind::memo::Memo;
 
 /// The most bytes one sample of `sample_type` can take (header included),
 /// with callchains of at most `max_stack` frames and `max_contexts` context
@@ -88,6 +91,38 @@ pub(super) fn wakeup_watermark(pages: usize) -> Result<u32> {
         .checked_mul(host::page_size())
         .ok_or_else(|| anyhow!("{pages} mmap pages is too large"))?;
     Ok(u32::try_from((data_bytes / 4).max(1)).unwrap_or(u32::MAX))
+}
+
+/// The decoder of samples of `sample_type` from the two tracepoints of
+/// `formats`, with `stack_user` bytes of user stack copies, and the
+/// largest such sample: the rings of `config` must hold one.
+pub(super) fn decoder(
+    config: &PerfConfig,
+    sample_type: u64,
+    formats: [&EventFormat; 2],
+    stack_user: u32,
+) -> Result<(Decoder, u64), OpenFailure> {
+    let mut decoder = Decoder::new(sample_type, formats[0], formats[1])?;
+    if stack_user > 0 {
+        decoder.cut_copies_past(CopyBudget::new(super::COPY_BUDGET));
+        decoder.recall_from(Memo::new());
+    }
+    let max_sample = max_sample_size_here(sample_type, &formats, stack_user);
+    let ring = (config.mmap_pages as u64).saturating_mul(host::page_size() as u64);
+    if ring < max_sample {
+        return Err(anyhow!(
+            "--mmap-pages {} gives rings of {ring} bytes, smaller than one sample (up to \
+             {max_sample} bytes{}): ask for more pages",
+            config.mmap_pages,
+            match stack_user {
+                0 => String::new(),
+                n =>
+                    format!(", with its {n} bytes of user stack copy; --call-graph fp copies none"),
+            }
+        )
+        .into());
+    }
+    Ok((decoder, max_sample))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 
 use super::filter::WakeeFilter;
 use super::nascent::Nascent;
@@ -555,5 +555,49 @@ impl Threads {
         }
         self.tasks.insert(tid, cpus);
         Ok(())
+    }
+}
+
+impl super::PerfBackend {
+    /// Attaches per-task events to `tids`, then lists the threads of
+    /// `processes` again (until no new one appears) so that a thread
+    /// created while attaching is not missed. A thread created by one that
+    /// was already attached inherits the events and may be attached a
+    /// second time here: its duplicate records are dropped when read.
+    ///
+    /// The rings are read between slices of the attach: the threads
+    /// attached first write into them meanwhile, and a busy process's
+    /// attach takes long enough to fill them.
+    pub(super) fn attach_chosen(
+        &mut self,
+        tids: &[u32],
+        processes: &[u32],
+    ) -> Result<(), OpenFailure> {
+        const SLICE: Duration = Duration::from_millis(2);
+        let mut todo = tids.to_vec();
+        for _ in 0..=16 {
+            let mut rest = &todo[..];
+            while !rest.is_empty() {
+                let Some(t) = self.threads.as_mut() else {
+                    return Ok(());
+                };
+                let taken = t.attach_some(&self.cpus, &mut self.decoder, rest, SLICE)?;
+                rest = &rest[taken.max(1).min(rest.len())..];
+                self.read_all();
+            }
+            let Some(t) = self.threads.as_ref() else {
+                return Ok(());
+            };
+            todo = t.unattached(processes);
+            if todo.is_empty() {
+                break;
+            }
+        }
+        match &self.threads {
+            Some(t) if !t.any_attached() => {
+                Err(anyhow!("none of the threads to trace exists any more").into())
+            }
+            _ => Ok(()),
+        }
     }
 }
