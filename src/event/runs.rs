@@ -1,7 +1,8 @@
 //! When each thread was last seen on a CPU, as far as the reader has read
 //! the rings: shared with the unwinder, which reads a waiting thread's
-//! stack past its copy and must not do so for a thread that ran since its
-//! sample (see [`crate::unwind::tail`]). The reader notes what it decodes
+//! stack past its copy, or whole under tracefs, and must not do so for a
+//! thread that ran since its sample (see [`crate::unwind::tail`] and
+//! [`crate::unwind::live`]). The reader notes what it decodes
 //! and publishes once a round, under one lock.
 
 use std::sync::Mutex;
@@ -24,10 +25,7 @@ pub(crate) struct LastRuns(Mutex<FxHashMap<u32, u64>>);
 impl LastRuns {
     /// Notes in `seen` what `event` says of threads running at its time.
     pub(crate) fn note(seen: &mut FxHashMap<u32, u64>, event: &Event) {
-        let mut ran = |tid: u32| {
-            let t = seen.entry(tid).or_insert(event.time);
-            *t = (*t).max(event.time);
-        };
+        let mut ran = |tid: u32| LastRuns::note_ran(seen, tid, event.time);
         match &event.kind {
             EventKind::Switch(s) => {
                 ran(s.prev_tid);
@@ -37,6 +35,12 @@ impl LastRuns {
             EventKind::Ran(r) => ran(r.tid),
             _ => {}
         }
+    }
+
+    /// Notes in `seen` that thread `tid` was running at `time`.
+    pub(crate) fn note_ran(seen: &mut FxHashMap<u32, u64>, tid: u32, time: u64) {
+        let t = seen.entry(tid).or_insert(time);
+        *t = (*t).max(time);
     }
 
     /// Makes what `seen` holds known, and empties it.

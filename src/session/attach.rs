@@ -86,10 +86,7 @@ pub(super) fn attach(mut plan: Plan) -> Result<Attached> {
         );
     }
     maps.set_mmap_events(source.delivers_mmaps());
-    for notice in [&notes.fallback, &notes.call_graph, &notes.wide]
-        .into_iter()
-        .flatten()
-    {
+    for notice in [&notes.fallback, &notes.wide].into_iter().flatten() {
         diag!("{notice}");
     }
     // Tracing is active from here on.

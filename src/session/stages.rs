@@ -9,6 +9,7 @@ use crate::source::Source;
 use crate::symbolize::ProcessMaps;
 use crate::timing;
 use crate::unwind::Unwinder;
+use crate::unwind::live::LiveStacks;
 use crate::unwind::tail::Tails;
 
 /// The aggregator of a run on `plan`, knowing `tasks` before the first
@@ -46,8 +47,12 @@ pub(super) fn aggregator(plan: &Plan, tasks: TaskTable) -> Aggregator {
 
 /// The unwinder of `source`'s user stack copies, if its samples carry
 /// them. Tracing live, it reads on past a copy into the stack of a thread
-/// that still waits.
+/// that still waits; under tracefs, which copies none, it reads the whole
+/// stack of a thread that still waits.
 pub(super) fn unwinder(source: &Source) -> Option<Unwinder> {
+    if let Some(runs) = source.thread_stacks() {
+        return Some(Unwinder::new().with_live(LiveStacks::live(runs)));
+    }
     if !source.copies_user_stacks() {
         return None;
     }
@@ -121,6 +126,19 @@ impl Stages {
                     t.extended,
                     t.changed,
                     t.skipped
+                );
+            }
+            if let Some(l) = u.live_stats() {
+                diag!(
+                    "offwake-perf: blocked stacks read from their threads: {} ({} of them kept \
+                     their frame-pointer walk, which went further); not used, the thread ran: \
+                     {}, it waited elsewhere: {}, unreadable: {}; not read, past the rate: {}",
+                    l.read,
+                    l.kept_fp,
+                    l.ran,
+                    l.moved,
+                    l.unreadable,
+                    l.skipped
                 );
             }
             if let Some(m) = u.memo_stats() {

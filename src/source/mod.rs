@@ -7,7 +7,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
 use crate::cli::Backend;
 use crate::event::copies::CopyBudget;
@@ -42,9 +42,6 @@ pub(crate) enum Source {
 pub(crate) struct OpenNotes {
     /// The one-line notice of an automatic fallback to tracefs.
     pub(crate) fallback: Option<String>,
-    /// The one-line notice of a default `dwarf` call graph lowered to
-    /// `fp` (the tracefs backend copies no user stacks).
-    pub(crate) call_graph: Option<String>,
     /// Why chosen threads are traced with per-CPU events.
     pub(crate) wide: Option<String>,
 }
@@ -118,20 +115,6 @@ impl Source {
         kallsyms: Option<&Preload>,
         fallback: Option<String>,
     ) -> Result<(Source, OpenNotes)> {
-        let mut call_graph = None;
-        if plan.stacks.user_copy().is_some() {
-            if plan.stacks.call_graph_asked {
-                bail!(
-                    "the tracefs backend cannot copy user stacks, which --call-graph dwarf \
-                     needs: use the perf backend, or --call-graph fp"
-                );
-            }
-            call_graph = Some(
-                "offwake-perf: the tracefs backend walks user stacks by frame pointers only \
-                 (--call-graph fp)"
-                    .to_string(),
-            );
-        }
         let backend = TracefsBackend::open(
             tracefs,
             &TracefsConfig {
@@ -144,13 +127,16 @@ impl Source {
                     || plan.cgroup_names.is_some(),
                 kallsyms: kallsyms.cloned(),
                 cgroups: plan.cgroup_names.clone(),
+                // ftrace copies no user stack: under `dwarf`, blocked
+                // threads' stacks are read from the threads themselves.
+                // A recording's threads are not there to read.
+                live_stacks: plan.stacks.user_copy().is_some() && plan.input.is_none(),
             },
         )?;
         Ok((
             Source::Tracefs(Box::new(backend)),
             OpenNotes {
                 fallback,
-                call_graph,
                 wide: None,
             },
         ))
@@ -228,6 +214,16 @@ impl Source {
         }
     }
 
+    /// When tracing live under tracefs with `dwarf`: when each thread was
+    /// last seen running, for reading blocked threads' stacks from the
+    /// threads ([`crate::unwind::live`]).
+    pub(crate) fn thread_stacks(&self) -> Option<Arc<LastRuns>> {
+        match self {
+            Source::Tracefs(t) => t.live_stacks(),
+            Source::Perf(_) | Source::Recorded(_) => None,
+        }
+    }
+
     /// True when samples carry user stack copies to unwind
     /// ([`crate::event::UserCopy`]).
     pub(crate) fn copies_user_stacks(&self) -> bool {
@@ -258,7 +254,7 @@ impl Source {
     pub(crate) fn round_period(&self) -> Duration {
         match self {
             Source::Perf(p) => p.round_period(),
-            Source::Tracefs(_) => Duration::from_millis(100),
+            Source::Tracefs(t) => t.round_period(),
             Source::Recorded(_) => Duration::ZERO,
         }
     }

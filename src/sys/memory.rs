@@ -7,7 +7,8 @@
 //! A read can wait on the process itself: a page it serves through
 //! userfaultfd, or maps from a FUSE file it serves. So reads are made on a
 //! thread of their own ([`GuardedReader`]), and one that does not return
-//! in time ends all reading for the run.
+//! in time ends all reading for the run. That thread also reads blocked
+//! threads' registers with their stacks ([`super::blocked`]).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, IoSliceMut, Read};
@@ -17,14 +18,27 @@ use std::time::{Duration, Instant};
 use nix::sys::uio::{RemoteIoVec, process_vm_readv};
 use nix::unistd::Pid;
 
+use super::blocked::{ThreadRead, read_blocked};
 use super::host::page_size;
 use super::vma::{Maps, Query, TimeBudget};
 
 /// One read asked of a [`GuardedReader`]'s thread.
-struct Ask {
-    tid: u32,
-    addr: u64,
-    len: usize,
+enum Ask {
+    /// [`read_stack`].
+    Stack { tid: u32, addr: u64, len: usize },
+    /// [`read_blocked`].
+    Blocked {
+        tgid: u32,
+        tid: u32,
+        pc: u64,
+        len: usize,
+    },
+}
+
+/// What the thread answers.
+enum Answer {
+    Stack(Vec<u8>),
+    Blocked(ThreadRead),
 }
 
 /// Reads [`read_stack`] on a thread of its own, started at the first
@@ -42,7 +56,7 @@ pub(crate) struct GuardedReader {
 /// The reading thread: where to ask, where it answers, and its id.
 struct Helper {
     ask: SyncSender<Ask>,
-    answers: Receiver<Vec<u8>>,
+    answers: Receiver<Answer>,
     tid: u32,
 }
 
@@ -71,6 +85,28 @@ impl GuardedReader {
     /// [`read_stack`], or `None` once a read did not return in time (or
     /// the thread could not be started).
     pub(crate) fn read(&mut self, tid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
+        match self.ask(Ask::Stack { tid, addr, len })? {
+            Answer::Stack(bytes) => Some(bytes),
+            Answer::Blocked(_) => Some(Vec::new()),
+        }
+    }
+
+    /// [`read_blocked`], or `None` as [`GuardedReader::read`].
+    pub(crate) fn read_blocked(
+        &mut self,
+        tgid: u32,
+        tid: u32,
+        pc: u64,
+        len: usize,
+    ) -> Option<ThreadRead> {
+        match self.ask(Ask::Blocked { tgid, tid, pc, len })? {
+            Answer::Blocked(read) => Some(read),
+            Answer::Stack(_) => Some(ThreadRead::Unreadable),
+        }
+    }
+
+    /// Has the thread answer `ask`, waiting as [`GuardedReader`] says.
+    fn ask(&mut self, ask: Ask) -> Option<Answer> {
         if self.stuck {
             return None;
         }
@@ -79,7 +115,7 @@ impl GuardedReader {
         }
         let wait = self.wait;
         let got = self.thread.as_ref().and_then(|h| {
-            h.ask.send(Ask { tid, addr, len }).ok()?;
+            h.ask.send(ask).ok()?;
             let asked = Instant::now();
             loop {
                 match h.answers.recv_timeout(wait) {
@@ -115,10 +151,15 @@ fn spawn_reader() -> Result<Helper, String> {
             let _ = tid_tx.send(nix::unistd::gettid().as_raw() as u32);
             let mut stacks = Stacks::default();
             for a in asked {
-                if answer
-                    .send(read_stack(&mut stacks, a.tid, a.addr, a.len))
-                    .is_err()
-                {
+                let read = match a {
+                    Ask::Stack { tid, addr, len } => {
+                        Answer::Stack(read_stack(&mut stacks, tid, addr, len))
+                    }
+                    Ask::Blocked { tgid, tid, pc, len } => {
+                        Answer::Blocked(read_blocked(&mut stacks, tgid, tid, pc, len))
+                    }
+                };
+                if answer.send(read).is_err() {
                     return;
                 }
             }

@@ -5,9 +5,11 @@
 //! own ([`own`]); the cgroups of `--cgroup`, and which cgroup a task is in
 //! ([`cgroup`]); the reader's real-time priority ([`priority`]) and where
 //! the tool's threads run ([`affinity`]); bounded reads of a traced
-//! thread's stack ([`memory`]).
+//! thread's stack ([`memory`]), and of a blocked thread's registers
+//! ([`blocked`]).
 
 pub(crate) mod affinity;
+pub(crate) mod blocked;
 pub(crate) mod cache;
 pub(crate) mod cgroup;
 pub(crate) mod child;

@@ -7,8 +7,10 @@
 //! exec and fork events, else `/proc`). Each file's unwind tables are read
 //! once ([`tables`]), through the safe opener and within a budget. A
 //! blocked thread whose stack goes on past its copy is unwound on from its
-//! memory while it still waits ([`tail`]).
+//! memory while it still waits ([`tail`]); a blocked thread whose event
+//! copied nothing (tracefs) is read whole, registers included ([`live`]).
 
+pub(crate) mod live;
 pub(crate) mod memo;
 mod tables;
 pub(crate) mod tail;
@@ -148,6 +150,8 @@ pub(crate) struct Unwinder {
     memo: Option<Memo>,
     /// The words the last walk read.
     reads: Vec<(u16, u64)>,
+    /// Reads the stacks of blocked threads whose events copied none.
+    live: Option<live::LiveStacks>,
 }
 
 /// Most paths a note names.
@@ -172,7 +176,20 @@ impl Unwinder {
             tails: None,
             memo: None,
             reads: Vec::new(),
+            live: None,
         }
+    }
+
+    /// Unwinds the stacks of blocked threads whose events copied none,
+    /// read from the threads with `live`.
+    pub(crate) fn with_live(mut self, live: live::LiveStacks) -> Unwinder {
+        self.live = Some(live);
+        self
+    }
+
+    /// What reading blocked threads gave, if they were read.
+    pub(crate) fn live_stats(&self) -> Option<live::LiveStats> {
+        self.live.as_ref().map(|l| l.stats)
     }
 
     /// Remembers each walk in `memo`, for the reader to recall.
@@ -208,6 +225,7 @@ impl Unwinder {
             .into_iter()
             .chain(self.late_note())
             .chain(self.tails.as_ref().and_then(Tails::note))
+            .chain(self.live.as_ref().and_then(live::LiveStacks::note))
             .collect()
     }
 
@@ -270,10 +288,14 @@ impl Unwinder {
             }
             _ => return,
         };
-        let Some(copy) = copy.take() else {
+        let started = Instant::now();
+        let from_thread = copy.is_none();
+        let Some(copy) = copy.take().or_else(|| {
+            let (tid, live) = (blocked?, self.live.as_mut()?);
+            live.copy(tgid, tid, event.time, stack.user()).map(Box::new)
+        }) else {
             return;
         };
-        let started = Instant::now();
         maps.ensure_known(tgid, event.time);
         let current = self.update_space(tgid, event.time, maps);
         let Some(space) = self.spaces.get_mut(&tgid) else {
@@ -305,8 +327,15 @@ impl Unwinder {
             ..
         } = walked;
         let dwarf_frames = frames.len();
-        if !complete {
-            extend_from_fp(&mut frames, stack.user());
+        let joined = !complete && extend_from_fp(&mut frames, stack.user());
+        // A stack read from the thread replaces the kernel's frame-pointer
+        // walk unless it stopped short of it.
+        if from_thread && !complete && !joined && frames.len() <= stack.user().len() {
+            if let Some(l) = self.live.as_mut() {
+                l.stats.kept_fp += 1;
+            }
+            self.stats.time += started.elapsed();
+            return;
         }
         self.stats.stacks += 1;
         self.stats.frames += dwarf_frames as u64;
@@ -507,16 +536,18 @@ fn read_word(copy: &UserCopy, addr: u64) -> Result<u64, ()> {
 /// Where DWARF unwinding stopped early (the copy ended, or a frame had no
 /// rule), the frame-pointer chain's frames past the last unwound frame,
 /// when that chain holds it: code built with frame pointers can lead it
-/// past the end of the copy.
-fn extend_from_fp(frames: &mut Vec<u64>, fp: &[u64]) {
+/// past the end of the copy. True when the two were joined so.
+fn extend_from_fp(frames: &mut Vec<u64>, fp: &[u64]) -> bool {
     let Some(&last) = frames.last() else {
         frames.extend(fp.iter().take(MAX_FRAMES));
-        return;
+        return false;
     };
-    if let Some(at) = fp.iter().position(|&a| a == last) {
-        let room = MAX_FRAMES.saturating_sub(frames.len());
-        frames.extend(fp[at + 1..].iter().take(room));
-    }
+    let Some(at) = fp.iter().position(|&a| a == last) else {
+        return false;
+    };
+    let room = MAX_FRAMES.saturating_sub(frames.len());
+    frames.extend(fp[at + 1..].iter().take(room));
+    true
 }
 
 #[cfg(test)]

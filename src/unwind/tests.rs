@@ -467,3 +467,75 @@ fn module_updates_are_bounded_in_rate() {
         .count() as u64;
     assert_eq!(more, UPDATES_PER_SECOND);
 }
+
+#[inline(never)]
+fn live_inner(fd: i32) -> isize {
+    let mut byte = 0u8;
+    // SAFETY: a read(2) of one byte into `byte`, which outlives the call.
+    let n = unsafe { libc::read(fd, (&raw mut byte).cast(), 1) };
+    black_box(byte);
+    black_box(n)
+}
+
+#[inline(never)]
+fn live_outer(fd: i32) -> isize {
+    black_box(live_inner(black_box(fd)))
+}
+
+/// A thread blocked in glibc's `read`, whose switch-out copied nothing
+/// and walked one frame: its stack is read from the thread and unwound to
+/// its callers; with another PC than the thread's, it is not.
+#[test]
+fn a_blocked_thread_without_a_copy_is_read_from_the_thread() {
+    use crate::sys::blocked::{Syscall, parse_syscall};
+    let (r, w) = std::io::pipe().expect("pipe");
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&r);
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let _ = tid_tx.send(nix::unistd::gettid().as_raw() as u32);
+        live_outer(fd)
+    });
+    let tid = tid_rx.recv().expect("the waiter's id");
+    let me = std::process::id();
+    let file = format!("/proc/{me}/task/{tid}/syscall");
+    let start = Instant::now();
+    let pc = loop {
+        let text = std::fs::read(&file).unwrap_or_default();
+        // Blocked in read(2), number 0.
+        if let (true, Syscall::Blocked(regs)) = (text.starts_with(b"0 "), parse_syscall(&text)) {
+            break regs.pc;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "never blocked");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let mut maps = ProcessMaps::new();
+    maps.ensure_known(me, 0);
+    let mut unwinder = Unwinder::new().with_live(live::LiveStacks::live(Default::default()));
+    let mut unwound = |first: u64| {
+        let mut ev = switch_with(copy_of(0, &[]), me);
+        if let EventKind::Switch(s) = &mut ev.kind {
+            s.prev_tid = tid;
+            s.user_copy = None;
+            s.stack = Callchain::new(&[0xffffffff81000000], &[first]);
+        }
+        unwinder.unwind(&mut ev, &mut maps);
+        switch_of(&ev).stack.user().to_vec()
+    };
+    let read = unwound(pc);
+    assert_eq!(unwound(pc ^ 1), [pc ^ 1], "another PC: the walk is kept");
+    std::io::Write::write_all(&mut &w, b"x").expect("waking the waiter");
+    assert_eq!(waiter.join().expect("the waiter"), 1);
+    let stats = unwinder.live_stats().expect("live reads");
+    assert_eq!((stats.read, stats.moved), (1, 1), "{stats:?}");
+    let names = Symbolizer::new(maps, None)
+        .expect("symbolizer")
+        .user(me, 1, &read);
+    let at = |f: &str| {
+        names
+            .iter()
+            .position(|n| n.ends_with(f))
+            .unwrap_or_else(|| panic!("{f} not in {names:#?}"))
+    };
+    assert_eq!(read[0], pc);
+    assert!(at("live_inner") < at("live_outer"), "{names:#?}");
+}

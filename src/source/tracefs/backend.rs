@@ -11,13 +11,17 @@ use std::io::{ErrorKind, Read};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+use rustc_hash::FxHashMap;
 
 use anyhow::{Context, Result, bail};
 
 use super::decode::{Assembler, ProcessFormats, StackFormats, TgidSource};
 use super::instance::{Instance, InstanceConfig, Owner};
 use super::page::{self, HeaderLayout, Missed, PageLayout};
+use crate::event::runs::LastRuns;
 use crate::event::{Event, EventKind, EventSink, Lost, SourceStats};
 use crate::kallsyms::Preload;
 use crate::plan::sizing::{max_buffer_pages, too_many_pages};
@@ -44,6 +48,11 @@ pub(crate) struct TracefsConfig {
     pub(crate) kallsyms: Option<Preload>,
     /// Switch-outs carry their thread's cgroup in this hierarchy.
     pub(crate) cgroups: Option<Hierarchy>,
+    /// Blocked threads' stacks are to be read from the threads
+    /// ([`crate::unwind::live`]): when each thread last ran is published,
+    /// and rounds are short, for switch-outs to reach the unwinder while
+    /// their threads still wait.
+    pub(crate) live_stacks: bool,
 }
 
 /// One CPU's `trace_pipe_raw`.
@@ -69,7 +78,18 @@ pub(crate) struct TracefsBackend {
     rounds: Rounds,
     page: Vec<u8>,
     cgroups: Option<TaskCgroups>,
+    /// When each thread was last seen running, published once a round
+    /// (with [`TracefsConfig::live_stacks`]), and what this round saw.
+    last_runs: Option<Arc<LastRuns>>,
+    seen: FxHashMap<u32, u64>,
 }
+
+/// How long a round waits for data when blocked stacks are read from the
+/// threads: a switch-out reaches the unwinder one to two rounds after it
+/// happened (as the perf backend's per-thread events).
+const LIVE_ROUND: Duration = Duration::from_millis(10);
+/// Otherwise.
+const ROUND: Duration = Duration::from_millis(100);
 
 impl TracefsBackend {
     /// Creates our instance and starts recording.
@@ -168,7 +188,24 @@ impl TracefsBackend {
             rounds: Rounds::default(),
             page,
             cgroups: config.cgroups.clone().map(TaskCgroups::new),
+            last_runs: config.live_stacks.then(Default::default),
+            seen: FxHashMap::default(),
         })
+    }
+
+    /// When each thread was last seen running, when blocked stacks are to
+    /// be read from the threads.
+    pub(crate) fn live_stacks(&self) -> Option<Arc<LastRuns>> {
+        self.last_runs.clone()
+    }
+
+    /// The longest a round should wait for data.
+    pub(crate) fn round_period(&self) -> Duration {
+        if self.last_runs.is_some() {
+            LIVE_ROUND
+        } else {
+            ROUND
+        }
     }
 
     /// Waits up to `timeout` for data (returns early on EINTR), reads every
@@ -187,6 +224,7 @@ impl TracefsBackend {
         };
         self.tgids.new_round();
         self.read_all();
+        self.publish_runs();
         if let Some(upto) = self.rounds.end(start) {
             self.release(upto, sink);
         }
@@ -202,6 +240,7 @@ impl TracefsBackend {
         };
         self.tgids.new_round();
         self.read_all();
+        self.publish_runs();
         self.account_unflagged_losses();
         self.release(u64::MAX, sink);
         self.readers.clear();
@@ -241,6 +280,13 @@ impl TracefsBackend {
         });
     }
 
+    /// Makes the runs this round saw known to the unwinder.
+    fn publish_runs(&mut self) {
+        if let Some(runs) = &self.last_runs {
+            runs.publish(&mut self.seen);
+        }
+    }
+
     /// Reads every CPU's available pages.
     fn read_all(&mut self) {
         let TracefsBackend {
@@ -253,6 +299,8 @@ impl TracefsBackend {
             stats,
             rounds,
             page,
+            last_runs,
+            seen,
             ..
         } = self;
         // Bounded work per round: a CPU that keeps writing cannot keep us
@@ -276,6 +324,12 @@ impl TracefsBackend {
                 let decoded = page::decode_page(&page[..n], layout, header, &mut |time, raw| {
                     stats.records += 1;
                     *last_time = time;
+                    if last_runs.is_some()
+                        && let Some((prev, next)) = assembler.switch_tids(raw)
+                    {
+                        LastRuns::note_ran(seen, prev, time);
+                        LastRuns::note_ran(seen, next, time);
+                    }
                     assembler.push(cpu, time, raw, tgids, &mut |ev| reorder.push(ev));
                 });
                 match decoded {

@@ -118,6 +118,12 @@ impl SchedFields {
         Ok(self.prev_pid.read_u64(raw)? as u32)
     }
 
+    /// The `prev_pid` and `next_pid` of a `sched_switch` payload: the two
+    /// threads on the CPU at its time.
+    pub(crate) fn switch_tids(&self, raw: &[u8]) -> Result<(u32, u32), FieldError> {
+        Ok((self.prev_tid(raw)?, self.next_pid.read_u64(raw)? as u32))
+    }
+
     /// A `sched_waking` payload, sampled in the waker's context. The stack's
     /// kernel part must already start at the caller of `try_to_wake_up`.
     pub(crate) fn waking(

@@ -310,6 +310,15 @@ impl Assembler {
         }
     }
 
+    /// The threads a `sched_switch` entry switches out and in; `None` for
+    /// any other entry.
+    pub(crate) fn switch_tids(&self, raw: &[u8]) -> Option<(u32, u32)> {
+        let ty = self.sched.common_type(raw).ok()?;
+        (self.sched.tracepoint(ty)? == Tracepoint::Switch)
+            .then(|| self.sched.switch_tids(raw).ok())
+            .flatten()
+    }
+
     /// The time of CPU `cpu`'s pending event, if any.
     #[cfg(test)]
     pub(crate) fn pending_time(&self, cpu: u32) -> Option<u64> {
