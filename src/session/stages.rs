@@ -130,10 +130,12 @@ impl Stages {
             }
             if let Some(l) = u.live_stats() {
                 diag!(
-                    "offwake-perf: blocked stacks read from their threads: {} ({} of them kept \
-                     their frame-pointer walk, which went further); not used, the thread ran: \
-                     {}, it waited elsewhere: {}, unreadable: {}; not read, past the rate: {}",
+                    "offwake-perf: blocked stacks read from their threads: {} in {:.3} ms ({} \
+                     of them kept their frame-pointer walk, which went further); not used, the \
+                     thread ran: {}, it waited elsewhere: {}, unreadable: {}; not read, past \
+                     the rate: {}",
                     l.read,
+                    l.read_time.as_secs_f64() * 1e3,
                     l.kept_fp,
                     l.ran,
                     l.moved,

@@ -164,7 +164,7 @@ impl Reorder {
         self.len
     }
 
-    #[cfg(test)]
+    /// True when no event is buffered.
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }

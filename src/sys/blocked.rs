@@ -12,10 +12,9 @@
 //! the frame pointer is not (see [`crate::unwind::live`]).
 //!
 //! `schedstat` gives the thread's time on a CPU and how many times it was
-//! switched in: the same before and after every read, it did not run in
-//! between. (A thread on a CPU may show the same time twice, the kernel
-//! adding to it at ticks and switches: the second `syscall` read, which
-//! would say `running`, covers that.)
+//! switched in: the same before and after the reads, it did not run in
+//! between (the count covers a thread switched in and still on its CPU,
+//! whose time the kernel adds to only at ticks and switches).
 
 use std::path::Path;
 
@@ -116,8 +115,7 @@ pub(crate) enum ThreadRead {
 
 /// Reads thread `tid` of process `tgid`, blocked at `pc`: its registers,
 /// then up to `len` bytes of its stack from SP up (within the mapping that
-/// holds SP, [`read_stack`]), then its registers again, between two reads
-/// of its `schedstat`.
+/// holds SP, [`read_stack`]), between two reads of its `schedstat`.
 pub(crate) fn read_blocked(
     stacks: &mut Stacks,
     tgid: u32,
@@ -137,7 +135,7 @@ pub(crate) fn read_blocked(
         return ThreadRead::Moved;
     }
     let stack = read_stack(stacks, tid, regs.sp, len);
-    if syscall_of(tgid, tid) != Syscall::Blocked(regs) || schedstat_of(tgid, tid) != Some(before) {
+    if schedstat_of(tgid, tid) != Some(before) {
         return ThreadRead::Ran;
     }
     if stack.is_empty() {

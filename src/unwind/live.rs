@@ -29,6 +29,7 @@
 //! longer ends reading for the run).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::Rate;
 use super::tail::{BURST, PER_SECOND, READ_WAIT, TAIL_LIMIT};
@@ -57,6 +58,8 @@ pub(crate) struct LiveStats {
     pub(crate) unreadable: u64,
     /// Not read, past [`PER_SECOND`].
     pub(crate) skipped: u64,
+    /// Time spent waiting for reads.
+    pub(crate) read_time: Duration,
     /// The thread whose read did not return in time, ending reading.
     pub(crate) ended_by: Option<u32>,
 }
@@ -113,7 +116,10 @@ impl LiveStacks {
             self.stats.skipped += 1;
             return None;
         }
-        let Some(read) = (self.read)(tgid, tid, pc, TAIL_LIMIT) else {
+        let asked = Instant::now();
+        let read = (self.read)(tgid, tid, pc, TAIL_LIMIT);
+        self.stats.read_time += asked.elapsed();
+        let Some(read) = read else {
             self.stats.ended_by = Some(tid);
             return None;
         };

@@ -12,7 +12,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
@@ -82,13 +82,17 @@ pub(crate) struct TracefsBackend {
     /// (with [`TracefsConfig::live_stacks`]), and what this round saw.
     last_runs: Option<Arc<LastRuns>>,
     seen: FxHashMap<u32, u64>,
+    /// When the last round read, under [`LIVE_ROUND`]'s pace.
+    last_read: Option<Instant>,
 }
 
-/// How long a round waits for data when blocked stacks are read from the
-/// threads: a switch-out reaches the unwinder one to two rounds after it
-/// happened (as the perf backend's per-thread events).
-const LIVE_ROUND: Duration = Duration::from_millis(10);
-/// Otherwise.
+/// When blocked stacks are read from the threads, the kernel wakes the
+/// reader at a CPU's first entry, and events read are released within two
+/// rounds at most this far apart: a switch-out reaches the unwinder 5 to
+/// 10 ms after it happened, while most waits of a few tens of milliseconds
+/// still last. Rounds are never closer: a busy machine is read every 5 ms.
+const LIVE_ROUND: Duration = Duration::from_millis(5);
+/// How long a round waits for data otherwise.
 const ROUND: Duration = Duration::from_millis(100);
 
 impl TracefsBackend {
@@ -156,6 +160,7 @@ impl TracefsBackend {
                 threads: config.targets.threads_now(),
                 follow,
                 extra_events,
+                wake_at_once: config.live_stacks,
             },
         )?;
 
@@ -190,6 +195,7 @@ impl TracefsBackend {
             cgroups: config.cgroups.clone().map(TaskCgroups::new),
             last_runs: config.live_stacks.then(Default::default),
             seen: FxHashMap::default(),
+            last_read: None,
         })
     }
 
@@ -199,9 +205,11 @@ impl TracefsBackend {
         self.last_runs.clone()
     }
 
-    /// The longest a round should wait for data.
+    /// The longest a round should wait for data: short while events read
+    /// wait to be released, when blocked stacks are read from the threads.
     pub(crate) fn round_period(&self) -> Duration {
-        if self.last_runs.is_some() {
+        let waiting = !self.reorder.is_empty() || !self.assembler.is_idle();
+        if self.last_runs.is_some() && waiting {
             LIVE_ROUND
         } else {
             ROUND
@@ -218,10 +226,31 @@ impl TracefsBackend {
         wake: Option<BorrowedFd<'_>>,
         sink: &mut dyn EventSink,
     ) -> Result<()> {
+        let mut timeout = timeout;
+        if self.last_runs.is_some()
+            && let Some(last) = self.last_read
+        {
+            // Paced: the rest of LIVE_ROUND, watching only `wake`.
+            let rest = LIVE_ROUND.saturating_sub(last.elapsed()).min(timeout);
+            if !rest.is_zero() {
+                let none = std::iter::empty();
+                if self.rounds.wait(none, wake, rest, "the pace")?.is_none() {
+                    return Ok(());
+                }
+                timeout = timeout.saturating_sub(rest);
+            }
+        }
         let fds = self.readers.iter().map(|r| r.file.as_fd());
-        let Some(start) = self.rounds.wait(fds, wake, timeout, "trace_pipe_raw")? else {
+        let Some(mut start) = self.rounds.wait(fds, wake, timeout, "trace_pipe_raw")? else {
             return Ok(());
         };
+        if self.last_runs.is_some() {
+            // The round starts as it reads, not as it began to wait: what
+            // was stamped before is written by the next round's read, and
+            // a switch-out reaches the unwinder a wait sooner.
+            start = crate::sys::host::monotonic_ns();
+            self.last_read = Some(Instant::now());
+        }
         self.tgids.new_round();
         self.read_all();
         self.publish_runs();

@@ -92,6 +92,9 @@ pub(crate) struct InstanceConfig {
     /// Events to enable besides `sched_switch` and `sched_waking`, as
     /// (system, name).
     pub(crate) extra_events: Vec<(String, String)>,
+    /// Wake the reader at the first entry in a CPU's buffer, rather than
+    /// once a quarter of it is used.
+    pub(crate) wake_at_once: bool,
 }
 
 /// A live instance; removed (events off, directory gone) on drop.
@@ -173,8 +176,12 @@ impl Instance {
         self.write("options/userstacktrace", bool01(config.stacks.user))?;
         // Lets `saved_tgids` name the process of a thread that has exited.
         self.write("options/record-tgid", "1")?;
-        // Wake the reader once a quarter of a CPU's buffer is used.
-        self.write("buffer_percent", "25")?;
+        // Wake the reader once a quarter of a CPU's buffer is used, or at
+        // once.
+        self.write(
+            "buffer_percent",
+            if config.wake_at_once { "0" } else { "25" },
+        )?;
 
         let switch = self.dir.join("events/sched/sched_switch");
         let waking = self.dir.join("events/sched/sched_waking");

@@ -319,6 +319,11 @@ impl Assembler {
             .flatten()
     }
 
+    /// True when no event waits for its stacks.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.pending.is_empty()
+    }
+
     /// The time of CPU `cpu`'s pending event, if any.
     #[cfg(test)]
     pub(crate) fn pending_time(&self, cpu: u32) -> Option<u64> {
