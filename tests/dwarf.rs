@@ -304,31 +304,76 @@ fn rust_without_frame_pointers_unwinds_through_std() {
     );
 }
 
-/// The tracefs backend copies no user stacks: an explicit dwarf is an
-/// error; the default dwarf of `-- COMMAND` becomes fp, and says so.
+/// Under tracefs, `dwarf` (the default of `-p`) reads a blocked thread's
+/// stack from the thread when its switch-out reaches the unwinder: asked
+/// for, it is accepted, and no notice lowers the default to fp.
 #[test]
-fn tracefs_refuses_dwarf_and_lowers_the_default() {
+fn tracefs_accepts_dwarf_and_keeps_the_default() {
     let _suite = suite(module_path!());
     if !live() {
         return;
     }
-    let out = run(&[
-        "--backend",
-        "tracefs",
-        "--call-graph",
-        "dwarf",
-        "-f",
-        "--",
-        "true",
-    ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(err.contains("cannot copy user stacks"), "{err}");
-    let out = run(&["--backend", "tracefs", "-f", "--", "true"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    assert!(
-        err.contains("walks user stacks by frame pointers only (--call-graph fp)"),
-        "{err}"
+    for args in [&["--call-graph", "dwarf"][..], &[]] {
+        let mut all = vec!["--backend", "tracefs"];
+        all.extend_from_slice(args);
+        all.extend(["-f", "--", "true"]);
+        let out = run(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+        assert!(!err.contains("frame pointers only"), "{args:?}: {err}");
+    }
+}
+
+/// `dwarfchain` under `--backend tracefs -p PID` with the default call
+/// graph: its reader waits 50 ms at a time, long enough for each
+/// switch-out to reach the unwinder while the reader still waits, so its
+/// stack is read from the thread and unwound through the functions a
+/// frame-pointer walk loses. (The waker's stack stays a frame-pointer
+/// walk: nothing is asserted of it.)
+#[test]
+fn tracefs_unwinds_a_waiting_threads_stack_from_the_thread() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let (k, ms) = (20u64, slowed(50));
+    let duration = (k * ms / 1000 + 3).to_string();
+    let (blocks, truth, err) = with_every_event_reported(
+        || {
+            let mut w = start_gated_env(
+                &workload("dwarfchain"),
+                &[&k.to_string(), &ms.to_string()],
+                &[("OFFWAKE_PIN_CPU", "0")],
+            );
+            let pid = w.pid().to_string();
+            let tracer = start_traced(&["--backend", "tracefs", "-p", &pid, &duration]);
+            w.go();
+            let truth = ground_truth(&w.finish());
+            let (out, err) = tracer.finish();
+            (parse_default(&out), truth, err)
+        },
+        |(_, _, err)| err.clone(),
     );
+    let reads: Vec<&Block> = blocks
+        .iter()
+        .filter(|b| b.target_comm == "blocked" && has(&b.target, "vfs_read"))
+        .collect();
+    assert!(!reads.is_empty(), "no read blocks:\n{err}");
+    let total: u64 = reads.iter().map(|b| b.total).sum();
+    // Default output: target innermost first.
+    let chained: u64 = reads
+        .iter()
+        .filter(|b| {
+            let mut outermost_first = b.target.clone();
+            outermost_first.reverse();
+            in_order(&outermost_first, &TARGET_CHAIN)
+        })
+        .map(|b| b.total)
+        .sum();
+    eprintln!("tracefs: {chained} of {total} us of reads under the chain");
+    assert!(
+        chained * 100 >= total * 95,
+        "{chained} of {total} us under {TARGET_CHAIN:?}:\n{reads:#?}\n{err}"
+    );
+    assert_ratio("read total vs the workload's own", total, truth, 0.97, 1.03);
 }

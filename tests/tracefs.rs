@@ -483,8 +483,8 @@ fn oversized_tracefs_buffer_is_refused() {
 
 /// Parity: one pipe-wakeup workload traced by both backends at once gives
 /// the same reader entries (same frames, same waker) and totals within 2%.
-/// perf walks user stacks as ftrace does (frame pointers), not by its
-/// default for `-p` (DWARF).
+/// Both walk user stacks by frame pointers, not by their default for `-p`
+/// (DWARF).
 #[test]
 fn both_backends_agree_on_the_same_workload() {
     let _suite = suite(module_path!());
@@ -498,7 +498,15 @@ fn both_backends_agree_on_the_same_workload() {
             let mut w = start_pipewake_pinned(k, ms);
             let pid = w.pid().to_string();
             let perf = start_traced(&["--backend", "perf", "--call-graph", "fp", "-p", &pid, "3"]);
-            let tracefs = start_traced(&["--backend", "tracefs", "-p", &pid, "3"]);
+            let tracefs = start_traced(&[
+                "--backend",
+                "tracefs",
+                "--call-graph",
+                "fp",
+                "-p",
+                &pid,
+                "3",
+            ]);
             w.go();
             let truth = ground_truth(&w.finish());
             (truth, perf.finish(), tracefs.finish())

@@ -202,6 +202,17 @@ impl Identity {
         }
     }
 
+    /// False when task `tid` of process `tgid` is none of the targets
+    /// named (by process, thread or command); true when they are not named.
+    pub(super) fn may_target(&self, tid: u32, tgid: u32) -> bool {
+        match &self.threads {
+            Targets::Processes(_) | Targets::Threads(_) | Targets::Command { .. } => {
+                self.tally_key(tid, tgid).is_some()
+            }
+            _ => true,
+        }
+    }
+
     /// What is known of a thread: the table, then threads that exited, then
     /// the lookup (once per thread).
     fn task_info(&mut self, tid: u32) -> Option<TaskInfo> {

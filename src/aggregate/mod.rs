@@ -298,6 +298,18 @@ impl Aggregator {
         }
     }
 
+    /// False when `event` switches out a thread whose stack will not be
+    /// kept: not one of the named targets, and no chain is followed. Its
+    /// user stack need not be unwound.
+    pub(crate) fn may_keep_stack(&self, event: &Event) -> bool {
+        match &event.kind {
+            EventKind::Switch(s) => {
+                self.history.is_some() || self.identity.may_target(s.prev_tid, s.prev_tgid)
+            }
+            _ => true,
+        }
+    }
+
     /// Number of unique user stacks stored so far.
     pub(crate) fn user_stacks_stored(&self) -> usize {
         self.stacks.user_len()

@@ -164,6 +164,14 @@ impl Stages {
         }
     }
 
+    /// Readies the stages before the first event: the unwind tables of
+    /// the processes known at the start.
+    pub(super) fn prepare(&mut self) {
+        if let Some(u) = self.unwinder.as_mut() {
+            u.prepare(&self.maps);
+        }
+    }
+
     /// Takes one event through every stage.
     pub(super) fn process(&mut self, mut event: Event) {
         if !self.keep_user {
@@ -172,7 +180,9 @@ impl Stages {
         }
         // Fork, exec, mmap and exit; other events are ignored.
         self.maps.observe(&event);
-        if let Some(u) = self.unwinder.as_mut() {
+        if let Some(u) = self.unwinder.as_mut()
+            && self.aggregator.may_keep_stack(&event)
+        {
             u.unwind(&mut event, &mut self.maps);
         }
         let stored = self.aggregator.user_stacks_stored();

@@ -89,6 +89,7 @@ impl StageThread {
                 let Ok(Message::Start(mut stages)) = messages.recv() else {
                     return None;
                 };
+                stages.prepare();
                 for message in messages {
                     if let Message::Batch(batch) = message {
                         taken.fetch_sub(1, Ordering::Relaxed);

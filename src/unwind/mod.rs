@@ -267,6 +267,15 @@ impl Unwinder {
         ))
     }
 
+    /// Reads the unwind tables of the processes `maps` knows already (the
+    /// targets of `-p`), before their first stacks come: a stack read from
+    /// a waiting thread must reach the unwinder before the thread wakes.
+    pub(crate) fn prepare(&mut self, maps: &ProcessMaps) {
+        for tgid in maps.known() {
+            self.update_space(tgid, 0, maps);
+        }
+    }
+
     /// Replaces the user part of `event`'s stack by the unwinding of its
     /// user stack copy, and drops the copy. Events without one pass
     /// unchanged. `maps` must have seen every event before this one.

@@ -543,6 +543,11 @@ impl ProcessMaps {
         p.version += 1;
     }
 
+    /// The processes whose map is known.
+    pub(crate) fn known(&self) -> Vec<u32> {
+        self.procs.keys().copied().collect()
+    }
+
     /// A number that changes whenever `tgid`'s map does; `None` for a
     /// process without a history.
     pub(crate) fn version(&self, tgid: u32) -> Option<u64> {
