@@ -219,9 +219,10 @@ pub struct Cli {
     /// `dwarf[,SIZE]`: SIZE bytes of user stack (a multiple of 8, at most
     /// 65528; 8192 when not given, as in perf) copied with each sample and
     /// unwound with the binaries' DWARF unwind tables while tracing.
-    /// Default, in every mode: dwarf,4096. The tracefs backend walks
-    /// frame pointers, and by DWARF the stacks of threads still blocked
-    /// when their switch is read.
+    /// Default, in every mode: dwarf,4096. The tracefs backend copies no
+    /// stack: there dwarf walks by frame pointers, except a blocked
+    /// thread's stack, read from the thread and unwound while it still
+    /// waits (SIZE unused).
     #[arg(long, value_name = "fp|dwarf[,SIZE]", value_parser = call_graph,
           conflicts_with = "kernel_stacks_only")]
     pub(crate) call_graph: Option<CallGraph>,

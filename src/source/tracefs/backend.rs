@@ -180,10 +180,10 @@ impl TracefsBackend {
                 last_time: 0,
             });
         }
-        let page = vec![0u8; layout.page_size()];
         Ok(TracefsBackend {
             readers,
             instance: Some(instance),
+            page: vec![0u8; layout.page_size()],
             layout,
             header,
             assembler,
@@ -191,7 +191,6 @@ impl TracefsBackend {
             reorder: Reorder::new(),
             stats: SourceStats::default(),
             rounds: Rounds::default(),
-            page,
             cgroups: config.cgroups.clone().map(TaskCgroups::new),
             last_runs: config.live_stacks.then(Default::default),
             seen: FxHashMap::default(),
