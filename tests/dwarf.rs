@@ -183,9 +183,10 @@ fn assert_whole_stacks(reads: &[FoldedChain], truth: u64, waker: bool, context: 
     }
 }
 
-/// With no `--call-graph`, every mode of the perf backend unwinds both
-/// halves by DWARF: the whole system, `--chain` of a process, a cgroup's
-/// view being the whole system's filtered (tests/cgroups.rs).
+/// With no `--call-graph`, the whole system and `--chain` of a process
+/// unwind both halves by DWARF, as `-p` and `-- COMMAND` do (above).
+/// (`--cgroup` opens per-CPU events with the same samples as the whole
+/// system; its default is checked with the plan's.)
 #[test]
 fn every_mode_finds_them_by_default() {
     let _suite = suite(module_path!());
