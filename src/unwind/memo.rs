@@ -14,7 +14,7 @@
 //! unwinds (what a process writes on its stack it could forge anyway).
 //! A process's entries go when its code may have changed: at an
 //! executable mapping, an exec or its exit, as the reader reads them;
-//! an unwind of a sample older than that is not remembered.
+//! a walk of a sample older than that is not remembered.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -138,7 +138,9 @@ impl Memo {
         found
     }
 
-    /// Forgets `tgid`'s walks: its code may have changed at `time`.
+    /// Forgets `tgid`'s walks: its code may have changed at `time` (or it
+    /// exited then: a walk of its older samples, made later, must not be
+    /// recalled by a process that reuses its pid).
     pub(crate) fn changed(&self, tgid: u32, time: u64) {
         let mut t = self.table();
         t.forget_process(tgid);
@@ -149,13 +151,6 @@ impl Memo {
         let p = t.processes.entry(tgid).or_default();
         p.entries = 0;
         p.changed_at = p.changed_at.max(time);
-    }
-
-    /// Forgets `tgid` for good: it exited.
-    pub(crate) fn exited(&self, tgid: u32) {
-        let mut t = self.table();
-        t.forget_process(tgid);
-        t.processes.remove(&tgid);
     }
 
     /// Remembers that the walk from `start` of a sample at `time` read
@@ -254,8 +249,10 @@ mod tests {
         assert_eq!(out, [3]);
         // A sample from before the change does not take a later walk.
         assert!(!memo.recall(start(1), 45, &words, &mut out));
-        memo.exited(1);
-        assert!(!memo.recall(start(1), 60, &words, &mut out));
+        // Exited (its pid reused): its late walks are not kept either.
+        memo.changed(1, 70);
+        memo.remember(start(1), 60, &reads, &[3]);
+        assert!(!memo.recall(start(1), 80, &words, &mut out));
     }
 
     #[test]

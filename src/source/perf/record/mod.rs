@@ -370,7 +370,7 @@ impl Decoder {
         match kind {
             EventKind::Mmap(m) if m.executable => memo.changed(m.tgid, time),
             EventKind::Comm(c) if c.exec => memo.changed(c.tgid, time),
-            EventKind::Exit(e) if e.tid == e.tgid => memo.exited(e.tgid),
+            EventKind::Exit(e) if e.tid == e.tgid => memo.changed(e.tgid, time),
             _ => {}
         }
     }
