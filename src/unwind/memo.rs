@@ -46,12 +46,19 @@ struct Entry {
     at: Box<[u16]>,
     words: Box<[u64]>,
     frames: Box<[u64]>,
+    /// The copy's length, when the walk ran off its end: it is recalled
+    /// only for a copy of that length (and only where no longer read of
+    /// the thread could follow, see [`Memo::recall`]).
+    ran_out_at: Option<usize>,
 }
 
 impl Entry {
     /// The stack copy `stack` (from the stack pointer up) holds the words
     /// this walk read.
     fn matches(&self, stack: &[u8]) -> bool {
+        if self.ran_out_at.is_some_and(|len| len != stack.len()) {
+            return false;
+        }
         self.at.iter().zip(self.words.iter()).all(|(&at, &word)| {
             let at = usize::from(at);
             stack
@@ -114,12 +121,22 @@ impl Memo {
     }
 
     /// The frames of the walk from `start` at `time` over `stack`, if one
-    /// that read the same words was remembered.
-    pub(crate) fn recall(&self, start: Start, time: u64, stack: &[u8], out: &mut Vec<u64>) -> bool {
+    /// that read the same words was remembered; one that ran off its copy
+    /// only when `cut_is_final` (a waker's stack: no read of the thread
+    /// would take it further).
+    pub(crate) fn recall(
+        &self,
+        start: Start,
+        time: u64,
+        stack: &[u8],
+        cut_is_final: bool,
+        out: &mut Vec<u64>,
+    ) -> bool {
         let mut t = self.table();
         let found = match t.entries.get(&start) {
             Some(e)
-                if e.matches(stack)
+                if (cut_is_final || e.ran_out_at.is_none())
+                    && e.matches(stack)
                     && t.processes
                         .get(&start.tgid)
                         .is_some_and(|p| p.changed_at <= time) =>
@@ -155,8 +172,16 @@ impl Memo {
 
     /// Remembers that the walk from `start` of a sample at `time` read
     /// `reads` (byte offset from the stack pointer, word) and gave
-    /// `frames`.
-    pub(crate) fn remember(&self, start: Start, time: u64, reads: &[(u16, u64)], frames: &[u64]) {
+    /// `frames`, running off the end of its copy of `ran_out_at` bytes if
+    /// that is set.
+    pub(crate) fn remember(
+        &self,
+        start: Start,
+        time: u64,
+        reads: &[(u16, u64)],
+        frames: &[u64],
+        ran_out_at: Option<usize>,
+    ) {
         if reads.len() > MAX_WORDS {
             return;
         }
@@ -179,6 +204,7 @@ impl Memo {
             at: reads.iter().map(|r| r.0).collect(),
             words: reads.iter().map(|r| r.1).collect(),
             frames: frames.into(),
+            ran_out_at,
         };
         if t.entries.insert(start, entry).is_none() {
             t.processes.entry(start.tgid).or_default().entries += 1;
@@ -211,21 +237,27 @@ mod tests {
     #[test]
     fn a_walk_is_recalled_only_where_the_words_it_read_are_the_same() {
         let memo = Memo::new();
-        memo.remember(start(1), 10, &[(8, 0xaa), (24, 0xbb)], &[0x1000, 0x2000]);
+        memo.remember(
+            start(1),
+            10,
+            &[(8, 0xaa), (24, 0xbb)],
+            &[0x1000, 0x2000],
+            None,
+        );
         let mut out = Vec::new();
         // Other words may differ.
-        assert!(memo.recall(start(1), 20, &stack(&[7, 0xaa, 9, 0xbb]), &mut out));
+        assert!(memo.recall(start(1), 20, &stack(&[7, 0xaa, 9, 0xbb]), false, &mut out));
         assert_eq!(out, [0x1000, 0x2000]);
-        assert!(!memo.recall(start(1), 20, &stack(&[7, 0xaa, 9, 0xbc]), &mut out));
+        assert!(!memo.recall(start(1), 20, &stack(&[7, 0xaa, 9, 0xbc]), false, &mut out));
         // A copy too short to hold a word read.
-        assert!(!memo.recall(start(1), 20, &stack(&[7, 0xaa, 9]), &mut out));
+        assert!(!memo.recall(start(1), 20, &stack(&[7, 0xaa, 9]), false, &mut out));
         // Another process, or another start.
-        assert!(!memo.recall(start(2), 20, &stack(&[7, 0xaa, 9, 0xbb]), &mut out));
+        assert!(!memo.recall(start(2), 20, &stack(&[7, 0xaa, 9, 0xbb]), false, &mut out));
         let other = Start {
             sp: 0x7008,
             ..start(1)
         };
-        assert!(!memo.recall(other, 20, &stack(&[7, 0xaa, 9, 0xbb]), &mut out));
+        assert!(!memo.recall(other, 20, &stack(&[7, 0xaa, 9, 0xbb]), false, &mut out));
         let s = memo.stats();
         assert_eq!((s.hits, s.misses, s.kept), (1, 4, 1));
     }
@@ -235,24 +267,46 @@ mod tests {
         let memo = Memo::new();
         let words = stack(&[1, 2]);
         let reads = [(0, 1), (8, 2)];
-        memo.remember(start(1), 10, &reads, &[1]);
-        memo.remember(start(2), 10, &reads, &[2]);
+        memo.remember(start(1), 10, &reads, &[1], None);
+        memo.remember(start(2), 10, &reads, &[2], None);
         memo.changed(1, 50);
         let mut out = Vec::new();
-        assert!(!memo.recall(start(1), 60, &words, &mut out));
-        assert!(memo.recall(start(2), 60, &words, &mut out), "others stay");
+        assert!(!memo.recall(start(1), 60, &words, false, &mut out));
+        assert!(
+            memo.recall(start(2), 60, &words, false, &mut out),
+            "others stay"
+        );
         // A walk of a sample from before the change comes late: not kept.
-        memo.remember(start(1), 40, &reads, &[1]);
-        assert!(!memo.recall(start(1), 60, &words, &mut out));
-        memo.remember(start(1), 55, &reads, &[3]);
-        assert!(memo.recall(start(1), 60, &words, &mut out));
+        memo.remember(start(1), 40, &reads, &[1], None);
+        assert!(!memo.recall(start(1), 60, &words, false, &mut out));
+        memo.remember(start(1), 55, &reads, &[3], None);
+        assert!(memo.recall(start(1), 60, &words, false, &mut out));
         assert_eq!(out, [3]);
         // A sample from before the change does not take a later walk.
-        assert!(!memo.recall(start(1), 45, &words, &mut out));
+        assert!(!memo.recall(start(1), 45, &words, false, &mut out));
         // Exited (its pid reused): its late walks are not kept either.
         memo.changed(1, 70);
-        memo.remember(start(1), 60, &reads, &[3]);
-        assert!(!memo.recall(start(1), 80, &words, &mut out));
+        memo.remember(start(1), 60, &reads, &[3], None);
+        assert!(!memo.recall(start(1), 80, &words, false, &mut out));
+    }
+
+    #[test]
+    fn a_walk_that_ran_off_its_copy_is_recalled_for_wakers_of_that_length() {
+        let memo = Memo::new();
+        let words = stack(&[1, 2]);
+        memo.remember(start(1), 1, &[(0, 1), (8, 2)], &[7], Some(16));
+        let mut out = Vec::new();
+        assert!(
+            !memo.recall(start(1), 2, &words, false, &mut out),
+            "a blocked thread's"
+        );
+        assert!(memo.recall(start(1), 2, &words, true, &mut out));
+        assert_eq!(out, [7]);
+        let longer = stack(&[1, 2, 3]);
+        assert!(
+            !memo.recall(start(1), 2, &longer, true, &mut out),
+            "a longer copy"
+        );
     }
 
     #[test]
@@ -261,12 +315,12 @@ mod tests {
         let reads = [(0, 1)];
         for i in 0..u64::from(MAX_PER_PROCESS) + 10 {
             let s = Start { ip: i, ..start(1) };
-            memo.remember(s, 1, &reads, &[i]);
+            memo.remember(s, 1, &reads, &[i], None);
         }
         assert!(memo.table().entries.len() <= MAX_PER_PROCESS as usize);
         for p in 2..(2 + 2 * (MAX_ENTRIES as u32 / MAX_PER_PROCESS) + 2) {
             for i in 0..u64::from(MAX_PER_PROCESS) {
-                memo.remember(Start { ip: i, ..start(p) }, 1, &reads, &[i]);
+                memo.remember(Start { ip: i, ..start(p) }, 1, &reads, &[i], None);
             }
         }
         let t = memo.table();
@@ -276,7 +330,7 @@ mod tests {
         drop(t);
         let too_many: Vec<(u16, u64)> = (0..=MAX_WORDS as u16).map(|i| (i * 8, 0)).collect();
         let before = memo.stats().kept;
-        memo.remember(start(99), 1, &too_many, &[1]);
+        memo.remember(start(99), 1, &too_many, &[1], None);
         assert_eq!(memo.stats().kept, before);
     }
 }

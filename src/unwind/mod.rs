@@ -321,7 +321,8 @@ impl Unwinder {
                     sp: copy.sp,
                     bp: copy.bp,
                 };
-                memo.remember(start, event.time, &self.reads, &walked.frames);
+                let ran_out_at = walked.ran_out.then_some(copy.stack.len());
+                memo.remember(start, event.time, &self.reads, &walked.frames, ran_out_at);
             }
         }
         if let (Some(tid), Some(tails)) = (blocked, self.tails.as_mut())
@@ -480,8 +481,9 @@ struct Walk {
     complete: bool,
     /// It stopped for a word past the end of the copy.
     ran_out: bool,
-    /// Every word it read was in the copy, at an offset a [`Memo`] keeps:
-    /// the walk is a function of the registers and of `reads`.
+    /// Every word it read was in the copy, at an offset a [`Memo`] keeps,
+    /// but for the one past its end it stopped at: the walk is a function
+    /// of the registers, of `reads` and of where the copy ends.
     repeatable: bool,
 }
 
@@ -511,6 +513,8 @@ fn walk(
         past_end = word.is_err() && addr >= end;
         match (word, u16::try_from(addr.wrapping_sub(copy.sp))) {
             (Ok(w), Ok(at)) => reads.push((at, w)),
+            // The word past the end that stops the walk.
+            (Err(()), _) if past_end => {}
             _ => repeatable = false,
         }
         word
@@ -530,7 +534,7 @@ fn walk(
         frames,
         complete,
         ran_out: !complete && past_end,
-        repeatable: repeatable && !past_end,
+        repeatable,
     }
 }
 

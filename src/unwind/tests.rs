@@ -190,7 +190,7 @@ fn a_walk_is_remembered_and_recalled_by_the_words_it_read() {
         bp,
     };
     let mut recalled = Vec::new();
-    assert!(memo.recall(start, 1, &stack, &mut recalled));
+    assert!(memo.recall(start, 1, &stack, false, &mut recalled));
     assert_eq!(recalled, user, "the same frames as the walk");
     // A return address changed: the walk is not recalled.
     let mut changed = stack.to_vec();
@@ -199,10 +199,10 @@ fn a_walk_is_remembered_and_recalled_by_the_words_it_read() {
         .find(|&i| user[1..].contains(&u64::from_ne_bytes(changed[i..i + 8].try_into().unwrap())))
         .expect("a return address in the copy");
     changed[at] ^= 0x40;
-    assert!(!memo.recall(start, 1, &changed, &mut recalled));
+    assert!(!memo.recall(start, 1, &changed, false, &mut recalled));
     // Nor once the process maps new code.
     memo.changed(me, 2);
-    assert!(!memo.recall(start, 3, &stack, &mut recalled));
+    assert!(!memo.recall(start, 3, &stack, false, &mut recalled));
 }
 
 #[test]

@@ -283,7 +283,7 @@ impl Decoder {
         let raw = s.raw;
         let mut stack = split_entries(s.callchain_bytes, &mut self.chains);
         let user_copy = match s.user_regs {
-            Some([bp, sp, ip]) if self.recalled(&s, [bp, sp, ip]) => {
+            Some([bp, sp, ip]) if self.recalled(&s, tp, [bp, sp, ip]) => {
                 stack = self.recalled_chain(s.callchain_bytes);
                 None
             }
@@ -335,8 +335,10 @@ impl Decoder {
 
 impl Decoder {
     /// Whether the frames of `s`'s user stack, from `regs` (BP, SP, IP),
-    /// were recalled from an earlier walk into `self.frames`.
-    fn recalled(&mut self, s: &Sample<'_>, [bp, sp, ip]: [u64; 3]) -> bool {
+    /// were recalled from an earlier walk into `self.frames`. A wakeup's
+    /// may be a walk that ran off its copy: nothing reads a waker's stack
+    /// further.
+    fn recalled(&mut self, s: &Sample<'_>, tp: Tracepoint, [bp, sp, ip]: [u64; 3]) -> bool {
         let Some(memo) = &self.memo else {
             return false;
         };
@@ -346,7 +348,9 @@ impl Decoder {
             sp,
             bp,
         };
-        !s.user_stack.is_empty() && memo.recall(start, s.time, s.user_stack, &mut self.frames)
+        let cut_is_final = tp == Tracepoint::Waking;
+        !s.user_stack.is_empty()
+            && memo.recall(start, s.time, s.user_stack, cut_is_final, &mut self.frames)
     }
 
     /// The chain of a sample's kernel frames (`entries`) and its recalled

@@ -890,7 +890,7 @@ fn remembered_walks_replace_copies() {
         .is_some(),
         "nothing remembered yet"
     );
-    memo.remember(start, 0, &[(8, word)], &[0x401234, 0x402000]);
+    memo.remember(start, 0, &[(8, word)], &[0x401234, 0x402000], None);
     let rec = dwarf_switch_with(&kernel, &regs, Some((&stack, 64)));
     let Some(EventKind::Switch(s)) = d.decode(&rec).unwrap().map(|e| e.kind) else {
         panic!()
@@ -907,4 +907,49 @@ fn remembered_walks_replace_copies() {
     assert!(user_copy_of(&mut d, &rec).unwrap().is_some());
     let s = memo.stats();
     assert_eq!((s.hits, s.misses), (1, 3));
+}
+
+/// A walk that ran off its copy is recalled for a wakeup, whose stack
+/// nothing reads further, and not for a switch-out, whose thread may
+/// still be read on.
+#[test]
+fn walks_cut_by_their_copy_are_recalled_for_wakeups_only() {
+    use crate::unwind::memo::{Memo, Start};
+    let (_, wk) = formats();
+    let mut d = decoder(ST | SAMPLE_REGS_USER | SAMPLE_STACK_USER);
+    let memo = Memo::new();
+    d.recall_from(memo.clone());
+    let (regs, stack) = ([2u64, 1, 0x5000, 0x401000], [0u8; 8]);
+    let mut body = sample_body(
+        1002,
+        50,
+        51,
+        9,
+        0,
+        &[K, 0xffffffff81000130],
+        &waking_raw(&wk),
+    );
+    for r in regs {
+        body.extend_from_slice(&r.to_ne_bytes());
+    }
+    body.extend_from_slice(&8u64.to_ne_bytes());
+    body.extend_from_slice(&stack);
+    body.extend_from_slice(&8u64.to_ne_bytes());
+    let waking = header(RECORD_SAMPLE, 1, &body);
+    for tgid in [50, 4242] {
+        let start = Start {
+            tgid,
+            ip: 0x401000,
+            sp: 0x5000,
+            bp: 1,
+        };
+        memo.remember(start, 0, &[(0, 0)], &[0x401000, 0x402000], Some(8));
+    }
+    let Some(EventKind::Waking(w)) = d.decode(&waking).unwrap().map(|e| e.kind) else {
+        panic!()
+    };
+    assert!(w.user_copy.is_none());
+    assert_eq!(w.stack.user(), [0x401000, 0x402000]);
+    let switch = dwarf_switch_with(&[K, 0xffff_ffff_8100_0000], &regs, Some((&stack, 8)));
+    assert!(user_copy_of(&mut d, &switch).unwrap().is_some());
 }
