@@ -321,7 +321,7 @@ impl Unwinder {
                     sp: copy.sp,
                     bp: copy.bp,
                 };
-                let ran_out_at = walked.ran_out.then_some(copy.stack.len());
+                let ran_out_at = walked.read_past_end.then_some(copy.stack.len());
                 memo.remember(start, event.time, &self.reads, &walked.frames, ran_out_at);
             }
         }
@@ -481,9 +481,12 @@ struct Walk {
     complete: bool,
     /// It stopped for a word past the end of the copy.
     ran_out: bool,
+    /// It asked for a word past the end of the copy (and stopped there,
+    /// or went on without it).
+    read_past_end: bool,
     /// Every word it read was in the copy, at an offset a [`Memo`] keeps,
-    /// but for the one past its end it stopped at: the walk is a function
-    /// of the registers, of `reads` and of where the copy ends.
+    /// or past its end: the walk is a function of the registers, of
+    /// `reads` and of where the copy ends.
     repeatable: bool,
 }
 
@@ -506,14 +509,16 @@ fn walk(
 ) -> Walk {
     let end = copy.sp.saturating_add(copy.stack.len() as u64);
     let mut past_end = false;
+    let mut read_past_end = false;
     let mut repeatable = true;
     reads.clear();
     let mut read_stack = |addr: u64| {
         let word = read_word(copy, addr);
         past_end = word.is_err() && addr >= end;
+        read_past_end |= past_end;
         match (word, u16::try_from(addr.wrapping_sub(copy.sp))) {
             (Ok(w), Ok(at)) => reads.push((at, w)),
-            // The word past the end that stops the walk.
+            // Past the end: the walk then depends on where the copy ends.
             (Err(()), _) if past_end => {}
             _ => repeatable = false,
         }
@@ -534,6 +539,7 @@ fn walk(
         frames,
         complete,
         ran_out: !complete && past_end,
+        read_past_end,
         repeatable,
     }
 }
