@@ -281,26 +281,27 @@ impl Decoder {
         }
         let tp = self.tracepoint_of(&s)?;
         let raw = s.raw;
-        let mut stack = split_entries(s.callchain_bytes, &mut self.chains);
-        let user_copy = match s.user_regs {
-            Some([bp, sp, ip]) if self.recalled(&s, tp, [bp, sp, ip]) => {
-                stack = self.recalled_chain(s.callchain_bytes);
-                None
+        let (stack, user_copy) = match s.user_regs {
+            Some(regs) if self.recalled(&s, tp, regs) => {
+                let frames = std::mem::take(&mut self.frames);
+                let chain = self.with_user(s.callchain_bytes, &frames);
+                self.frames = frames;
+                (chain, None)
             }
             Some([bp, sp, ip]) => match self.charge(s.user_stack.len(), s.tid, s.time) {
-                Some(charge) => Some(Box::new(UserCopy {
-                    ip,
-                    sp,
-                    bp,
-                    stack: s.user_stack.into(),
-                    charge,
-                })),
-                None => {
-                    stack = self.cut_chain(s.callchain_bytes, ip);
-                    None
-                }
+                Some(charge) => (
+                    split_entries(s.callchain_bytes, &mut self.chains),
+                    Some(Box::new(UserCopy {
+                        ip,
+                        sp,
+                        bp,
+                        stack: s.user_stack.into(),
+                        charge,
+                    })),
+                ),
+                None => (self.cut_chain(s.callchain_bytes, ip), None),
             },
-            None => None,
+            None => (split_entries(s.callchain_bytes, &mut self.chains), None),
         };
         let kind = match tp {
             Tracepoint::Switch => {
@@ -353,13 +354,13 @@ impl Decoder {
             && memo.recall(start, s.time, s.user_stack, cut_is_final, &mut self.frames)
     }
 
-    /// The chain of a sample's kernel frames (`entries`) and its recalled
-    /// user frames.
-    fn recalled_chain(&mut self, entries: &[u8]) -> Callchain {
+    /// The chain of a sample's kernel frames (`entries`, which hold no
+    /// user part) and the user frames `user`.
+    fn with_user(&mut self, entries: &[u8], user: &[u64]) -> Callchain {
         self.scratch.clear();
         self.scratch.extend_from_slice(entries);
         self.scratch.extend_from_slice(&CONTEXT_USER.to_ne_bytes());
-        for ip in &self.frames {
+        for ip in user {
             self.scratch.extend_from_slice(&ip.to_ne_bytes());
         }
         split_entries(&self.scratch, &mut self.chains)
@@ -387,11 +388,7 @@ impl Decoder {
         if !chain.user().is_empty() {
             return chain;
         }
-        self.scratch.clear();
-        self.scratch.extend_from_slice(entries);
-        self.scratch.extend_from_slice(&CONTEXT_USER.to_ne_bytes());
-        self.scratch.extend_from_slice(&ip.to_ne_bytes());
-        split_entries(&self.scratch, &mut self.chains)
+        self.with_user(entries, &[ip])
     }
 
     /// The charge for `tid`'s copy of `bytes` at `time`, or `None` when it
