@@ -615,6 +615,66 @@ fn sigint_prints_report() {
     assert!(blocks.iter().any(|b| b.target_comm == "sleeploop"));
 }
 
+/// One code path in many short processes, each at other addresses (ASLR
+/// places libc anew in each), is one stack: 300 runs of a sleeper fit a
+/// stack storage of 256, and every run's sleep is there with its frames.
+#[test]
+fn one_code_path_in_many_processes_is_one_stack() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let _cpu = shared();
+    let exe = workload("sleeploop");
+    let runs = 300;
+    let script = format!(
+        "i=0; while [ $i -lt {runs} ]; do {} 1 1 2>>\"$0\"; i=$((i+1)); done",
+        exe.display()
+    );
+    let truth_file = std::env::temp_dir().join(format!("offwake-one-code-{}", std::process::id()));
+    std::fs::write(&truth_file, "").unwrap();
+    let out = run(&[
+        "--stack-storage-size",
+        "256",
+        "-f",
+        "--",
+        "sh",
+        "-c",
+        &script,
+        truth_file.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("stack traces lost"), "{stderr}");
+    let lines = parse_folded(&stdout);
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.target.iter().any(|f| f.starts_with("[Missed")))
+    );
+    let sleeps: Vec<&Folded> = lines
+        .iter()
+        .filter(|l| l.target_comm == "sleeploop" && has(&l.target, "sleep_once"))
+        .collect();
+    let total: u64 = sleeps.iter().map(|l| l.total).sum();
+    let truths = std::fs::read_to_string(&truth_file).unwrap();
+    let _ = std::fs::remove_file(&truth_file);
+    let truth: u64 = truths
+        .lines()
+        .filter_map(|l| l.strip_prefix("blocked_us="))
+        .map(|v| v.trim().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(truths.matches("blocked_us=").count(), runs, "{truths}");
+    assert_ratio(
+        "sleeps of 300 processes vs their own",
+        total,
+        truth,
+        0.97,
+        1.03,
+    );
+}
+
 /// (d) `-- COMMAND` traces the processes the command starts, and stops when
 /// the command exits.
 #[test]

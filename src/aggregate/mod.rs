@@ -46,12 +46,12 @@ use entries::Entries;
 use identity::Identity;
 use nspid::NsTids;
 use quiet::QuietTarget;
-use stacks::StackInterner;
+use stacks::{NoCode, StackInterner};
 
 use crate::event::state::{self, StateFilter};
 pub(crate) use chain::{ChainId, Level, MAX_LEVELS, WakerKey};
 pub(crate) use identity::TaskLookup;
-pub(crate) use stacks::{StackRef, StackTable, UserStack};
+pub(crate) use stacks::{CodeOf, Place, StackRef, StackTable, UserStack};
 pub(crate) use stats::Stats;
 pub(crate) use tasks::TaskTable;
 
@@ -278,13 +278,20 @@ impl Aggregator {
         self
     }
 
-    /// Feeds one event; events must come in global time order.
+    /// Feeds one event; events must come in global time order. User
+    /// stacks are told apart by address.
     pub(crate) fn process(&mut self, event: &Event) {
+        self.process_with(event, &NoCode);
+    }
+
+    /// Feeds one event, user stacks told apart by the code `code` says
+    /// their frames run.
+    pub(crate) fn process_with(&mut self, event: &Event, code: &dyn CodeOf) {
         match &event.kind {
-            EventKind::Switch(s) => self.on_switch(event.time, event.cpu, s),
+            EventKind::Switch(s) => self.on_switch(event.time, event.cpu, s, code),
             EventKind::SwitchIn(s) => self.on_switch_in(event.time, event.cpu, s),
             EventKind::Ran(r) => self.on_ran(event.time, r),
-            EventKind::Waking(w) => self.on_waking(event.time, event.cpu, w),
+            EventKind::Waking(w) => self.on_waking(event.time, event.cpu, w, code),
             EventKind::Fork(f) => self.on_fork(f),
             EventKind::Exit(e) => self.on_exit(event.time, e),
             EventKind::Comm(c) => self.on_comm(c),
@@ -356,21 +363,27 @@ impl Aggregator {
         }
     }
 
-    fn intern(&mut self, tgid: u32, time: u64, stack: &Callchain) -> (StackRef, StackRef) {
+    fn intern(
+        &mut self,
+        tgid: u32,
+        time: u64,
+        stack: &Callchain,
+        code: &dyn CodeOf,
+    ) -> (StackRef, StackRef) {
         let kernel = if self.kept.kernel {
             self.stacks.intern_kernel_chain(stack)
         } else {
             StackRef::Empty
         };
         let user = if self.kept.user {
-            self.stacks.intern_user_chain(tgid, time, stack)
+            self.stacks.intern_user_chain(tgid, time, stack, code)
         } else {
             StackRef::Empty
         };
         (kernel, user)
     }
 
-    fn on_switch(&mut self, time: u64, cpu: u32, s: &Switch) {
+    fn on_switch(&mut self, time: u64, cpu: u32, s: &Switch, code: &dyn CodeOf) {
         // Switch-in of next.
         let next_key = ThreadKey::new(s.next_tid, cpu);
         if let Some(open) = self.open.remove(&next_key) {
@@ -389,7 +402,7 @@ impl Aggregator {
         // With chains, any thread's wait may be a level of a target's.
         let kept = target || (self.history.is_some() && !s.is_final() && s.prev_tid != 0);
         let opened = if kept {
-            let (kernel, user) = self.intern(s.prev_tgid, time, &s.stack);
+            let (kernel, user) = self.intern(s.prev_tgid, time, &s.stack, code);
             Some(OpenInterval {
                 start: time,
                 tgid: s.prev_tgid,
@@ -573,7 +586,7 @@ impl Aggregator {
         self.stats.intervals += 1;
     }
 
-    fn on_waking(&mut self, time: u64, cpu: u32, w: &Waking) {
+    fn on_waking(&mut self, time: u64, cpu: u32, w: &Waking, code: &dyn CodeOf) {
         if w.wakee_tid == 0 {
             return;
         }
@@ -585,7 +598,7 @@ impl Aggregator {
         let waker = if w.context != WakeContext::Task {
             // An interrupt's: no task's, least of all the one it landed in
             // (whose user stack the source left out).
-            let (kernel, _) = self.intern(0, time, &w.stack);
+            let (kernel, _) = self.intern(0, time, &w.stack, code);
             Wakeup {
                 key: WakerKey {
                     kernel,
@@ -600,7 +613,7 @@ impl Aggregator {
             } else {
                 self.identity.comm_of(w.waker_tid)
             };
-            let (kernel, user) = self.intern(w.waker_tgid, time, &w.stack);
+            let (kernel, user) = self.intern(w.waker_tgid, time, &w.stack, code);
             // The waker runs: its last interval ended, unless its
             // switch-in was never reported (it still looks blocked).
             let prev = match &self.history {
@@ -644,6 +657,9 @@ impl Aggregator {
         // last time, and that switch-out may tell when it last switched in
         // (`Switch::prev_ran_since`); it then leaves no state.
         self.identity.exit(e);
+        if e.tid == e.tgid {
+            self.stacks.forget_process(e.tgid);
+        }
         if let Some(history) = &mut self.history {
             history.exit(e.tid, time);
         }
@@ -654,7 +670,7 @@ impl Aggregator {
             return;
         }
         if c.exec {
-            self.stacks.bump_generation(c.tgid);
+            self.stacks.new_image(c.tgid);
         }
         self.identity.comm(c);
     }

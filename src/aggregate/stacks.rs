@@ -1,18 +1,24 @@
 //! Interning of kernel and user stacks, bounded by `--stack-storage-size`.
 //!
-//! Kernel stacks are keyed by their addresses. User stacks are keyed by
-//! process, exec generation of that process and addresses, so that the same
-//! addresses in two different images (before and after an exec) never merge.
+//! Kernel stacks are keyed by their addresses, which every process shares.
+//! User stacks are keyed by the code they run: each frame by the file it
+//! is in and its offset there (or the vDSO's offset), so that one code
+//! path in many processes, each at other addresses (ASLR), is one stack.
+//! Frames in no file (JIT code, anonymous memory, or a process whose map
+//! is unknown) are keyed by process image (a process between two execs)
+//! and address, so the same addresses in two images never merge. The first stack stored for a
+//! code path stands for all: it is the one symbolized.
 //!
 //! A [`Callchain`] interned again (the same frames, shared by the backend:
 //! see [`Callchain::serial`]) is found by its serial number instead of its
 //! addresses, which are then neither hashed nor compared.
 
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 
-use rustc_hash::{FxBuildHasher, FxHashMap};
+use rustc_hash::FxHashMap;
 
 use crate::event::Callchain;
+use crate::sys::open::FileKey;
 
 /// Index into a [`StackTable`].
 pub(crate) type StackId = u32;
@@ -50,6 +56,44 @@ pub(crate) struct UserStack {
     /// Innermost first.
     pub(crate) addrs: Vec<u64>,
 }
+
+/// Where a user frame's code is, as far as the process's map tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Place {
+    /// At `offset` in a file.
+    File { file: FileKey, offset: u64 },
+    /// At `offset` in the kernel's vDSO, the same image in every process.
+    Vdso { offset: u64 },
+}
+
+/// Tells where user code is: the processes' maps.
+pub(crate) trait CodeOf {
+    /// Where the code at `addr` in process `tgid` at `time` is, if in a
+    /// file (or the vDSO).
+    fn place(&self, tgid: u32, time: u64, addr: u64) -> Option<Place>;
+}
+
+/// Knows no map: every user frame is keyed by its address.
+pub(crate) struct NoCode;
+
+impl CodeOf for NoCode {
+    fn place(&self, _: u32, _: u64, _: u64) -> Option<Place> {
+        None
+    }
+}
+
+/// One user frame as stacks are told apart: by code, or by address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum FrameKey {
+    /// At `offset` in file number `file` (see [`StackInterner::files`];
+    /// the vDSO is [`VDSO_FILE`]).
+    Code { file: u32, offset: u64 },
+    /// At `addr` in process image `image` (see [`StackInterner::images`]).
+    Address { image: u32, addr: u64 },
+}
+
+/// The file number of the vDSO.
+const VDSO_FILE: u32 = u32::MAX;
 
 /// All interned stacks.
 #[derive(Clone, Debug, Default)]
@@ -96,20 +140,23 @@ pub(crate) struct StackInterner {
     capacity: usize,
     table: StackTable,
     kernel_ids: FxHashMap<Vec<u64>, StackId>,
-    /// User stacks by (process, exec generation, hash of the addresses):
-    /// a lookup hashes the addresses in place, allocating nothing, and
-    /// compares them with the stored stack. The rare stack whose hash
-    /// collides with another's goes to `user_collisions`.
-    user_ids: FxHashMap<(u32, u32, u64), StackId>,
-    user_collisions: FxHashMap<(u32, u32, Vec<u64>), StackId>,
-    /// Exec generation per process.
-    generations: FxHashMap<u32, u32>,
+    /// User stacks by their frames' keys.
+    user_ids: FxHashMap<Box<[FrameKey]>, StackId>,
+    /// File numbers of the files user code was found in.
+    files: FxHashMap<FileKey, u32>,
+    /// The image each live process runs: a number new at its first stack
+    /// and at each exec, forgotten at its exit (a reused pid is another
+    /// image).
+    images: FxHashMap<u32, u32>,
+    next_image: u32,
+    /// The keys of the stack being interned.
+    keys: Vec<FrameKey>,
     /// Kernel stacks by (serial, frames skipped) of the callchains they
-    /// were interned from, and user stacks by (serial, process, exec
-    /// generation). Serials are never reused, so an entry stays true; each
-    /// map is emptied when it reaches [`MEMO_MAX`].
+    /// were interned from, and user stacks by (serial, image). Serials
+    /// and images are never reused, so an entry stays true; each map is
+    /// emptied when it reaches [`MEMO_MAX`].
     kernel_memo: FxHashMap<(u64, u32), StackId>,
-    user_memo: FxHashMap<(u64, u32, u32), StackId>,
+    user_memo: FxHashMap<(u64, u32), StackId>,
     /// Stacks that did not fit (one per attempt).
     pub(crate) missed: u64,
 }
@@ -121,8 +168,10 @@ impl StackInterner {
             table: StackTable::default(),
             kernel_ids: FxHashMap::default(),
             user_ids: FxHashMap::default(),
-            user_collisions: FxHashMap::default(),
-            generations: FxHashMap::default(),
+            files: FxHashMap::default(),
+            images: FxHashMap::default(),
+            next_image: 0,
+            keys: Vec::new(),
             kernel_memo: FxHashMap::default(),
             user_memo: FxHashMap::default(),
             missed: 0,
@@ -170,23 +219,43 @@ impl StackInterner {
 
     /// Interns a user stack (innermost first) of process `tgid`, sampled at
     /// `time`.
-    pub(crate) fn intern_user(&mut self, tgid: u32, time: u64, addrs: &[u64]) -> StackRef {
+    /// The user stack `addrs` of process `tgid` at `time`, told apart by
+    /// the code `code` says its frames run.
+    pub(crate) fn intern_user(
+        &mut self,
+        tgid: u32,
+        time: u64,
+        addrs: &[u64],
+        code: &dyn CodeOf,
+    ) -> StackRef {
         if addrs.is_empty() {
             return StackRef::Empty;
         }
-        let generation = self.generations.get(&tgid).copied().unwrap_or(0);
-        let key = (tgid, generation, FxBuildHasher.hash_one(addrs));
-        let primary = self.user_ids.get(&key).copied();
-        if let Some(id) = primary {
-            if self.table.user[id as usize].addrs == addrs {
-                return StackRef::User(id);
-            }
-            if let Some(&id) = self
-                .user_collisions
-                .get(&(tgid, generation, addrs.to_vec()))
-            {
-                return StackRef::User(id);
-            }
+        let image = self.image(tgid);
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
+        for &addr in addrs {
+            let key = match code.place(tgid, time, addr) {
+                Some(Place::File { file, offset }) => match self.file_number(file) {
+                    Some(file) => FrameKey::Code { file, offset },
+                    None => FrameKey::Address { image, addr },
+                },
+                Some(Place::Vdso { offset }) => FrameKey::Code {
+                    file: VDSO_FILE,
+                    offset,
+                },
+                None => FrameKey::Address { image, addr },
+            };
+            keys.push(key);
+        }
+        let r = self.intern_keys(tgid, time, addrs, &keys);
+        self.keys = keys;
+        r
+    }
+
+    fn intern_keys(&mut self, tgid: u32, time: u64, addrs: &[u64], keys: &[FrameKey]) -> StackRef {
+        if let Some(&id) = self.user_ids.get(keys) {
+            return StackRef::User(id);
         }
         if !self.has_room() {
             return StackRef::Missed;
@@ -200,16 +269,33 @@ impl StackInterner {
             time,
             addrs: addrs.to_vec(),
         });
-        if primary.is_some() {
-            self.user_collisions
-                .insert((tgid, generation, addrs.to_vec()), id);
-        } else {
-            self.user_ids.insert(key, id);
-        }
+        self.user_ids.insert(keys.into(), id);
         StackRef::User(id)
     }
 
-    /// [`StackInterner::intern_kernel`] of the kernel part of `chain`.
+    /// The number of `file`, if files can still be numbered (one per
+    /// stored frame at most, so bounded by the storage).
+    fn file_number(&mut self, file: FileKey) -> Option<u32> {
+        if let Some(&n) = self.files.get(&file) {
+            return Some(n);
+        }
+        let n = u32::try_from(self.files.len())
+            .ok()
+            .filter(|&n| n < VDSO_FILE)?;
+        self.files.insert(file, n);
+        Some(n)
+    }
+
+    /// The image process `tgid` runs now.
+    fn image(&mut self, tgid: u32) -> u32 {
+        let next = &mut self.next_image;
+        *self.images.entry(tgid).or_insert_with(|| {
+            let n = *next;
+            *next = next.wrapping_add(1);
+            n
+        })
+    }
+
     pub(crate) fn intern_kernel_chain(&mut self, chain: &Callchain) -> StackRef {
         let Some(serial) = chain.serial() else {
             return self.intern_kernel(chain.kernel());
@@ -231,16 +317,16 @@ impl StackInterner {
         tgid: u32,
         time: u64,
         chain: &Callchain,
+        code: &dyn CodeOf,
     ) -> StackRef {
         let Some(serial) = chain.serial() else {
-            return self.intern_user(tgid, time, chain.user());
+            return self.intern_user(tgid, time, chain.user(), code);
         };
-        let generation = self.generations.get(&tgid).copied().unwrap_or(0);
-        let key = (serial, tgid, generation);
+        let key = (serial, self.image(tgid));
         if let Some(&id) = self.user_memo.get(&key) {
             return StackRef::User(id);
         }
-        let r = self.intern_user(tgid, time, chain.user());
+        let r = self.intern_user(tgid, time, chain.user(), code);
         if let StackRef::User(id) = r {
             remember(&mut self.user_memo, key, id);
         }
@@ -257,11 +343,16 @@ impl StackInterner {
         self.table.user.get(from..).unwrap_or(&[])
     }
 
-    /// Process `tgid` replaced its image (exec): its later user stacks are
-    /// new stacks even at the same addresses.
-    pub(crate) fn bump_generation(&mut self, tgid: u32) {
-        let g = self.generations.entry(tgid).or_insert(0);
-        *g = g.wrapping_add(1);
+    /// Process `tgid` replaced its image (exec): its later frames in no
+    /// file are new frames even at the same addresses.
+    pub(crate) fn new_image(&mut self, tgid: u32) {
+        self.images.remove(&tgid);
+    }
+
+    /// Process `tgid` exited: a process that reuses its pid runs another
+    /// image.
+    pub(crate) fn forget_process(&mut self, tgid: u32) {
+        self.images.remove(&tgid);
     }
 
     pub(crate) fn into_table(self) -> StackTable {
@@ -277,7 +368,7 @@ mod tests {
     fn empty_stacks_use_no_storage() {
         let mut s = StackInterner::new(1);
         assert_eq!(s.intern_kernel(&[]), StackRef::Empty);
-        assert_eq!(s.intern_user(5, 0, &[]), StackRef::Empty);
+        assert_eq!(s.intern_user(5, 0, &[], &NoCode), StackRef::Empty);
         assert!(s.is_empty());
         assert_eq!(s.missed, 0);
     }
@@ -290,9 +381,9 @@ mod tests {
         let c = s.intern_kernel(&[1, 2]);
         assert_eq!(a, b);
         assert_ne!(a, c);
-        let u1 = s.intern_user(7, 100, &[1, 2, 3]);
-        let u2 = s.intern_user(7, 200, &[1, 2, 3]);
-        let u3 = s.intern_user(8, 300, &[1, 2, 3]);
+        let u1 = s.intern_user(7, 100, &[1, 2, 3], &NoCode);
+        let u2 = s.intern_user(7, 200, &[1, 2, 3], &NoCode);
+        let u3 = s.intern_user(8, 300, &[1, 2, 3], &NoCode);
         assert_eq!(u1, u2);
         assert_ne!(u1, u3);
         assert_eq!(s.len(), 4);
@@ -307,27 +398,100 @@ mod tests {
     #[test]
     fn exec_generation_separates_user_stacks() {
         let mut s = StackInterner::new(10);
-        let before = s.intern_user(7, 1, &[0x400000]);
-        s.bump_generation(7);
-        let after = s.intern_user(7, 2, &[0x400000]);
+        let before = s.intern_user(7, 1, &[0x400000], &NoCode);
+        s.new_image(7);
+        let after = s.intern_user(7, 2, &[0x400000], &NoCode);
         assert_ne!(before, after);
-        assert_eq!(s.intern_user(7, 3, &[0x400000]), after);
+        assert_eq!(s.intern_user(7, 3, &[0x400000], &NoCode), after);
         // Kernel stacks are unaffected.
         let k = s.intern_kernel(&[0x400000]);
         assert!(matches!(k, StackRef::Kernel(_)));
+    }
+
+    /// Files mapped by processes: (tgid, start, end, file's inode, offset
+    /// of start in the file); the vDSO is inode 0.
+    struct Maps(Vec<(u32, u64, u64, u64, u64)>);
+
+    impl CodeOf for Maps {
+        fn place(&self, tgid: u32, _: u64, addr: u64) -> Option<Place> {
+            let &(_, start, _, ino, pgoff) = self
+                .0
+                .iter()
+                .find(|&&(t, start, end, _, _)| t == tgid && (start..end).contains(&addr))?;
+            Some(if ino == 0 {
+                Place::Vdso {
+                    offset: addr - start,
+                }
+            } else {
+                Place::File {
+                    file: FileKey { dev: 8, ino },
+                    offset: addr - start + pgoff,
+                }
+            })
+        }
+    }
+
+    #[test]
+    fn one_code_path_in_many_processes_is_one_stack() {
+        // libc (inode 2) and the program (inode 3) at other addresses in
+        // each process, and the vDSO.
+        let maps = Maps(vec![
+            (10, 0x1000, 0x2000, 2, 0),
+            (10, 0x5000, 0x6000, 3, 0x1000),
+            (10, 0x9000, 0xa000, 0, 0),
+            (11, 0x3000, 0x4000, 2, 0),
+            (11, 0x7000, 0x8000, 3, 0x1000),
+            (11, 0xb000, 0xc000, 0, 0),
+        ]);
+        let mut s = StackInterner::new(10);
+        let a = s.intern_user(10, 1, &[0x1010, 0x5020, 0x9030], &maps);
+        let b = s.intern_user(11, 2, &[0x3010, 0x7020, 0xb030], &maps);
+        assert_eq!(a, b);
+        // Another offset: another stack.
+        let c = s.intern_user(11, 3, &[0x3018, 0x7020, 0xb030], &maps);
+        assert_ne!(a, c);
+        assert_eq!(s.len(), 2);
+        // The first one stored stands for the code path.
+        let t = s.into_table();
+        let us = t.user_stack(a).unwrap();
+        assert_eq!((us.tgid, us.time), (10, 1));
+        assert_eq!(us.addrs, [0x1010, 0x5020, 0x9030]);
+    }
+
+    #[test]
+    fn frames_in_no_file_stay_with_their_process_image() {
+        let maps = Maps(vec![(10, 0x1000, 0x2000, 2, 0), (11, 0x1000, 0x2000, 2, 0)]);
+        let mut s = StackInterner::new(10);
+        // 0x9000 is in no file (JIT code, say): the same address in two
+        // processes is not the same code.
+        let a = s.intern_user(10, 0, &[0x9000, 0x1010], &maps);
+        let b = s.intern_user(11, 0, &[0x9000, 0x1010], &maps);
+        assert_ne!(a, b);
+        assert_eq!(s.intern_user(10, 1, &[0x9000, 0x1010], &maps), a);
+        // An exec, or a pid reused after an exit: another image.
+        s.new_image(10);
+        let after_exec = s.intern_user(10, 2, &[0x9000, 0x1010], &maps);
+        assert_ne!(after_exec, a);
+        s.forget_process(10);
+        let reused = s.intern_user(10, 3, &[0x9000, 0x1010], &maps);
+        assert_ne!(reused, after_exec);
+        // Frames in files only: the same code whatever the image.
+        let f = s.intern_user(10, 4, &[0x1010], &maps);
+        s.forget_process(10);
+        assert_eq!(s.intern_user(10, 5, &[0x1010], &maps), f);
     }
 
     #[test]
     fn overflow_is_missed_and_counted() {
         let mut s = StackInterner::new(2);
         let a = s.intern_kernel(&[1]);
-        let b = s.intern_user(1, 0, &[2]);
+        let b = s.intern_user(1, 0, &[2], &NoCode);
         assert_eq!(s.intern_kernel(&[3]), StackRef::Missed);
-        assert_eq!(s.intern_user(1, 0, &[4]), StackRef::Missed);
+        assert_eq!(s.intern_user(1, 0, &[4], &NoCode), StackRef::Missed);
         assert_eq!(s.missed, 2);
         // Known stacks still resolve when storage is full.
         assert_eq!(s.intern_kernel(&[1]), a);
-        assert_eq!(s.intern_user(1, 9, &[2]), b);
+        assert_eq!(s.intern_user(1, 9, &[2], &NoCode), b);
         assert_eq!(s.missed, 2);
         assert_eq!(s.len(), 2);
     }
@@ -340,26 +504,26 @@ mod tests {
         assert_eq!(k, s.intern_kernel(&[1, 2, 3]));
         // Again, by serial: the same stacks.
         assert_eq!(s.intern_kernel_chain(&c.clone()), k);
-        let u = s.intern_user_chain(5, 100, &c);
-        assert_eq!(s.intern_user_chain(5, 200, &c), u);
-        assert_eq!(s.intern_user(5, 300, &[7, 8]), u);
+        let u = s.intern_user_chain(5, 100, &c, &NoCode);
+        assert_eq!(s.intern_user_chain(5, 200, &c, &NoCode), u);
+        assert_eq!(s.intern_user(5, 300, &[7, 8], &NoCode), u);
         // Frames skipped: another kernel stack, the same user one.
         let mut d = c.clone();
         d.skip_kernel(1);
         let k2 = s.intern_kernel_chain(&d);
         assert_ne!(k2, k);
         assert_eq!(k2, s.intern_kernel(&[2, 3]));
-        assert_eq!(s.intern_user_chain(5, 0, &d), u);
+        assert_eq!(s.intern_user_chain(5, 0, &d, &NoCode), u);
         // Another process, or the same after exec: another user stack.
-        assert_ne!(s.intern_user_chain(6, 0, &c), u);
-        s.bump_generation(5);
-        let after = s.intern_user_chain(5, 400, &c);
+        assert_ne!(s.intern_user_chain(6, 0, &c, &NoCode), u);
+        s.new_image(5);
+        let after = s.intern_user_chain(5, 400, &c, &NoCode);
         assert_ne!(after, u);
-        assert_eq!(s.intern_user_chain(5, 500, &c), after);
+        assert_eq!(s.intern_user_chain(5, 500, &c, &NoCode), after);
         // Without frames: empty.
         let e = Callchain::default();
         assert_eq!(s.intern_kernel_chain(&e), StackRef::Empty);
-        assert_eq!(s.intern_user_chain(5, 0, &e), StackRef::Empty);
+        assert_eq!(s.intern_user_chain(5, 0, &e, &NoCode), StackRef::Empty);
         let t = s.into_table();
         assert_eq!(t.user_stack(u).unwrap().time, 100);
         assert_eq!(t.user_stack(after).unwrap().time, 400);
@@ -371,8 +535,8 @@ mod tests {
         let a = Callchain::new(&[1], &[2]);
         let k = s.intern_kernel_chain(&a);
         assert!(matches!(k, StackRef::Kernel(_)));
-        assert_eq!(s.intern_user_chain(1, 0, &a), StackRef::Missed);
-        assert_eq!(s.intern_user_chain(1, 0, &a), StackRef::Missed);
+        assert_eq!(s.intern_user_chain(1, 0, &a, &NoCode), StackRef::Missed);
+        assert_eq!(s.intern_user_chain(1, 0, &a, &NoCode), StackRef::Missed);
         assert_eq!(s.missed, 2);
         assert_eq!(s.intern_kernel_chain(&a), k);
         assert_eq!(s.missed, 2);

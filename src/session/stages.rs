@@ -186,7 +186,7 @@ impl Stages {
             u.unwind(&mut event, &mut self.maps);
         }
         let stored = self.aggregator.user_stacks_stored();
-        self.aggregator.process(&event);
+        self.aggregator.process_with(&event, &self.maps);
         // Only processes whose user stacks were stored need their memory
         // map, snapshotted from /proc the first time, while they live.
         for stack in self.aggregator.user_stacks_since(stored) {

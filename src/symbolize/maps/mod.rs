@@ -610,6 +610,23 @@ impl ProcessMaps {
         Some((m, (addr - m.start).wrapping_add(m.pgoff)))
     }
 }
+/// Where user code is, as stacks are told apart by it: the file mapped
+/// at the address then, or the vDSO.
+impl crate::aggregate::CodeOf for ProcessMaps {
+    fn place(&self, tgid: u32, time: u64, addr: u64) -> Option<crate::aggregate::Place> {
+        let (m, offset) = self.lookup(tgid, time, addr)?;
+        if m.is_vdso() {
+            return Some(crate::aggregate::Place::Vdso {
+                offset: addr - m.start,
+            });
+        }
+        Some(crate::aggregate::Place::File {
+            file: m.file?,
+            offset,
+        })
+    }
+}
+
 fn end_all(mappings: &mut [Mapping], time: u64) {
     for m in mappings {
         if m.until > time {
