@@ -6,8 +6,9 @@
 //! path in many processes, each at other addresses (ASLR), is one stack.
 //! Frames in no file (JIT code, anonymous memory, or a process whose map
 //! is unknown) are keyed by process image (a process between two execs)
-//! and address, so the same addresses in two images never merge. The first stack stored for a
-//! code path stands for all: it is the one symbolized.
+//! and address, so the same addresses in two images never merge. The
+//! first stack stored for a code path stands for all: it is the one
+//! symbolized.
 //!
 //! A [`Callchain`] interned again (the same frames, shared by the backend:
 //! see [`Callchain::serial`]) is found by its serial number instead of its
@@ -94,6 +95,9 @@ enum FrameKey {
 
 /// The file number of the vDSO.
 const VDSO_FILE: u32 = u32::MAX;
+
+/// Most files numbered: traced processes choose how many files they map.
+const MAX_FILES: usize = 1 << 20;
 
 /// All interned stacks.
 #[derive(Clone, Debug, Default)]
@@ -273,15 +277,15 @@ impl StackInterner {
         StackRef::User(id)
     }
 
-    /// The number of `file`, if files can still be numbered (one per
-    /// stored frame at most, so bounded by the storage).
+    /// The number of `file`, if files can still be numbered (at most
+    /// [`MAX_FILES`]: past them, frames in new files are keyed by address).
     fn file_number(&mut self, file: FileKey) -> Option<u32> {
         if let Some(&n) = self.files.get(&file) {
             return Some(n);
         }
         let n = u32::try_from(self.files.len())
             .ok()
-            .filter(|&n| n < VDSO_FILE)?;
+            .filter(|&n| (n as usize) < MAX_FILES)?;
         self.files.insert(file, n);
         Some(n)
     }
