@@ -5,8 +5,10 @@
 //! of threads. When either table reaches its cap, every entry and chain is
 //! merged by process once (thread ids become their process's id), and
 //! later intervals are counted that way: the folded report, which shows no
-//! ids, is unchanged. Past the cap even then, a new chain is replaced by
-//! the marker [`ChainEnd::NotKept`], and an interval that would make a
+//! ids, is unchanged. Past a cap even then (a machine that starts short
+//! processes all day: each is a new pid), they are merged by command once
+//! (every id becomes 0). Past the cap even then, a new chain is replaced
+//! by the marker [`ChainEnd::NotKept`], and an interval that would make a
 //! new entry is dropped; both are counted for the end-of-run warnings.
 
 use rustc_hash::FxHashMap;
@@ -42,14 +44,28 @@ pub(crate) struct Bounded {
     /// Entries were merged by process, at these caps on distinct entries
     /// and chains (the later losses are past them too).
     pub(crate) merged: Option<(usize, usize)>,
+    /// Then by command, at the same caps.
+    pub(crate) by_command: bool,
     /// Intervals not counted: their entry would have been a new one past
-    /// the cap, even merged by process; and their microseconds.
+    /// the cap, even merged by command; and their microseconds.
     pub(crate) dropped: u64,
     pub(crate) dropped_us: u64,
     /// Intervals counted with [`ChainEnd::NotKept`] in place of a chain
     /// that would have been a new one past the cap, even merged by
-    /// process.
+    /// command.
     pub(crate) chains_not_kept: u64,
+}
+
+/// How far the entries were merged to stay within the caps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Merged {
+    /// Not: keys name threads.
+    No,
+    /// Keys and chains name processes, not threads.
+    ByProcess,
+    /// Keys and chains name no thread or process: each id is 0. Each short
+    /// process of a busy machine is a new pid; commands are few.
+    ByCommand,
 }
 
 /// The entries and chains, each at most its cap.
@@ -59,8 +75,8 @@ pub(crate) struct Entries {
     chains: ChainTable,
     max_entries: usize,
     max_chains: usize,
-    /// Keys and chains name processes, not threads.
-    by_process: bool,
+    /// How far keys and chains were merged.
+    merged: Merged,
     pub(crate) bounded: Bounded,
 }
 
@@ -77,7 +93,7 @@ impl Entries {
             chains: ChainTable::default(),
             max_entries,
             max_chains,
-            by_process: false,
+            merged: Merged::No,
             bounded: Bounded::default(),
         }
     }
@@ -92,61 +108,60 @@ impl Entries {
         us: u64,
         overlap_us: &[u64; MAX_LEVELS - 1],
     ) -> bool {
-        if !self.by_process {
+        loop {
+            let (key, levels) = match self.merged {
+                Merged::No => (key, levels.clone()),
+                Merged::ByProcess => (key.by_process(), by_process(levels.clone())),
+                Merged::ByCommand => (key.by_command(), by_command(levels.clone())),
+            };
+            // Past every merge, a chain that does not fit is a marker.
             let chain = match self.chains.id(&levels) {
-                Some(id) => Some(id),
+                Some(id) => Some((id, *overlap_us)),
                 None if self.chains.len() < self.max_chains => {
-                    Some(self.chains.intern(levels.clone()))
+                    Some((self.chains.intern(levels), *overlap_us))
+                }
+                None if self.merged == Merged::ByCommand => {
+                    self.bounded.chains_not_kept += 1;
+                    let id = self.chains.intern(vec![Level::End(ChainEnd::NotKept)]);
+                    Some((id, [0; MAX_LEVELS - 1]))
                 }
                 None => None,
             };
-            if let Some(chain) = chain {
+            if let Some((chain, overlap_us)) = chain {
                 let key = EntryKey { chain, ..key };
                 if let Some(sums) = self.entries.get_mut(&key) {
-                    sums.add(us, overlap_us);
+                    sums.add(us, &overlap_us);
                     return true;
                 }
                 if self.entries.len() < self.max_entries {
-                    self.entries.entry(key).or_default().add(us, overlap_us);
+                    self.entries.entry(key).or_default().add(us, &overlap_us);
                     return true;
                 }
             }
-            self.merge_by_process();
-        }
-        let levels = by_process(levels);
-        let (chain, overlap_us) = match self.chains.id(&levels) {
-            Some(id) => (id, *overlap_us),
-            None if self.chains.len() < self.max_chains => {
-                (self.chains.intern(levels), *overlap_us)
+            match self.merged {
+                Merged::No => self.merge(Merged::ByProcess),
+                Merged::ByProcess => self.merge(Merged::ByCommand),
+                Merged::ByCommand => {
+                    self.bounded.dropped += 1;
+                    self.bounded.dropped_us = self.bounded.dropped_us.saturating_add(us);
+                    return false;
+                }
             }
-            None => {
-                self.bounded.chains_not_kept += 1;
-                let id = self.chains.intern(vec![Level::End(ChainEnd::NotKept)]);
-                (id, [0; MAX_LEVELS - 1])
-            }
-        };
-        let key = EntryKey {
-            chain,
-            ..key.by_process()
-        };
-        if let Some(sums) = self.entries.get_mut(&key) {
-            sums.add(us, &overlap_us);
-            return true;
         }
-        if self.entries.len() < self.max_entries {
-            self.entries.entry(key).or_default().add(us, &overlap_us);
-            return true;
-        }
-        self.bounded.dropped += 1;
-        self.bounded.dropped_us = self.bounded.dropped_us.saturating_add(us);
-        false
     }
 
-    /// Merges every entry and chain by process, once.
-    fn merge_by_process(&mut self) {
+    /// Merges every entry and chain by process, or by command, once.
+    fn merge(&mut self, how: Merged) {
         self.bounded.merged = Some((self.max_entries, self.max_chains));
-        self.by_process = true;
-        self.rekey(by_process, EntryKey::by_process);
+        self.merged = how;
+        match how {
+            Merged::No => {}
+            Merged::ByProcess => self.rekey(by_process, EntryKey::by_process),
+            Merged::ByCommand => {
+                self.bounded.by_command = true;
+                self.rekey(by_command, EntryKey::by_command);
+            }
+        }
     }
 
     /// Rewrites every chain's levels with `level` and every key with
@@ -208,12 +223,31 @@ fn by_process(levels: Vec<Level>) -> Vec<Level> {
     with_wakers(levels, |waker| waker.tid = waker.tgid)
 }
 
+/// `levels` with each waker's ids 0.
+fn by_command(levels: Vec<Level>) -> Vec<Level> {
+    with_wakers(levels, |waker| {
+        waker.tid = 0;
+        waker.tgid = 0;
+    })
+}
+
 impl EntryKey {
     /// The key with each thread id replaced by its process's.
     fn by_process(self) -> EntryKey {
         EntryKey {
             target_tid: self.target_tgid,
             waker_tid: self.waker_tgid,
+            ..self
+        }
+    }
+
+    /// The key with every thread and process id 0.
+    fn by_command(self) -> EntryKey {
+        EntryKey {
+            target_tid: 0,
+            target_tgid: 0,
+            waker_tid: 0,
+            waker_tgid: 0,
             ..self
         }
     }
@@ -283,54 +317,90 @@ mod tests {
         assert_eq!(total(e), 50);
     }
 
+    /// [`key`] of commands `t` and `w`.
+    fn named(target: u32, waker: u32, t: &str, w: &str) -> EntryKey {
+        EntryKey {
+            target_comm: Comm::from(t),
+            waker_comm: Comm::from(w),
+            ..key(target, waker)
+        }
+    }
+
     #[test]
-    fn entries_past_the_cap_when_merged_are_dropped_and_counted() {
+    fn entries_past_the_cap_merge_by_process_then_by_command() {
         let mut e = Entries::new(2, 100);
-        assert!(e.add(key(101, 201), Vec::new(), 10, &NO_OVERLAP));
-        assert!(e.add(key(301, 401), Vec::new(), 10, &NO_OVERLAP));
-        assert!(!e.add(key(501, 601), Vec::new(), 10, &NO_OVERLAP));
-        // Merged, and still three processes' pairs: the third did not fit.
-        assert!(e.bounded.merged.is_some());
+        assert!(e.add(named(101, 201, "a", "w"), Vec::new(), 10, &NO_OVERLAP));
+        assert!(e.add(named(301, 401, "a", "w"), Vec::new(), 10, &NO_OVERLAP));
+        // Merged by process, still three processes' pairs: merged by
+        // command, one entry.
+        assert!(e.add(named(501, 601, "a", "w"), Vec::new(), 10, &NO_OVERLAP));
+        assert!(e.bounded.merged.is_some() && e.bounded.by_command);
+        assert_eq!(e.len(), 1);
+        let k = *e.keys().next().unwrap();
+        assert_eq!(
+            (k.target_tid, k.target_tgid, k.waker_tid, k.waker_tgid),
+            (0, 0, 0, 0)
+        );
+        assert_eq!(e.bounded.dropped, 0);
+        assert_eq!(total(e), 30);
+    }
+
+    #[test]
+    fn entries_past_the_cap_when_merged_by_command_are_dropped_and_counted() {
+        let mut e = Entries::new(2, 100);
+        assert!(e.add(named(101, 201, "a", "w"), Vec::new(), 10, &NO_OVERLAP));
+        assert!(e.add(named(301, 401, "b", "w"), Vec::new(), 10, &NO_OVERLAP));
+        assert!(!e.add(named(501, 601, "c", "w"), Vec::new(), 10, &NO_OVERLAP));
+        // Merged, and still three commands' pairs: the third did not fit.
+        assert!(e.bounded.by_command);
         assert_eq!(e.len(), 2);
         assert_eq!((e.bounded.dropped, e.bounded.dropped_us), (1, 10));
-        // A known pair still counts.
-        assert!(e.add(key(102, 202), Vec::new(), 5, &NO_OVERLAP));
-        assert!(!e.add(key(701, 801), Vec::new(), 7, &NO_OVERLAP));
+        // A known pair still counts, whatever its ids.
+        assert!(e.add(named(102, 202, "a", "w"), Vec::new(), 5, &NO_OVERLAP));
+        assert!(!e.add(named(701, 801, "d", "w"), Vec::new(), 7, &NO_OVERLAP));
         assert_eq!((e.bounded.dropped, e.bounded.dropped_us), (2, 17));
         assert_eq!(total(e), 25);
     }
 
+    /// A chain of one level, woken by thread `waker` of command `comm`.
+    fn woken_by_named(waker: u32, comm: &str) -> Vec<Level> {
+        with_wakers(woken_by(waker), |w| w.comm = Comm::from(comm))
+    }
+
     #[test]
-    fn chains_past_the_cap_merge_by_process_then_are_not_kept() {
+    fn chains_past_the_cap_merge_by_process_then_by_command_then_are_not_kept() {
         // The empty chain and two more.
         let mut e = Entries::new(100, 3);
         let overlap = [4; MAX_LEVELS - 1];
-        assert!(e.add(key(101, 201), woken_by(301), 10, &overlap));
-        assert!(e.add(key(101, 201), woken_by(302), 10, &overlap));
+        assert!(e.add(key(101, 201), woken_by_named(301, "a"), 10, &overlap));
+        assert!(e.add(key(101, 201), woken_by_named(302, "a"), 10, &overlap));
         assert_eq!(e.bounded.merged, None);
-        assert!(e.add(key(101, 201), woken_by(303), 10, &overlap));
-        assert!(e.bounded.merged.is_some());
+        assert!(e.add(key(101, 201), woken_by_named(303, "a"), 10, &overlap));
+        assert!(e.bounded.merged.is_some() && !e.bounded.by_command);
         assert_eq!(e.len(), 1);
-        // Merged, they are one chain: another process's waker still fits,
-        // a third's does not.
-        assert!(e.add(key(101, 201), woken_by(401), 10, &overlap));
+        // Merged by process, they are one chain: another process's waker
+        // still fits; a third's merges them by command.
+        assert!(e.add(key(101, 201), woken_by_named(401, "b"), 10, &overlap));
+        assert!(e.add(key(101, 201), woken_by_named(501, "b"), 10, &overlap));
+        assert!(e.bounded.by_command);
         assert_eq!(e.bounded.chains_not_kept, 0);
-        assert!(e.add(key(101, 201), woken_by(501), 10, &overlap));
-        assert!(e.add(key(102, 202), woken_by(502), 10, &overlap));
-        assert_eq!(e.bounded.chains_not_kept, 2);
+        // A third command's chain does not fit: not kept, still counted.
+        assert!(e.add(key(102, 202), woken_by_named(502, "c"), 10, &overlap));
+        assert_eq!(e.bounded.chains_not_kept, 1);
         let (entries, chains) = e.into_parts();
         assert_eq!(entries.len(), 3);
         for entry in &entries {
             match chains[entry.key.chain as usize][..] {
-                [Level::Waited { waker, .. }] if waker.tid == 300 => {
+                [Level::Waited { waker, .. }] if waker.comm == Comm::from("a") => {
+                    assert_eq!(waker.tid, 0);
                     assert_eq!((entry.total_us, entry.overlap_us[0]), (30, 12));
                 }
                 [Level::Waited { waker, .. }] => {
-                    assert_eq!(waker.tid, 400);
-                    assert_eq!((entry.total_us, entry.overlap_us[0]), (10, 4));
+                    assert_eq!((waker.tid, waker.comm), (0, Comm::from("b")));
+                    assert_eq!((entry.total_us, entry.overlap_us[0]), (20, 8));
                 }
                 [Level::End(ChainEnd::NotKept)] => {
-                    assert_eq!((entry.total_us, entry.overlap_us[0]), (20, 0));
+                    assert_eq!((entry.total_us, entry.overlap_us[0]), (10, 0));
                 }
                 ref other => panic!("{other:?}"),
             }

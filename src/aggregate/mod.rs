@@ -339,8 +339,9 @@ impl Aggregator {
         // tracing, gone before /proc could say) may have shown its comm
         // later, in its own switches.
         let identity = &self.identity;
+        // (Ids merged by command are 0: no thread of theirs to ask.)
         let named = |comm: Comm, tid: u32| match identity.seen_comm(tid) {
-            Some(seen) if comm == Comm::UNKNOWN => seen,
+            Some(seen) if comm == Comm::UNKNOWN && tid != 0 => seen,
             _ => comm,
         };
         self.entries.rekey(

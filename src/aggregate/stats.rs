@@ -178,7 +178,7 @@ impl Bounded {
         if self.dropped > 0 {
             out.push(format!(
                 "WARNING: {} ({} us) {} not counted: more than {max_entries} distinct \
-                 entries, even with threads merged by process.",
+                 entries, even with threads merged by command.",
                 counted(self.dropped, "interval", "intervals"),
                 self.dropped_us,
                 if self.dropped == 1 { "was" } else { "were" },
@@ -188,7 +188,7 @@ impl Bounded {
             out.push(format!(
                 "WARNING: {} not kept past the first waker (printed as [chain not \
                  kept]): more than {max_chains} distinct chains, even with threads merged \
-                 by process.",
+                 by command.",
                 counted(
                     self.chains_not_kept,
                     "interval's chain was",
@@ -196,12 +196,21 @@ impl Bounded {
                 ),
             ));
         }
-        out.push(format!(
-            "NOTE: more than {max_entries} distinct entries or {max_chains} chains: every \
-             entry was merged by process, thread ids printing as their process's id. \
-             Folded stacks and flame graphs show no ids, and are the same; trace fewer \
-             threads (-t) to tell threads apart."
-        ));
+        out.push(if self.by_command {
+            format!(
+                "NOTE: more than {max_entries} distinct entries or {max_chains} chains, even \
+                 with threads merged by process: every entry was merged by command, thread \
+                 and process ids printing as 0. Folded stacks and flame graphs show no ids, \
+                 and are the same; trace fewer processes (-p) to tell them apart."
+            )
+        } else {
+            format!(
+                "NOTE: more than {max_entries} distinct entries or {max_chains} chains: every \
+                 entry was merged by process, thread ids printing as their process's id. \
+                 Folded stacks and flame graphs show no ids, and are the same; trace fewer \
+                 threads (-t) to tell threads apart."
+            )
+        });
         out
     }
 }

@@ -17,6 +17,11 @@ const CAP_8: usize = CAP / 8;
 /// one CPU. Returns the events and the microseconds of the intervals that
 /// end in them (every one but each thread's last), and how many.
 fn storm(threads: u32, hops: u32) -> (Vec<Event>, u64, u64) {
+    storm_of(threads, hops, |_| PID)
+}
+
+/// [`storm`], thread `tid` of process `tgid(tid)`.
+fn storm_of(threads: u32, hops: u32, tgid: impl Fn(u32) -> u32) -> (Vec<Event>, u64, u64) {
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut random = move || {
         seed ^= seed << 13;
@@ -42,7 +47,7 @@ fn storm(threads: u32, hops: u32) -> (Vec<Event>, u64, u64) {
             cpu: 0,
             kind: EventKind::Waking(Waking {
                 waker_tid: waker,
-                waker_tgid: PID,
+                waker_tgid: tgid(waker),
                 wakee_tid: wakee,
                 wakee_comm: Comm::from("storm"),
                 stack: chain(&[0xe1], &[0x5001]),
@@ -61,7 +66,7 @@ fn storm(threads: u32, hops: u32) -> (Vec<Event>, u64, u64) {
             "storm",
         );
         if let EventKind::Switch(s) = &mut s.kind {
-            s.prev_tgid = PID;
+            s.prev_tgid = tgid(running);
             s.prev_comm = Comm::from("storm");
         }
         events.push(s);
@@ -151,4 +156,48 @@ fn a_few_threads_keep_their_ids() {
     assert_eq!(r.entries.iter().map(|e| e.total_us).sum::<u64>(), total_us);
     assert_eq!(r.stats.intervals, intervals);
     assert!(!notes(&r).contains("merged by process"));
+}
+
+/// Each thread its own process, as on a machine that starts short
+/// processes all day: merged by process, the entries still pass the cap,
+/// and are merged by command, every interval counted.
+#[test]
+fn a_storm_of_processes_is_merged_by_command_at_the_cap() {
+    let (events, total_us, intervals) = storm_of(400, 150_000, |tid| tid);
+    let config = Config {
+        threads: Targets::All,
+        ..config()
+    };
+    let mut a = Aggregator::new(config, TaskTable::default())
+        .with_task_lookup(Box::new(|tid| Some(task(tid, "storm", false))));
+    // One program: every process's user frames are in its one file.
+    struct OneFile;
+    impl CodeOf for OneFile {
+        fn place(&self, _: u32, _: u64, addr: u64) -> Option<Place> {
+            Some(Place::File {
+                file: crate::sys::open::FileKey { dev: 8, ino: 2 },
+                offset: addr,
+            })
+        }
+    }
+    for e in &events {
+        a.process_with(e, &OneFile);
+    }
+    let r = a.finish();
+    assert!(r.entries.len() <= CAP, "{} entries", r.entries.len());
+    assert!(
+        r.entries.iter().all(|e| (
+            e.key.target_tid,
+            e.key.target_tgid,
+            e.key.waker_tid,
+            e.key.waker_tgid
+        ) == (0, 0, 0, 0)),
+        "{:?}",
+        r.entries.first()
+    );
+    assert_eq!(r.entries.iter().map(|e| e.total_us).sum::<u64>(), total_us);
+    assert_eq!(r.stats.intervals, intervals);
+    let notes = notes(&r);
+    assert!(notes.contains("merged by command"), "{notes}");
+    assert!(!notes.contains("not counted"), "{notes}");
 }
