@@ -310,8 +310,10 @@ impl Aggregator {
     /// user stack need not be unwound.
     pub(crate) fn may_keep_stack(&self, event: &Event) -> bool {
         match &event.kind {
+            // A task's last switch-out (X, Z) ends no interval.
             EventKind::Switch(s) => {
-                self.history.is_some() || self.identity.may_target(s.prev_tid, s.prev_tgid)
+                !s.is_final()
+                    && (self.history.is_some() || self.identity.may_target(s.prev_tid, s.prev_tgid))
             }
             _ => true,
         }

@@ -1261,7 +1261,7 @@ fn stacks_of_a_traced_process_gone_are_noted_as_such() {
     let tgid = FAKE_TGID + 7;
     let mut maps = ProcessMaps::new();
     // Read first (gone already), as when its stack was stored.
-    maps.ensure_known(tgid, 0);
+    maps.ensure_covers(tgid, 0, &[0x1000]);
     maps.observe(&crate::event::Event {
         time: 20,
         cpu: 0,

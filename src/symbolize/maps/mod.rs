@@ -106,6 +106,8 @@ struct Process {
     /// The mappings (start, from) that a stored stack has an address in:
     /// kept when the history is compacted.
     used: HashSet<(u64, u64)>,
+    /// A stack of it was stored: its map is kept after its exit.
+    stored: bool,
     /// `mappings` is compacted ([`ProcessMaps::compact`]) when it grows
     /// to this length (0: [`COMPACT_FIRST`]).
     compact_at: usize,
@@ -265,6 +267,7 @@ impl ProcessMaps {
             .collect();
         if let Some(p) = self.procs.get_mut(&tgid) {
             p.used.extend(used);
+            p.stored = true;
         }
     }
 
@@ -516,6 +519,20 @@ impl ProcessMaps {
     /// The exit of process `tgid`: its perf map is held open, while fewer
     /// than [`MAX_HELD_PERF_MAPS`] are.
     fn observe_exit(&mut self, tgid: u32) {
+        // A process none of whose stacks was stored (another process's
+        // stack stands for each of its code paths, see
+        // `aggregate::stacks`) is never looked up again: its map goes, so
+        // that a run's memory follows the processes alive, not those that
+        // came and went. A thread that outlives its leader has its
+        // process's map read again from /proc.
+        if self
+            .procs
+            .get(&tgid)
+            .is_some_and(|p| !p.stored && p.held_perf_map.is_none())
+        {
+            self.procs.remove(&tgid);
+            return;
+        }
         let held = if self.held_perf_maps < MAX_HELD_PERF_MAPS {
             self.open_perf_map(tgid).ok()
         } else {

@@ -52,6 +52,8 @@ fn a_perf_map_is_held_from_its_process_exit() {
             ..Process::default()
         },
     );
+    // A stack of it was stored (its JIT frames print through the map).
+    pm.ensure_covers(5, 0, &[0x12]);
     pm.observe(&ev(1, EventKind::Exit(Exit { tgid: 5, tid: 5 })));
     // Removed, and the name taken by another file: the held one reads.
     std::fs::remove_file(&path).unwrap();
@@ -232,6 +234,8 @@ fn fork_copies_parent_and_exit_keeps_history() {
     assert!(!pm.has_exited(3));
     let m = pm.lookup(3, 10, 0x1010).map(|(m, _)| m.clone()).unwrap();
 
+    // A stack of it was stored: its map stays past its exit.
+    pm.ensure_covers(3, 8, &[0x1010]);
     pm.observe(&ev(9, EventKind::Exit(Exit { tgid: 3, tid: 3 })));
     assert!(pm.has_exited(3));
     assert_eq!(
@@ -243,11 +247,47 @@ fn fork_copies_parent_and_exit_keeps_history() {
     assert_eq!(pm.open_file(3, &m).err(), Some(OpenError::NoRoot));
 }
 
+/// A process none of whose stacks was stored is forgotten at its exit:
+/// memory follows the processes alive, not those that came and went.
+#[test]
+fn a_process_without_a_stored_stack_is_forgotten_at_its_exit() {
+    let mut pm = known(&[1]);
+    for tgid in 2..1002 {
+        pm.observe(&ev(
+            u64::from(tgid),
+            EventKind::Fork(Fork {
+                parent_tgid: 1,
+                parent_tid: 1,
+                tgid,
+                tid: tgid,
+            }),
+        ));
+        pm.observe(&ev(
+            u64::from(tgid),
+            mmap(tgid, 0x1000, 0x1000, 0, "/bin/short"),
+        ));
+        if tgid == 500 {
+            pm.ensure_covers(tgid, u64::from(tgid), &[0x1010]);
+        }
+        pm.observe(&ev(
+            u64::from(tgid),
+            EventKind::Exit(Exit { tgid, tid: tgid }),
+        ));
+    }
+    assert_eq!(pm.known().len(), 2, "{:?}", pm.known());
+    assert!(pm.is_known(500) && pm.has_exited(500));
+    assert_eq!(
+        path_at(&pm, 500, 600, 0x1010),
+        Some(("/bin/short".into(), 0x10))
+    );
+}
+
 #[test]
 fn reused_pid_starts_a_new_history() {
     let mut pm = known(&[1, 2, 9]);
     pm.observe(&ev(1, mmap(1, 0x1000, 0x1000, 0, "/bin/one")));
     pm.observe(&ev(1, mmap(9, 0x1000, 0x1000, 0, "/bin/old9")));
+    pm.ensure_covers(9, 1, &[0x1000]);
     pm.observe(&ev(2, EventKind::Exit(Exit { tgid: 9, tid: 9 })));
     pm.observe(&ev(
         5,
