@@ -180,7 +180,7 @@ pub struct Cli {
     pub(crate) per_cgroup: bool,
 
     /// Most unique stacks kept; stacks beyond this print as placeholders.
-    #[arg(long, value_name = "N", default_value_t = 16384, value_parser = nonzero_usize)]
+    #[arg(long, value_name = "N", default_value_t = 131072, value_parser = nonzero_usize)]
     pub(crate) stack_storage_size: usize,
 
     /// Write the report to FILE instead of stdout (`-` is stdout). It is
@@ -472,7 +472,7 @@ mod tests {
         assert_eq!(c.duration, None);
         assert_eq!(c.min_block_time, 1);
         assert_eq!(c.max_block_time, u64::MAX);
-        assert_eq!(c.stack_storage_size, 16384);
+        assert_eq!(c.stack_storage_size, 131072);
         assert_eq!(c.backend, Backend::Auto);
         assert_eq!(c.mmap_pages, None);
         assert!(c.command.is_empty());

@@ -49,6 +49,14 @@ impl Summary {
             diag!("{note}");
         }
         diag!("{}", counts_line(&source_stats, &stats));
+        if crate::timing::enabled() {
+            diag!(
+                "offwake-perf: stacks stored: {} kernel, {} user; {} entries",
+                result.stacks.kernel.len(),
+                result.stacks.user.len(),
+                result.entries.len()
+            );
+        }
         if source_stats.malformed > 0 {
             diag!(
                 "WARNING: {} skipped",
