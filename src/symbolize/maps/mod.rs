@@ -627,23 +627,6 @@ impl ProcessMaps {
         Some((m, (addr - m.start).wrapping_add(m.pgoff)))
     }
 }
-/// Where user code is, as stacks are told apart by it: the file mapped
-/// at the address then, or the vDSO.
-impl crate::aggregate::CodeOf for ProcessMaps {
-    fn place(&self, tgid: u32, time: u64, addr: u64) -> Option<crate::aggregate::Place> {
-        let (m, offset) = self.lookup(tgid, time, addr)?;
-        if m.is_vdso() {
-            return Some(crate::aggregate::Place::Vdso {
-                offset: addr - m.start,
-            });
-        }
-        Some(crate::aggregate::Place::File {
-            file: m.file?,
-            offset,
-        })
-    }
-}
-
 fn end_all(mappings: &mut [Mapping], time: u64) {
     for m in mappings {
         if m.until > time {
@@ -710,6 +693,7 @@ fn parse_file_key(dev: &str, inode: &str) -> Option<FileKey> {
 }
 
 mod bound;
+mod code;
 mod files;
 
 use bound::{COMPACT_READ_NS, MAX_MAPPINGS, compact_threshold, end_overlapped, read_maps};
