@@ -108,17 +108,26 @@ impl Entries {
         us: u64,
         overlap_us: &[u64; MAX_LEVELS - 1],
     ) -> bool {
+        let mut levels = levels;
         loop {
+            // Merged levels are built anew; the last merge takes `levels`.
+            let merged;
             let (key, levels) = match self.merged {
-                Merged::No => (key, levels.clone()),
-                Merged::ByProcess => (key.by_process(), by_process(levels.clone())),
-                Merged::ByCommand => (key.by_command(), by_command(levels.clone())),
+                Merged::No => (key, &levels),
+                Merged::ByProcess => {
+                    merged = by_process(levels.clone());
+                    (key.by_process(), &merged)
+                }
+                Merged::ByCommand => {
+                    merged = by_command(std::mem::take(&mut levels));
+                    (key.by_command(), &merged)
+                }
             };
             // Past every merge, a chain that does not fit is a marker.
-            let chain = match self.chains.id(&levels) {
+            let chain = match self.chains.id(levels) {
                 Some(id) => Some((id, *overlap_us)),
                 None if self.chains.len() < self.max_chains => {
-                    Some((self.chains.intern(levels), *overlap_us))
+                    Some((self.chains.intern(levels.clone()), *overlap_us))
                 }
                 None if self.merged == Merged::ByCommand => {
                     self.bounded.chains_not_kept += 1;
