@@ -125,11 +125,7 @@ fn traced_gated(args: &[&str]) -> (Vec<FoldedChain>, u64, String) {
         &[("OFFWAKE_PIN_CPU", "0")],
     );
     let pid = w.pid().to_string();
-    let args: Vec<&str> = args
-        .iter()
-        .map(|&a| if a == "PID" { pid.as_str() } else { a })
-        .collect();
-    let tracer = start_traced(&args);
+    let tracer = start_traced(&with_pid(args, &pid));
     w.go();
     let truth = ground_truth(&w.finish());
     // SAFETY: kill with the pid of a child of this process, not yet
@@ -143,6 +139,41 @@ fn traced_gated(args: &[&str]) -> (Vec<FoldedChain>, u64, String) {
         .filter(|c| c.target_comm == "blocked" && has(&c.levels[0].blocked, "vfs_read"))
         .collect();
     (reads, truth, err)
+}
+
+/// `dwarfchain K MS`, gated and pinned to CPU 0, traced with `args`
+/// (`PID` standing for its pid) until the tool's duration ends, as often
+/// as [`with_every_event_reported`] needs: the reader's blocks in `read`
+/// (default output), the workload's own measurement and the tool's stderr.
+fn dwarfchain_reads(k: u64, ms: u64, args: &[&str]) -> (Vec<Block>, u64, String) {
+    let (blocks, truth, err) = with_every_event_reported(
+        || {
+            let mut w = start_gated_env(
+                &workload("dwarfchain"),
+                &[&k.to_string(), &ms.to_string()],
+                &[("OFFWAKE_PIN_CPU", "0")],
+            );
+            let pid = w.pid().to_string();
+            let tracer = start_traced(&with_pid(args, &pid));
+            w.go();
+            let truth = ground_truth(&w.finish());
+            let (out, err) = tracer.finish();
+            (parse_default(&out), truth, err)
+        },
+        |(_, _, err)| err.clone(),
+    );
+    let reads = blocks
+        .into_iter()
+        .filter(|b| b.target_comm == "blocked" && has(&b.target, "vfs_read"))
+        .collect();
+    (reads, truth, err)
+}
+
+/// `args` with `PID` replaced by `pid`.
+fn with_pid<'a>(args: &[&'a str], pid: &'a str) -> Vec<&'a str> {
+    args.iter()
+        .map(|&a| if a == "PID" { pid } else { a })
+        .collect()
 }
 
 /// At least 95% of the reader's time in `read` carries its three functions
@@ -208,27 +239,8 @@ fn a_process_gone_before_tracing_ends_is_unwound_and_named() {
     if !live() {
         return;
     }
-    let (blocks, truth, err) = with_every_event_reported(
-        || {
-            let mut w = start_gated_env(
-                &workload("dwarfchain"),
-                &["5", &slowed(20).to_string()],
-                &[("OFFWAKE_PIN_CPU", "0")],
-            );
-            let pid = w.pid().to_string();
-            // No --call-graph: dwarf is the default for -p.
-            let tracer = start_traced(&["-p", &pid, "2"]);
-            w.go();
-            let truth = ground_truth(&w.finish());
-            let (out, err) = tracer.finish();
-            (parse_default(&out), truth, err)
-        },
-        |(_, _, err)| err.clone(),
-    );
-    let reads: Vec<&Block> = blocks
-        .iter()
-        .filter(|b| b.target_comm == "blocked" && has(&b.target, "vfs_read"))
-        .collect();
+    // No --call-graph: dwarf is the default for -p.
+    let (reads, truth, err) = dwarfchain_reads(5, slowed(20), &["-p", "PID", "2"]);
     assert!(!reads.is_empty(), "no read blocks:\n{err}");
     for b in &reads {
         // Default output: target innermost first.
@@ -339,26 +351,8 @@ fn tracefs_unwinds_a_waiting_threads_stack_from_the_thread() {
     }
     let (k, ms) = (20u64, slowed(50));
     let duration = (k * ms / 1000 + 3).to_string();
-    let (blocks, truth, err) = with_every_event_reported(
-        || {
-            let mut w = start_gated_env(
-                &workload("dwarfchain"),
-                &[&k.to_string(), &ms.to_string()],
-                &[("OFFWAKE_PIN_CPU", "0")],
-            );
-            let pid = w.pid().to_string();
-            let tracer = start_traced(&["--backend", "tracefs", "-p", &pid, &duration]);
-            w.go();
-            let truth = ground_truth(&w.finish());
-            let (out, err) = tracer.finish();
-            (parse_default(&out), truth, err)
-        },
-        |(_, _, err)| err.clone(),
-    );
-    let reads: Vec<&Block> = blocks
-        .iter()
-        .filter(|b| b.target_comm == "blocked" && has(&b.target, "vfs_read"))
-        .collect();
+    let (reads, truth, err) =
+        dwarfchain_reads(k, ms, &["--backend", "tracefs", "-p", "PID", &duration]);
     assert!(!reads.is_empty(), "no read blocks:\n{err}");
     let total: u64 = reads.iter().map(|b| b.total).sum();
     // Default output: target innermost first.
