@@ -236,6 +236,19 @@ impl StackInterner {
             return StackRef::Empty;
         }
         let image = self.image(tgid);
+        self.intern_user_in(image, tgid, time, addrs, code)
+    }
+
+    /// [`StackInterner::intern_user`] of a stack with frames, process
+    /// `tgid` running image `image`.
+    fn intern_user_in(
+        &mut self,
+        image: u32,
+        tgid: u32,
+        time: u64,
+        addrs: &[u64],
+        code: &dyn CodeOf,
+    ) -> StackRef {
         let mut keys = std::mem::take(&mut self.keys);
         keys.clear();
         for &addr in addrs {
@@ -326,11 +339,15 @@ impl StackInterner {
         let Some(serial) = chain.serial() else {
             return self.intern_user(tgid, time, chain.user(), code);
         };
-        let key = (serial, self.image(tgid));
+        if chain.user().is_empty() {
+            return StackRef::Empty;
+        }
+        let image = self.image(tgid);
+        let key = (serial, image);
         if let Some(&id) = self.user_memo.get(&key) {
             return StackRef::User(id);
         }
-        let r = self.intern_user(tgid, time, chain.user(), code);
+        let r = self.intern_user_in(image, tgid, time, chain.user(), code);
         if let StackRef::User(id) = r {
             remember(&mut self.user_memo, key, id);
         }
