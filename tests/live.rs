@@ -616,8 +616,10 @@ fn sigint_prints_report() {
 }
 
 /// One code path in many short processes, each at other addresses (ASLR
-/// places libc anew in each), is one stack: 300 runs of a sleeper fit a
-/// stack storage of 256, and every run's sleep is there with its frames.
+/// places libc anew in each), is one stack: with a stack storage of 256,
+/// every one of 300 runs of a sleeper has its sleep counted with its
+/// frames. Keyed by address, each run's sleep would be a new stack, and
+/// the runs after the storage filled would print `[Missed User Stack]`.
 #[test]
 fn one_code_path_in_many_processes_is_one_stack() {
     let _suite = suite(module_path!());
@@ -627,8 +629,9 @@ fn one_code_path_in_many_processes_is_one_stack() {
     let _cpu = shared();
     let exe = workload("sleeploop");
     let runs = 300;
+    let ms = slowed(10);
     let script = format!(
-        "i=0; while [ $i -lt {runs} ]; do {} 1 1 2>>\"$0\"; i=$((i+1)); done",
+        "i=0; while [ $i -lt {runs} ]; do {} 1 {ms} 2>>\"$0\"; i=$((i+1)); done",
         exe.display()
     );
     let truth_file = std::env::temp_dir().join(format!("offwake-one-code-{}", std::process::id()));
@@ -646,13 +649,11 @@ fn one_code_path_in_many_processes_is_one_stack() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(!stderr.contains("stack traces lost"), "{stderr}");
+    // Preemptions land at random points of a process's start (many of them
+    // where a system call costs hundreds of microseconds, as in an emulated
+    // guest): those are distinct code paths and may fill the storage. The
+    // sleep's path, stored by the first run, is found again by every other.
     let lines = parse_folded(&stdout);
-    assert!(
-        !lines
-            .iter()
-            .any(|l| l.target.iter().any(|f| f.starts_with("[Missed")))
-    );
     let sleeps: Vec<&Folded> = lines
         .iter()
         .filter(|l| l.target_comm == "sleeploop" && has(&l.target, "sleep_once"))
