@@ -179,10 +179,11 @@ fn trace(
     // The unwind tables are of no more use: their memory goes before
     // symbolization's.
     let stages::Staged {
-        maps,
+        mut maps,
         aggregator,
         unwind_notes,
     } = sink.finish()?;
+    maps.seal();
     let summary = Summary {
         source_stats: source.stats(),
         source_notes: source.notes(),

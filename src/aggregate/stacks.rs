@@ -13,8 +13,13 @@
 //! A [`Callchain`] interned again (the same frames, shared by the backend:
 //! see [`Callchain::serial`]) is found by its serial number instead of its
 //! addresses, which are then neither hashed nor compared.
+//!
+//! A stored stack keeps its frames' keys, so that what it runs can be
+//! named after its process is gone: the file and offset of each frame in
+//! a file ([`StackTable::code`]).
 
 use std::hash::Hash;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
@@ -56,6 +61,19 @@ pub(crate) struct UserStack {
     pub(crate) time: u64,
     /// Innermost first.
     pub(crate) addrs: Vec<u64>,
+    /// Its frames' keys (shared with the interner's index).
+    keys: Arc<[FrameKey]>,
+}
+
+impl UserStack {
+    /// For each frame, true when it is in no known file: naming it needs
+    /// the process's own map (or perf map), not only the files.
+    pub(crate) fn by_address(&self) -> Vec<bool> {
+        self.keys
+            .iter()
+            .map(|k| matches!(k, FrameKey::Address { .. }))
+            .collect()
+    }
 }
 
 /// Where a user frame's code is, as far as the process's map tells.
@@ -105,9 +123,30 @@ pub(crate) struct StackTable {
     /// Innermost first.
     pub(crate) kernel: Vec<Vec<u64>>,
     pub(crate) user: Vec<UserStack>,
+    /// The files user code was found in, by number.
+    files: Vec<FileKey>,
 }
 
 impl StackTable {
+    /// Where each frame of `stack` runs, innermost first: `None` for a
+    /// frame in no known file.
+    pub(crate) fn code(&self, stack: &UserStack) -> Vec<Option<Place>> {
+        stack
+            .keys
+            .iter()
+            .map(|k| match *k {
+                FrameKey::Code { file, offset } if file == VDSO_FILE => {
+                    Some(Place::Vdso { offset })
+                }
+                FrameKey::Code { file, offset } => self
+                    .files
+                    .get(file as usize)
+                    .map(|&file| Place::File { file, offset }),
+                FrameKey::Address { .. } => None,
+            })
+            .collect()
+    }
+
     /// The addresses of a kernel stack (innermost first), if `r` is one.
     #[cfg(test)]
     pub(crate) fn kernel_addrs(&self, r: StackRef) -> Option<&[u64]> {
@@ -145,7 +184,7 @@ pub(crate) struct StackInterner {
     table: StackTable,
     kernel_ids: FxHashMap<Vec<u64>, StackId>,
     /// User stacks by their frames' keys.
-    user_ids: FxHashMap<Box<[FrameKey]>, StackId>,
+    user_ids: FxHashMap<Arc<[FrameKey]>, StackId>,
     /// File numbers of the files user code was found in.
     files: FxHashMap<FileKey, u32>,
     /// The image each live process runs: a number new at its first stack
@@ -281,12 +320,14 @@ impl StackInterner {
             self.missed += 1;
             return StackRef::Missed;
         };
+        let keys: Arc<[FrameKey]> = keys.into();
         self.table.user.push(UserStack {
             tgid,
             time,
             addrs: addrs.to_vec(),
+            keys: Arc::clone(&keys),
         });
-        self.user_ids.insert(keys.into(), id);
+        self.user_ids.insert(keys, id);
         StackRef::User(id)
     }
 
@@ -300,6 +341,7 @@ impl StackInterner {
             .ok()
             .filter(|&n| (n as usize) < MAX_FILES)?;
         self.files.insert(file, n);
+        self.table.files.push(file);
         Some(n)
     }
 
@@ -374,6 +416,45 @@ impl StackInterner {
     /// image.
     pub(crate) fn forget_process(&mut self, tgid: u32) {
         self.images.remove(&tgid);
+    }
+
+    /// A table of the stacks `used` refers to, each at its id; the others
+    /// are left empty.
+    pub(crate) fn table_for(&self, used: impl IntoIterator<Item = StackRef>) -> StackTable {
+        let mut t = StackTable {
+            kernel: vec![Vec::new(); self.table.kernel.len()],
+            user: Vec::with_capacity(self.table.user.len()),
+            files: self.table.files.clone(),
+        };
+        let none: Arc<[FrameKey]> = Arc::from([]);
+        t.user.resize_with(self.table.user.len(), || UserStack {
+            tgid: 0,
+            time: 0,
+            addrs: Vec::new(),
+            keys: Arc::clone(&none),
+        });
+        for r in used {
+            match r {
+                StackRef::Kernel(id) => {
+                    if let (Some(to), Some(from)) = (
+                        t.kernel.get_mut(id as usize),
+                        self.table.kernel.get(id as usize),
+                    ) {
+                        to.clone_from(from);
+                    }
+                }
+                StackRef::User(id) => {
+                    if let (Some(to), Some(from)) = (
+                        t.user.get_mut(id as usize),
+                        self.table.user.get(id as usize),
+                    ) {
+                        to.clone_from(from);
+                    }
+                }
+                StackRef::Empty | StackRef::Missed => {}
+            }
+        }
+        t
     }
 
     pub(crate) fn into_table(self) -> StackTable {
@@ -477,6 +558,35 @@ mod tests {
         let us = t.user_stack(a).unwrap();
         assert_eq!((us.tgid, us.time), (10, 1));
         assert_eq!(us.addrs, [0x1010, 0x5020, 0x9030]);
+        // It keeps where its frames run, to be named from the files.
+        assert_eq!(us.by_address(), [false; 3]);
+        let lib = |ino, offset| {
+            Some(Place::File {
+                file: FileKey { dev: 8, ino },
+                offset,
+            })
+        };
+        assert_eq!(
+            t.code(us),
+            [
+                lib(2, 0x10),
+                lib(3, 0x1020),
+                Some(Place::Vdso { offset: 0x30 })
+            ]
+        );
+    }
+
+    #[test]
+    fn a_frame_in_no_file_is_told_by_address() {
+        let maps = Maps(vec![(10, 0x1000, 0x2000, 2, 0)]);
+        let mut s = StackInterner::new(10);
+        let a = s.intern_user(10, 0, &[0x9000, 0x1010], &maps);
+        let t = s.into_table();
+        let us = t.user_stack(a).unwrap();
+        assert_eq!(us.by_address(), [true, false]);
+        let code = t.code(us);
+        assert_eq!(code[0], None);
+        assert!(code[1].is_some());
     }
 
     #[test]

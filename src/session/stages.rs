@@ -143,6 +143,16 @@ impl Stages {
                     l.skipped
                 );
             }
+            let c = self.maps.census();
+            diag!(
+                "offwake-perf: maps held of {} processes ({} exited, {} with a stack that \
+                 needs them), {} mappings; {} files registered",
+                c.processes,
+                c.exited,
+                c.stored,
+                c.mappings,
+                c.files
+            );
             if let Some(m) = u.memo_stats() {
                 diag!(
                     "offwake-perf: user stacks recalled from an earlier walk instead of copied: \
@@ -191,7 +201,7 @@ impl Stages {
         // map, snapshotted from /proc the first time, while they live.
         for stack in self.aggregator.user_stacks_since(stored) {
             self.maps
-                .ensure_covers(stack.tgid, stack.time, &stack.addrs);
+                .ensure_covers(stack.tgid, stack.time, &stack.addrs, &stack.by_address());
         }
     }
 }

@@ -250,16 +250,22 @@ fn user_names(
     user: HashSet<u32>,
     module_offsets: bool,
 ) -> Names {
-    let (user_ids, stacks): (Vec<u32>, Vec<UserStack<'_>>) = sorted(user)
+    let stored: Vec<(u32, &aggregate::UserStack)> = sorted(user)
         .into_iter()
-        .filter_map(|id| {
-            let s = table.user.get(id as usize)?;
+        .filter_map(|id| Some((id, table.user.get(id as usize)?)))
+        .collect();
+    let code: Vec<_> = stored.iter().map(|(_, s)| table.code(s)).collect();
+    let (user_ids, stacks): (Vec<u32>, Vec<UserStack<'_>>) = stored
+        .iter()
+        .zip(&code)
+        .map(|(&(id, s), code)| {
             let stack = UserStack {
                 tgid: s.tgid,
                 time: s.time,
                 addrs: &s.addrs,
+                code,
             };
-            Some((id, stack))
+            (id, stack)
         })
         .unzip();
     let mut progress = Progress::new("reading files", 0);

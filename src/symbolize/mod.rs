@@ -39,9 +39,10 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
+use crate::aggregate::Place as Code;
 use crate::kallsyms::Preload;
 use crate::kallsyms::table::KernelSymbols;
-use crate::sys::open::OpenError;
+use crate::sys::open::{FileKey, OpenError};
 use cache::{FileCache, FileId};
 pub(crate) use maps::{Mapping, ProcessMaps};
 use unread::Unread;
@@ -66,6 +67,17 @@ pub(crate) struct UserStack<'a> {
     pub(crate) tgid: u32,
     pub(crate) time: u64,
     pub(crate) addrs: &'a [u64],
+    /// Where each frame runs, when that was known as it was stored (see
+    /// [`crate::aggregate::StackTable::code`]): such a frame is named from
+    /// its file, without the process's map. May be empty.
+    pub(crate) code: &'a [Option<Code>],
+}
+
+impl UserStack<'_> {
+    /// True when some frame must be placed through the process's map.
+    fn needs_map(&self) -> bool {
+        self.code.len() < self.addrs.len() || self.code.iter().any(Option::is_none)
+    }
 }
 
 /// What a user address resolved to.
@@ -124,6 +136,9 @@ pub(crate) struct Symbolizer {
     /// The file each mapping opened to, with its base name, by process,
     /// start and since when (`None`: it could not be opened).
     opened: HashMap<(u32, u64, u64), Option<InFile>>,
+    /// The same, of files stored stacks were placed in, by device and
+    /// inode.
+    opened_code: HashMap<FileKey, Option<InFile>>,
     /// Polled before each file is opened: once true, no more are.
     stop: Option<Box<dyn Fn() -> bool + Send>>,
     /// Set when `stop` cut symbolization short.
@@ -162,6 +177,7 @@ impl Symbolizer {
             preload,
             files: FileCache::new(),
             opened: HashMap::new(),
+            opened_code: HashMap::new(),
             stop: None,
             stopped: false,
             jit: HashMap::new(),
@@ -271,7 +287,12 @@ impl Symbolizer {
     /// unresolvable address.
     #[cfg(test)]
     pub(crate) fn user(&mut self, tgid: u32, time: u64, addrs: &[u64]) -> Vec<String> {
-        let stack = UserStack { tgid, time, addrs };
+        let stack = UserStack {
+            tgid,
+            time,
+            addrs,
+            code: &[],
+        };
         self.user_stacks(&[stack], &mut |_, _, _| {})
             .remove(0)
             .into_iter()
@@ -303,8 +324,13 @@ impl Symbolizer {
         // Per reason, the processes and how many stacks of each.
         let mut unmapped: BTreeMap<Unread, BTreeMap<u32, u64>> = BTreeMap::new();
         for stack in stacks {
-            self.maps.ensure_known(stack.tgid, stack.time);
-            if let Some(why) = self.maps.unread(stack.tgid, stack.time)
+            if stack.needs_map() {
+                self.maps.ensure_known(stack.tgid, stack.time);
+            }
+            if let Some(why) = self
+                .maps
+                .unread(stack.tgid, stack.time)
+                .filter(|_| stack.needs_map())
                 && !stack.addrs.is_empty()
             {
                 *unmapped
@@ -315,7 +341,7 @@ impl Symbolizer {
             }
             for (i, &addr) in stack.addrs.iter().enumerate() {
                 let probed = probe(i, addr);
-                match self.place(stack.tgid, stack.time, probed) {
+                match self.place_frame(stack, i, addr) {
                     Place::File(id, off, _) if !self.files.has(id, off) => {
                         wanted.entry(id).or_default().insert(off);
                     }
@@ -365,7 +391,7 @@ impl Symbolizer {
                 let mut out = Vec::with_capacity(stack.addrs.len());
                 for (i, &addr) in stack.addrs.iter().enumerate() {
                     let probed = probe(i, addr);
-                    let (names, unresolved) = match self.place(stack.tgid, stack.time, probed) {
+                    let (names, unresolved) = match self.place_frame(stack, i, addr) {
                         // An unresolved frame shows the address as sampled,
                         // as perf does.
                         Place::File(id, off, module) => (
@@ -454,6 +480,45 @@ impl Symbolizer {
             self.stopped = true;
         }
         self.stopped
+    }
+
+    /// Where frame `index` of `stack`, at `addr`, is (as [`probe`] adjusts
+    /// it): from where it was stored when that was known, else from the
+    /// process's map.
+    fn place_frame(&mut self, stack: &UserStack<'_>, index: usize, addr: u64) -> Place {
+        let probed = probe(index, addr);
+        let back = addr - probed;
+        let in_code = match stack.code.get(index).copied().flatten() {
+            Some(Code::Vdso { offset }) => Some((FileId::Vdso, offset, Arc::from("[vdso]"))),
+            Some(Code::File { file, offset }) => self
+                .open_code(file)
+                .map(|(id, module)| (id, offset, module)),
+            None => None,
+        };
+        match in_code {
+            Some((id, offset, module)) => Place::File(id, offset.wrapping_sub(back), module),
+            None => self.place(stack.tgid, stack.time, probed),
+        }
+    }
+
+    /// The registered file `key` (see [`ProcessMaps::open_code_file`]),
+    /// opened once; `None` when it is not registered or cannot be opened.
+    fn open_code(&mut self, key: FileKey) -> Option<InFile> {
+        if let Some(found) = self.opened_code.get(&key) {
+            return found.clone();
+        }
+        // Asked before any file is opened: a signal stops the opening.
+        if self.should_stop() {
+            return None;
+        }
+        let (opened, mapping) = self.maps.open_code_file(key)?;
+        let module = base_name(&mapping.path);
+        let found = self
+            .files
+            .open(opened, &mapping.path)
+            .map(|id| (id, module));
+        self.opened_code.insert(key, found.clone());
+        found
     }
 
     /// Where an (already adjusted) user address is: a file offset in a

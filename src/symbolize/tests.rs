@@ -139,6 +139,7 @@ fn c_function_from_dwarf_and_return_address_convention() {
         tgid: FAKE_TGID,
         time: 10,
         addrs: &[0x1000, start + 1, BASE + 3],
+        code: &[],
     };
     let header = Symbol::Unresolved {
         module: Some(Arc::from("work")),
@@ -414,6 +415,7 @@ fn kept_run(
             tgid: FAKE_TGID,
             time: 0,
             addrs: std::slice::from_ref(a),
+            code: &[],
         })
         .collect();
     let names = s.user_stacks(&stacks, &mut |_, _, _| {});
@@ -1220,6 +1222,7 @@ fn unread_note(maps: ProcessMaps, tgid: u32) -> String {
         tgid,
         time: 10,
         addrs: &[0x401000, 0x401100],
+        code: &[],
     };
     let names = s.user_stacks(&[gone], &mut |_, _, _| {});
     assert!(
@@ -1261,7 +1264,7 @@ fn stacks_of_a_traced_process_gone_are_noted_as_such() {
     let tgid = FAKE_TGID + 7;
     let mut maps = ProcessMaps::new();
     // Read first (gone already), as when its stack was stored.
-    maps.ensure_covers(tgid, 0, &[0x1000]);
+    maps.ensure_covers(tgid, 0, &[0x1000], &[true]);
     maps.observe(&crate::event::Event {
         time: 20,
         cpu: 0,

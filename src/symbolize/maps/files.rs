@@ -40,10 +40,22 @@ impl ProcessMaps {
     /// event was read), is looked for in this tool's root, and taken only
     /// when proven the mapped one (same device and inode).
     pub(crate) fn open_file(&self, tgid: u32, mapping: &Mapping) -> Result<Opened, OpenError> {
+        let root = self.procs.get(&tgid).and_then(|p| p.root);
+        self.open_mapped(tgid, mapping, root, !self.has_exited(tgid))
+    }
+
+    /// [`ProcessMaps::open_file`] with the process's root `root` (an index
+    /// into its roots), and whether it is `alive`.
+    pub(super) fn open_mapped(
+        &self,
+        tgid: u32,
+        mapping: &Mapping,
+        root: Option<usize>,
+        alive: bool,
+    ) -> Result<Opened, OpenError> {
         if self.recorded {
             return self.open_recorded(mapping);
         }
-        let alive = !self.has_exited(tgid);
         if alive && mapping.until == u64::MAX {
             let path = format!(
                 "/proc/{tgid}/map_files/{:x}-{:x}",
@@ -62,11 +74,7 @@ impl ProcessMaps {
         if mapping.deleted {
             return Err(OpenError::Replaced);
         }
-        let known = self
-            .procs
-            .get(&tgid)
-            .and_then(|p| p.root)
-            .and_then(|i| self.roots.dirs.get(i));
+        let known = root.and_then(|i| self.roots.dirs.get(i));
         let in_root = |root: &Dir| -> Result<Opened, OpenError> {
             let opened = root.open_file(&mapping.path)?;
             if let Some(key) = mapping.file {

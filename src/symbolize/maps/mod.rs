@@ -201,6 +201,12 @@ pub(crate) struct ProcessMaps {
     build_id_dirs: BuildIdDirs,
     /// The time that reading maps as text to compact a history may take.
     text_budget: TimeBudget,
+    /// The files stored stacks run code in.
+    code_files: code::CodeFiles,
+    /// Tracing has ended: every process a stored stack needs was seen,
+    /// and one not known now was forgotten on purpose (its pid may be
+    /// another process's now), never read again.
+    sealed: bool,
 }
 
 impl Default for ProcessMaps {
@@ -228,6 +234,8 @@ impl ProcessMaps {
             build_ids: HashMap::new(),
             build_id_dirs: BuildIdDirs::default(),
             text_budget: TimeBudget::new(Duration::from_millis(100), 0.02),
+            code_files: code::CodeFiles::default(),
+            sealed: false,
         }
     }
 
@@ -242,6 +250,11 @@ impl ProcessMaps {
         maps
     }
 
+    /// Tracing has ended: no process is read from /proc any more.
+    pub(crate) fn seal(&mut self) {
+        self.sealed = true;
+    }
+
     /// Says whether the backend delivers mmap events (the tracefs backend
     /// does not).
     pub(crate) fn set_mmap_events(&mut self, delivered: bool) {
@@ -253,25 +266,7 @@ impl ProcessMaps {
     /// [`ProcessMaps::ensure_known`]); without mmap events, also re-reads
     /// /proc after an exec, or when an address is not covered (a library
     /// loaded since the last read), at most every 100 ms of event time.
-    /// The mappings that hold `addrs` are kept from then on, for the
-    /// stack to be symbolized.
-    pub(crate) fn ensure_covers(&mut self, tgid: u32, time: u64, addrs: &[u64]) {
-        self.cover(tgid, time, addrs);
-        let Some(p) = self.procs.get(&tgid) else {
-            return;
-        };
-        let used: Vec<(u64, u64)> = addrs
-            .iter()
-            .filter_map(|&a| p.mappings.iter().rev().find(|m| m.contains(time, a)))
-            .map(|m| (m.start, m.from))
-            .collect();
-        if let Some(p) = self.procs.get_mut(&tgid) {
-            p.used.extend(used);
-            p.stored = true;
-        }
-    }
-
-    fn cover(&mut self, tgid: u32, time: u64, addrs: &[u64]) {
+    pub(super) fn cover(&mut self, tgid: u32, time: u64, addrs: &[u64]) {
         if !self.procs.contains_key(&tgid) {
             self.snapshot_if_unknown(tgid, 0);
             return;
@@ -342,7 +337,7 @@ impl ProcessMaps {
     }
 
     fn snapshot_if_unknown(&mut self, tgid: u32, from: u64) {
-        if self.procs.contains_key(&tgid) {
+        if self.sealed || self.procs.contains_key(&tgid) {
             return;
         }
         if self.recorded {
@@ -538,12 +533,17 @@ impl ProcessMaps {
         } else {
             None
         };
-        if let Some(p) = self.procs.get_mut(&tgid) {
-            p.exited = true;
-            if let Some(file) = held {
-                p.held_perf_map = Some(Arc::new(file));
-                self.held_perf_maps += 1;
-            }
+        let Some(p) = self.procs.get_mut(&tgid) else {
+            return;
+        };
+        p.exited = true;
+        if let Some(file) = held {
+            p.held_perf_map = Some(Arc::new(file));
+            self.held_perf_maps += 1;
+        } else if !self.recorded && p.keep_used_only() {
+            // No frame of its stored stacks is in a mapping, and it has no
+            // perf map: nothing of it can name them.
+            self.procs.remove(&tgid);
         }
     }
 

@@ -53,7 +53,7 @@ fn a_perf_map_is_held_from_its_process_exit() {
         },
     );
     // A stack of it was stored (its JIT frames print through the map).
-    pm.ensure_covers(5, 0, &[0x12]);
+    pm.ensure_covers(5, 0, &[0x12], &[true]);
     pm.observe(&ev(1, EventKind::Exit(Exit { tgid: 5, tid: 5 })));
     // Removed, and the name taken by another file: the held one reads.
     std::fs::remove_file(&path).unwrap();
@@ -235,7 +235,7 @@ fn fork_copies_parent_and_exit_keeps_history() {
     let m = pm.lookup(3, 10, 0x1010).map(|(m, _)| m.clone()).unwrap();
 
     // A stack of it was stored: its map stays past its exit.
-    pm.ensure_covers(3, 8, &[0x1010]);
+    pm.ensure_covers(3, 8, &[0x1010], &[true]);
     pm.observe(&ev(9, EventKind::Exit(Exit { tgid: 3, tid: 3 })));
     assert!(pm.has_exited(3));
     assert_eq!(
@@ -267,7 +267,7 @@ fn a_process_without_a_stored_stack_is_forgotten_at_its_exit() {
             mmap(tgid, 0x1000, 0x1000, 0, "/bin/short"),
         ));
         if tgid == 500 {
-            pm.ensure_covers(tgid, u64::from(tgid), &[0x1010]);
+            pm.ensure_covers(tgid, u64::from(tgid), &[0x1010], &[true]);
         }
         pm.observe(&ev(
             u64::from(tgid),
@@ -287,7 +287,7 @@ fn reused_pid_starts_a_new_history() {
     let mut pm = known(&[1, 2, 9]);
     pm.observe(&ev(1, mmap(1, 0x1000, 0x1000, 0, "/bin/one")));
     pm.observe(&ev(1, mmap(9, 0x1000, 0x1000, 0, "/bin/old9")));
-    pm.ensure_covers(9, 1, &[0x1000]);
+    pm.ensure_covers(9, 1, &[0x1000], &[true]);
     pm.observe(&ev(2, EventKind::Exit(Exit { tgid: 9, tid: 9 })));
     pm.observe(&ev(
         5,
@@ -359,7 +359,7 @@ fn a_process_mapping_without_end_keeps_a_bounded_history() {
     let long = format!("/{}/f", "d".repeat(3800));
     pm.observe(&ev(1, mmap(tgid, 0x1000, 0x1000, 0, "/lib/libc.so")));
     // The libc stack is stored: its mapping is kept.
-    pm.ensure_covers(tgid, 2, &[0x1800]);
+    pm.ensure_covers(tgid, 2, &[0x1800], &[true]);
     let n = 3 * MAX_MAPPINGS as u64;
     for i in 0..n {
         pm.observe(&ev(
@@ -392,7 +392,7 @@ fn a_mapping_replaced_in_place_is_dropped_unless_a_stack_uses_it() {
     let tgid = 0x7fff_fff1;
     let mut pm = known(&[tgid]);
     pm.observe(&ev(1, mmap(tgid, 0x10000, 0x1000, 0, "/a")));
-    pm.ensure_covers(tgid, 2, &[0x10800]);
+    pm.ensure_covers(tgid, 2, &[0x10800], &[true]);
     for i in 0..10 * MAX_MAPPINGS as u64 {
         pm.observe(&ev(10 + i, mmap(tgid, 0x10000, 0x1000, 0, "/b")));
     }
@@ -458,4 +458,77 @@ fn a_zombie_is_gone() {
     assert!(pm.has_exited(pid));
     assert_eq!(pm.unread(pid, 1), Some(Unread::Untraced));
     child.wait().expect("reaping true");
+}
+
+/// The key and path of this test binary, a file that exists.
+fn this_file() -> (FileKey, String) {
+    let exe = std::env::current_exe().unwrap();
+    let meta = std::fs::metadata(&exe).unwrap();
+    let key = FileKey {
+        dev: meta.dev(),
+        ino: meta.ino(),
+    };
+    (key, exe.to_str().unwrap().to_string())
+}
+
+#[test]
+fn a_process_whose_stacks_run_in_files_is_forgotten_at_exit() {
+    let (key, path) = this_file();
+    let mut pm = known(&[7, 8]);
+    let root = pm.roots.capture(std::process::id());
+    for t in [7, 8] {
+        pm.procs.get_mut(&t).unwrap().root = root;
+    }
+    let mut in_file = mmap(7, 0x1000, 0x1000, 0, &path);
+    if let EventKind::Mmap(m) = &mut in_file {
+        m.file = Some(key);
+    }
+    pm.observe(&ev(1, in_file));
+    pm.observe(&ev(1, mmap(8, 0x1000, 0x1000, 0, "/bin/eight")));
+    // 7's stack is all in a file; 8's has a frame in none.
+    pm.ensure_covers(7, 2, &[0x1010], &[false]);
+    pm.ensure_covers(8, 2, &[0x1010], &[true]);
+    for t in [7, 8] {
+        pm.observe(&ev(3, EventKind::Exit(Exit { tgid: t, tid: t })));
+    }
+    assert!(!pm.is_known(7));
+    assert!(pm.is_known(8));
+    // 7's file opens without it, checked to be the file mapped.
+    let (opened, mapping) = pm.open_code_file(key).expect("registered");
+    assert_eq!(opened.map(|o| o.key).ok(), Some(key));
+    assert_eq!(&*mapping.path, path);
+    let other = FileKey {
+        dev: key.dev,
+        ino: key.ino.wrapping_add(1),
+    };
+    assert!(pm.open_code_file(other).is_none());
+}
+
+#[test]
+fn a_full_registry_of_files_keeps_the_process_map() {
+    let mut pm = known(&[7]);
+    let mapping = |ino| Mapping {
+        file: Some(FileKey { dev: 1, ino }),
+        ..Mapping::new(0x1000, 0x2000, 0, "/lib/x.so", 0)
+    };
+    let mut ino = 1;
+    while pm.register_code_file(7, &mapping(ino)) {
+        ino += 1;
+    }
+    assert_eq!(ino as usize, code::MAX_CODE_FILES + 1);
+    // Registered files still are; a new one is refused.
+    assert!(pm.register_code_file(7, &mapping(1)));
+    assert!(!pm.register_code_file(7, &mapping(ino + 1)));
+    // Its stack in that new file keeps the process after its exit.
+    let mut in_file = mmap(7, 0x1000, 0x1000, 0, "/lib/x.so");
+    if let EventKind::Mmap(m) = &mut in_file {
+        m.file = Some(FileKey {
+            dev: 1,
+            ino: ino + 1,
+        });
+    }
+    pm.observe(&ev(1, in_file));
+    pm.ensure_covers(7, 2, &[0x1010], &[false]);
+    pm.observe(&ev(3, EventKind::Exit(Exit { tgid: 7, tid: 7 })));
+    assert!(pm.is_known(7));
 }
