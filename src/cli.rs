@@ -183,6 +183,14 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 131072, value_parser = nonzero_usize)]
     pub(crate) stack_storage_size: usize,
 
+    /// Report every N seconds, each report complete on its own: on stdout
+    /// one after the other; each -o FILE gets one file per interval, named
+    /// with the interval's start time (UTC) before its extension, e.g.
+    /// offwake.20261128T220102Z.pb.gz. With a DURATION, the last report
+    /// is of the remainder.
+    #[arg(long, value_name = "N", value_parser = interval_seconds, conflicts_with = "input")]
+    pub(crate) interval: Option<u64>,
+
     /// Write the report to FILE instead of stdout (`-` is stdout). It is
     /// written to a temporary file beside FILE and renamed over it at the
     /// end, so FILE never holds half a report. Its extension chooses the
@@ -345,6 +353,16 @@ fn parse_u64(s: &str) -> Result<u64, String> {
 pub(crate) const MAX_DURATION: u64 = u32::MAX as u64;
 
 /// DURATION: a non-zero whole number of seconds, at most [`MAX_DURATION`].
+/// `--interval`'s whole seconds, at least 1 and at most a day.
+fn interval_seconds(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(v) if (1..=86_400).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "--interval is whole seconds from 1 to 86400: '{s}' is not"
+        )),
+    }
+}
+
 fn seconds(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let too_large = || {
@@ -476,6 +494,17 @@ mod tests {
         assert_eq!(c.backend, Backend::Auto);
         assert_eq!(c.mmap_pages, None);
         assert!(c.command.is_empty());
+    }
+
+    #[test]
+    fn interval_is_whole_seconds_of_a_live_trace() {
+        assert_eq!(parse(&["--interval", "5", "20"]).unwrap().interval, Some(5));
+        assert_eq!(parse(&["5"]).unwrap().interval, None);
+        for bad in ["0", "-1", "1.5", "x", "86401"] {
+            let e = parse(&["--interval", bad]).unwrap_err().to_string();
+            assert!(e.contains("--interval is whole seconds"), "{bad}: {e}");
+        }
+        assert!(parse(&["--interval", "5", "-i", "perf.data"]).is_err());
     }
 
     #[test]

@@ -78,17 +78,7 @@ fn page_date() -> String {
 
 /// `secs` after the epoch as a UTC date, YYYY-MM-DD.
 fn date_of(secs: i64) -> Option<String> {
-    let t: libc::time_t = secs;
-    // SAFETY: `tm` is plain data (integers and a pointer, which may be
-    // null); gmtime_r reads one time_t and fills the one tm, both of which
-    // outlive the call, and returns null when the year does not fit.
-    let tm = unsafe {
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::gmtime_r(&t, &mut tm).is_null() {
-            return None;
-        }
-        tm
-    };
+    let tm = crate::sys::host::utc(secs)?;
     Some(format!(
         "{:04}-{:02}-{:02}",
         i64::from(tm.tm_year) + 1900,

@@ -12,7 +12,7 @@ use std::io::{self, IsTerminal};
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitStatus};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use clap::Parser;
@@ -33,6 +33,7 @@ use crate::timing;
 
 mod attach;
 mod command_end;
+mod intervals;
 mod progress;
 mod signals;
 mod stages;
@@ -111,8 +112,8 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     let sink = StageThread::spawn()?;
     let symbolizer = symbols::SymbolizeThread::spawn()?;
     let attached = attach(plan)?;
-    let traced = trace(attached, sink, outputs)?;
-    report(traced, symbolizer)
+    let traced = trace(attached, sink, outputs, &symbolizer)?;
+    report(traced, &symbolizer)
 }
 
 /// Tracing has stopped: what [`trace`] gathered.
@@ -135,6 +136,9 @@ struct Traced {
     summary: Summary,
     /// Where the report goes, and how it looks there.
     outputs: Vec<(Output, ReportOptions)>,
+    /// With `--interval`: what wrote the reports so far, and the
+    /// boundaries they were cut at (the last report is the remainder).
+    intervals: Option<(intervals::Shared, Option<intervals::Cutter>)>,
 }
 
 /// Writes the header, then reads events until the duration ends, a signal
@@ -143,6 +147,7 @@ fn trace(
     attached: Attached,
     mut sink: StageThread,
     mut outputs: Vec<(Output, ReportOptions)>,
+    symbolizer: &symbols::SymbolizeThread,
 ) -> Result<Traced> {
     let Attached {
         plan,
@@ -153,14 +158,31 @@ fn trace(
         maps,
         kallsyms,
     } = attached;
+    // With --interval, each report has its own header.
+    let reporter = plan.interval.map(|_| {
+        let mut r = intervals::Reporter::new(
+            std::mem::take(&mut outputs),
+            kallsyms.clone(),
+            plan.module_offsets,
+            child.is_some(),
+        );
+        r.set_switch_ins_from_records(source.switch_ins_from_records());
+        Arc::new(Mutex::new(r))
+    });
     write_headers(&mut outputs, &plan, child.is_some())?;
     let aggregator = stages::aggregator(&plan, tasks);
-    let stages = Stages::new(
+    let mut stages = Stages::new(
         plan.stacks.user,
         maps,
         stages::unwinder(&source),
         aggregator,
     );
+    if let (Some(secs), Some(r)) = (plan.interval, &reporter) {
+        stages.cut_with(intervals::Cutter::new(
+            secs,
+            intervals::sender(r, symbolizer),
+        ));
+    }
     sink.start(stages);
     sink.squeeze(source.copy_budget());
     // Raised when the reader falls behind, until the rings are drained.
@@ -181,6 +203,7 @@ fn trace(
     let stages::Staged {
         mut maps,
         aggregator,
+        cutter,
         unwind_notes,
     } = sink.finish()?;
     maps.seal();
@@ -206,6 +229,7 @@ fn trace(
         span,
         kernel_text,
         outputs,
+        intervals: reporter.map(|r| (r, cutter)),
     })
 }
 
@@ -274,6 +298,12 @@ fn read_events(
         }
         source.poll(timeout, exit_watch.as_ref().map(|fd| fd.as_fd()), sink)?;
         sink.flush();
+        if plan.interval.is_some() {
+            // Events older than a few rounds were read: reports due by
+            // then are cut even if no event comes.
+            let slack = source.round_period().as_nanos() as u64 * 4;
+            sink.reached(crate::sys::host::monotonic_ns().saturating_sub(slack));
+        }
         if source.fell_behind() {
             priority.behind();
         }
@@ -311,7 +341,7 @@ fn live_targets(plan: &Plan, child: Option<&Child>) -> Option<Vec<u32>> {
 
 /// Symbolizes (on `symbolizer`) and writes the report, then the command's status and the
 /// run's warnings and notes on stderr.
-fn report(traced: Traced, symbolizer: symbols::SymbolizeThread) -> Result<Outcome> {
+fn report(traced: Traced, symbolizer: &symbols::SymbolizeThread) -> Result<Outcome> {
     let Traced {
         source,
         plan,
@@ -325,7 +355,26 @@ fn report(traced: Traced, symbolizer: symbols::SymbolizeThread) -> Result<Outcom
         kernel_text,
         span,
         mut outputs,
+        intervals,
     } = traced;
+    if let Some((reporter, cutter)) = intervals {
+        return last_report(
+            LastReport {
+                reporter,
+                span: cutter.map_or(span, |c| c.remainder()),
+                result,
+                maps,
+                summary,
+                source,
+                child,
+                command_end,
+                kallsyms,
+                launched,
+            },
+            &plan,
+            symbolizer,
+        );
+    }
     let result = Arc::new(result);
     let kallsyms_cache = kallsyms.clone();
     if outputs.iter().any(|(output, _)| output.is_open()) {
@@ -353,6 +402,65 @@ fn report(traced: Traced, symbolizer: symbols::SymbolizeThread) -> Result<Outcom
     timing::print();
     close(source, kallsyms_cache.as_ref());
     drop(launched);
+    Ok(Outcome { command })
+}
+
+/// What the last report of `--interval` needs.
+struct LastReport {
+    reporter: intervals::Shared,
+    span: Span,
+    result: aggregate::Aggregate,
+    maps: ProcessMaps,
+    summary: Summary,
+    source: Source,
+    child: Option<Child>,
+    command_end: CommandEnd,
+    kallsyms: Option<Preload>,
+    launched: Option<command::Launched>,
+}
+
+/// With `--interval`: the report of the remainder, after those before it,
+/// then the command's status and the run's notes and counts.
+fn last_report(
+    last: LastReport,
+    plan: &Plan,
+    symbolizer: &symbols::SymbolizeThread,
+) -> Result<Outcome> {
+    let LastReport {
+        reporter,
+        span,
+        result,
+        maps,
+        summary,
+        source,
+        mut child,
+        command_end,
+        kallsyms,
+        launched,
+    } = last;
+    let quiet = result.quiet.clone();
+    let cut = intervals::Cut {
+        aggregate: result,
+        maps,
+        span,
+    };
+    let shared = Arc::clone(&reporter);
+    let written = symbolizer.wait_for(move |stop| {
+        let mut r = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        r.write(cut, stop)?;
+        r.finish()
+    });
+    timing::mark("write");
+    let command = command_end.status(child.as_mut());
+    let total = reporter
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .total;
+    summary.print_totals(&total, &quiet, plan);
+    timing::print();
+    close(source, kallsyms.as_ref());
+    drop(launched);
+    written?;
     Ok(Outcome { command })
 }
 

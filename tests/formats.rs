@@ -323,3 +323,96 @@ fn one_trace_in_every_format() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--interval`: a sleeper traced for about 4.5 s with a report every
+/// second. Each `-o` report is a file of its own, named with the start of
+/// its interval, and decodes in pprof-format; on stdout the folded reports
+/// follow each other, a blank line between. Every sleep is in exactly one
+/// report: summed over them, the sleeper's own measurement.
+#[test]
+fn a_report_every_interval() {
+    let _suite = suite(module_path!());
+    if !live() || !readers() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("offwake-interval-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating the directory");
+    let pprof = dir.join("r.pb.gz");
+    let exe = workload("sleeploop");
+    let out = run_env(
+        &[("OFFWAKE_PIN_CPU", "0")],
+        &[
+            "--interval",
+            "1",
+            "-f",
+            "-o",
+            pprof.to_str().unwrap(),
+            "-o",
+            "-",
+            "--",
+            exe.to_str().unwrap(),
+            "90",
+            "50",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let truth = ground_truth(&stderr);
+    let reports = stdout.split("\n\n").count();
+    let sleeps = |lines: &[Folded]| -> u64 {
+        lines
+            .iter()
+            .filter(|l| l.target_comm == "sleeploop" && has(&l.target, "sleep_once"))
+            .map(|l| l.total)
+            .sum()
+    };
+    let total = sleeps(&parse_folded(&stdout));
+    assert_ratio("sleeps over every report", total, truth, 0.97, 1.03);
+
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("listing the directory")
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    assert!(names.len() >= 4, "{names:?}");
+    assert_eq!(names.len(), reports, "{names:?}\n{stdout}");
+    let mut from_pprof = 0;
+    for (i, name) in names.iter().enumerate() {
+        let stamp = name
+            .strip_prefix("r.")
+            .and_then(|n| n.strip_suffix(".pb.gz"))
+            .unwrap_or_else(|| panic!("{name} is not r.STAMP.pb.gz"));
+        let (date, time) = stamp.split_once('T').expect("a T");
+        assert!(
+            date.len() == 8
+                && time.len() == 7
+                && time.ends_with('Z')
+                && date
+                    .bytes()
+                    .chain(time[..6].bytes())
+                    .all(|b| b.is_ascii_digit()),
+            "{name}"
+        );
+        let p = node("decode-pprof.mjs", &[&dir.join(name)], &[]);
+        let samples = p["samples"].as_array().expect("samples");
+        // The last report is the remainder, which may hold nothing.
+        assert!(i + 1 == names.len() || !samples.is_empty(), "{name}: {p}");
+        for s in samples {
+            let frames = s["frames"].as_array().expect("frames");
+            if s["labels"]["target_comm"] == "sleeploop"
+                && frames.contains(&Value::from("sleep_once"))
+            {
+                from_pprof += s["values"][0].as_u64().expect("a value");
+            }
+        }
+    }
+    assert_eq!(from_pprof, total, "pprof files against stdout");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -18,6 +18,7 @@
 
 mod cgroups;
 mod chain;
+mod cut;
 mod entries;
 mod identity;
 mod nspid;
@@ -28,7 +29,7 @@ pub(crate) mod tasks;
 
 use std::hash::{Hash, Hasher};
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 use crate::plan::{Stacks, Targets};
 use crate::sys::cgroup::Hierarchy;
@@ -233,6 +234,8 @@ pub(crate) struct Aggregator {
     /// End of the latest loss window: an interval opening before it may
     /// span the loss.
     lost_until: u64,
+    /// Stacks that did not fit, as of the last report.
+    missed_reported: u64,
 }
 
 impl Aggregator {
@@ -266,6 +269,7 @@ impl Aggregator {
             stats: Stats::default(),
             losses: 0,
             lost_until: 0,
+            missed_reported: 0,
         }
     }
 
@@ -328,42 +332,6 @@ impl Aggregator {
     /// snapshots those processes' memory maps while they still live.
     pub(crate) fn user_stacks_since(&self, from: usize) -> &[UserStack] {
         self.stacks.user_since(from)
-    }
-
-    pub(crate) fn finish(mut self) -> Aggregate {
-        self.stats.missed_stacks = self.stacks.missed;
-        let quiet = self.identity.quiet_targets();
-        let ids: FxHashSet<u64> = self.entries.keys().map(|k| k.cgroup).collect();
-        let cgroups = self
-            .identity
-            .cgroup_paths(ids.into_iter().filter(|&id| id != 0));
-        // A waker that had not been seen when it woke (running since before
-        // tracing, gone before /proc could say) may have shown its comm
-        // later, in its own switches.
-        let identity = &self.identity;
-        // (Ids merged by command are 0: no thread of theirs to ask.)
-        let named = |comm: Comm, tid: u32| match identity.seen_comm(tid) {
-            Some(seen) if comm == Comm::UNKNOWN && tid != 0 => seen,
-            _ => comm,
-        };
-        self.entries.rekey(
-            |levels| with_wakers(levels, |waker| waker.comm = named(waker.comm, waker.tid)),
-            |key| EntryKey {
-                waker_comm: named(key.waker_comm, key.waker_tid),
-                ..key
-            },
-        );
-        self.stats.bounded = self.entries.bounded;
-        let (entries, chains) = self.entries.into_parts();
-        Aggregate {
-            entries,
-            stacks: self.stacks.into_table(),
-            chains,
-            stats: self.stats,
-            quiet,
-            cgroups: self.split_cgroups.then_some(cgroups),
-            ns_tids: self.ns_tids.differing(),
-        }
     }
 
     fn intern(

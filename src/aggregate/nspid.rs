@@ -37,8 +37,12 @@ impl NsTids {
     }
 
     /// The threads whose innermost id differs, with it.
-    pub(super) fn differing(self) -> FxHashMap<u32, u32> {
-        self.read.into_iter().filter(|&(_, ns)| ns != 0).collect()
+    pub(super) fn differing(&self) -> FxHashMap<u32, u32> {
+        self.read
+            .iter()
+            .filter(|&(_, &ns)| ns != 0)
+            .map(|(&tid, &ns)| (tid, ns))
+            .collect()
     }
 }
 

@@ -46,6 +46,31 @@ pub(crate) struct Stats {
 }
 
 impl Stats {
+    /// Adds the counts of a later report of the same run (`--interval`):
+    /// the run's totals.
+    pub(crate) fn add(&mut self, later: &Stats) {
+        self.intervals += later.intervals;
+        self.out_of_range += later.out_of_range;
+        self.discarded_lost += later.discarded_lost;
+        self.lost_records += later.lost_records;
+        self.missed_stacks += later.missed_stacks;
+        self.switch_ins_from_backstop += later.switch_ins_from_backstop;
+        self.switch_in_unseen += later.switch_in_unseen;
+        self.switch_in_unknown += later.switch_in_unknown;
+        for (a, b) in self.wakeup_unseen.iter_mut().zip(later.wakeup_unseen) {
+            *a += b;
+        }
+        self.chain_wakeup_unseen += later.chain_wakeup_unseen;
+        self.woken_by_self += later.woken_by_self;
+        self.woken_by_self_us += later.woken_by_self_us;
+        let (a, b) = (&mut self.bounded, later.bounded);
+        a.merged = a.merged.or(b.merged);
+        a.by_command |= b.by_command;
+        a.dropped += b.dropped;
+        a.dropped_us += b.dropped_us;
+        a.chains_not_kept += b.chains_not_kept;
+    }
+
     /// The WARNING and NOTE lines (without newlines) these counts call
     /// for. `switch_ins_from_records` says the source takes switch-ins
     /// from context-switch records by design, so that their count is no

@@ -169,6 +169,8 @@ pub(crate) struct Plan {
     pub(crate) event_budget: usize,
     /// Seconds to trace (`None`: until a signal, or the command's exit).
     pub(crate) duration: Option<u64>,
+    /// Seconds between reports (`--interval`); `None`: one at the end.
+    pub(crate) interval: Option<u64>,
     /// The command to start and trace (empty: none).
     pub(crate) command: Vec<OsString>,
     /// `--module-offsets`: unresolved user frames in files are named by
@@ -250,6 +252,7 @@ impl Plan {
             buffer_pages: cli.mmap_pages,
             event_budget: cli.event_budget,
             duration: cli.duration,
+            interval: cli.interval,
             command: cli.command.clone(),
             module_offsets: cli.module_offsets,
             outputs,

@@ -84,6 +84,14 @@ impl Output {
         })
     }
 
+    /// The regular file the report goes to, if it goes to one.
+    pub(crate) fn regular_path(&self) -> Option<&Path> {
+        match self {
+            Output::File { path, .. } => Some(path),
+            Output::Stdout { .. } | Output::Special { .. } => None,
+        }
+    }
+
     /// False once stdout is a closed pipe.
     pub(crate) fn is_open(&self) -> bool {
         match self {

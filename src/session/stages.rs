@@ -1,6 +1,7 @@
 //! What each event goes through once its place in time is known: the
 //! processes' maps, the unwinding of user stacks, then the aggregation.
 
+use super::intervals::Cutter;
 use crate::aggregate::{self, Aggregator, TaskTable};
 use crate::diag::diag;
 use crate::event::Event;
@@ -75,12 +76,15 @@ pub(super) struct Stages {
     /// When samples copy user stacks.
     unwinder: Option<Unwinder>,
     aggregator: Aggregator,
+    /// With `--interval`: where reports are cut.
+    cutter: Option<Cutter>,
 }
 
 /// What the stages leave once every event went through them.
 pub(super) struct Staged {
     pub(super) maps: ProcessMaps,
     pub(super) aggregator: Aggregator,
+    pub(super) cutter: Option<Cutter>,
     /// The notes of the unwinding (see [`Unwinder::notes`]).
     pub(super) unwind_notes: Vec<String>,
 }
@@ -99,6 +103,21 @@ impl Stages {
             maps,
             unwinder,
             aggregator,
+            cutter: None,
+        }
+    }
+
+    /// Cuts a report at each of `cutter`'s boundaries.
+    pub(super) fn cut_with(&mut self, cutter: Cutter) {
+        self.cutter = Some(cutter);
+    }
+
+    /// Event time has reached `time`: the reports due are cut.
+    pub(super) fn reached(&mut self, time: u64) {
+        if let Some(c) = self.cutter.as_mut()
+            && c.due(time)
+        {
+            c.cut(time, &mut self.aggregator, &self.maps);
         }
     }
 
@@ -171,6 +190,7 @@ impl Stages {
                 .unwrap_or_default(),
             maps: self.maps,
             aggregator: self.aggregator,
+            cutter: self.cutter,
         }
     }
 
@@ -184,6 +204,7 @@ impl Stages {
 
     /// Takes one event through every stage.
     pub(super) fn process(&mut self, mut event: Event) {
+        self.reached(event.time);
         if !self.keep_user {
             self.aggregator.process(&event);
             return;

@@ -1,6 +1,7 @@
 //! What a run says on stderr once its report is out: the notes its
 //! counters call for, and how many records and intervals it counted.
 
+use crate::aggregate::quiet::QuietTarget;
 use crate::aggregate::{self, Aggregate};
 use crate::diag::{counted, diag};
 use crate::event::SourceStats;
@@ -22,23 +23,49 @@ impl Summary {
     /// Says, on stderr, the notes of the run on `plan` that gave `result`,
     /// then its counts.
     pub(super) fn print(self, result: &Aggregate, plan: &Plan) {
-        let Summary {
-            source_stats,
-            source_notes,
-            switch_ins_from_records,
-            unwind_notes,
-            priority_note,
-        } = self;
-        let stats = result.stats;
         let larger_buffer = match plan.input {
             Some(_) => "buffer when recording (perf record -m PAGES)",
             None => "--mmap-pages",
         };
-        let notes = stats
-            .notes(switch_ins_from_records, larger_buffer)
+        let notes = result
+            .stats
+            .notes(self.switch_ins_from_records, larger_buffer);
+        self.say(notes, &result.stats, &result.quiet, plan);
+        if crate::timing::enabled() {
+            diag!(
+                "offwake-perf: stacks stored: {} kernel, {} user; {} entries",
+                result.stacks.kernel.len(),
+                result.stacks.user.len(),
+                result.entries.len()
+            );
+        }
+    }
+
+    /// As [`Summary::print`], for a run whose reports (`--interval`) said
+    /// their own counters' notes: the rest, then the run's `total` counts.
+    pub(super) fn print_totals(self, total: &aggregate::Stats, quiet: &[QuietTarget], plan: &Plan) {
+        self.say(Vec::new(), total, quiet, plan);
+    }
+
+    /// Says `stats_notes`, then the other notes, then the counts.
+    fn say(
+        self,
+        stats_notes: Vec<String>,
+        stats: &aggregate::Stats,
+        quiet: &[QuietTarget],
+        plan: &Plan,
+    ) {
+        let Summary {
+            source_stats,
+            source_notes,
+            switch_ins_from_records: _,
+            unwind_notes,
+            priority_note,
+        } = self;
+        let notes = stats_notes
             .into_iter()
             .chain(aggregate::quiet::notes(
-                &result.quiet,
+                quiet,
                 plan.state.is_some(),
                 plan.input.is_some(),
             ))
@@ -48,15 +75,7 @@ impl Summary {
         for note in notes {
             diag!("{note}");
         }
-        diag!("{}", counts_line(&source_stats, &stats));
-        if crate::timing::enabled() {
-            diag!(
-                "offwake-perf: stacks stored: {} kernel, {} user; {} entries",
-                result.stacks.kernel.len(),
-                result.stacks.user.len(),
-                result.entries.len()
-            );
-        }
+        diag!("{}", counts_line(&source_stats, stats));
         if source_stats.malformed > 0 {
             diag!(
                 "WARNING: {} skipped",

@@ -26,27 +26,29 @@ const SYMBOLIZE_GRACE: Duration = Duration::from_secs(2);
 type Symbolized = Result<Vec<ResolvedEntry>>;
 
 /// A job for [`SymbolizeThread`].
-type Job = Box<dyn FnOnce() + Send>;
+pub(super) type Job = Box<dyn FnOnce() + Send>;
 
 /// The thread symbolization runs on, made idle before tracing starts: a
 /// run during which no thread can be made (every pid taken) still
-/// symbolizes and reports what it traced.
+/// symbolizes and reports what it traced. It runs its jobs in order: the
+/// reports of `--interval`, then the last one.
+#[derive(Clone)]
 pub(super) struct SymbolizeThread {
-    jobs: std::sync::mpsc::SyncSender<Job>,
+    jobs: std::sync::mpsc::Sender<Job>,
 }
 
 impl SymbolizeThread {
-    /// Starts the thread, idle until [`symbolize_apart`] gives it its job.
+    /// Starts the thread, idle until it is given a job.
     pub(super) fn spawn() -> Result<SymbolizeThread> {
-        let (jobs, job) = std::sync::mpsc::sync_channel::<Job>(1);
+        let (jobs, job) = std::sync::mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("symbolize".into())
             // As much stack as the main thread: DWARF is walked recursively
             // (to a bounded depth).
             .stack_size(8 << 20)
             .spawn(move || {
-                // Dropped unused when the run ends early.
-                if let Ok(job) = job.recv() {
+                // Ends when every sender is gone (the run ended).
+                for job in job {
                     job();
                 }
             })
@@ -54,69 +56,78 @@ impl SymbolizeThread {
         Ok(SymbolizeThread { jobs })
     }
 
-    /// Runs `job` on the thread; on this one if the thread is gone.
-    fn run(self, job: Job) {
+    /// Runs `job` on the thread, after the jobs given before; on this one
+    /// if the thread is gone.
+    pub(super) fn run(&self, job: Job) {
         if let Err(std::sync::mpsc::SendError(job)) = self.jobs.send(job) {
             job();
         }
     }
+
+    /// Runs `job` on the thread and waits for what it gives, so that
+    /// SIGINT or SIGTERM ends the run promptly whatever a traced process's
+    /// files do: `job` is given a `stop` that says when a signal came (it
+    /// then opens no more files), and if it still has not come back after
+    /// [`SYMBOLIZE_GRACE`], the run ends without a report.
+    pub(super) fn wait_for<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(Stop) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let signalled = signals::signalled_from_now();
+        let (tx, rx) = std::sync::mpsc::channel::<Result<T>>();
+        self.run(Box::new(move || {
+            let _ = tx.send(job(Box::new(signalled)));
+        }));
+        let mut stop_seen: Option<Instant> = None;
+        loop {
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok(done) => return done,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    bail!("symbolization failed")
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if signalled() && stop_seen.get_or_insert_with(Instant::now).elapsed() > SYMBOLIZE_GRACE
+            {
+                bail!(
+                    "interrupted: symbolization did not stop within {} s (a read of a traced \
+                     process's file did not return); no report",
+                    SYMBOLIZE_GRACE.as_secs()
+                );
+            }
+        }
+    }
 }
 
-/// Symbolizes on `thread`, so that SIGINT or SIGTERM ends the run
-/// promptly whatever a traced process's files do: a signal makes
-/// symbolization open no more files, and if it still has not come back
-/// after [`SYMBOLIZE_GRACE`], the run ends without a report.
+/// Says when symbolization should open no more files.
+pub(super) type Stop = Box<dyn Fn() -> bool + Send>;
+
+/// Symbolizes on `thread` (see [`SymbolizeThread::wait_for`]).
 pub(super) fn symbolize_apart(
-    thread: SymbolizeThread,
+    thread: &SymbolizeThread,
     result: &Arc<aggregate::Aggregate>,
     maps: ProcessMaps,
     kallsyms: Option<Preload>,
     kernel_text: Option<u64>,
     module_offsets: bool,
 ) -> Symbolized {
-    let signalled = signals::signalled_from_now();
-    let (tx, rx) = std::sync::mpsc::channel::<Symbolized>();
     let result = Arc::clone(result);
-    thread.run(Box::new(move || {
-        let _ = tx.send(symbolize_entries(
-            &result,
-            maps,
-            kallsyms,
-            kernel_text,
-            module_offsets,
-            signalled,
-        ));
-    }));
-    let mut stop_seen: Option<Instant> = None;
-    loop {
-        match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(entries) => return entries,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                bail!("symbolization failed")
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-        }
-        if signalled() && stop_seen.get_or_insert_with(Instant::now).elapsed() > SYMBOLIZE_GRACE {
-            bail!(
-                "interrupted: symbolization did not stop within {} s (a read of a traced \
-                 process's file did not return); no report",
-                SYMBOLIZE_GRACE.as_secs()
-            );
-        }
-    }
+    thread.wait_for(move |stop| {
+        symbolize_entries(&result, maps, kallsyms, kernel_text, module_offsets, stop)
+    })
 }
 
 /// Symbolizes every stack that some entry uses, once, then builds the
 /// printable entries. Shows progress on stderr when it takes a while.
 /// Once `stop` says so, no more files are opened. A recording's kernel
 /// addresses are moved to where this kernel's text is (`kernel_text`).
-fn symbolize_entries(
+pub(super) fn symbolize_entries(
     result: &aggregate::Aggregate,
     maps: ProcessMaps,
     kallsyms: Option<Preload>,
     kernel_text: Option<u64>,
     module_offsets: bool,
-    stop: impl Fn() -> bool + Send + 'static,
+    stop: Stop,
 ) -> Result<Vec<ResolvedEntry>> {
     let mut symbolizer = Symbolizer::new(maps, kallsyms)?;
     symbolizer.stop_when(stop);

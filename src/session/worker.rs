@@ -46,10 +46,12 @@ const HELD: usize = QUEUED;
 /// time, and with copies cut its work is short.
 const SQUEEZE_PAST: usize = QUEUED / 4;
 
-/// What the stages' thread is sent: its stages first, then batches.
+/// What the stages' thread is sent: its stages first, then batches, and
+/// the time the reader has read up to (for `--interval`).
 enum Message {
     Start(Box<Stages>),
     Batch(Vec<Event>),
+    Reached(u64),
 }
 
 /// The reader's side: an [`EventSink`] that queues events for the stages'
@@ -91,11 +93,15 @@ impl StageThread {
                 };
                 stages.prepare();
                 for message in messages {
-                    if let Message::Batch(batch) = message {
-                        taken.fetch_sub(1, Ordering::Relaxed);
-                        for event in batch {
-                            stages.process(event);
+                    match message {
+                        Message::Batch(batch) => {
+                            taken.fetch_sub(1, Ordering::Relaxed);
+                            for event in batch {
+                                stages.process(event);
+                            }
                         }
+                        Message::Reached(time) => stages.reached(time),
+                        Message::Start(_) => {}
                     }
                 }
                 Some(stages.finish())
@@ -184,6 +190,17 @@ impl StageThread {
                     self.queue = None;
                 }
             }
+        }
+    }
+
+    /// Says that no event older than `time` is still to come, when the
+    /// queue has room: the reports due by then are cut even while no
+    /// event comes.
+    pub(super) fn reached(&mut self, time: u64) {
+        if self.held.is_empty()
+            && let Some(queue) = &self.queue
+        {
+            let _ = queue.try_send(Message::Reached(time));
         }
     }
 

@@ -22,6 +22,38 @@ pub(crate) fn monotonic_ns() -> u64 {
     })
 }
 
+/// `secs` after the epoch as UTC date and time; `None` when the year
+/// does not fit.
+pub(crate) fn utc(secs: i64) -> Option<libc::tm> {
+    let t: libc::time_t = secs;
+    // SAFETY: `tm` is plain data (integers and a pointer, which may be
+    // null); gmtime_r reads one time_t and fills the one tm, both of which
+    // outlive the call, and returns null when the year does not fit.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::gmtime_r(&t, &mut tm).is_null() {
+            return None;
+        }
+        Some(tm)
+    }
+}
+
+/// `secs` after the epoch as a compact UTC time, `20261128T220102Z`.
+pub(crate) fn utc_stamp(secs: i64) -> String {
+    let Some(tm) = utc(secs) else {
+        return "00000000T000000Z".to_string();
+    };
+    format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        i64::from(tm.tm_year) + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
+}
+
 /// The CPUs listed in a sysfs CPU list such as `0-3,5,7-8`.
 pub(crate) fn parse_cpu_list(text: &str) -> Result<Vec<u32>> {
     let mut cpus = Vec::new();

@@ -36,7 +36,7 @@ const MAX_CODE_PATH_BYTES: usize = 32 << 20;
 /// How to open a file that stored stacks run code in: a mapping of it,
 /// by the process that first stored such a stack, and that process's
 /// root.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct CodeFile {
     tgid: u32,
     mapping: Mapping,
@@ -44,7 +44,7 @@ struct CodeFile {
 }
 
 /// The files that stored stacks run code in, by device and inode.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct CodeFiles {
     files: HashMap<FileKey, CodeFile>,
     path_bytes: usize,
@@ -175,5 +175,24 @@ impl Process {
         self.paths = HashSet::new();
         self.version += 1;
         known && self.mappings.is_empty()
+    }
+}
+
+impl ProcessMaps {
+    /// What symbolizing stacks of processes `tgids` needs, apart from this
+    /// history (which tracing goes on changing): their maps, the roots and
+    /// the files registered. Never reads /proc (sealed).
+    pub(crate) fn snapshot(&self, tgids: impl IntoIterator<Item = u32>) -> ProcessMaps {
+        let mut copy = ProcessMaps::new();
+        copy.procs = tgids
+            .into_iter()
+            .filter_map(|t| Some((t, self.procs.get(&t)?.clone())))
+            .collect();
+        copy.roots.dirs.clone_from(&self.roots.dirs);
+        copy.own_root.clone_from(&self.own_root);
+        copy.mmap_events = self.mmap_events;
+        copy.code_files = self.code_files.clone();
+        copy.sealed = true;
+        copy
     }
 }

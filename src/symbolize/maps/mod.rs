@@ -138,7 +138,7 @@ impl Process {
 /// The root directories of the processes seen, each held open once.
 #[derive(Debug, Default)]
 struct Roots {
-    dirs: Vec<Dir>,
+    dirs: Vec<Arc<Dir>>,
     /// By the directory's identity and its mount namespace.
     index: HashMap<(FileKey, u64), usize>,
     /// True when the processes are from a recording: a process of that
@@ -167,7 +167,7 @@ impl Roots {
         if self.dirs.len() >= MAX_ROOTS {
             return None;
         }
-        self.dirs.push(dir);
+        self.dirs.push(Arc::new(dir));
         self.index.insert((key, ns), self.dirs.len() - 1);
         Some(self.dirs.len() - 1)
     }
@@ -179,7 +179,7 @@ pub(crate) struct ProcessMaps {
     procs: HashMap<u32, Process>,
     roots: Roots,
     /// This tool's own root.
-    own_root: Option<Dir>,
+    own_root: Option<Arc<Dir>>,
     /// Roots taken before the process's first event (see
     /// [`ProcessMaps::hold_own_root_for`]).
     early_roots: HashMap<u32, usize>,
@@ -226,7 +226,7 @@ impl ProcessMaps {
         ProcessMaps {
             procs: HashMap::new(),
             roots: Roots::default(),
-            own_root: Dir::open(Path::new("/"), Scope::Root).ok(),
+            own_root: Dir::open(Path::new("/"), Scope::Root).ok().map(Arc::new),
             early_roots: HashMap::new(),
             held_perf_maps: 0,
             mmap_events: true,
