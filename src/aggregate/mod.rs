@@ -52,7 +52,7 @@ use stacks::{NoCode, StackInterner};
 use crate::event::state::{self, StateFilter};
 pub(crate) use chain::{ChainId, Level, MAX_LEVELS, WakerKey};
 pub(crate) use identity::TaskLookup;
-pub(crate) use stacks::{CodeOf, Place, StackRef, StackTable, UserStack};
+pub(crate) use stacks::{Code, CodeOf, Place, StackRef, StackTable, UserStack};
 pub(crate) use stats::Stats;
 pub(crate) use tasks::TaskTable;
 

@@ -85,6 +85,33 @@ pub(crate) enum Place {
     Vdso { offset: u64 },
 }
 
+/// Where the frames of a stored user stack run (see [`StackTable::code`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Code<'a> {
+    keys: &'a [FrameKey],
+    files: &'a [FileKey],
+}
+
+impl Code<'_> {
+    /// Where frame `index` runs: `None` for a frame in no known file (or
+    /// past the frames).
+    pub(crate) fn place(&self, index: usize) -> Option<Place> {
+        match *self.keys.get(index)? {
+            FrameKey::Code { file, offset } if file == VDSO_FILE => Some(Place::Vdso { offset }),
+            FrameKey::Code { file, offset } => self
+                .files
+                .get(file as usize)
+                .map(|&file| Place::File { file, offset }),
+            FrameKey::Address { .. } => None,
+        }
+    }
+
+    /// True when every one of `frames` frames is placed.
+    pub(crate) fn places_all(&self, frames: usize) -> bool {
+        (0..frames).all(|i| self.place(i).is_some())
+    }
+}
+
 /// Tells where user code is: the processes' maps.
 pub(crate) trait CodeOf {
     /// Where the code at `addr` in process `tgid` at `time` is, if in a
@@ -128,23 +155,12 @@ pub(crate) struct StackTable {
 }
 
 impl StackTable {
-    /// Where each frame of `stack` runs, innermost first: `None` for a
-    /// frame in no known file.
-    pub(crate) fn code(&self, stack: &UserStack) -> Vec<Option<Place>> {
-        stack
-            .keys
-            .iter()
-            .map(|k| match *k {
-                FrameKey::Code { file, offset } if file == VDSO_FILE => {
-                    Some(Place::Vdso { offset })
-                }
-                FrameKey::Code { file, offset } => self
-                    .files
-                    .get(file as usize)
-                    .map(|&file| Place::File { file, offset }),
-                FrameKey::Address { .. } => None,
-            })
-            .collect()
+    /// Where each frame of `stack` runs, innermost first.
+    pub(crate) fn code<'a>(&'a self, stack: &'a UserStack) -> Code<'a> {
+        Code {
+            keys: &stack.keys,
+            files: &self.files,
+        }
     }
 
     /// The addresses of a kernel stack (innermost first), if `r` is one.
@@ -566,14 +582,17 @@ mod tests {
                 offset,
             })
         };
+        let code = t.code(us);
         assert_eq!(
-            t.code(us),
+            [code.place(0), code.place(1), code.place(2), code.place(3)],
             [
                 lib(2, 0x10),
                 lib(3, 0x1020),
-                Some(Place::Vdso { offset: 0x30 })
+                Some(Place::Vdso { offset: 0x30 }),
+                None
             ]
         );
+        assert!(code.places_all(3));
     }
 
     #[test]
@@ -585,8 +604,9 @@ mod tests {
         let us = t.user_stack(a).unwrap();
         assert_eq!(us.by_address(), [true, false]);
         let code = t.code(us);
-        assert_eq!(code[0], None);
-        assert!(code[1].is_some());
+        assert_eq!(code.place(0), None);
+        assert!(code.place(1).is_some());
+        assert!(!code.places_all(2));
     }
 
     #[test]

@@ -265,16 +265,14 @@ fn user_names(
         .into_iter()
         .filter_map(|id| Some((id, table.user.get(id as usize)?)))
         .collect();
-    let code: Vec<_> = stored.iter().map(|(_, s)| table.code(s)).collect();
     let (user_ids, stacks): (Vec<u32>, Vec<UserStack<'_>>) = stored
         .iter()
-        .zip(&code)
-        .map(|(&(id, s), code)| {
+        .map(|&(id, s)| {
             let stack = UserStack {
                 tgid: s.tgid,
                 time: s.time,
                 addrs: &s.addrs,
-                code,
+                code: table.code(s),
             };
             (id, stack)
         })

@@ -39,7 +39,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
-use crate::aggregate::Place as Code;
+use crate::aggregate::{Code, Place as CodePlace};
 use crate::kallsyms::Preload;
 use crate::kallsyms::table::KernelSymbols;
 use crate::sys::open::{FileKey, OpenError};
@@ -69,14 +69,14 @@ pub(crate) struct UserStack<'a> {
     pub(crate) addrs: &'a [u64],
     /// Where each frame runs, when that was known as it was stored (see
     /// [`crate::aggregate::StackTable::code`]): such a frame is named from
-    /// its file, without the process's map. May be empty.
-    pub(crate) code: &'a [Option<Code>],
+    /// its file, without the process's map.
+    pub(crate) code: Code<'a>,
 }
 
 impl UserStack<'_> {
     /// True when some frame must be placed through the process's map.
     fn needs_map(&self) -> bool {
-        self.code.len() < self.addrs.len() || self.code.iter().any(Option::is_none)
+        !self.code.places_all(self.addrs.len())
     }
 }
 
@@ -291,7 +291,7 @@ impl Symbolizer {
             tgid,
             time,
             addrs,
-            code: &[],
+            code: Code::default(),
         };
         self.user_stacks(&[stack], &mut |_, _, _| {})
             .remove(0)
@@ -488,9 +488,9 @@ impl Symbolizer {
     fn place_frame(&mut self, stack: &UserStack<'_>, index: usize, addr: u64) -> Place {
         let probed = probe(index, addr);
         let back = addr - probed;
-        let in_code = match stack.code.get(index).copied().flatten() {
-            Some(Code::Vdso { offset }) => Some((FileId::Vdso, offset, Arc::from("[vdso]"))),
-            Some(Code::File { file, offset }) => self
+        let in_code = match stack.code.place(index) {
+            Some(CodePlace::Vdso { offset }) => Some((FileId::Vdso, offset, Arc::from("[vdso]"))),
+            Some(CodePlace::File { file, offset }) => self
                 .open_code(file)
                 .map(|(id, module)| (id, offset, module)),
             None => None,

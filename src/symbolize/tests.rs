@@ -139,7 +139,7 @@ fn c_function_from_dwarf_and_return_address_convention() {
         tgid: FAKE_TGID,
         time: 10,
         addrs: &[0x1000, start + 1, BASE + 3],
-        code: &[],
+        code: crate::aggregate::Code::default(),
     };
     let header = Symbol::Unresolved {
         module: Some(Arc::from("work")),
@@ -415,7 +415,7 @@ fn kept_run(
             tgid: FAKE_TGID,
             time: 0,
             addrs: std::slice::from_ref(a),
-            code: &[],
+            code: crate::aggregate::Code::default(),
         })
         .collect();
     let names = s.user_stacks(&stacks, &mut |_, _, _| {});
@@ -1222,7 +1222,7 @@ fn unread_note(maps: ProcessMaps, tgid: u32) -> String {
         tgid,
         time: 10,
         addrs: &[0x401000, 0x401100],
-        code: &[],
+        code: crate::aggregate::Code::default(),
     };
     let names = s.user_stacks(&[gone], &mut |_, _, _| {});
     assert!(
