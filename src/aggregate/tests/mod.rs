@@ -4,6 +4,7 @@
 mod bounds;
 mod chains;
 mod comms;
+mod cuts;
 mod notes;
 mod pairing;
 mod stored_stacks;
