@@ -145,7 +145,26 @@ pub(crate) struct History {
     swept_at: u64,
 }
 
+impl Wakeup {
+    /// Its stacks, each passed through `f`.
+    pub(crate) fn map_stacks(&mut self, f: &mut impl FnMut(StackRef) -> StackRef) {
+        self.key.kernel = f(self.key.kernel);
+        self.key.user = f(self.key.user);
+    }
+}
+
 impl History {
+    /// Every kept interval's stacks, passed through `f`.
+    pub(crate) fn map_stacks(&mut self, f: &mut impl FnMut(StackRef) -> StackRef) {
+        for (_, past) in self.threads.values_mut().flatten() {
+            past.kernel = f(past.kernel);
+            past.user = f(past.user);
+            if let Some(w) = past.wakeup.as_mut() {
+                w.map_stacks(f);
+            }
+        }
+    }
+
     /// Keeps an interval of thread `tid` that ended at `past.end`.
     pub(crate) fn push(&mut self, tid: u32, past: Past) {
         if tid == 0 {

@@ -4,33 +4,35 @@
 use rustc_hash::FxHashSet;
 
 use super::entries::Entries;
-use super::{Aggregate, Aggregator, Comm, EntryKey, Level, StackTable, with_wakers};
+use super::{Aggregate, Aggregator, Comm, EntryKey, StackTable, with_wakers};
 
 impl Aggregator {
     /// The report of what was counted since the last cut (or the start):
     /// its entries, the stacks they use and its counters. Counting goes on
     /// afresh; intervals still open are counted in the report of their
     /// end.
+    ///
+    /// The stack storage starts afresh too, so that a long run's memory
+    /// follows the stacks of one interval: the report takes the stacks
+    /// stored so far, and those of intervals still open (or kept for
+    /// chains) are stored again.
     pub(crate) fn cut(&mut self) -> Aggregate {
         let entries = std::mem::replace(&mut self.entries, Entries::for_levels(self.depth));
         let mut report = self.report(entries);
-        let keys = report.entries.iter().flat_map(|e| {
-            let k = &e.key;
-            [k.target_kernel, k.target_user, k.waker_kernel, k.waker_user]
-        });
-        let levels = report
-            .chains
-            .iter()
-            .flatten()
-            .flat_map(|level| match *level {
-                Level::Waited {
-                    kernel,
-                    user,
-                    waker,
-                } => vec![kernel, user, waker.kernel, waker.user],
-                _ => Vec::new(),
-            });
-        report.stacks = self.stacks.table_for(keys.chain(levels));
+        let old = self.stacks.renew();
+        let stacks = &mut self.stacks;
+        let mut carry = |r| stacks.carry(&old, r);
+        for open in self.open.values_mut() {
+            open.kernel = carry(open.kernel);
+            open.user = carry(open.user);
+            for (_, w) in open.first_waker.iter_mut().chain(open.waker.iter_mut()) {
+                w.map_stacks(&mut carry);
+            }
+        }
+        if let Some(h) = self.history.as_mut() {
+            h.map_stacks(&mut carry);
+        }
+        report.stacks = old;
         report
     }
 

@@ -434,43 +434,41 @@ impl StackInterner {
         self.images.remove(&tgid);
     }
 
-    /// A table of the stacks `used` refers to, each at its id; the others
-    /// are left empty.
-    pub(crate) fn table_for(&self, used: impl IntoIterator<Item = StackRef>) -> StackTable {
-        let mut t = StackTable {
-            kernel: vec![Vec::new(); self.table.kernel.len()],
-            user: Vec::with_capacity(self.table.user.len()),
-            files: self.table.files.clone(),
-        };
-        let none: Arc<[FrameKey]> = Arc::from([]);
-        t.user.resize_with(self.table.user.len(), || UserStack {
-            tgid: 0,
-            time: 0,
-            addrs: Vec::new(),
-            keys: Arc::clone(&none),
-        });
-        for r in used {
-            match r {
-                StackRef::Kernel(id) => {
-                    if let (Some(to), Some(from)) = (
-                        t.kernel.get_mut(id as usize),
-                        self.table.kernel.get(id as usize),
-                    ) {
-                        to.clone_from(from);
-                    }
+    /// Starts an empty storage, keeping the files' numbers: the stacks
+    /// stored so far go, as the table returned, and those still needed
+    /// come back through [`StackInterner::carry`].
+    pub(crate) fn renew(&mut self) -> StackTable {
+        self.kernel_ids.clear();
+        self.user_ids.clear();
+        self.kernel_memo.clear();
+        self.user_memo.clear();
+        let files = self.table.files.clone();
+        std::mem::replace(
+            &mut self.table,
+            StackTable {
+                files,
+                ..StackTable::default()
+            },
+        )
+    }
+
+    /// Stack `r` of table `old` (see [`StackInterner::renew`]), stored
+    /// again here.
+    pub(crate) fn carry(&mut self, old: &StackTable, r: StackRef) -> StackRef {
+        match r {
+            StackRef::Kernel(id) => match old.kernel.get(id as usize) {
+                Some(addrs) => self.intern_kernel(addrs),
+                None => StackRef::Missed,
+            },
+            StackRef::User(id) => match old.user.get(id as usize) {
+                Some(s) => {
+                    let keys = Arc::clone(&s.keys);
+                    self.intern_keys(s.tgid, s.time, &s.addrs, &keys)
                 }
-                StackRef::User(id) => {
-                    if let (Some(to), Some(from)) = (
-                        t.user.get_mut(id as usize),
-                        self.table.user.get(id as usize),
-                    ) {
-                        to.clone_from(from);
-                    }
-                }
-                StackRef::Empty | StackRef::Missed => {}
-            }
+                None => StackRef::Missed,
+            },
+            StackRef::Empty | StackRef::Missed => r,
         }
-        t
     }
 
     pub(crate) fn into_table(self) -> StackTable {

@@ -31,7 +31,8 @@ fn an_interval_is_counted_in_the_report_of_its_end() {
         Some(&[0xf1u64, 0xf2][..])
     );
     assert!(first.stacks.user_stack(e.key.target_user).is_some());
-    let first_kernel = e.key.target_kernel;
+    // Its stacks, and the one of the interval still open.
+    assert_eq!(first.stacks.kernel.len(), 2);
     run(
         &mut a,
         &[
@@ -43,10 +44,17 @@ fn an_interval_is_counted_in_the_report_of_its_end() {
     let e = only(&second);
     assert_eq!(e.total_us, 30);
     assert_eq!(e.key.waker_tid, 200);
-    // The first report's stack is not in the second, which does not use it.
-    assert_ne!(e.key.target_kernel, first_kernel);
-    assert_eq!(second.stacks.kernel_addrs(first_kernel), Some(&[][..]));
     assert_eq!(second.stats.intervals, 1);
+    // The storage started afresh: the open interval's stack was stored
+    // again, with the waker's, and nothing of the first report.
+    let t = &second.stacks;
+    assert_eq!(t.kernel_addrs(e.key.target_kernel), Some(&[0xf1u64][..]));
+    assert_eq!(t.kernel_addrs(e.key.waker_kernel), Some(&[0xe1u64][..]));
+    assert_eq!(
+        t.user_stack(e.key.target_user).map(|u| u.addrs.clone()),
+        Some(vec![0x4001])
+    );
+    assert_eq!((t.kernel.len(), t.user.len()), (2, 2));
     let empty = a.finish();
     assert!(empty.entries.is_empty());
     assert_eq!(empty.stats.intervals, 0);
