@@ -12,7 +12,7 @@ use std::io::{self, IsTerminal};
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitStatus};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use clap::Parser;
@@ -158,17 +158,8 @@ fn trace(
         maps,
         kallsyms,
     } = attached;
-    // With --interval, each report has its own header.
-    let reporter = plan.interval.map(|_| {
-        let mut r = intervals::Reporter::new(
-            std::mem::take(&mut outputs),
-            kallsyms.clone(),
-            plan.module_offsets,
-            child.is_some(),
-        );
-        r.set_switch_ins_from_records(source.switch_ins_from_records());
-        Arc::new(Mutex::new(r))
-    });
+    // With --interval, the reports take the outputs, each with its header.
+    let reporter = intervals::shared(&plan, &mut outputs, &kallsyms, child.is_some(), &source);
     write_headers(&mut outputs, &plan, child.is_some())?;
     let aggregator = stages::aggregator(&plan, tasks);
     let mut stages = Stages::new(
@@ -299,10 +290,7 @@ fn read_events(
         source.poll(timeout, exit_watch.as_ref().map(|fd| fd.as_fd()), sink)?;
         sink.flush();
         if plan.interval.is_some() {
-            // Events older than a few rounds were read: reports due by
-            // then are cut even if no event comes.
-            let slack = source.round_period().as_nanos() as u64 * 4;
-            sink.reached(crate::sys::host::monotonic_ns().saturating_sub(slack));
+            sink.reached(source.read_up_to());
         }
         if source.fell_behind() {
             priority.behind();
@@ -342,6 +330,9 @@ fn live_targets(plan: &Plan, child: Option<&Child>) -> Option<Vec<u32>> {
 /// Symbolizes (on `symbolizer`) and writes the report, then the command's status and the
 /// run's warnings and notes on stderr.
 fn report(traced: Traced, symbolizer: &symbols::SymbolizeThread) -> Result<Outcome> {
+    if traced.intervals.is_some() {
+        return intervals::last_report(traced, symbolizer);
+    }
     let Traced {
         source,
         plan,
@@ -355,26 +346,8 @@ fn report(traced: Traced, symbolizer: &symbols::SymbolizeThread) -> Result<Outco
         kernel_text,
         span,
         mut outputs,
-        intervals,
+        intervals: _,
     } = traced;
-    if let Some((reporter, cutter)) = intervals {
-        return last_report(
-            LastReport {
-                reporter,
-                span: cutter.map_or(span, |c| c.remainder()),
-                result,
-                maps,
-                summary,
-                source,
-                child,
-                command_end,
-                kallsyms,
-                launched,
-            },
-            &plan,
-            symbolizer,
-        );
-    }
     let result = Arc::new(result);
     let kallsyms_cache = kallsyms.clone();
     if outputs.iter().any(|(output, _)| output.is_open()) {
@@ -402,65 +375,6 @@ fn report(traced: Traced, symbolizer: &symbols::SymbolizeThread) -> Result<Outco
     timing::print();
     close(source, kallsyms_cache.as_ref());
     drop(launched);
-    Ok(Outcome { command })
-}
-
-/// What the last report of `--interval` needs.
-struct LastReport {
-    reporter: intervals::Shared,
-    span: Span,
-    result: aggregate::Aggregate,
-    maps: ProcessMaps,
-    summary: Summary,
-    source: Source,
-    child: Option<Child>,
-    command_end: CommandEnd,
-    kallsyms: Option<Preload>,
-    launched: Option<command::Launched>,
-}
-
-/// With `--interval`: the report of the remainder, after those before it,
-/// then the command's status and the run's notes and counts.
-fn last_report(
-    last: LastReport,
-    plan: &Plan,
-    symbolizer: &symbols::SymbolizeThread,
-) -> Result<Outcome> {
-    let LastReport {
-        reporter,
-        span,
-        result,
-        maps,
-        summary,
-        source,
-        mut child,
-        command_end,
-        kallsyms,
-        launched,
-    } = last;
-    let quiet = result.quiet.clone();
-    let cut = intervals::Cut {
-        aggregate: result,
-        maps,
-        span,
-    };
-    let shared = Arc::clone(&reporter);
-    let written = symbolizer.wait_for(move |stop| {
-        let mut r = shared.lock().unwrap_or_else(PoisonError::into_inner);
-        r.write(cut, stop)?;
-        r.finish()
-    });
-    timing::mark("write");
-    let command = command_end.status(child.as_mut());
-    let total = reporter
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .total;
-    summary.print_totals(&total, &quiet, plan);
-    timing::print();
-    close(source, kallsyms.as_ref());
-    drop(launched);
-    written?;
     Ok(Outcome { command })
 }
 

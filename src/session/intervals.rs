@@ -11,16 +11,20 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 
 use crate::aggregate::{Aggregate, Aggregator, Stats};
 use crate::diag::diag;
 use crate::kallsyms::Preload;
+use crate::plan::Plan;
 use crate::report::{self, Format, Output, ReportOptions, Span};
+use crate::source::Source;
 use crate::symbolize::ProcessMaps;
 use crate::sys::host::monotonic_ns;
 
 use super::symbols::{self, Stop, SymbolizeThread};
+use super::{Outcome, Traced, close};
+use crate::timing;
 
 /// What was counted during one interval, with what naming it needs.
 pub(super) struct Cut {
@@ -228,6 +232,22 @@ impl Reporter {
 /// A reporter the stages' thread and the end of the run share.
 pub(super) type Shared = Arc<Mutex<Reporter>>;
 
+/// With `--interval`, a [`Reporter`] to share, which takes `outputs`
+/// (see [`Reporter::new`]).
+pub(super) fn shared(
+    plan: &Plan,
+    outputs: &mut Vec<(Output, ReportOptions)>,
+    kallsyms: &Option<Preload>,
+    with_command: bool,
+    source: &Source,
+) -> Option<Shared> {
+    plan.interval?;
+    let outputs = std::mem::take(outputs);
+    let mut r = Reporter::new(outputs, kallsyms.clone(), plan.module_offsets, with_command);
+    r.set_switch_ins_from_records(source.switch_ins_from_records());
+    Some(Arc::new(Mutex::new(r)))
+}
+
 /// What the stages call with each cut: its report is written on
 /// `thread`, after those before it.
 pub(super) fn sender(reporter: &Shared, thread: &SymbolizeThread) -> Box<dyn FnMut(Cut) + Send> {
@@ -242,6 +262,53 @@ pub(super) fn sender(reporter: &Shared, thread: &SymbolizeThread) -> Box<dyn FnM
             }
         }));
     })
+}
+
+/// With `--interval`: the report of the remainder, after those before it,
+/// then the command's status and the run's notes and counts.
+pub(super) fn last_report(traced: Traced, symbolizer: &SymbolizeThread) -> Result<Outcome> {
+    let Traced {
+        source,
+        plan,
+        mut child,
+        launched,
+        command_end,
+        result,
+        maps,
+        kallsyms,
+        summary,
+        span,
+        intervals,
+        ..
+    } = traced;
+    let Some((reporter, cutter)) = intervals else {
+        bail!("no report was cut");
+    };
+    let span = cutter.map_or(span, |c| c.remainder());
+    let quiet = result.quiet.clone();
+    let cut = Cut {
+        aggregate: result,
+        maps,
+        span,
+    };
+    let shared = Arc::clone(&reporter);
+    let written = symbolizer.wait_for(move |stop| {
+        let mut r = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        r.write(cut, stop)?;
+        r.finish()
+    });
+    timing::mark("write");
+    let command = command_end.status(child.as_mut());
+    let total = reporter
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .total;
+    summary.print_totals(&total, &quiet, &plan);
+    timing::print();
+    close(source, kallsyms.as_ref());
+    drop(launched);
+    written?;
+    Ok(Outcome { command })
 }
 
 /// `path` with `start` (UTC, to the second) before its extension, the

@@ -259,6 +259,13 @@ impl Source {
         }
     }
 
+    /// The event time that every event older than has been read, or will
+    /// not come: now, less a few rounds of reading.
+    pub(crate) fn read_up_to(&self) -> u64 {
+        let slack = u64::try_from(self.round_period().as_nanos()).unwrap_or(u64::MAX);
+        crate::sys::host::monotonic_ns().saturating_sub(slack.saturating_mul(4))
+    }
+
     /// Reads what the source has, waiting up to `timeout` for it, or until
     /// `wake` is readable.
     pub(crate) fn poll(
