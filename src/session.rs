@@ -171,7 +171,7 @@ fn trace(
     if let (Some(secs), Some(r)) = (plan.interval, &reporter) {
         stages.cut_with(intervals::Cutter::new(
             secs,
-            intervals::sender(r, symbolizer),
+            intervals::ReportSink::new(r, symbolizer),
         ));
     }
     sink.start(stages);

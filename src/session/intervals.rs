@@ -8,6 +8,7 @@
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -33,29 +34,37 @@ pub(super) struct Cut {
     pub(super) span: Span,
 }
 
+/// Reports cut and not yet written, at most: past them, a report goes on
+/// to the next boundary (its interval is longer), rather than memory
+/// growing while symbolization lags.
+const MAX_PENDING: usize = 2;
+
 /// On the stages' thread: cuts a report at each boundary of event time.
 pub(super) struct Cutter {
     /// Nanoseconds between boundaries.
     every: u64,
-    /// The next boundary (CLOCK_MONOTONIC, as event times).
+    /// Where the report being counted began, and the next boundary
+    /// (CLOCK_MONOTONIC, as event times).
+    from: u64,
     next: u64,
     /// CLOCK_MONOTONIC and the wall clock at one moment.
     mono0: u64,
     wall0: SystemTime,
-    send: Box<dyn FnMut(Cut) + Send>,
+    sink: ReportSink,
 }
 
 impl Cutter {
-    /// Boundaries every `secs` seconds from now; each cut goes to `send`.
-    pub(super) fn new(secs: u64, send: Box<dyn FnMut(Cut) + Send>) -> Cutter {
+    /// Boundaries every `secs` seconds from now; each cut goes to `sink`.
+    pub(super) fn new(secs: u64, sink: ReportSink) -> Cutter {
         let (wall0, mono0) = (SystemTime::now(), monotonic_ns());
         let every = secs.saturating_mul(1_000_000_000);
         Cutter {
             every,
+            from: mono0,
             next: mono0.saturating_add(every),
             mono0,
             wall0,
-            send,
+            sink,
         }
     }
 
@@ -64,31 +73,33 @@ impl Cutter {
         time >= self.next
     }
 
-    /// Cuts a report at each boundary up to `time`.
+    /// Cuts a report at each boundary up to `time`, unless
+    /// [`MAX_PENDING`] reports wait to be written.
     pub(super) fn cut(&mut self, time: u64, aggregator: &mut Aggregator, maps: &ProcessMaps) {
         while self.due(time) {
-            let aggregate = aggregator.cut();
-            let maps = maps.snapshot(needing_maps(&aggregate));
-            let start = self.next - self.every;
-            let span = Span {
-                start: self.wall(start),
-                duration: Duration::from_nanos(self.every),
-            };
-            (self.send)(Cut {
-                aggregate,
-                maps,
-                span,
-            });
+            if self.sink.pending() < MAX_PENDING {
+                let aggregate = aggregator.cut();
+                let maps = maps.snapshot(needing_maps(&aggregate));
+                let span = Span {
+                    start: self.wall(self.from),
+                    duration: Duration::from_nanos(self.next - self.from),
+                };
+                self.sink.send(Cut {
+                    aggregate,
+                    maps,
+                    span,
+                });
+                self.from = self.next;
+            }
             self.next = self.next.saturating_add(self.every);
         }
     }
 
-    /// The span of the last report: from the last boundary to now.
+    /// The span of the last report: from the last cut to now.
     pub(super) fn remainder(&self) -> Span {
-        let start = self.next - self.every;
         Span {
-            start: self.wall(start),
-            duration: Duration::from_nanos(monotonic_ns().saturating_sub(start)),
+            start: self.wall(self.from),
+            duration: Duration::from_nanos(monotonic_ns().saturating_sub(self.from)),
         }
     }
 
@@ -248,20 +259,40 @@ pub(super) fn shared(
     Some(Arc::new(Mutex::new(r)))
 }
 
-/// What the stages call with each cut: its report is written on
-/// `thread`, after those before it.
-pub(super) fn sender(reporter: &Shared, thread: &SymbolizeThread) -> Box<dyn FnMut(Cut) + Send> {
-    let (reporter, thread) = (Arc::clone(reporter), thread.clone());
-    Box::new(move |cut| {
-        let reporter = Arc::clone(&reporter);
-        thread.run(Box::new(move || {
+/// Where the stages send each cut: its report is written on the
+/// symbolization thread, after those before it.
+pub(super) struct ReportSink {
+    reporter: Shared,
+    thread: SymbolizeThread,
+    /// Reports sent and not yet written.
+    pending: Arc<AtomicUsize>,
+}
+
+impl ReportSink {
+    pub(super) fn new(reporter: &Shared, thread: &SymbolizeThread) -> ReportSink {
+        ReportSink {
+            reporter: Arc::clone(reporter),
+            thread: thread.clone(),
+            pending: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    fn send(&self, cut: Cut) {
+        let (reporter, pending) = (Arc::clone(&self.reporter), Arc::clone(&self.pending));
+        pending.fetch_add(1, Ordering::AcqRel);
+        self.thread.run(Box::new(move || {
             let stop = super::signals::signalled_from_now();
             let mut r = reporter.lock().unwrap_or_else(PoisonError::into_inner);
             if let Err(e) = r.write(cut, Box::new(stop)) {
                 diag!("offwake-perf: a report was not written: {e:#}");
             }
+            pending.fetch_sub(1, Ordering::AcqRel);
         }));
-    })
+    }
 }
 
 /// With `--interval`: the report of the remainder, after those before it,
