@@ -290,6 +290,14 @@ impl ReportSink {
             if let Err(e) = r.write(cut, Box::new(stop)) {
                 diag!("offwake-perf: a report was not written: {e:#}");
             }
+            drop(r);
+            // What naming the report took (files' symbols and DWARF) is
+            // given back to the system until the next report.
+            // SAFETY: malloc_trim only releases free heap memory; it takes
+            // no pointer and is safe to call from any thread.
+            unsafe {
+                libc::malloc_trim(0);
+            }
             pending.fetch_sub(1, Ordering::AcqRel);
         }));
     }
