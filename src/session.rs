@@ -159,7 +159,7 @@ fn trace(
         kallsyms,
     } = attached;
     // With --interval, the reports take the outputs, each with its header.
-    let reporter = intervals::shared(&plan, &mut outputs, &kallsyms, child.is_some(), &source);
+    let reporter = intervals::shared(&plan, &mut outputs, &kallsyms, &source);
     write_headers(&mut outputs, &plan, child.is_some())?;
     let aggregator = stages::aggregator(&plan, tasks);
     let mut stages = Stages::new(

@@ -137,7 +137,6 @@ pub(super) struct Reporter {
     destinations: Vec<Destination>,
     kallsyms: Option<Preload>,
     module_offsets: bool,
-    with_command: bool,
     /// How to say that records were lost (see [`Stats::notes`]).
     switch_ins_from_records: bool,
     /// Reports written so far.
@@ -153,7 +152,6 @@ impl Reporter {
         outputs: Vec<(Output, ReportOptions)>,
         kallsyms: Option<Preload>,
         module_offsets: bool,
-        with_command: bool,
     ) -> Reporter {
         let destinations = outputs
             .into_iter()
@@ -166,7 +164,6 @@ impl Reporter {
             destinations,
             kallsyms,
             module_offsets,
-            with_command,
             switch_ins_from_records: false,
             written: 0,
             total: Stats::default(),
@@ -187,6 +184,7 @@ impl Reporter {
             maps,
             span,
         } = cut;
+        self.total.add(&aggregate.stats);
         let entries = symbols::symbolize_entries(
             &aggregate,
             maps,
@@ -197,25 +195,29 @@ impl Reporter {
         )?;
         let secs = span.duration.as_secs_f64().round() as u64;
         let first = self.written == 0;
+        let write = |w: &mut dyn std::io::Write, options: &ReportOptions, first: bool| {
+            if !first && options.format == Format::Folded {
+                w.write_all(b"\n")?;
+            }
+            w.write_all(report::header(options, Some(secs.max(1)), false).as_bytes())?;
+            report::write_report(w, options, &entries, span)
+        };
+        // One destination that fails (a full disk) does not keep the
+        // report from the others.
+        let mut failed = None;
         for d in &mut self.destinations {
-            let write = |w: &mut dyn std::io::Write, options: &ReportOptions, first: bool| {
-                if !first && options.format == Format::Folded {
-                    w.write_all(b"\n")?;
-                }
-                w.write_all(
-                    report::header(options, Some(secs.max(1)), self.with_command).as_bytes(),
-                )?;
-                report::write_report(w, options, &entries, span)
-            };
-            match d {
+            let done = match d {
                 Destination::Stream(output, options) => {
-                    output.write_with(|w| write(w, options, first))?;
+                    output.write_with(|w| write(w, options, first))
                 }
-                Destination::Files(path, options) => {
-                    let mut output = Output::open(Some(&stamped(path, span.start)))?;
-                    output.write_with(|w| write(w, options, true))?;
-                    output.finish()?;
-                }
+                Destination::Files(path, options) => Output::open(Some(&stamped(path, span.start)))
+                    .and_then(|mut output| {
+                        output.write_with(|w| write(w, options, true))?;
+                        output.finish()
+                    }),
+            };
+            if let Err(e) = done {
+                failed.get_or_insert(e);
             }
         }
         self.written += 1;
@@ -225,8 +227,7 @@ impl Reporter {
         {
             diag!("{note}");
         }
-        self.total.add(&aggregate.stats);
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     /// Ends the streams the reports went to.
@@ -249,12 +250,11 @@ pub(super) fn shared(
     plan: &Plan,
     outputs: &mut Vec<(Output, ReportOptions)>,
     kallsyms: &Option<Preload>,
-    with_command: bool,
     source: &Source,
 ) -> Option<Shared> {
     plan.interval?;
     let outputs = std::mem::take(outputs);
-    let mut r = Reporter::new(outputs, kallsyms.clone(), plan.module_offsets, with_command);
+    let mut r = Reporter::new(outputs, kallsyms.clone(), plan.module_offsets);
     r.set_switch_ins_from_records(source.switch_ins_from_records());
     Some(Arc::new(Mutex::new(r)))
 }
