@@ -39,6 +39,9 @@ pub(super) struct Cut {
 /// growing while symbolization lags.
 const MAX_PENDING: usize = 2;
 
+/// A last report this short and empty is not written.
+const LEFTOVER: Duration = Duration::from_millis(200);
+
 /// On the stages' thread: cuts a report at each boundary of event time.
 pub(super) struct Cutter {
     /// Nanoseconds between boundaries.
@@ -333,7 +336,13 @@ pub(super) fn last_report(traced: Traced, symbolizer: &SymbolizeThread) -> Resul
     let shared = Arc::clone(&reporter);
     let written = symbolizer.wait_for(move |stop| {
         let mut r = shared.lock().unwrap_or_else(PoisonError::into_inner);
-        r.write(cut, stop)?;
+        // A DURATION that is a multiple of the interval leaves only the
+        // moment tracing took to stop: no report of its own.
+        if cut.aggregate.entries.is_empty() && cut.span.duration < LEFTOVER {
+            r.total.add(&cut.aggregate.stats);
+        } else {
+            r.write(cut, stop)?;
+        }
         r.finish()
     });
     timing::mark("write");
