@@ -35,6 +35,7 @@ mod attach;
 mod command_end;
 mod intervals;
 mod progress;
+mod settle;
 mod signals;
 mod stages;
 mod summary;
@@ -139,6 +140,8 @@ struct Traced {
     /// With `--interval`: what wrote the reports so far, and the
     /// boundaries they were cut at (the last report is the remainder).
     intervals: Option<(intervals::Shared, Option<intervals::Cutter>)>,
+    /// Without it: what named the cuts made so far, if any.
+    settler: Option<settle::Settler>,
 }
 
 /// Writes the header, then reads events until the duration ends, a signal
@@ -174,6 +177,7 @@ fn trace(
             intervals::ReportSink::new(r, symbolizer),
         ));
     }
+    stages.settle_with(settle::Settler::for_run(&plan, &kallsyms, symbolizer));
     sink.start(stages);
     sink.squeeze(source.copy_budget());
     // Raised when the reader falls behind, until the rings are drained.
@@ -195,6 +199,7 @@ fn trace(
         mut maps,
         aggregator,
         cutter,
+        settler,
         unwind_notes,
     } = sink.finish()?;
     maps.seal();
@@ -221,6 +226,7 @@ fn trace(
         kernel_text,
         outputs,
         intervals: reporter.map(|r| (r, cutter)),
+        settler,
     })
 }
 
@@ -347,18 +353,18 @@ fn report(traced: Traced, symbolizer: &symbols::SymbolizeThread) -> Result<Outco
         span,
         mut outputs,
         intervals: _,
+        settler,
     } = traced;
-    let result = Arc::new(result);
     let kallsyms_cache = kallsyms.clone();
-    if outputs.iter().any(|(output, _)| output.is_open()) {
-        let entries = symbols::symbolize_apart(
-            symbolizer,
-            &result,
-            maps,
-            kallsyms,
-            kernel_text.filter(|_| plan.stacks.kernel),
-            plan.module_offsets,
-        )?;
+    let naming = settle::Naming {
+        maps,
+        kallsyms,
+        kernel_text: kernel_text.filter(|_| plan.stacks.kernel),
+        module_offsets: plan.module_offsets,
+    };
+    let named = outputs.iter().any(|(output, _)| output.is_open());
+    let (result, entries) = settle::last_report(settler, symbolizer, result, naming, named)?;
+    if let Some(entries) = entries {
         timing::mark("symbolize");
         for (output, options) in &mut outputs {
             output
@@ -366,9 +372,9 @@ fn report(traced: Traced, symbolizer: &symbols::SymbolizeThread) -> Result<Outco
                 .context("writing the report")?;
         }
     }
-    for (output, _) in outputs {
-        output.finish()?;
-    }
+    outputs
+        .into_iter()
+        .try_for_each(|(output, _)| output.finish())?;
     timing::mark("write");
     let command = command_end.status(child.as_mut());
     summary.print(&result, &plan);

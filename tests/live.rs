@@ -676,6 +676,65 @@ fn one_code_path_in_many_processes_is_one_stack() {
     );
 }
 
+/// A storage far too small for a run's distinct stacks is named and
+/// emptied whenever it nearly fills, and counting goes on: each of 40
+/// sleeps, every one at a depth (a user stack) of its own, is counted with
+/// its own frames and its own measured time, and no stack is reported
+/// lost. Kept as bcc keeps them, all but the first few would print
+/// `[Missed User Stack]`.
+#[test]
+fn a_full_stack_storage_is_named_and_counting_goes_on() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let _cpu = shared();
+    let (sleeps, ms) = (40, slowed(20));
+    let exe = workload("sleepdepth");
+    let (sleeps_arg, ms_arg) = (sleeps.to_string(), ms.to_string());
+    let out = run(&[
+        "--stack-storage-size",
+        "8",
+        "-f",
+        "--",
+        "env",
+        "OFFWAKE_PIN_CPU=0",
+        exe.to_str().unwrap(),
+        &sleeps_arg,
+        &ms_arg,
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("stack traces lost"), "{stderr}");
+    let truth: std::collections::HashMap<usize, u64> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("sleep_ns="))
+        .filter_map(|rest| {
+            let (depth, ns) = rest.split_once(' ')?;
+            Some((depth.parse().ok()?, ns.trim().parse::<u64>().ok()? / 1000))
+        })
+        .collect();
+    assert_eq!(truth.len(), sleeps, "{stderr}");
+    let mut traced: std::collections::HashMap<usize, u64> = Default::default();
+    for l in parse_folded(&stdout) {
+        if has(&l.target, "sleep_at_depth") {
+            let depth = l.target.iter().filter(|f| *f == "descend").count();
+            *traced.entry(depth).or_default() += l.total;
+        }
+    }
+    for (depth, &real) in &truth {
+        let us = traced.get(depth).copied().unwrap_or(0);
+        assert_ratio(
+            &format!("sleep at depth {depth} vs its own measure"),
+            us,
+            real,
+            0.9,
+            1.02,
+        );
+    }
+}
+
 /// (d) `-- COMMAND` traces the processes the command starts, and stops when
 /// the command exits.
 #[test]

@@ -33,6 +33,7 @@ impl Aggregator {
             h.map_stacks(&mut carry);
         }
         report.stacks = old;
+        self.stored_at_cut = self.stacks.len();
         report
     }
 

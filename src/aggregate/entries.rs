@@ -212,6 +212,12 @@ impl Entries {
         self.entries.len()
     }
 
+    /// True when entries or chains fill seven eighths of their caps.
+    pub(crate) fn nearly_full(&self) -> bool {
+        let near = |n: usize, cap: usize| n >= cap - cap / 8;
+        near(self.entries.len(), self.max_entries) || near(self.chains.len(), self.max_chains)
+    }
+
     /// The entries, and the chains by [`EntryKey::chain`].
     pub(crate) fn into_parts(self) -> (Vec<Entry>, Vec<Vec<Level>>) {
         let entries = self

@@ -23,6 +23,7 @@ mod entries;
 mod identity;
 mod nspid;
 pub(crate) mod quiet;
+mod settle;
 pub(crate) mod stacks;
 mod stats;
 pub(crate) mod tasks;
@@ -52,7 +53,8 @@ use stacks::{NoCode, StackInterner};
 use crate::event::state::{self, StateFilter};
 pub(crate) use chain::{ChainId, Level, MAX_LEVELS, WakerKey};
 pub(crate) use identity::TaskLookup;
-pub(crate) use stacks::{Code, CodeOf, Place, StackRef, StackTable, UserStack};
+pub(crate) use settle::{Half, Settled};
+pub(crate) use stacks::{Code, CodeOf, Place, StackId, StackRef, StackTable, UserStack};
 pub(crate) use stats::Stats;
 pub(crate) use tasks::TaskTable;
 
@@ -236,6 +238,8 @@ pub(crate) struct Aggregator {
     lost_until: u64,
     /// Stacks that did not fit, as of the last report.
     missed_reported: u64,
+    /// Stacks stored just after the last cut (those of open intervals).
+    stored_at_cut: usize,
 }
 
 impl Aggregator {
@@ -270,6 +274,7 @@ impl Aggregator {
             losses: 0,
             lost_until: 0,
             missed_reported: 0,
+            stored_at_cut: 0,
         }
     }
 
@@ -321,6 +326,16 @@ impl Aggregator {
             }
             _ => true,
         }
+    }
+
+    /// True when the stack storage or the entries are nearly full, and
+    /// cutting what was counted would free room: a quarter of the storage
+    /// was filled since the last cut.
+    pub(crate) fn nearly_full(&self) -> bool {
+        let (stored, capacity) = (self.stacks.len(), self.stacks.capacity());
+        let new = stored.saturating_sub(self.stored_at_cut);
+        (stored >= capacity - capacity / 8 && new >= (capacity / 4).max(1))
+            || self.entries.nearly_full()
     }
 
     /// Number of unique user stacks stored so far.

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::event::Callchain;
+use crate::report::Frame;
 use crate::sys::open::FileKey;
 
 /// Index into a [`StackTable`].
@@ -38,6 +39,9 @@ pub(crate) enum StackRef {
     Missed,
     Kernel(StackId),
     User(StackId),
+    /// Already named: frames in [`StackTable::named`] (a run whose stacks
+    /// were named as it went, see `settle`).
+    Named(StackId),
 }
 
 impl StackRef {
@@ -48,6 +52,7 @@ impl StackRef {
             StackRef::Missed => (1, 0),
             StackRef::Kernel(id) => (2, id),
             StackRef::User(id) => (3, id),
+            StackRef::Named(id) => (4, id),
         };
         (kind << 32) | u64::from(id)
     }
@@ -152,9 +157,19 @@ pub(crate) struct StackTable {
     pub(crate) user: Vec<UserStack>,
     /// The files user code was found in, by number.
     files: Vec<FileKey>,
+    /// Stacks already named, by [`StackRef::Named`].
+    pub(crate) named: Vec<Arc<[Frame]>>,
 }
 
 impl StackTable {
+    /// A table of named stacks only.
+    pub(crate) fn of_named(named: Vec<Arc<[Frame]>>) -> StackTable {
+        StackTable {
+            named,
+            ..StackTable::default()
+        }
+    }
+
     /// Where each frame of `stack` runs, innermost first.
     pub(crate) fn code<'a>(&'a self, stack: &'a UserStack) -> Code<'a> {
         Code {
@@ -240,6 +255,11 @@ impl StackInterner {
     /// Unique stacks stored so far, kernel and user together.
     pub(crate) fn len(&self) -> usize {
         self.table.kernel.len() + self.table.user.len()
+    }
+
+    /// Most unique stacks stored.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
     }
 
     #[cfg(test)]
@@ -467,7 +487,7 @@ impl StackInterner {
                 }
                 None => StackRef::Missed,
             },
-            StackRef::Empty | StackRef::Missed => r,
+            StackRef::Empty | StackRef::Missed | StackRef::Named(_) => r,
         }
     }
 

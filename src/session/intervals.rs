@@ -114,7 +114,7 @@ impl Cutter {
 
 /// The processes whose own maps (not only their files) name some user
 /// stack of `aggregate`.
-fn needing_maps(aggregate: &Aggregate) -> Vec<u32> {
+pub(super) fn needing_maps(aggregate: &Aggregate) -> Vec<u32> {
     let mut tgids: Vec<u32> = aggregate
         .stacks
         .user

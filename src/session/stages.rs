@@ -2,6 +2,7 @@
 //! processes' maps, the unwinding of user stacks, then the aggregation.
 
 use super::intervals::Cutter;
+use super::settle::Settler;
 use crate::aggregate::{self, Aggregator, TaskTable};
 use crate::diag::diag;
 use crate::event::Event;
@@ -78,6 +79,9 @@ pub(super) struct Stages {
     aggregator: Aggregator,
     /// With `--interval`: where reports are cut.
     cutter: Option<Cutter>,
+    /// Without: what cuts and names what was counted when the storage
+    /// nearly fills.
+    settler: Option<Settler>,
 }
 
 /// What the stages leave once every event went through them.
@@ -85,6 +89,7 @@ pub(super) struct Staged {
     pub(super) maps: ProcessMaps,
     pub(super) aggregator: Aggregator,
     pub(super) cutter: Option<Cutter>,
+    pub(super) settler: Option<Settler>,
     /// The notes of the unwinding (see [`Unwinder::notes`]).
     pub(super) unwind_notes: Vec<String>,
 }
@@ -104,6 +109,7 @@ impl Stages {
             unwinder,
             aggregator,
             cutter: None,
+            settler: None,
         }
     }
 
@@ -112,12 +118,24 @@ impl Stages {
         self.cutter = Some(cutter);
     }
 
-    /// Event time has reached `time`: the reports due are cut.
+    /// Cuts and names what was counted whenever the storage nearly
+    /// fills, with `settler`.
+    pub(super) fn settle_with(&mut self, settler: Option<Settler>) {
+        self.settler = settler;
+    }
+
+    /// Event time has reached `time`: the reports due are cut, and what
+    /// was counted is named if the storage nearly fills.
     pub(super) fn reached(&mut self, time: u64) {
         if let Some(c) = self.cutter.as_mut()
             && c.due(time)
         {
             c.cut(time, &mut self.aggregator, &self.maps);
+        }
+        if let Some(s) = self.settler.as_mut()
+            && self.aggregator.nearly_full()
+        {
+            s.settle(&mut self.aggregator, &self.maps);
         }
     }
 
@@ -191,6 +209,7 @@ impl Stages {
             maps: self.maps,
             aggregator: self.aggregator,
             cutter: self.cutter,
+            settler: self.settler,
         }
     }
 

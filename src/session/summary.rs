@@ -33,9 +33,10 @@ impl Summary {
         self.say(notes, &result.stats, &result.quiet, plan);
         if crate::timing::enabled() {
             diag!(
-                "offwake-perf: stacks stored: {} kernel, {} user; {} entries",
+                "offwake-perf: stacks stored: {} kernel, {} user, {} named; {} entries",
                 result.stacks.kernel.len(),
                 result.stacks.user.len(),
+                result.stacks.named.len(),
                 result.entries.len()
             );
         }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::aggregate::{self, Level, StackRef, StackTable};
+use crate::aggregate::{self, Half, Level, StackRef, StackTable};
 use crate::diag::diag;
 use crate::kallsyms::Preload;
 use crate::report::{CgroupName, Frame, Frames, ResolvedEntry, ResolvedLevel, ResolvedWaker};
@@ -129,6 +129,20 @@ pub(super) fn symbolize_entries(
     module_offsets: bool,
     stop: Stop,
 ) -> Result<Vec<ResolvedEntry>> {
+    let names = name_stacks(result, maps, kallsyms, kernel_text, module_offsets, stop)?;
+    Ok(resolved_entries(result, &names))
+}
+
+/// The names of the stored stacks that some entry of `result` uses (see
+/// [`symbolize_entries`]).
+pub(super) fn name_stacks(
+    result: &aggregate::Aggregate,
+    maps: ProcessMaps,
+    kallsyms: Option<Preload>,
+    kernel_text: Option<u64>,
+    module_offsets: bool,
+    stop: Stop,
+) -> Result<StackNames> {
     let mut symbolizer = Symbolizer::new(maps, kallsyms)?;
     symbolizer.stop_when(stop);
     if let Some(text) = kernel_text {
@@ -136,23 +150,44 @@ pub(super) fn symbolize_entries(
     }
     let table: &StackTable = &result.stacks;
     let used = StacksUsed::by(result);
-    let (target_kernel_names, waker_kernel_names) = kernel_names(
+    let (target_kernel, waker_kernel) = kernel_names(
         &mut symbolizer,
         table,
         used.target_kernel,
         used.waker_kernel,
     );
-    let user_names = user_names(&mut symbolizer, table, used.user, module_offsets);
+    let user = user_names(&mut symbolizer, table, used.user, module_offsets);
     // Each warning carries its own "WARNING:" prefix.
     for w in symbolizer.warnings() {
         diag!("{w}");
     }
-    Ok(resolved_entries(
-        result,
-        &target_kernel_names,
-        &waker_kernel_names,
-        &user_names,
-    ))
+    Ok(StackNames {
+        target_kernel,
+        waker_kernel,
+        user,
+    })
+}
+
+/// The frames of stored stacks, as [`name_stacks`] named them.
+#[derive(Default)]
+pub(super) struct StackNames {
+    /// Kernel stacks of blocked threads, and of wakers (named apart: a
+    /// waker's innermost frame is a return address).
+    target_kernel: Names,
+    waker_kernel: Names,
+    user: Names,
+}
+
+impl StackNames {
+    /// The frames of stored stack `r` on `half` of an entry.
+    pub(super) fn get(&self, r: StackRef, half: Half) -> Option<Arc<[Frame]>> {
+        match (r, half) {
+            (StackRef::Kernel(id), Half::Blocked) => self.target_kernel.get(&id).cloned(),
+            (StackRef::Kernel(id), Half::Waker) => self.waker_kernel.get(&id).cloned(),
+            (StackRef::User(id), _) => self.user.get(&id).cloned(),
+            _ => None,
+        }
+    }
 }
 
 /// The frames of each stack symbolized, by its id in the [`StackTable`].
@@ -302,28 +337,20 @@ fn user_names(
 }
 
 /// The printable entries, each stack given its names.
-fn resolved_entries(
+pub(super) fn resolved_entries(
     result: &aggregate::Aggregate,
-    target_kernel_names: &Names,
-    waker_kernel_names: &Names,
-    user_names: &Names,
+    names: &StackNames,
 ) -> Vec<ResolvedEntry> {
     // Parts hidden by -U/-K were never stored (StackRef::Empty), and the
     // report omits them anyway.
-    let frames = |r: StackRef, kernel_names: &Names| -> Frames {
-        match r {
-            StackRef::Empty => Frames::Names(Arc::new([])),
-            StackRef::Missed => Frames::Missed,
-            StackRef::Kernel(id) => Frames::Names(
-                kernel_names
-                    .get(&id)
-                    .cloned()
-                    .unwrap_or_else(|| Arc::new([])),
-            ),
-            StackRef::User(id) => {
-                Frames::Names(user_names.get(&id).cloned().unwrap_or_else(|| Arc::new([])))
-            }
-        }
+    let frames = |r: StackRef, half: Half| -> Frames {
+        let named = match r {
+            StackRef::Empty => None,
+            StackRef::Missed => return Frames::Missed,
+            StackRef::Named(id) => result.stacks.named.get(id as usize).cloned(),
+            StackRef::Kernel(_) | StackRef::User(_) => names.get(r, half),
+        };
+        Frames::Names(named.unwrap_or_else(|| Arc::new([])))
     };
     let chain = |e: &aggregate::Entry| -> Vec<ResolvedLevel> {
         let levels = result.chains.get(e.key.chain as usize);
@@ -337,14 +364,14 @@ fn resolved_entries(
                     user,
                     waker,
                 } => ResolvedLevel::Waited {
-                    kernel: frames(kernel, target_kernel_names),
-                    user: frames(user, target_kernel_names),
+                    kernel: frames(kernel, Half::Blocked),
+                    user: frames(user, Half::Blocked),
                     waker: ResolvedWaker {
                         comm: waker.comm,
                         tid: waker.tid,
                         context: waker.context,
-                        kernel: frames(waker.kernel, waker_kernel_names),
-                        user: frames(waker.user, waker_kernel_names),
+                        kernel: frames(waker.kernel, Half::Waker),
+                        user: frames(waker.user, Half::Waker),
                     },
                     overlap_us,
                 },
@@ -361,10 +388,10 @@ fn resolved_entries(
             waker_comm: e.key.waker_comm,
             waker_tid: e.key.waker_tid,
             waker_context: e.key.waker_context,
-            target_kernel: frames(e.key.target_kernel, target_kernel_names),
-            target_user: frames(e.key.target_user, target_kernel_names),
-            waker_kernel: frames(e.key.waker_kernel, waker_kernel_names),
-            waker_user: frames(e.key.waker_user, waker_kernel_names),
+            target_kernel: frames(e.key.target_kernel, Half::Blocked),
+            target_user: frames(e.key.target_user, Half::Blocked),
+            waker_kernel: frames(e.key.waker_kernel, Half::Waker),
+            waker_user: frames(e.key.waker_user, Half::Waker),
             total_us: e.total_us,
             chain: chain(e),
             target_ns_tid: result.ns_tids.get(&e.key.target_tid).copied(),

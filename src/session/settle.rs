@@ -1,0 +1,155 @@
+//! Naming a run's stacks as it goes, without `--interval`: when the stack
+//! storage or the entries are nearly full, the stages cut what was
+//! counted, and the symbolization thread names its stacks and folds its
+//! entries into the run's, merged by what they print ([`Settled`]). The
+//! report at the end is of every cut and the rest. So a long run of a
+//! busy machine keeps every stack, in memory that follows the distinct
+//! named stacks.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use anyhow::Result;
+
+use crate::aggregate::{Aggregate, Aggregator, Settled};
+use crate::diag::diag;
+use crate::kallsyms::Preload;
+use crate::plan::Plan;
+use crate::report::ResolvedEntry;
+use crate::symbolize::ProcessMaps;
+
+use super::intervals::needing_maps;
+use super::symbols::{self, StackNames, SymbolizeThread};
+
+/// Cuts sent and not yet folded, at most: past them, stacks that do not
+/// fit are missed (and counted), rather than memory growing while naming
+/// lags.
+const MAX_PENDING: usize = 2;
+
+/// On the stages' thread: cuts what was counted when it nearly fills its
+/// storage, for the symbolization thread to fold in.
+pub(super) struct Settler {
+    settled: Arc<Mutex<Settled>>,
+    thread: SymbolizeThread,
+    /// Cuts sent and not yet folded in.
+    pending: Arc<AtomicUsize>,
+    /// Cuts sent.
+    sent: usize,
+    kallsyms: Option<Preload>,
+    module_offsets: bool,
+}
+
+impl Settler {
+    /// For a run of `plan` traced live without `--interval` (a recording
+    /// tells where its kernel's text was only as it is read).
+    pub(super) fn for_run(
+        plan: &Plan,
+        kallsyms: &Option<Preload>,
+        thread: &SymbolizeThread,
+    ) -> Option<Settler> {
+        if plan.interval.is_some() || plan.input.is_some() {
+            return None;
+        }
+        Some(Settler {
+            settled: Arc::new(Mutex::new(Settled::new(usize::from(plan.chain)))),
+            thread: thread.clone(),
+            pending: Arc::new(AtomicUsize::new(0)),
+            sent: 0,
+            kallsyms: kallsyms.clone(),
+            module_offsets: plan.module_offsets,
+        })
+    }
+
+    /// Cuts what `aggregator` counted and has it named and folded in,
+    /// unless [`MAX_PENDING`] cuts wait.
+    pub(super) fn settle(&mut self, aggregator: &mut Aggregator, maps: &ProcessMaps) {
+        if self.pending.load(Ordering::Acquire) >= MAX_PENDING {
+            return;
+        }
+        let cut = aggregator.cut();
+        let maps = maps.snapshot(needing_maps(&cut));
+        let (settled, pending) = (Arc::clone(&self.settled), Arc::clone(&self.pending));
+        let (kallsyms, module_offsets) = (self.kallsyms.clone(), self.module_offsets);
+        pending.fetch_add(1, Ordering::AcqRel);
+        self.sent += 1;
+        self.thread.run(Box::new(move || {
+            let stop = Box::new(super::signals::signalled_from_now());
+            let names = symbols::name_stacks(&cut, maps, kallsyms, None, module_offsets, stop)
+                .unwrap_or_else(|e| {
+                    diag!("offwake-perf: stacks could not be named: {e:#}");
+                    StackNames::default()
+                });
+            settled
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .fold(cut, &|r, half| names.get(r, half));
+            drop(names);
+            // What naming took (files' symbols and DWARF) goes back to the
+            // system until the next cut.
+            // SAFETY: malloc_trim only releases free heap memory; it takes
+            // no pointer and is safe to call from any thread.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+            pending.fetch_sub(1, Ordering::AcqRel);
+        }));
+    }
+}
+
+/// How the last stacks are named.
+pub(super) struct Naming {
+    pub(super) maps: ProcessMaps,
+    pub(super) kallsyms: Option<Preload>,
+    /// Where a recording's kernel text is now (see
+    /// [`symbols::symbolize_entries`]).
+    pub(super) kernel_text: Option<u64>,
+    pub(super) module_offsets: bool,
+}
+
+/// The run's result and, when `named`, its printable entries: `last` is
+/// what was counted since the last cut (all of it without one), folded in
+/// after every cut before it.
+pub(super) fn last_report(
+    settler: Option<Settler>,
+    thread: &SymbolizeThread,
+    last: Aggregate,
+    naming: Naming,
+    named: bool,
+) -> Result<(Arc<Aggregate>, Option<Vec<ResolvedEntry>>)> {
+    let Naming {
+        maps,
+        kallsyms,
+        kernel_text,
+        module_offsets,
+    } = naming;
+    let Some(settler) = settler.filter(|s| s.sent > 0) else {
+        let last = Arc::new(last);
+        if !named {
+            return Ok((last, None));
+        }
+        let entries =
+            symbols::symbolize_apart(thread, &last, maps, kallsyms, kernel_text, module_offsets)?;
+        return Ok((last, Some(entries)));
+    };
+    let settled = settler.settled;
+    // After every cut before it: jobs run in order.
+    let (result, entries) = thread.wait_for(move |stop| {
+        let names = symbols::name_stacks(&last, maps, kallsyms, kernel_text, module_offsets, stop)?;
+        let mut all = std::mem::replace(
+            &mut *settled.lock().unwrap_or_else(PoisonError::into_inner),
+            Settled::new(0),
+        );
+        all.fold(last, &|r, half| names.get(r, half));
+        if crate::timing::enabled() {
+            diag!(
+                "offwake-perf: {} cuts named as the run went ({} stacks)",
+                all.folded() - 1,
+                all.named_len()
+            );
+        }
+        let result = all.into_aggregate();
+        let entries = named.then(|| symbols::resolved_entries(&result, &StackNames::default()));
+        Ok((result, entries))
+    })?;
+    Ok((Arc::new(result), entries))
+}
