@@ -18,7 +18,7 @@ use super::chain::{Level, WakerKey};
 use super::entries::Entries;
 use super::quiet::QuietTarget;
 use super::{Aggregate, EntryKey, StackId, StackRef, StackTable, Stats};
-use crate::report::Frame;
+use crate::report::{Frame, NameSet};
 
 /// Which half of an entry a stack is on: kernel stacks are named apart
 /// for wakers (their innermost frame is a return address).
@@ -32,9 +32,7 @@ pub(crate) enum Half {
 #[derive(Debug)]
 pub(crate) struct Settled {
     entries: Entries,
-    /// Each distinct named stack once, by [`StackRef::Named`].
-    named: Vec<Arc<[Frame]>>,
-    ids: FxHashMap<Arc<[Frame]>, StackId>,
+    named: NamedStacks,
     stats: Stats,
     quiet: Vec<QuietTarget>,
     ns_tids: FxHashMap<u32, u32>,
@@ -49,8 +47,7 @@ impl Settled {
     pub(crate) fn new(levels: usize) -> Settled {
         Settled {
             entries: Entries::for_levels(levels),
-            named: Vec::new(),
-            ids: FxHashMap::default(),
+            named: NamedStacks::default(),
             stats: Stats::default(),
             quiet: Vec::new(),
             ns_tids: FxHashMap::default(),
@@ -66,7 +63,7 @@ impl Settled {
 
     /// Distinct named stacks so far.
     pub(crate) fn named_len(&self) -> usize {
-        self.named.len()
+        self.named.stacks.len()
     }
 
     /// Folds in `cut`, whose stored stacks `name` names (`None`: not
@@ -110,12 +107,7 @@ impl Settled {
                     *renamed
                         .entry((r.word(), half))
                         .or_insert_with(|| match name(r, half) {
-                            Some(frames) => intern_named(
-                                &mut self.named,
-                                &mut self.ids,
-                                frames,
-                                &mut self.stats,
-                            ),
+                            Some(frames) => self.named.intern(&frames, &mut self.stats),
                             None => StackRef::Missed,
                         })
                 }
@@ -168,7 +160,7 @@ impl Settled {
         let (entries, chains) = self.entries.into_parts();
         Aggregate {
             entries,
-            stacks: StackTable::of_named(self.named),
+            stacks: StackTable::of_named(self.named.stacks),
             chains,
             stats,
             quiet: self.quiet,
@@ -178,28 +170,41 @@ impl Settled {
     }
 }
 
-/// Most distinct named stacks: past them, a new one is missed (and
-/// counted as a stack that did not fit).
+/// Most distinct named stacks, and most frames in all: past either, a
+/// new one is missed (and counted as a stack that did not fit). Typical
+/// stacks have a few dozen frames; a name is held once however many
+/// frames have it.
 const MAX_NAMED: usize = 1 << 18;
+const MAX_NAMED_FRAMES: usize = 1 << 22;
 
-/// `frames` as a named stack, stored once.
-fn intern_named(
-    named: &mut Vec<Arc<[Frame]>>,
-    ids: &mut FxHashMap<Arc<[Frame]>, StackId>,
-    frames: Arc<[Frame]>,
-    stats: &mut Stats,
-) -> StackRef {
-    if let Some(&id) = ids.get(&frames) {
-        return StackRef::Named(id);
+/// Each distinct named stack once, by [`StackRef::Named`].
+#[derive(Debug, Default)]
+struct NamedStacks {
+    stacks: Vec<Arc<[Frame]>>,
+    ids: FxHashMap<Arc<[Frame]>, StackId>,
+    frames: usize,
+    /// Their names, each held once.
+    names: NameSet,
+}
+
+impl NamedStacks {
+    /// `frames` as a named stack, stored once.
+    fn intern(&mut self, frames: &Arc<[Frame]>, stats: &mut Stats) -> StackRef {
+        if let Some(&id) = self.ids.get(frames) {
+            return StackRef::Named(id);
+        }
+        let id = StackId::try_from(self.stacks.len()).ok();
+        let Some(id) = id.filter(|_| {
+            self.stacks.len() < MAX_NAMED && self.frames + frames.len() <= MAX_NAMED_FRAMES
+        }) else {
+            stats.missed_stacks += 1;
+            return StackRef::Missed;
+        };
+        let names = &mut self.names;
+        let frames: Arc<[Frame]> = frames.iter().map(|f| f.clone().shared(names)).collect();
+        self.frames += frames.len();
+        self.stacks.push(Arc::clone(&frames));
+        self.ids.insert(frames, id);
+        StackRef::Named(id)
     }
-    let Ok(id) = StackId::try_from(named.len()) else {
-        return StackRef::Missed;
-    };
-    if named.len() >= MAX_NAMED {
-        stats.missed_stacks += 1;
-        return StackRef::Missed;
-    }
-    named.push(Arc::clone(&frames));
-    ids.insert(frames, id);
-    StackRef::Named(id)
 }

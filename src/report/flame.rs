@@ -295,7 +295,7 @@ mod tests {
     /// and those it treats apart, as comm and as function name.
     fn xml_hostile() -> ResolvedEntry {
         let c0: String = (0u8..0x20).map(char::from).collect();
-        let name = |n: &str| Frame::Name(n.to_string());
+        let name = |n: &str| Frame::Name(n.into());
         ResolvedEntry {
             target_comm: "\u{fffe}\u{ffff}<&\"]]>".into(),
             target_tid: 7,

@@ -113,8 +113,9 @@ pub(crate) enum Frames {
 /// One frame of a stack.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Frame {
-    /// A function name, as a file or the kernel gave it (printed escaped).
-    Name(String),
+    /// A function name, as a file or the kernel gave it (printed escaped);
+    /// shared by the stacks that have it (see [`Frame::shared`]).
+    Name(Arc<str>),
     /// Nothing resolved the address: printed `[unknown]`.
     Unknown,
     /// Nothing resolved the address, which is at `offset` in a file whose
@@ -130,7 +131,34 @@ impl From<Vec<Frame>> for Frames {
 
 impl From<Option<String>> for Frame {
     fn from(name: Option<String>) -> Frame {
-        name.map_or(Frame::Unknown, Frame::Name)
+        name.map_or(Frame::Unknown, |n| Frame::Name(n.into()))
+    }
+}
+
+impl Frame {
+    /// The frame, its name the one in `names` that reads the same (added
+    /// there if new): a name is then held once however many stacks have
+    /// it.
+    pub(crate) fn shared(self, names: &mut NameSet) -> Frame {
+        match self {
+            Frame::Name(name) => Frame::Name(names.share(name)),
+            other => other,
+        }
+    }
+}
+
+/// Names held once each (see [`Frame::shared`]).
+#[derive(Debug, Default)]
+pub(crate) struct NameSet(std::collections::HashSet<Arc<str>>);
+
+impl NameSet {
+    /// The name in the set that reads as `name`, added if new.
+    pub(crate) fn share(&mut self, name: Arc<str>) -> Arc<str> {
+        if let Some(held) = self.0.get(&name) {
+            return Arc::clone(held);
+        }
+        self.0.insert(Arc::clone(&name));
+        name
     }
 }
 

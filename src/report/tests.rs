@@ -6,7 +6,12 @@ use std::path::PathBuf;
 use super::*;
 
 pub(super) fn names(frames: &[&str]) -> Frames {
-    Frames::Names(frames.iter().map(|s| Frame::Name(s.to_string())).collect())
+    Frames::Names(
+        frames
+            .iter()
+            .map(|s| Frame::Name(s.to_string().into()))
+            .collect(),
+    )
 }
 
 /// A thread sleeping in nanosleep, woken by a timer in another process.
@@ -411,7 +416,7 @@ fn default_orders_by_total_then_text_regardless_of_input_order() {
 /// a newline, the waker's a real 15-byte one) and symbols with the folded
 /// separator, spaces, a newline, a terminal escape and the tool's words.
 pub(super) fn hostile() -> ResolvedEntry {
-    let name = |n: &str| Frame::Name(n.to_string());
+    let name = |n: &str| Frame::Name(n.into());
     ResolvedEntry {
         target_comm: "ev;il c\nFAKE;9".into(),
         target_tid: 66,

@@ -11,7 +11,9 @@ use anyhow::{Context, Result, bail};
 use crate::aggregate::{self, Half, Level, StackRef, StackTable};
 use crate::diag::diag;
 use crate::kallsyms::Preload;
-use crate::report::{CgroupName, Frame, Frames, ResolvedEntry, ResolvedLevel, ResolvedWaker};
+use crate::report::{
+    CgroupName, Frame, Frames, NameSet, ResolvedEntry, ResolvedLevel, ResolvedWaker,
+};
 use crate::symbolize::{ProcessMaps, Symbol, Symbolizer, UserStack};
 use crate::timing;
 
@@ -150,13 +152,21 @@ pub(super) fn name_stacks(
     }
     let table: &StackTable = &result.stacks;
     let used = StacksUsed::by(result);
+    // Each name once, however many stacks have it.
+    let mut shared = NameSet::default();
     let (target_kernel, waker_kernel) = kernel_names(
         &mut symbolizer,
         table,
-        used.target_kernel,
-        used.waker_kernel,
+        [used.target_kernel, used.waker_kernel],
+        &mut shared,
     );
-    let user = user_names(&mut symbolizer, table, used.user, module_offsets);
+    let user = user_names(
+        &mut symbolizer,
+        table,
+        used.user,
+        module_offsets,
+        &mut shared,
+    );
     // Each warning carries its own "WARNING:" prefix.
     for w in symbolizer.warnings() {
         diag!("{w}");
@@ -255,8 +265,11 @@ fn sorted(set: HashSet<u32>) -> Vec<u32> {
     v
 }
 
-fn frames_of(names: Vec<Option<String>>) -> Arc<[Frame]> {
-    names.into_iter().map(Frame::from).collect()
+fn frames_of(names: Vec<Option<String>>, shared: &mut NameSet) -> Arc<[Frame]> {
+    names
+        .into_iter()
+        .map(|n| Frame::from(n).shared(shared))
+        .collect()
 }
 
 /// Symbolizes the kernel stacks of targets and of wakers, with one
@@ -264,22 +277,25 @@ fn frames_of(names: Vec<Option<String>>) -> Arc<[Frame]> {
 fn kernel_names(
     symbolizer: &mut Symbolizer,
     table: &StackTable,
-    target_kernel: HashSet<u32>,
-    waker_kernel: HashSet<u32>,
+    [target_kernel, waker_kernel]: [HashSet<u32>; 2],
+    shared: &mut NameSet,
 ) -> (Names, Names) {
     let total = target_kernel.len() + waker_kernel.len();
     let mut progress = Progress::new("symbolizing kernel stacks", total);
     let mut target_kernel_names: Names = HashMap::new();
     for id in sorted(target_kernel) {
         if let Some(addrs) = table.kernel.get(id as usize) {
-            target_kernel_names.insert(id, frames_of(symbolizer.kernel_frames(addrs)));
+            target_kernel_names.insert(id, frames_of(symbolizer.kernel_frames(addrs), shared));
         }
         progress.step();
     }
     let mut waker_kernel_names: Names = HashMap::new();
     for id in sorted(waker_kernel) {
         if let Some(addrs) = table.kernel.get(id as usize) {
-            waker_kernel_names.insert(id, frames_of(symbolizer.kernel_return_frames(addrs)));
+            waker_kernel_names.insert(
+                id,
+                frames_of(symbolizer.kernel_return_frames(addrs), shared),
+            );
         }
         progress.step();
     }
@@ -295,6 +311,7 @@ fn user_names(
     table: &StackTable,
     user: HashSet<u32>,
     module_offsets: bool,
+    shared: &mut NameSet,
 ) -> Names {
     let stored: Vec<(u32, &aggregate::UserStack)> = sorted(user)
         .into_iter()
@@ -329,7 +346,7 @@ fn user_names(
         .map(|(id, symbols)| {
             let frames = symbols
                 .into_iter()
-                .map(|s| user_frame(s, module_offsets))
+                .map(|s| user_frame(s, module_offsets).shared(shared))
                 .collect();
             (id, frames)
         })
@@ -408,7 +425,7 @@ pub(super) fn resolved_entries(
 /// with `--module-offsets` when it is in a file, else `[unknown]`.
 fn user_frame(symbol: Symbol, module_offsets: bool) -> Frame {
     match symbol {
-        Symbol::Name(name) => Frame::Name(name),
+        Symbol::Name(name) => Frame::Name(name.into()),
         Symbol::Unresolved {
             module: Some(module),
             offset,

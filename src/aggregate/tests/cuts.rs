@@ -92,7 +92,7 @@ fn by_kind(r: StackRef, half: Half) -> Option<std::sync::Arc<[Frame]>> {
         StackRef::User(_) => "user".to_string(),
         _ => return None,
     };
-    Some(vec![Frame::Name(name)].into())
+    Some(vec![Frame::Name(name.into())].into())
 }
 
 #[test]
@@ -174,4 +174,32 @@ fn a_storage_is_nearly_full_until_a_cut_frees_it() {
     let cut = a.cut();
     assert_eq!(cut.stacks.kernel.len() + cut.stacks.user.len(), 8);
     assert!(!a.nearly_full());
+}
+
+#[test]
+fn a_name_in_many_named_stacks_is_held_once() {
+    let mut a = agg(config());
+    run(
+        &mut a,
+        &[
+            switch(1_000, 0, 100, S, chain(&[0xf1], &[0x401]), 0, "swapper"),
+            back_in(2_000, 0, 100, "app"),
+            switch(3_000, 0, 101, S, chain(&[0xf1], &[0x402]), 0, "swapper"),
+            back_in(4_000, 0, 101, "app"),
+        ],
+    );
+    let mut settled = Settled::new(1);
+    // Each cut's naming makes names of its own.
+    settled.fold(a.finish(), &|r, _| {
+        let leaf = if r.word() & 1 == 0 { "f" } else { "g" };
+        Some(vec![Frame::Name(leaf.into()), Frame::Name("main".into())].into())
+    });
+    let all = settled.into_aggregate();
+    let mains: Vec<&Frame> = all.stacks.named.iter().map(|s| &s[1]).collect();
+    assert!(mains.len() >= 2, "{:?}", all.stacks.named);
+    let ptr = |f: &Frame| match f {
+        Frame::Name(n) => std::sync::Arc::as_ptr(n),
+        other => panic!("{other:?}"),
+    };
+    assert!(mains.windows(2).all(|w| ptr(w[0]) == ptr(w[1])));
 }
