@@ -201,5 +201,9 @@ fn a_name_in_many_named_stacks_is_held_once() {
         Frame::Name(n) => std::sync::Arc::as_ptr(n),
         other => panic!("{other:?}"),
     };
-    assert!(mains.windows(2).all(|w| ptr(w[0]) == ptr(w[1])));
+    assert!(
+        mains
+            .windows(2)
+            .all(|w| std::ptr::addr_eq(ptr(w[0]), ptr(w[1])))
+    );
 }
