@@ -290,7 +290,7 @@ impl ReportSink {
         self.thread.run(Box::new(move || {
             let stop = super::signals::signalled_from_now();
             let mut r = reporter.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Err(e) = r.write(cut, Box::new(stop)) {
+            if let Err(e) = super::progress::silently(|| r.write(cut, Box::new(stop))) {
                 diag!("offwake-perf: a report was not written: {e:#}");
             }
             drop(r);

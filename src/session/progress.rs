@@ -1,8 +1,23 @@
 //! A counter of work done, shown on stderr when the work takes a while.
 
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use crate::diag::diag;
+
+thread_local! {
+    /// Set while this thread does work in the background of tracing.
+    static SILENT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with no progress shown on this thread: work done while
+/// tracing goes on, whose counters would interleave with the run's output.
+pub(super) fn silently<T>(f: impl FnOnce() -> T) -> T {
+    SILENT.set(true);
+    let done = f();
+    SILENT.set(false);
+    done
+}
 
 /// A `WHAT N/M` counter on stderr, shown only once the work has taken
 /// more than a second.
@@ -37,6 +52,9 @@ impl Progress {
     /// `done` of `total` are done (a total of 0: unknown).
     pub(super) fn at(&mut self, done: usize, total: usize) {
         (self.done, self.total) = (done, total);
+        if SILENT.get() {
+            return;
+        }
         if (self.done.is_multiple_of(64) || self.done == self.total || self.shown)
             && self.started.elapsed() > Duration::from_secs(1)
         {

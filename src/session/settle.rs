@@ -19,6 +19,7 @@ use crate::report::ResolvedEntry;
 use crate::symbolize::ProcessMaps;
 
 use super::intervals::needing_maps;
+use super::progress;
 use super::symbols::{self, StackNames, SymbolizeThread};
 
 /// Cuts sent and not yet folded, at most: past them, stacks that do not
@@ -26,10 +27,30 @@ use super::symbols::{self, StackNames, SymbolizeThread};
 /// lags.
 const MAX_PENDING: usize = 2;
 
+/// Most distinct WARNING and NOTE lines of naming kept from the cuts.
+const MAX_NOTES: usize = 32;
+
+/// What the cuts so far came to.
+struct Folded {
+    settled: Settled,
+    /// What naming them met, each line once, said at the end of the run.
+    notes: Vec<String>,
+}
+
+impl Folded {
+    fn note(&mut self, lines: Vec<String>) {
+        for line in lines {
+            if self.notes.len() < MAX_NOTES && !self.notes.contains(&line) {
+                self.notes.push(line);
+            }
+        }
+    }
+}
+
 /// On the stages' thread: cuts what was counted when it nearly fills its
 /// storage, for the symbolization thread to fold in.
 pub(super) struct Settler {
-    settled: Arc<Mutex<Settled>>,
+    folded: Arc<Mutex<Folded>>,
     thread: SymbolizeThread,
     /// Cuts sent and not yet folded in.
     pending: Arc<AtomicUsize>,
@@ -51,7 +72,10 @@ impl Settler {
             return None;
         }
         Some(Settler {
-            settled: Arc::new(Mutex::new(Settled::new(usize::from(plan.chain)))),
+            folded: Arc::new(Mutex::new(Folded {
+                settled: Settled::new(usize::from(plan.chain)),
+                notes: Vec::new(),
+            })),
             thread: thread.clone(),
             pending: Arc::new(AtomicUsize::new(0)),
             sent: 0,
@@ -68,22 +92,23 @@ impl Settler {
         }
         let cut = aggregator.cut();
         let maps = maps.snapshot(needing_maps(&cut));
-        let (settled, pending) = (Arc::clone(&self.settled), Arc::clone(&self.pending));
+        let (folded, pending) = (Arc::clone(&self.folded), Arc::clone(&self.pending));
         let (kallsyms, module_offsets) = (self.kallsyms.clone(), self.module_offsets);
         pending.fetch_add(1, Ordering::AcqRel);
         self.sent += 1;
         self.thread.run(Box::new(move || {
             let stop = Box::new(super::signals::signalled_from_now());
-            let names = symbols::name_stacks(&cut, maps, kallsyms, None, module_offsets, stop)
-                .unwrap_or_else(|e| {
-                    diag!("offwake-perf: stacks could not be named: {e:#}");
-                    StackNames::default()
-                });
-            settled
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .fold(cut, &|r, half| names.get(r, half));
-            drop(names);
+            let names = progress::silently(|| {
+                symbols::name_stacks(&cut, maps, kallsyms, None, module_offsets, stop)
+            });
+            let mut names = names.unwrap_or_else(|e| {
+                diag!("offwake-perf: stacks could not be named: {e:#}");
+                StackNames::default()
+            });
+            let mut folded = folded.lock().unwrap_or_else(PoisonError::into_inner);
+            folded.note(std::mem::take(&mut names.warnings));
+            folded.settled.fold(cut, &|r, half| names.get(r, half));
+            drop((folded, names));
             // What naming took (files' symbols and DWARF) goes back to the
             // system until the next cut.
             // SAFETY: malloc_trim only releases free heap memory; it takes
@@ -131,14 +156,19 @@ pub(super) fn last_report(
             symbols::symbolize_apart(thread, &last, maps, kallsyms, kernel_text, module_offsets)?;
         return Ok((last, Some(entries)));
     };
-    let settled = settler.settled;
+    let folded = settler.folded;
     // After every cut before it: jobs run in order.
     let (result, entries) = thread.wait_for(move |stop| {
-        let names = symbols::name_stacks(&last, maps, kallsyms, kernel_text, module_offsets, stop)?;
-        let mut all = std::mem::replace(
-            &mut *settled.lock().unwrap_or_else(PoisonError::into_inner),
-            Settled::new(0),
-        );
+        let mut names =
+            symbols::name_stacks(&last, maps, kallsyms, kernel_text, module_offsets, stop)?;
+        let mut folded = folded.lock().unwrap_or_else(PoisonError::into_inner);
+        folded.note(std::mem::take(&mut names.warnings));
+        // Each warning carries its own "WARNING:" prefix.
+        for line in &folded.notes {
+            diag!("{line}");
+        }
+        let mut all = std::mem::replace(&mut folded.settled, Settled::new(0));
+        drop(folded);
         all.fold(last, &|r, half| names.get(r, half));
         if crate::timing::enabled() {
             diag!(

@@ -132,11 +132,14 @@ pub(super) fn symbolize_entries(
     stop: Stop,
 ) -> Result<Vec<ResolvedEntry>> {
     let names = name_stacks(result, maps, kallsyms, kernel_text, module_offsets, stop)?;
+    for w in &names.warnings {
+        diag!("{w}");
+    }
     Ok(resolved_entries(result, &names))
 }
 
 /// The names of the stored stacks that some entry of `result` uses (see
-/// [`symbolize_entries`]).
+/// [`symbolize_entries`]), and what naming met.
 pub(super) fn name_stacks(
     result: &aggregate::Aggregate,
     maps: ProcessMaps,
@@ -167,14 +170,11 @@ pub(super) fn name_stacks(
         module_offsets,
         &mut shared,
     );
-    // Each warning carries its own "WARNING:" prefix.
-    for w in symbolizer.warnings() {
-        diag!("{w}");
-    }
     Ok(StackNames {
         target_kernel,
         waker_kernel,
         user,
+        warnings: symbolizer.warnings(),
     })
 }
 
@@ -186,6 +186,8 @@ pub(super) struct StackNames {
     target_kernel: Names,
     waker_kernel: Names,
     user: Names,
+    /// What naming met, for WARNING and NOTE lines (each with its prefix).
+    pub(super) warnings: Vec<String>,
 }
 
 impl StackNames {
