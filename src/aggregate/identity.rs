@@ -47,6 +47,10 @@ pub(super) struct Identity {
     in_targets: FxHashMap<u64, bool>,
 }
 
+/// Threads that exited remembered at most; past them the memory starts
+/// over (see [`Identity::exit`]).
+const MAX_EXITED: usize = 1 << 16;
+
 /// Cgroup ids whose membership is remembered at most; past them the
 /// memory starts over.
 const MAX_MEMBERSHIPS: usize = 1 << 18;
@@ -131,7 +135,27 @@ impl Identity {
             return;
         }
         if let Some(info) = self.tasks.tasks.remove(&e.tid) {
+            // Each is forgotten at its final switch-out; these are those
+            // whose final switch-out was lost.
+            if self.exited.len() >= MAX_EXITED {
+                self.exited.clear();
+            }
             self.exited.insert(e.tid, info);
+        }
+    }
+
+    /// Threads that exited and are still remembered.
+    #[cfg(test)]
+    pub(super) fn exited_len(&self) -> usize {
+        self.exited.len()
+    }
+
+    /// Thread `tid` of process `tgid` switched out for the last time: it
+    /// wakes nothing more, so what it was need not be kept (unless it is a
+    /// named target, which the report may name as quiet).
+    pub(super) fn gone(&mut self, tid: u32, tgid: u32) {
+        if self.tally_key(tid, tgid) != Some(tid) {
+            self.exited.remove(&tid);
         }
     }
 

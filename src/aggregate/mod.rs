@@ -384,6 +384,9 @@ impl Aggregator {
         let target = !s.is_final() && self.identity.is_target(s, named);
         if target {
             self.ns_tids.note(s.prev_tid);
+        } else if s.is_final() {
+            self.identity.gone(s.prev_tid, s.prev_tgid);
+            self.ns_tids.forget(s.prev_tid);
         }
         // With chains, any thread's wait may be a level of a target's.
         let kept = target || (self.history.is_some() && !s.is_final() && s.prev_tid != 0);

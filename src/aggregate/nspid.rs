@@ -36,6 +36,14 @@ impl NsTids {
         self.read.insert(tid, ns);
     }
 
+    /// Thread `tid` is gone: unless its id differed (the report prints
+    /// it), it need not be kept.
+    pub(super) fn forget(&mut self, tid: u32) {
+        if self.read.get(&tid) == Some(&0) {
+            self.read.remove(&tid);
+        }
+    }
+
     /// The threads whose innermost id differs, with it.
     pub(super) fn differing(&self) -> FxHashMap<u32, u32> {
         self.read
@@ -67,6 +75,12 @@ mod tests {
             ns.note(tid);
         }
         assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 3);
+        assert_eq!(ns.differing(), FxHashMap::from_iter([(100, 7)]));
+        // Gone threads are forgotten, but for an id the report prints.
+        for tid in [100, 200, 300] {
+            ns.forget(tid);
+        }
+        assert_eq!(ns.read.len(), 1);
         assert_eq!(ns.differing(), FxHashMap::from_iter([(100, 7)]));
     }
 }

@@ -157,3 +157,25 @@ fn exited_thread_still_names_itself_as_waker() {
     );
     assert_eq!(only(&a.finish()).key.waker_comm.as_str(), "other");
 }
+
+#[test]
+fn a_thread_is_forgotten_at_its_final_switch_out() {
+    let mut a = agg(Config {
+        threads: Targets::All,
+        ..config()
+    });
+    let exit = |time, tid| ev(time, EventKind::Exit(Exit { tgid: tid, tid }));
+    let last = |time, tid| {
+        let stack = chain(&[0xf1], &[]);
+        switch(time, 1, tid, Switch::DEAD_STATES, stack, 0, "swapper")
+    };
+    // Known threads (in the task table) that exit.
+    run(&mut a, &[exit(1_000, 400), exit(1_500, 300)]);
+    assert_eq!(a.identity.exited_len(), 2);
+    run(&mut a, &[last(2_000, 400)]);
+    assert_eq!(a.identity.exited_len(), 1);
+    // A named target is kept: the report may name it as quiet.
+    let mut a = agg(config());
+    run(&mut a, &[exit(1_000, 400), last(2_000, 400)]);
+    assert_eq!(a.identity.exited_len(), 1);
+}
