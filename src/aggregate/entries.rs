@@ -9,14 +9,16 @@
 //! processes all day: each is a new pid), they are merged by command once
 //! (every id becomes 0). Past the cap even then, a new chain is replaced
 //! by the marker [`ChainEnd::NotKept`], and an interval that would make a
-//! new entry is dropped; both are counted for the end-of-run warnings.
+//! new entry is counted without its stacks (printed as missed, as bcc
+//! prints stacks that did not fit), in a reserve of an eighth of the cap;
+//! past that, it is dropped. All are counted for the end-of-run warnings.
 
 use rustc_hash::FxHashMap;
 
 use crate::report::ChainEnd;
 
 use super::chain::{ChainId, ChainTable, Level, MAX_LEVELS, with_wakers};
-use super::{Entry, EntryKey};
+use super::{Entry, EntryKey, StackRef};
 
 /// Most distinct entries kept, and chains, at `--chain 1`; with N levels,
 /// an Nth of it: every level of an entry is a part of its report.
@@ -50,6 +52,11 @@ pub(crate) struct Bounded {
     /// the cap, even merged by command; and their microseconds.
     pub(crate) dropped: u64,
     pub(crate) dropped_us: u64,
+    /// Intervals counted without their stacks (each printed as missed):
+    /// their entry would have been a new one past the cap, even merged by
+    /// command; and their microseconds.
+    pub(crate) stripped: u64,
+    pub(crate) stripped_us: u64,
     /// Intervals counted with [`ChainEnd::NotKept`] in place of a chain
     /// that would have been a new one past the cap, even merged by
     /// command.
@@ -100,7 +107,10 @@ impl Entries {
 
     /// Counts an interval of `us` microseconds under `key` (its `chain`
     /// ignored) with the chain `levels`, which overlapped it by
-    /// `overlap_us`. False when it was dropped (see [`Bounded::dropped`]).
+    /// `overlap_us`. Past every merge, an interval that would make a new
+    /// entry is counted without its stacks (see [`Bounded::stripped`]), in
+    /// a reserve of an eighth of the cap. False when even that did not fit
+    /// and it was dropped (see [`Bounded::dropped`]).
     pub(crate) fn add(
         &mut self,
         key: EntryKey,
@@ -108,11 +118,12 @@ impl Entries {
         us: u64,
         overlap_us: &[u64; MAX_LEVELS - 1],
     ) -> bool {
-        let mut levels = levels;
+        let (mut key, mut levels) = (key, levels);
+        let mut stripped = false;
         loop {
             // Merged levels are built anew; the last merge takes `levels`.
             let merged;
-            let (key, levels) = match self.merged {
+            let (merged_key, chain_levels) = match self.merged {
                 Merged::No => (key, &levels),
                 Merged::ByProcess => {
                     merged = by_process(levels.clone());
@@ -124,10 +135,10 @@ impl Entries {
                 }
             };
             // Past every merge, a chain that does not fit is a marker.
-            let chain = match self.chains.id(levels) {
+            let chain = match self.chains.id(chain_levels) {
                 Some(id) => Some((id, *overlap_us)),
                 None if self.chains.len() < self.max_chains => {
-                    Some((self.chains.intern(levels.clone()), *overlap_us))
+                    Some((self.chains.intern(chain_levels.clone()), *overlap_us))
                 }
                 None if self.merged == Merged::ByCommand => {
                     self.bounded.chains_not_kept += 1;
@@ -137,12 +148,19 @@ impl Entries {
                 None => None,
             };
             if let Some((chain, overlap_us)) = chain {
-                let key = EntryKey { chain, ..key };
+                let key = EntryKey {
+                    chain,
+                    ..merged_key
+                };
                 if let Some(sums) = self.entries.get_mut(&key) {
                     sums.add(us, &overlap_us);
                     return true;
                 }
-                if self.entries.len() < self.max_entries {
+                let room = match stripped {
+                    false => self.max_entries,
+                    true => self.max_entries + self.max_entries / 8,
+                };
+                if self.entries.len() < room {
                     self.entries.entry(key).or_default().add(us, &overlap_us);
                     return true;
                 }
@@ -150,7 +168,18 @@ impl Entries {
             match self.merged {
                 Merged::No => self.merge(Merged::ByProcess),
                 Merged::ByProcess => self.merge(Merged::ByCommand),
+                Merged::ByCommand if !stripped && key.has_stacks() => {
+                    stripped = true;
+                    self.bounded.stripped += 1;
+                    self.bounded.stripped_us = self.bounded.stripped_us.saturating_add(us);
+                    key = key.without_stacks();
+                    levels = Vec::new();
+                }
                 Merged::ByCommand => {
+                    if stripped {
+                        self.bounded.stripped -= 1;
+                        self.bounded.stripped_us = self.bounded.stripped_us.saturating_sub(us);
+                    }
                     self.bounded.dropped += 1;
                     self.bounded.dropped_us = self.bounded.dropped_us.saturating_add(us);
                     return false;
@@ -256,6 +285,33 @@ impl EntryKey {
         }
     }
 
+    /// True when some stack of the key was stored.
+    fn has_stacks(&self) -> bool {
+        [
+            self.target_kernel,
+            self.target_user,
+            self.waker_kernel,
+            self.waker_user,
+        ]
+        .iter()
+        .any(|r| !matches!(r, StackRef::Empty | StackRef::Missed))
+    }
+
+    /// The key with each stored stack printed as missed.
+    fn without_stacks(self) -> EntryKey {
+        let missed = |r: StackRef| match r {
+            StackRef::Empty => r,
+            _ => StackRef::Missed,
+        };
+        EntryKey {
+            target_kernel: missed(self.target_kernel),
+            target_user: missed(self.target_user),
+            waker_kernel: missed(self.waker_kernel),
+            waker_user: missed(self.waker_user),
+            ..self
+        }
+    }
+
     /// The key with every thread and process id 0.
     fn by_command(self) -> EntryKey {
         EntryKey {
@@ -339,6 +395,39 @@ mod tests {
             waker_comm: Comm::from(w),
             ..key(target, waker)
         }
+    }
+
+    #[test]
+    fn past_every_merge_an_interval_is_counted_without_its_stacks() {
+        let mut e = Entries::new(8, 100);
+        let with = |stack: u32, tid: u32, t: &str| EntryKey {
+            target_user: StackRef::User(stack),
+            ..named(tid, 900, t, "w")
+        };
+        for n in 0..8 {
+            assert!(e.add(with(n, 100 + n, "a"), Vec::new(), 10, &NO_OVERLAP));
+        }
+        // A ninth stack, even merged by command: counted without its stacks,
+        // in the reserve (an eighth of 8).
+        assert!(e.add(with(8, 200, "a"), Vec::new(), 5, &NO_OVERLAP));
+        assert!(e.bounded.by_command);
+        let b = e.bounded;
+        assert_eq!((b.stripped, b.stripped_us, b.dropped), (1, 5, 0));
+        assert!(e.add(with(9, 201, "a"), Vec::new(), 6, &NO_OVERLAP));
+        assert_eq!(e.len(), 9);
+        // Past the reserve: dropped.
+        assert!(!e.add(with(10, 202, "b"), Vec::new(), 7, &NO_OVERLAP));
+        let b = e.bounded;
+        assert_eq!(
+            (b.stripped, b.stripped_us, b.dropped, b.dropped_us),
+            (2, 11, 1, 7)
+        );
+        let (entries, _) = e.into_parts();
+        let missed = entries
+            .iter()
+            .find(|e| e.key.target_user == StackRef::Missed)
+            .map(|e| e.total_us);
+        assert_eq!(missed, Some(11));
     }
 
     #[test]

@@ -68,6 +68,8 @@ impl Stats {
         a.by_command |= b.by_command;
         a.dropped += b.dropped;
         a.dropped_us += b.dropped_us;
+        a.stripped += b.stripped;
+        a.stripped_us += b.stripped_us;
         a.chains_not_kept += b.chains_not_kept;
     }
 
@@ -207,6 +209,17 @@ impl Bounded {
                 counted(self.dropped, "interval", "intervals"),
                 self.dropped_us,
                 if self.dropped == 1 { "was" } else { "were" },
+            ));
+        }
+        if self.stripped > 0 {
+            out.push(format!(
+                "WARNING: {} ({} us) {} counted without {} stacks (printed as [Missed User \
+                 Stack] and [Missed Kernel Stack]): more than {max_entries} distinct entries, \
+                 even with threads merged by command.",
+                counted(self.stripped, "interval", "intervals"),
+                self.stripped_us,
+                if self.stripped == 1 { "was" } else { "were" },
+                if self.stripped == 1 { "its" } else { "their" },
             ));
         }
         if self.chains_not_kept > 0 {

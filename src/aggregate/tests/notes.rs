@@ -152,11 +152,14 @@ fn the_caps_say_what_they_merged_and_lost() {
     let one = notes(Bounded {
         dropped: 1,
         dropped_us: 7,
+        stripped: 1,
+        stripped_us: 4,
         chains_not_kept: 1,
         ..merged
     });
     for want in [
         "WARNING: 1 interval (7 us) was not counted: more than 100 distinct entries",
+        "WARNING: 1 interval (4 us) was counted without its stacks (printed as [Missed User Stack] and [Missed Kernel Stack]): more than 100 distinct entries",
         "WARNING: 1 interval's chain was not kept past the first waker (printed as [chain not kept]): more than 50 distinct chains",
     ] {
         assert!(one.contains(want), "{want:?} not in:\n{one}");
@@ -164,11 +167,14 @@ fn the_caps_say_what_they_merged_and_lost() {
     let many = notes(Bounded {
         dropped: 2,
         dropped_us: 9,
+        stripped: 5,
+        stripped_us: 11,
         chains_not_kept: 3,
         ..merged
     });
     for want in [
         "WARNING: 2 intervals (9 us) were not counted",
+        "WARNING: 5 intervals (11 us) were counted without their stacks",
         "WARNING: 3 intervals' chains were not kept",
     ] {
         assert!(many.contains(want), "{want:?} not in:\n{many}");
