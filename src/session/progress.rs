@@ -19,6 +19,12 @@ pub(super) fn silently<T>(f: impl FnOnce() -> T) -> T {
     done
 }
 
+/// True while this thread works in the background of tracing (see
+/// [`silently`]).
+pub(super) fn silent() -> bool {
+    SILENT.get()
+}
+
 /// A `WHAT N/M` counter on stderr, shown only once the work has taken
 /// more than a second.
 pub(super) struct Progress {

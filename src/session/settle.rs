@@ -131,6 +131,24 @@ pub(super) struct Naming {
     pub(super) module_offsets: bool,
 }
 
+impl Naming {
+    /// As `plan` asks, with the maps, kernel symbols and (for a recording)
+    /// kernel text the run ends with.
+    pub(super) fn new(
+        plan: &Plan,
+        maps: ProcessMaps,
+        kallsyms: Option<Preload>,
+        kernel_text: Option<u64>,
+    ) -> Naming {
+        Naming {
+            maps,
+            kallsyms,
+            kernel_text: kernel_text.filter(|_| plan.stacks.kernel),
+            module_offsets: plan.module_offsets,
+        }
+    }
+}
+
 /// The run's result and, when `named`, its printable entries: `last` is
 /// what was counted since the last cut (all of it without one), folded in
 /// after every cut before it.

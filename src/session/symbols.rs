@@ -302,7 +302,7 @@ fn kernel_names(
         progress.step();
     }
     progress.done();
-    timing::mark("symbolize.kernel");
+    mark("symbolize.kernel");
     (target_kernel_names, waker_kernel_names)
 }
 
@@ -341,7 +341,7 @@ fn user_names(
         progress.at(done, total);
     });
     progress.done();
-    timing::mark("symbolize.user");
+    mark("symbolize.user");
     user_ids
         .into_iter()
         .zip(resolved)
@@ -421,6 +421,14 @@ pub(super) fn resolved_entries(
             }),
         })
         .collect()
+}
+
+/// Marks a step of the run's timing, unless naming goes on in the
+/// background of tracing (its steps are not the run's).
+fn mark(step: &'static str) {
+    if !super::progress::silent() {
+        timing::mark(step);
+    }
 }
 
 /// How a user address's [`Symbol`] prints: its name, else `MODULE+0xOFF`
