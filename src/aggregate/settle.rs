@@ -148,6 +148,8 @@ impl Settled {
                 .unwrap_or_default();
             self.entries.add(key, levels, e.total_us, &e.overlap_us);
         }
+        // The cut's own names go with it.
+        self.named.names.forget_given();
     }
 
     /// The run's result: every cut's entries, their stacks named.

@@ -149,16 +149,35 @@ impl Frame {
 
 /// Names held once each (see [`Frame::shared`]).
 #[derive(Debug, Default)]
-pub(crate) struct NameSet(std::collections::HashSet<Arc<str>>);
+pub(crate) struct NameSet {
+    held: std::collections::HashSet<Arc<str>>,
+    /// Names given, by address, with the one held for each: a name shared
+    /// by many frames is compared once, not once per frame. Each given
+    /// name is kept with its address, so that no other takes it.
+    given: std::collections::HashMap<usize, (Arc<str>, Arc<str>)>,
+}
 
 impl NameSet {
     /// The name in the set that reads as `name`, added if new.
     pub(crate) fn share(&mut self, name: Arc<str>) -> Arc<str> {
-        if let Some(held) = self.0.get(&name) {
+        let at = Arc::as_ptr(&name).cast::<u8>() as usize;
+        if let Some((_, held)) = self.given.get(&at) {
             return Arc::clone(held);
         }
-        self.0.insert(Arc::clone(&name));
-        name
+        let held = match self.held.get(&name) {
+            Some(held) => Arc::clone(held),
+            None => {
+                self.held.insert(Arc::clone(&name));
+                Arc::clone(&name)
+            }
+        };
+        self.given.insert(at, (name, Arc::clone(&held)));
+        held
+    }
+
+    /// Forgets the names given so far (the names held stay).
+    pub(crate) fn forget_given(&mut self) {
+        self.given.clear();
     }
 }
 

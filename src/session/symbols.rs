@@ -435,7 +435,7 @@ fn mark(step: &'static str) {
 /// with `--module-offsets` when it is in a file, else `[unknown]`.
 fn user_frame(symbol: Symbol, module_offsets: bool) -> Frame {
     match symbol {
-        Symbol::Name(name) => Frame::Name(name.into()),
+        Symbol::Name(name) => Frame::Name(name),
         Symbol::Unresolved {
             module: Some(module),
             offset,

@@ -83,8 +83,9 @@ impl UserStack<'_> {
 /// What a user address resolved to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Symbol {
-    /// A function name, demangled.
-    Name(String),
+    /// A function name, demangled (shared by every frame at its address:
+    /// a name is held once however many stacks have it).
+    Name(Arc<str>),
     /// Nothing named it. `module` is the base name of the file it is in,
     /// when it is in one, and `offset` its offset in that file (else the
     /// address itself).
@@ -145,7 +146,7 @@ pub(crate) struct Symbolizer {
     stopped: bool,
     /// JIT code's names from perf maps, by process and address (`None`:
     /// looked for, not found).
-    jit: HashMap<(u32, u64), Option<String>>,
+    jit: HashMap<(u32, u64), Option<Arc<str>>>,
     /// What reading perf maps met, for NOTE lines.
     perf_map_notes: Vec<String>,
     /// Servers to fetch missing debug files from (`DEBUGINFOD_URLS`).
@@ -297,7 +298,7 @@ impl Symbolizer {
             .remove(0)
             .into_iter()
             .map(|s| match s {
-                Symbol::Name(name) => name,
+                Symbol::Name(name) => name.to_string(),
                 Symbol::Unresolved { .. } => UNKNOWN.to_string(),
             })
             .collect()
@@ -385,6 +386,8 @@ impl Symbolizer {
             }
             self.read_perf_map(tgid, &addrs);
         }
+        // Each offset's names once, shared by every frame there.
+        let mut shared: HashMap<(FileId, u64), Arc<[Arc<str>]>> = HashMap::new();
         stacks
             .iter()
             .map(|stack| {
@@ -395,7 +398,10 @@ impl Symbolizer {
                         // An unresolved frame shows the address as sampled,
                         // as perf does.
                         Place::File(id, off, module) => (
-                            self.files.names(id, off),
+                            Arc::clone(shared.entry((id, off)).or_insert_with(|| {
+                                let names = self.files.names(id, off);
+                                names.iter().map(|n| Arc::from(n.as_str())).collect()
+                            })),
                             Symbol::in_module(module, off + (addr - probed)),
                         ),
                         Place::Nowhere => {
@@ -469,8 +475,8 @@ impl Symbolizer {
             ));
         }
         for &addr in addrs {
-            self.jit
-                .insert((tgid, addr), found.names.get(&addr).cloned());
+            let name = found.names.get(&addr).map(|n| Arc::from(n.as_str()));
+            self.jit.insert((tgid, addr), name);
         }
     }
 

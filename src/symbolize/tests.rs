@@ -152,7 +152,7 @@ fn c_function_from_dwarf_and_return_address_convention() {
                 module: None,
                 offset: 0x1000
             },
-            Symbol::Name("work".to_string()),
+            Symbol::Name("work".into()),
             header,
         ]]
     );
@@ -424,10 +424,7 @@ fn kept_run(
 
 /// Whether some of `names` is `inner` inlined into `outer`.
 fn has_inlined(names: &[Vec<Symbol>]) -> bool {
-    let inlined = [
-        Symbol::Name("inner".to_string()),
-        Symbol::Name("outer".to_string()),
-    ];
+    let inlined = [Symbol::Name("inner".into()), Symbol::Name("outer".into())];
     names.iter().any(|n| n[..] == inlined)
 }
 
