@@ -390,34 +390,42 @@ impl Symbolizer {
         let mut shared: HashMap<(FileId, u64), Arc<[Arc<str>]>> = HashMap::new();
         stacks
             .iter()
-            .map(|stack| {
-                let mut out = Vec::with_capacity(stack.addrs.len());
-                for (i, &addr) in stack.addrs.iter().enumerate() {
-                    let probed = probe(i, addr);
-                    let (names, unresolved) = match self.place_frame(stack, i, addr) {
-                        // An unresolved frame shows the address as sampled,
-                        // as perf does.
-                        Place::File(id, off, module) => (
-                            Arc::clone(shared.entry((id, off)).or_insert_with(|| {
-                                let names = self.files.names(id, off);
-                                names.iter().map(|n| Arc::from(n.as_str())).collect()
-                            })),
-                            Symbol::in_module(module, off + (addr - probed)),
-                        ),
-                        Place::Nowhere => {
-                            let name = self.jit.get(&(stack.tgid, probed)).cloned().flatten();
-                            (Arc::from(Vec::from_iter(name)), Symbol::nowhere(addr))
-                        }
-                    };
-                    if names.is_empty() {
-                        out.push(unresolved);
-                    } else {
-                        out.extend(names.iter().cloned().map(Symbol::Name));
-                    }
-                }
-                out
-            })
+            .map(|stack| self.named_frames(stack, &mut shared))
             .collect()
+    }
+
+    /// The frames of `stack`, each named from what was read: an offset's
+    /// names are taken from `shared`, made there the first time.
+    fn named_frames(
+        &mut self,
+        stack: &UserStack<'_>,
+        shared: &mut HashMap<(FileId, u64), Arc<[Arc<str>]>>,
+    ) -> Vec<Symbol> {
+        let mut out = Vec::with_capacity(stack.addrs.len());
+        for (i, &addr) in stack.addrs.iter().enumerate() {
+            let probed = probe(i, addr);
+            let (names, unresolved) = match self.place_frame(stack, i, addr) {
+                // An unresolved frame shows the address as sampled, as perf
+                // does.
+                Place::File(id, off, module) => (
+                    Arc::clone(shared.entry((id, off)).or_insert_with(|| {
+                        let names = self.files.names(id, off);
+                        names.iter().map(|n| Arc::from(n.as_str())).collect()
+                    })),
+                    Symbol::in_module(module, off + (addr - probed)),
+                ),
+                Place::Nowhere => {
+                    let name = self.jit.get(&(stack.tgid, probed)).cloned().flatten();
+                    (Arc::from(Vec::from_iter(name)), Symbol::nowhere(addr))
+                }
+            };
+            if names.is_empty() {
+                out.push(unresolved);
+            } else {
+                out.extend(names.iter().cloned().map(Symbol::Name));
+            }
+        }
+        out
     }
 
     /// Fetches the debug files of build-ids `ids` into the debuginfod
