@@ -356,7 +356,7 @@ fn report(traced: Traced, symbolizer: &symbols::SymbolizeThread) -> Result<Outco
         settler,
     } = traced;
     let kallsyms_cache = kallsyms.clone();
-    let naming = settle::Naming::new(&plan, maps, kallsyms, kernel_text);
+    let naming = symbols::Naming::new(&plan, maps, kallsyms, kernel_text);
     let named = outputs.iter().any(|(output, _)| output.is_open());
     let (result, entries) = settle::last_report(settler, symbolizer, result, naming, named)?;
     if let Some(entries) = entries {

@@ -188,14 +188,13 @@ impl Reporter {
             span,
         } = cut;
         self.total.add(&aggregate.stats);
-        let entries = symbols::symbolize_entries(
-            &aggregate,
+        let naming = symbols::Naming {
             maps,
-            self.kallsyms.clone(),
-            None,
-            self.module_offsets,
-            stop,
-        )?;
+            kallsyms: self.kallsyms.clone(),
+            kernel_text: None,
+            module_offsets: self.module_offsets,
+        };
+        let entries = symbols::symbolize_entries(&aggregate, naming, stop)?;
         let secs = span.duration.as_secs_f64().round() as u64;
         let first = self.written == 0;
         let write = |w: &mut dyn std::io::Write, options: &ReportOptions, first: bool| {

@@ -20,7 +20,7 @@ use crate::symbolize::ProcessMaps;
 
 use super::intervals::needing_maps;
 use super::progress;
-use super::symbols::{self, StackNames, SymbolizeThread};
+use super::symbols::{self, Naming, StackNames, SymbolizeThread};
 
 /// Cuts sent and not yet folded, at most: past them, stacks that do not
 /// fit are missed (and counted), rather than memory growing while naming
@@ -99,7 +99,13 @@ impl Settler {
         self.thread.run(Box::new(move || {
             let stop = Box::new(super::signals::signalled_from_now());
             let names = progress::silently(|| {
-                symbols::name_stacks(&cut, maps, kallsyms, None, module_offsets, stop)
+                let naming = Naming {
+                    maps,
+                    kallsyms,
+                    kernel_text: None,
+                    module_offsets,
+                };
+                symbols::name_stacks(&cut, naming, stop)
             });
             let mut names = names.unwrap_or_else(|e| {
                 diag!("offwake-perf: stacks could not be named: {e:#}");
@@ -121,34 +127,6 @@ impl Settler {
     }
 }
 
-/// How the last stacks are named.
-pub(super) struct Naming {
-    pub(super) maps: ProcessMaps,
-    pub(super) kallsyms: Option<Preload>,
-    /// Where a recording's kernel text is now (see
-    /// [`symbols::symbolize_entries`]).
-    pub(super) kernel_text: Option<u64>,
-    pub(super) module_offsets: bool,
-}
-
-impl Naming {
-    /// As `plan` asks, with the maps, kernel symbols and (for a recording)
-    /// kernel text the run ends with.
-    pub(super) fn new(
-        plan: &Plan,
-        maps: ProcessMaps,
-        kallsyms: Option<Preload>,
-        kernel_text: Option<u64>,
-    ) -> Naming {
-        Naming {
-            maps,
-            kallsyms,
-            kernel_text: kernel_text.filter(|_| plan.stacks.kernel),
-            module_offsets: plan.module_offsets,
-        }
-    }
-}
-
 /// The run's result and, when `named`, its printable entries: `last` is
 /// what was counted since the last cut (all of it without one), folded in
 /// after every cut before it.
@@ -159,26 +137,18 @@ pub(super) fn last_report(
     naming: Naming,
     named: bool,
 ) -> Result<(Arc<Aggregate>, Option<Vec<ResolvedEntry>>)> {
-    let Naming {
-        maps,
-        kallsyms,
-        kernel_text,
-        module_offsets,
-    } = naming;
     let Some(settler) = settler.filter(|s| s.sent > 0) else {
         let last = Arc::new(last);
         if !named {
             return Ok((last, None));
         }
-        let entries =
-            symbols::symbolize_apart(thread, &last, maps, kallsyms, kernel_text, module_offsets)?;
+        let entries = symbols::symbolize_apart(thread, &last, naming)?;
         return Ok((last, Some(entries)));
     };
     let folded = settler.folded;
     // After every cut before it: jobs run in order.
     let (result, entries) = thread.wait_for(move |stop| {
-        let mut names =
-            symbols::name_stacks(&last, maps, kallsyms, kernel_text, module_offsets, stop)?;
+        let mut names = symbols::name_stacks(&last, naming, stop)?;
         let mut folded = folded.lock().unwrap_or_else(PoisonError::into_inner);
         folded.note(std::mem::take(&mut names.warnings));
         // Each warning carries its own "WARNING:" prefix.

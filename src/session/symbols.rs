@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail};
 use crate::aggregate::{self, Half, Level, StackRef, StackTable};
 use crate::diag::diag;
 use crate::kallsyms::Preload;
+use crate::plan::Plan;
 use crate::report::{
     CgroupName, Frame, Frames, NameSet, ResolvedEntry, ResolvedLevel, ResolvedWaker,
 };
@@ -104,19 +105,42 @@ impl SymbolizeThread {
 /// Says when symbolization should open no more files.
 pub(super) type Stop = Box<dyn Fn() -> bool + Send>;
 
+/// How the last stacks are named.
+pub(super) struct Naming {
+    pub(super) maps: ProcessMaps,
+    pub(super) kallsyms: Option<Preload>,
+    /// Where a recording's kernel text is now (see
+    /// [`symbolize_entries`]).
+    pub(super) kernel_text: Option<u64>,
+    pub(super) module_offsets: bool,
+}
+
+impl Naming {
+    /// As `plan` asks, with the maps, kernel symbols and (for a recording)
+    /// kernel text the run ends with.
+    pub(super) fn new(
+        plan: &Plan,
+        maps: ProcessMaps,
+        kallsyms: Option<Preload>,
+        kernel_text: Option<u64>,
+    ) -> Naming {
+        Naming {
+            maps,
+            kallsyms,
+            kernel_text: kernel_text.filter(|_| plan.stacks.kernel),
+            module_offsets: plan.module_offsets,
+        }
+    }
+}
+
 /// Symbolizes on `thread` (see [`SymbolizeThread::wait_for`]).
 pub(super) fn symbolize_apart(
     thread: &SymbolizeThread,
     result: &Arc<aggregate::Aggregate>,
-    maps: ProcessMaps,
-    kallsyms: Option<Preload>,
-    kernel_text: Option<u64>,
-    module_offsets: bool,
+    naming: Naming,
 ) -> Symbolized {
     let result = Arc::clone(result);
-    thread.wait_for(move |stop| {
-        symbolize_entries(&result, maps, kallsyms, kernel_text, module_offsets, stop)
-    })
+    thread.wait_for(move |stop| symbolize_entries(&result, naming, stop))
 }
 
 /// Symbolizes every stack that some entry uses, once, then builds the
@@ -125,13 +149,10 @@ pub(super) fn symbolize_apart(
 /// addresses are moved to where this kernel's text is (`kernel_text`).
 pub(super) fn symbolize_entries(
     result: &aggregate::Aggregate,
-    maps: ProcessMaps,
-    kallsyms: Option<Preload>,
-    kernel_text: Option<u64>,
-    module_offsets: bool,
+    naming: Naming,
     stop: Stop,
 ) -> Result<Vec<ResolvedEntry>> {
-    let names = name_stacks(result, maps, kallsyms, kernel_text, module_offsets, stop)?;
+    let names = name_stacks(result, naming, stop)?;
     for w in &names.warnings {
         diag!("{w}");
     }
@@ -142,12 +163,15 @@ pub(super) fn symbolize_entries(
 /// [`symbolize_entries`]), and what naming met.
 pub(super) fn name_stacks(
     result: &aggregate::Aggregate,
-    maps: ProcessMaps,
-    kallsyms: Option<Preload>,
-    kernel_text: Option<u64>,
-    module_offsets: bool,
+    naming: Naming,
     stop: Stop,
 ) -> Result<StackNames> {
+    let Naming {
+        maps,
+        kallsyms,
+        kernel_text,
+        module_offsets,
+    } = naming;
     let mut symbolizer = Symbolizer::new(maps, kallsyms)?;
     symbolizer.stop_when(stop);
     if let Some(text) = kernel_text {
