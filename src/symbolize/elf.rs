@@ -36,7 +36,7 @@ use crate::sys::open::Opened;
 pub(crate) const MAX_INLINE_FRAMES: usize = 128;
 
 /// One `PT_LOAD` segment: where its bytes are in the file and in memory.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Segment {
     pub(crate) offset: u64,
     pub(crate) filesz: u64,
@@ -55,6 +55,28 @@ pub(crate) fn load_segments<'a, R: object::ReadRef<'a>>(obj: &object::File<'a, R
             }
         })
         .collect()
+}
+
+/// Where a file's address 0 is in a process that maps file offsets
+/// `pgoff..pgoff + (end - start)` at `start..end`: through the segment of
+/// `segments` most of that range belongs to. (A segment need not start on
+/// a page: the mapping then begins with the tail of the one before.)
+pub(crate) fn base_avma(segments: &[Segment], start: u64, end: u64, pgoff: u64) -> Option<u64> {
+    let file_end = pgoff.checked_add(end.checked_sub(start)?)?;
+    let overlap = |s: &Segment| {
+        let s_end = s.offset.saturating_add(s.filesz);
+        s_end.min(file_end).saturating_sub(s.offset.max(pgoff))
+    };
+    let seg = segments
+        .iter()
+        .filter(|s| overlap(s) > 0)
+        .max_by_key(|s| overlap(s))?;
+    // File offset o is at start + (o - pgoff) in memory, and at
+    // vaddr + (o - offset) in the file's own addresses.
+    start
+        .checked_sub(pgoff)?
+        .checked_add(seg.offset)?
+        .checked_sub(seg.vaddr)
 }
 
 /// A file's function symbols: all of them (an image looked up at any

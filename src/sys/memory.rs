@@ -33,12 +33,18 @@ enum Ask {
         pc: u64,
         len: usize,
     },
+    /// Reads of its own (an interpreter's frames): a bounded job.
+    Job(Job),
 }
+
+/// Work that reads a traced process, made on the reading thread.
+type Job = Box<dyn FnOnce() -> Box<dyn std::any::Any + Send> + Send>;
 
 /// What the thread answers.
 enum Answer {
     Stack(Vec<u8>),
     Blocked(ThreadRead),
+    Job(Box<dyn std::any::Any + Send>),
 }
 
 /// Reads [`read_stack`] on a thread of its own, started at the first
@@ -87,7 +93,7 @@ impl GuardedReader {
     pub(crate) fn read(&mut self, tid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
         match self.ask(Ask::Stack { tid, addr, len })? {
             Answer::Stack(bytes) => Some(bytes),
-            Answer::Blocked(_) => Some(Vec::new()),
+            _ => Some(Vec::new()),
         }
     }
 
@@ -101,7 +107,21 @@ impl GuardedReader {
     ) -> Option<ThreadRead> {
         match self.ask(Ask::Blocked { tgid, tid, pc, len })? {
             Answer::Blocked(read) => Some(read),
-            Answer::Stack(_) => Some(ThreadRead::Unreadable),
+            _ => Some(ThreadRead::Unreadable),
+        }
+    }
+
+    /// Runs `job` on the reading thread, or `None` as
+    /// [`GuardedReader::read`] (the job must bound its own time: one that
+    /// does not return in time ends reading for the run).
+    pub(crate) fn run<T: Send + 'static>(
+        &mut self,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        let job: Job = Box::new(move || Box::new(job()) as Box<dyn std::any::Any + Send>);
+        match self.ask(Ask::Job(job))? {
+            Answer::Job(any) => any.downcast::<T>().ok().map(|b| *b),
+            _ => None,
         }
     }
 
@@ -158,6 +178,7 @@ fn spawn_reader() -> Result<Helper, String> {
                     Ask::Blocked { tgid, tid, pc, len } => {
                         Answer::Blocked(read_blocked(&mut stacks, tgid, tid, pc, len))
                     }
+                    Ask::Job(job) => Answer::Job(job()),
                 };
                 if answer.send(read).is_err() {
                     return;

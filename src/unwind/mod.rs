@@ -68,7 +68,7 @@ const UPDATES_PER_SECOND: u64 = 100;
 const UPDATE_BURST: u64 = 64;
 
 /// Things allowed `per_second` of trace time, after a burst of `burst`.
-struct Rate {
+pub(crate) struct Rate {
     per_second: u64,
     burst: u64,
     /// What may be done now, in billionths, and up to when in trace time
@@ -81,7 +81,7 @@ const NS: u64 = 1_000_000_000;
 
 impl Rate {
     /// A full burst, counted from trace time `from`.
-    fn new(per_second: u64, burst: u64, from: u64) -> Rate {
+    pub(crate) fn new(per_second: u64, burst: u64, from: u64) -> Rate {
         Rate {
             per_second,
             burst,
@@ -91,7 +91,7 @@ impl Rate {
     }
 
     /// One more allowed at trace time `time`, within the rate.
-    fn allow(&mut self, time: u64) -> bool {
+    pub(crate) fn allow(&mut self, time: u64) -> bool {
         let since = time.saturating_sub(self.counted_to);
         self.counted_to = self.counted_to.max(time);
         self.credit = self

@@ -10,7 +10,7 @@ use framehop::ExplicitModuleSectionInfo;
 use object::{Object, ObjectSection};
 use typed_arena::Arena;
 
-use crate::symbolize::elf::{Segment, load_segments, section_bytes};
+use crate::symbolize::elf::{Segment, base_avma, load_segments, section_bytes};
 use crate::symbolize::read::{Reader, RunBudget, Source};
 use crate::sys::open::Opened;
 
@@ -89,22 +89,7 @@ impl UnwindTables {
     /// most of that range belongs to. (A segment need not start on a page:
     /// the mapping then begins with the tail of the one before.)
     pub(crate) fn base_avma(&self, start: u64, end: u64, pgoff: u64) -> Option<u64> {
-        let file_end = pgoff.checked_add(end.checked_sub(start)?)?;
-        let overlap = |s: &Segment| {
-            let s_end = s.offset.saturating_add(s.filesz);
-            s_end.min(file_end).saturating_sub(s.offset.max(pgoff))
-        };
-        let seg = self
-            .segments
-            .iter()
-            .filter(|s| overlap(s) > 0)
-            .max_by_key(|s| overlap(s))?;
-        // File offset o is at start + (o - pgoff) in memory, and at
-        // vaddr + (o - offset) in the file's own addresses.
-        start
-            .checked_sub(pgoff)?
-            .checked_add(seg.offset)?
-            .checked_sub(seg.vaddr)
+        base_avma(&self.segments, start, end, pgoff)
     }
 
     /// The tables as framehop takes them (the bytes are shared, not
