@@ -20,6 +20,7 @@ pub(crate) mod kallsyms;
 pub(crate) mod manual;
 pub(crate) mod plan;
 pub(crate) mod report;
+pub(crate) mod runtime;
 pub mod session;
 pub(crate) mod source;
 pub(crate) mod symbolize;

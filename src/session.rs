@@ -171,6 +171,7 @@ fn trace(
         stages::unwinder(&source),
         aggregator,
     );
+    stages.interpret(&source);
     if let (Some(secs), Some(r)) = (plan.interval, &reporter) {
         stages.cut_with(intervals::Cutter::new(
             secs,

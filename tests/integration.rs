@@ -18,6 +18,7 @@ mod live;
 mod loss;
 mod names;
 mod own;
+mod python;
 mod recorded;
 mod sources;
 mod tracefs;

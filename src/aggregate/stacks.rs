@@ -24,6 +24,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::event::Callchain;
+use crate::event::interpreted::is_frame;
 use crate::report::Frame;
 use crate::sys::open::FileKey;
 
@@ -88,6 +89,9 @@ pub(crate) enum Place {
     File { file: FileKey, offset: u64 },
     /// At `offset` in the kernel's vDSO, the same image in every process.
     Vdso { offset: u64 },
+    /// An interpreted frame (see [`crate::event::interpreted`]): its
+    /// address is its name's, in every process.
+    Interpreted,
 }
 
 /// Where the frames of a stored user stack run (see [`StackTable::code`]).
@@ -103,6 +107,7 @@ impl Code<'_> {
     pub(crate) fn place(&self, index: usize) -> Option<Place> {
         match *self.keys.get(index)? {
             FrameKey::Code { file, offset } if file == VDSO_FILE => Some(Place::Vdso { offset }),
+            FrameKey::Code { file, .. } if file == INTERPRETED_FILE => Some(Place::Interpreted),
             FrameKey::Code { file, offset } => self
                 .files
                 .get(file as usize)
@@ -143,8 +148,9 @@ enum FrameKey {
     Address { image: u32, addr: u64 },
 }
 
-/// The file number of the vDSO.
+/// The file number of the vDSO, and of interpreted frames.
 const VDSO_FILE: u32 = u32::MAX;
+const INTERPRETED_FILE: u32 = u32::MAX - 1;
 
 /// Most files numbered: traced processes choose how many files they map.
 const MAX_FILES: usize = 1 << 20;
@@ -327,6 +333,13 @@ impl StackInterner {
         let mut keys = std::mem::take(&mut self.keys);
         keys.clear();
         for &addr in addrs {
+            if is_frame(addr) {
+                keys.push(FrameKey::Code {
+                    file: INTERPRETED_FILE,
+                    offset: addr,
+                });
+                continue;
+            }
             let key = match code.place(tgid, time, addr) {
                 Some(Place::File { file, offset }) => match self.file_number(file) {
                     Some(file) => FrameKey::Code { file, offset },
@@ -335,6 +348,10 @@ impl StackInterner {
                 Some(Place::Vdso { offset }) => FrameKey::Code {
                     file: VDSO_FILE,
                     offset,
+                },
+                Some(Place::Interpreted) => FrameKey::Code {
+                    file: INTERPRETED_FILE,
+                    offset: addr,
                 },
                 None => FrameKey::Address { image, addr },
             };

@@ -5,6 +5,7 @@
 //! Times are nanoseconds of `CLOCK_MONOTONIC`, shared by all CPUs.
 
 pub(crate) mod copies;
+pub(crate) mod interpreted;
 pub(crate) mod runs;
 pub(crate) mod state;
 

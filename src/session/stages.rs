@@ -5,8 +5,9 @@ use super::intervals::Cutter;
 use super::settle::Settler;
 use crate::aggregate::{self, Aggregator, TaskTable};
 use crate::diag::diag;
-use crate::event::Event;
+use crate::event::{Event, EventKind};
 use crate::plan::Plan;
+use crate::runtime::reader::Interpreted;
 use crate::source::Source;
 use crate::symbolize::ProcessMaps;
 use crate::timing;
@@ -76,6 +77,8 @@ pub(super) struct Stages {
     maps: ProcessMaps,
     /// When samples copy user stacks.
     unwinder: Option<Unwinder>,
+    /// Tracing live: what reads interpreters' frames.
+    interpreted: Option<Interpreted>,
     aggregator: Aggregator,
     /// With `--interval`: where reports are cut.
     cutter: Option<Cutter>,
@@ -107,10 +110,20 @@ impl Stages {
             keep_user,
             maps,
             unwinder,
+            interpreted: None,
             aggregator,
             cutter: None,
             settler: None,
         }
+    }
+
+    /// Reads interpreters' frames into blocked stacks, tracing live (a
+    /// recording's processes are gone): `source` tells when a thread ran.
+    pub(super) fn interpret(&mut self, source: &Source) {
+        let runs = source
+            .thread_stacks()
+            .or_else(|| source.live_stacks().map(|(_, runs)| runs));
+        self.interpreted = runs.map(|runs| Interpreted::new(self.maps.interpreted.clone(), runs));
     }
 
     /// Cuts a report at each of `cutter`'s boundaries.
@@ -200,12 +213,14 @@ impl Stages {
                 );
             }
         }
+        let mut unwind_notes: Vec<String> = self
+            .unwinder
+            .as_ref()
+            .map(Unwinder::notes)
+            .unwrap_or_default();
+        unwind_notes.extend(self.interpreted.as_ref().and_then(Interpreted::note));
         Staged {
-            unwind_notes: self
-                .unwinder
-                .as_ref()
-                .map(Unwinder::notes)
-                .unwrap_or_default(),
+            unwind_notes,
             maps: self.maps,
             aggregator: self.aggregator,
             cutter: self.cutter,
@@ -234,6 +249,12 @@ impl Stages {
             && self.aggregator.may_keep_stack(&event)
         {
             u.unwind(&mut event, &mut self.maps);
+        }
+        if let Some(i) = self.interpreted.as_mut()
+            && (matches!(event.kind, EventKind::Exit(_) | EventKind::Comm(_))
+                || self.aggregator.may_keep_stack(&event))
+        {
+            i.splice(&mut event, &mut self.maps);
         }
         let stored = self.aggregator.user_stacks_stored();
         self.aggregator.process_with(&event, &self.maps);

@@ -116,6 +116,8 @@ enum Place {
     /// At a file offset of a file, with the file's base name.
     File(FileId, u64, Arc<str>),
     Nowhere,
+    /// An interpreted frame, by its name.
+    Interpreted(Arc<str>),
 }
 
 /// A mapping's file, and its base name (what `--module-offsets` prints).
@@ -350,7 +352,7 @@ impl Symbolizer {
                     Place::Nowhere if !self.jit.contains_key(&(stack.tgid, probed)) => {
                         jit.entry(stack.tgid).or_default().insert(probed);
                     }
-                    Place::Nowhere => {}
+                    Place::Nowhere | Place::Interpreted(_) => {}
                 }
             }
         }
@@ -418,6 +420,7 @@ impl Symbolizer {
                     let name = self.jit.get(&(stack.tgid, probed)).cloned().flatten();
                     (Arc::from(Vec::from_iter(name)), Symbol::nowhere(addr))
                 }
+                Place::Interpreted(name) => (Arc::from(vec![name]), Symbol::nowhere(addr)),
             };
             if names.is_empty() {
                 out.push(unresolved);
@@ -502,8 +505,12 @@ impl Symbolizer {
     fn place_frame(&mut self, stack: &UserStack<'_>, index: usize, addr: u64) -> Place {
         let probed = probe(index, addr);
         let back = addr - probed;
+        if let Some(name) = self.maps.interpreted.name(addr) {
+            return Place::Interpreted(name);
+        }
         let in_code = match stack.code.place(index) {
             Some(CodePlace::Vdso { offset }) => Some((FileId::Vdso, offset, Arc::from("[vdso]"))),
+            Some(CodePlace::Interpreted) => None,
             Some(CodePlace::File { file, offset }) => self
                 .open_code(file)
                 .map(|(id, module)| (id, offset, module)),

@@ -192,6 +192,7 @@ impl ProcessMaps {
         copy.own_root.clone_from(&self.own_root);
         copy.mmap_events = self.mmap_events;
         copy.code_files = self.code_files.clone();
+        copy.interpreted = self.interpreted.clone();
         copy.sealed = true;
         copy
     }

@@ -207,6 +207,8 @@ pub(crate) struct ProcessMaps {
     /// and one not known now was forgotten on purpose (its pid may be
     /// another process's now), never read again.
     sealed: bool,
+    /// What the addresses of interpreted frames stand for.
+    pub(crate) interpreted: crate::event::interpreted::Names,
 }
 
 impl Default for ProcessMaps {
@@ -236,6 +238,7 @@ impl ProcessMaps {
             text_budget: TimeBudget::new(Duration::from_millis(100), 0.02),
             code_files: code::CodeFiles::default(),
             sealed: false,
+            interpreted: crate::event::interpreted::Names::new(),
         }
     }
 

@@ -1,0 +1,122 @@
+//! CPython 3.11 and later: where a process keeps its interpreter state,
+//! and the frame chain of one of its threads, named.
+//!
+//! [`image`] reads the interpreter's file, [`layout`] says where the
+//! fields are, [`walk`] reads a thread's frames, [`code`] names them with
+//! [`lines`].
+
+mod code;
+mod image;
+mod layout;
+mod lines;
+pub(crate) mod walk;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use code::{CodeInfo, Types, read_code};
+pub(crate) use image::{Image, may_hold_python};
+use walk::{Counted, Memory, Miss, thread_frames};
+
+/// A CPython process: its interpreter's file, and where it is loaded.
+#[derive(Clone, Debug)]
+pub(crate) struct Process {
+    image: Arc<Image>,
+    bias: u64,
+}
+
+impl Process {
+    pub(crate) fn new(image: Arc<Image>, bias: u64) -> Process {
+        Process { image, bias }
+    }
+
+    /// True when `addr` is in `_PyEval_EvalFrameDefault`.
+    pub(crate) fn in_eval(&self, addr: u64) -> bool {
+        addr.checked_sub(self.bias)
+            .is_some_and(|a| self.image.eval.contains(&a))
+    }
+
+    fn types(&self) -> Types {
+        Types {
+            code: self.image.code_type.wrapping_add(self.bias),
+            unicode: self.image.unicode_type.wrapping_add(self.bias),
+            bytes: self.image.bytes_type.wrapping_add(self.bias),
+        }
+    }
+}
+
+/// Most code objects kept; past it, all are forgotten.
+const MAX_CODES: usize = 1 << 16;
+
+/// Code objects read, by process and address, for the process's life.
+#[derive(Debug, Default)]
+pub(crate) struct Codes {
+    known: HashMap<(u32, u64), Arc<CodeInfo>>,
+}
+
+impl Codes {
+    /// Forgets process `tgid`'s code objects (it exited or ran exec).
+    pub(crate) fn forget(&mut self, tgid: u32) {
+        self.known.retain(|&(t, _), _| t != tgid);
+    }
+}
+
+/// The names of thread `tid`'s Python frames, by run of the evaluation
+/// loop, innermost first (see [`walk::thread_frames`]), read through
+/// `mem` from process `tgid`, described by `process`.
+pub(crate) fn frame_names(
+    mem: &mut dyn Memory,
+    process: &Process,
+    codes: &mut Codes,
+    tgid: u32,
+    tid: u32,
+) -> Result<Vec<Vec<String>>, Miss> {
+    let layout = &process.image.layout;
+    let types = process.types();
+    let runtime = process.image.runtime.wrapping_add(process.bias);
+    let known = |code: u64| codes.known.contains_key(&(tgid, code));
+    let groups = thread_frames(mem, layout, runtime, types.code, tid, &known)?;
+    let mut counted = Counted::new(mem);
+    let mut named = Vec::with_capacity(groups.len());
+    for group in groups {
+        let mut names = Vec::with_capacity(group.len());
+        for frame in group {
+            let info = match codes.known.get(&(tgid, frame.code)) {
+                Some(info) => Arc::clone(info),
+                None => {
+                    let info = Arc::new(read_code(&mut counted, layout, &types, frame.code)?);
+                    if codes.known.len() >= MAX_CODES {
+                        codes.known.clear();
+                    }
+                    codes.known.insert((tgid, frame.code), Arc::clone(&info));
+                    info
+                }
+            };
+            names.push(info.frame_name(frame.instr));
+        }
+        named.push(names);
+    }
+    Ok(named)
+}
+
+/// `native` (innermost first) with each frame in `_PyEval_EvalFrameDefault`
+/// replaced by the frames its run executes (`groups`, innermost first, as
+/// `name` makes them addresses); a run of the loop beyond the native
+/// frames (a stack cut short) is left out, and an evaluation frame beyond
+/// the runs is kept.
+pub(crate) fn splice(native: &[u64], process: &Process, groups: &[Vec<u64>]) -> (Vec<u64>, usize) {
+    let mut out = Vec::with_capacity(native.len() + groups.iter().map(Vec::len).sum::<usize>());
+    let mut next = groups.iter();
+    let mut spliced = 0;
+    for &addr in native {
+        if process.in_eval(addr)
+            && let Some(group) = next.next()
+        {
+            out.extend_from_slice(group);
+            spliced += 1;
+        } else {
+            out.push(addr);
+        }
+    }
+    (out, spliced)
+}

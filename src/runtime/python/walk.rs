@@ -1,0 +1,321 @@
+//! The frame chain of one CPython thread, read from its process: the
+//! thread state whose `native_thread_id` is the thread's, its current
+//! frame, and each frame's code object and instruction, grouped by the
+//! run of the evaluation loop that executes them.
+//!
+//! Every pointer comes from a process that may forge them: each read is
+//! bounded, the walk stops at [`MAX_FRAMES`] frames, [`MAX_THREADS`]
+//! thread states, [`MAX_INTERPRETERS`] interpreters and [`MAX_READS`]
+//! reads, a frame seen twice ends the chain, and nothing is allocated by
+//! a size read from the process.
+
+use super::layout::{CurrentFrame, Entry, FRAME_READ, Layout};
+use crate::bytes::u64_at;
+
+/// Reads a traced process's memory.
+pub(crate) trait Memory {
+    /// Fills `buf` from `addr`; false unless all of it was read.
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool;
+}
+
+pub(crate) const MAX_FRAMES: usize = 256;
+pub(crate) const MAX_THREADS: usize = 2048;
+pub(crate) const MAX_INTERPRETERS: usize = 16;
+pub(crate) const MAX_READS: usize = 4096;
+
+/// One Python frame: its code object and where it is in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RawFrame {
+    pub(crate) code: u64,
+    /// The instruction's address (see [`Layout::frame_instr`]).
+    pub(crate) instr: u64,
+}
+
+/// The frames of one run of the evaluation loop, innermost first.
+pub(crate) type Group = Vec<RawFrame>;
+
+/// Why no frames were read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Miss {
+    /// A read failed (the thread or process went, or a pointer was bad).
+    Unreadable,
+    /// No thread state of this thread (it runs no Python).
+    NoThread,
+    /// Past a bound.
+    TooLong,
+}
+
+/// Memory read with a count of reads.
+pub(crate) struct Counted<'a> {
+    mem: &'a mut dyn Memory,
+    reads: usize,
+}
+
+impl<'a> Counted<'a> {
+    pub(crate) fn new(mem: &'a mut dyn Memory) -> Counted<'a> {
+        Counted { mem, reads: 0 }
+    }
+
+    pub(crate) fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), Miss> {
+        if self.reads >= MAX_READS {
+            return Err(Miss::TooLong);
+        }
+        self.reads += 1;
+        if addr == 0 || !self.mem.read(addr, buf) {
+            return Err(Miss::Unreadable);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn word(&mut self, addr: u64) -> Result<u64, Miss> {
+        let mut b = [0u8; 8];
+        self.read(addr, &mut b)?;
+        Ok(u64::from_ne_bytes(b))
+    }
+}
+
+/// The thread state of thread `tid`, from the runtime at `runtime`.
+fn thread_state(
+    mem: &mut Counted<'_>,
+    layout: &Layout,
+    runtime: u64,
+    tid: u32,
+) -> Result<u64, Miss> {
+    let mut interp = mem.word(runtime.wrapping_add(layout.interpreters_head))?;
+    let span = (layout.thread_next.max(layout.thread_native_id) + 8) as usize;
+    let mut buf = vec![0u8; span];
+    let mut threads = 0;
+    for _ in 0..MAX_INTERPRETERS {
+        if interp == 0 {
+            return Err(Miss::NoThread);
+        }
+        let mut tstate = mem.word(interp.wrapping_add(layout.interp_threads_head))?;
+        while tstate != 0 {
+            threads += 1;
+            if threads > MAX_THREADS {
+                return Err(Miss::TooLong);
+            }
+            mem.read(tstate, &mut buf)?;
+            let native = u64_at(&buf, layout.thread_native_id as usize);
+            if native == Some(u64::from(tid)) {
+                return Ok(tstate);
+            }
+            tstate = u64_at(&buf, layout.thread_next as usize).ok_or(Miss::Unreadable)?;
+        }
+        interp = mem.word(interp.wrapping_add(layout.interp_next))?;
+    }
+    Err(Miss::TooLong)
+}
+
+/// The Python frames thread `tid` runs, by run of the evaluation loop,
+/// innermost first: the first group is the one the innermost
+/// `_PyEval_EvalFrameDefault` executes. Frames whose code is not a code
+/// object (`code_type` is `PyCode_Type`'s address) are left out; one
+/// `known` says is a code object already is not read again.
+pub(crate) fn thread_frames(
+    mem: &mut dyn Memory,
+    layout: &Layout,
+    runtime: u64,
+    code_type: u64,
+    tid: u32,
+    known: &dyn Fn(u64) -> bool,
+) -> Result<Vec<Group>, Miss> {
+    let mut mem = Counted::new(mem);
+    let tstate = thread_state(&mut mem, layout, runtime, tid)?;
+    let mut frame = match layout.current_frame {
+        CurrentFrame::ThroughCFrame { cframe, current } => {
+            let cframe = mem.word(tstate.wrapping_add(cframe))?;
+            mem.word(cframe.wrapping_add(current))?
+        }
+        CurrentFrame::Direct { current } => mem.word(tstate.wrapping_add(current))?,
+    };
+    let mut groups: Vec<Group> = vec![Vec::new()];
+    let mut seen: Vec<u64> = Vec::new();
+    let mut buf = [0u8; FRAME_READ];
+    let mut head = [0u8; 16];
+    while frame != 0 {
+        if seen.len() >= MAX_FRAMES || seen.contains(&frame) {
+            return Err(Miss::TooLong);
+        }
+        seen.push(frame);
+        mem.read(frame, &mut buf)?;
+        let field = |off: u64| u64_at(&buf, off as usize).ok_or(Miss::Unreadable);
+        let code = field(layout.frame_code)?;
+        let instr = field(layout.frame_instr)?;
+        let previous = field(layout.frame_previous)?;
+        let owner = buf.get(layout.frame_owner as usize).copied();
+        let shim = matches!(layout.entry, Entry::ShimOwner { owner: o } if owner == Some(o));
+        if shim {
+            // Below the first frame of a run of the loop: what follows
+            // belongs to the run that called it.
+            if groups.last().is_some_and(|g| !g.is_empty()) {
+                groups.push(Vec::new());
+            }
+        } else {
+            let is_code = known(code) || {
+                mem.read(code, &mut head)?;
+                u64_at(&head, layout.object_type as usize) == Some(code_type)
+            };
+            if is_code && let Some(g) = groups.last_mut() {
+                g.push(RawFrame { code, instr });
+            }
+            if let Entry::Flag { is_entry } = layout.entry
+                && buf.get(is_entry as usize).is_some_and(|&b| b != 0)
+            {
+                groups.push(Vec::new());
+            }
+        }
+        frame = previous;
+    }
+    groups.retain(|g| !g.is_empty());
+    Ok(groups)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Memory made of regions.
+    #[derive(Default)]
+    pub(crate) struct Fake {
+        pub(crate) regions: BTreeMap<u64, Vec<u8>>,
+        pub(crate) reads: usize,
+    }
+
+    impl Fake {
+        pub(crate) fn put(&mut self, addr: u64, bytes: &[u8]) {
+            self.regions.insert(addr, bytes.to_vec());
+        }
+
+        pub(crate) fn put_words(&mut self, addr: u64, words: &[(u64, u64)], len: usize) {
+            let mut b = vec![0u8; len];
+            for &(off, w) in words {
+                b[off as usize..off as usize + 8].copy_from_slice(&w.to_ne_bytes());
+            }
+            self.put(addr, &b);
+        }
+    }
+
+    impl Memory for Fake {
+        fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+            self.reads += 1;
+            let Some((&start, region)) = self.regions.range(..=addr).next_back() else {
+                return false;
+            };
+            let from = (addr - start) as usize;
+            match region.get(from..from + buf.len()) {
+                Some(src) => {
+                    buf.copy_from_slice(src);
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+
+    pub(crate) const RUNTIME: u64 = 0x1000;
+    pub(crate) const INTERP: u64 = 0x2000;
+    pub(crate) const CODE_TYPE: u64 = 0x9000;
+
+    /// A 3.12 process whose thread `tid` (behind one other thread) runs
+    /// `frames` (innermost first; `None` is an entry shim).
+    pub(crate) fn process_3_12(tid: u32, frames: &[Option<u64>]) -> (Fake, Layout) {
+        let l = Layout::of_minor(12).unwrap();
+        let mut m = Fake::default();
+        m.put_words(RUNTIME, &[(l.interpreters_head, INTERP)], 64);
+        m.put_words(INTERP, &[(l.interp_threads_head, 0x3000)], 128);
+        let span = 168;
+        m.put_words(
+            0x3000,
+            &[(l.thread_next, 0x3400), (l.thread_native_id, 7)],
+            span,
+        );
+        m.put_words(
+            0x3400,
+            &[
+                (l.thread_next, 0),
+                (l.thread_native_id, u64::from(tid)),
+                (56, 0x3800),
+            ],
+            span,
+        );
+        let first = 0x5000;
+        m.put_words(0x3800, &[(0, first)], 16);
+        for (i, f) in frames.iter().enumerate() {
+            let at = first + 0x100 * i as u64;
+            let previous = if i + 1 < frames.len() { at + 0x100 } else { 0 };
+            let mut b = vec![0u8; FRAME_READ];
+            let code = f.unwrap_or(0);
+            b[0..8].copy_from_slice(&code.to_ne_bytes());
+            b[8..16].copy_from_slice(&previous.to_ne_bytes());
+            b[56..64].copy_from_slice(&(code + 200 + 2 * i as u64).to_ne_bytes());
+            b[70] = if f.is_none() { 3 } else { 0 };
+            m.put(at, &b);
+            if let Some(code) = f {
+                m.put_words(*code, &[(8, CODE_TYPE)], 16);
+            }
+        }
+        (m, l)
+    }
+
+    #[test]
+    fn frames_are_grouped_by_run_of_the_loop() {
+        let (mut m, l) = process_3_12(42, &[Some(0xa000), Some(0xa100), None, Some(0xa200), None]);
+        let groups = thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false).expect("walked");
+        let codes: Vec<Vec<u64>> = groups
+            .iter()
+            .map(|g| g.iter().map(|f| f.code).collect())
+            .collect();
+        assert_eq!(codes, [vec![0xa000, 0xa100], vec![0xa200]]);
+        assert_eq!(groups[0][1].instr, 0xa100 + 202);
+    }
+
+    #[test]
+    fn another_thread_or_a_bad_pointer_gives_nothing() {
+        let (mut m, l) = process_3_12(42, &[Some(0xa000)]);
+        assert_eq!(
+            thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 43, &|_| false),
+            Err(Miss::NoThread)
+        );
+        assert_eq!(
+            thread_frames(&mut m, &l, 0x7777, CODE_TYPE, 42, &|_| false),
+            Err(Miss::Unreadable)
+        );
+    }
+
+    #[test]
+    fn a_frame_that_is_no_code_object_is_left_out() {
+        let (mut m, l) = process_3_12(42, &[Some(0xa000), Some(0xa100)]);
+        m.put_words(0xa100, &[(8, 0x1234)], 16);
+        let groups = thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false).expect("walked");
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].len(), 1);
+    }
+
+    #[test]
+    fn a_cyclic_chain_or_thread_list_ends() {
+        let (mut m, l) = process_3_12(42, &[Some(0xa000), Some(0xa100)]);
+        // The second frame's previous is the first.
+        let mut b = m.regions[&0x5100].clone();
+        b[8..16].copy_from_slice(&0x5000u64.to_ne_bytes());
+        m.put(0x5100, &b);
+        assert_eq!(
+            thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false),
+            Err(Miss::TooLong)
+        );
+        // A thread list that loops on itself, without the thread.
+        let (mut m, l) = process_3_12(42, &[Some(0xa000)]);
+        m.put_words(
+            0x3000,
+            &[(l.thread_next, 0x3000), (l.thread_native_id, 7)],
+            168,
+        );
+        m.put_words(INTERP, &[(l.interp_threads_head, 0x3000)], 128);
+        assert_eq!(
+            thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false),
+            Err(Miss::TooLong)
+        );
+        assert!(m.reads <= MAX_READS + 1);
+    }
+}

@@ -1,0 +1,273 @@
+//! When an interpreter's frames are read, and the reading: a blocked
+//! switch-out of a CPython process whose native stack runs the
+//! evaluation loop has its thread's Python frames read from the process
+//! (on the reading thread of [`GuardedReader`], each read bounded) and
+//! spliced in. The read is used only when the reader saw the thread not
+//! run from its switch-out to the end of the read: a thread that ran has
+//! other frames. Reads are limited to [`PER_SECOND`] a second of trace.
+//!
+//! Stacks that keep the interpreter's native frames are counted by why:
+//! the thread ran before it could be read (a wait shorter than the
+//! tool's delay), it could not be read (or past the limits below), or
+//! the stack is a waker's (a running thread, whose frames are not still).
+//!
+//! A traced process sets what a read costs (how many threads and frames
+//! it has, or forges): besides the bounds of each walk, walks take at
+//! most [`SHARE`] of the time (after a burst of [`TIME_BURST`]), since the
+//! stages wait for each.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::sys::uio::{RemoteIoVec, process_vm_readv};
+use nix::unistd::Pid;
+
+use super::python::walk::Memory;
+use super::python::{Codes, Image, Process, frame_names, may_hold_python, splice};
+use crate::event::interpreted::Names;
+use crate::event::runs::LastRuns;
+use crate::event::state::reported_state;
+use crate::event::{Callchain, Event, EventKind};
+use crate::symbolize::maps::ProcessMaps;
+use crate::symbolize::read::RunBudget;
+use crate::sys::memory::GuardedReader;
+use crate::sys::open::FileKey;
+use crate::sys::vma::TimeBudget;
+use crate::unwind::Rate;
+
+/// Reads made per second of trace, at most, after a burst of [`BURST`].
+const PER_SECOND: u64 = 2000;
+const BURST: u64 = 500;
+/// Longest wait for one thread's frames.
+const READ_WAIT: Duration = Duration::from_millis(100);
+/// The share of time walks may take, and the burst before it counts.
+const SHARE: f64 = 0.02;
+const TIME_BURST: Duration = Duration::from_millis(50);
+/// Bytes of interpreter files read in a run, and of one.
+const PER_FILE: u64 = 64 << 20;
+const PER_RUN: u64 = 256 << 20;
+/// Most processes remembered; past it, all are forgotten.
+const MAX_PROCESSES: usize = 1 << 16;
+
+/// How the interpreters' frames went, for the notes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    /// Blocked stacks given their Python frames.
+    pub(crate) spliced: u64,
+    /// Blocked stacks not: the thread ran before it was read.
+    pub(crate) ran: u64,
+    /// Blocked stacks not: the frames could not be read, or past the rate.
+    pub(crate) unread: u64,
+    /// Wakers' stacks in the evaluation loop.
+    pub(crate) wakers: u64,
+}
+
+/// Reads interpreters' frames into blocked stacks.
+pub(crate) struct Interpreted {
+    names: Names,
+    runs: Arc<LastRuns>,
+    reader: GuardedReader,
+    images: HashMap<FileKey, Option<Arc<Image>>>,
+    /// By process, as of its map's version: `None` runs no interpreter.
+    processes: HashMap<u32, (Option<u64>, Option<Process>)>,
+    /// Lent to the reading thread for each read.
+    codes: Option<Codes>,
+    budget: RunBudget,
+    rate: Rate,
+    time: TimeBudget,
+    pub(crate) counts: Counts,
+}
+
+impl Interpreted {
+    /// Splicing names kept in `names`, with `runs` from the source.
+    pub(crate) fn new(names: Names, runs: Arc<LastRuns>) -> Interpreted {
+        Interpreted {
+            names,
+            runs,
+            reader: GuardedReader::new(READ_WAIT),
+            images: HashMap::new(),
+            processes: HashMap::new(),
+            codes: Some(Codes::default()),
+            budget: RunBudget::new(PER_FILE, PER_RUN),
+            rate: Rate::new(PER_SECOND, BURST, 0),
+            time: TimeBudget::new(TIME_BURST, SHARE),
+            counts: Counts::default(),
+        }
+    }
+
+    /// Splices the Python frames of `event`'s thread into its user stack,
+    /// if it is a blocked switch-out of a CPython process in its
+    /// evaluation loop and the frames can be read (see the module).
+    pub(crate) fn splice(&mut self, event: &mut Event, maps: &mut ProcessMaps) {
+        let (tgid, tid, blocked, stack) = match &mut event.kind {
+            EventKind::Switch(s) => (
+                s.prev_tgid,
+                s.prev_tid,
+                reported_state(s.prev_state).is_some(),
+                &mut s.stack,
+            ),
+            EventKind::Waking(w) => (w.waker_tgid, w.waker_tid, false, &mut w.stack),
+            EventKind::Exit(e) if e.tid == e.tgid => {
+                self.forget(e.tgid);
+                return;
+            }
+            // Another program: its objects are elsewhere.
+            EventKind::Comm(c) if c.exec => {
+                self.forget(c.tgid);
+                return;
+            }
+            _ => return,
+        };
+        if stack.user().is_empty() || tgid == 0 {
+            return;
+        }
+        let Some(process) = self.process(tgid, event.time, maps) else {
+            return;
+        };
+        if !stack.user().iter().any(|&a| process.in_eval(a)) {
+            return;
+        }
+        if !blocked {
+            self.counts.wakers += 1;
+            return;
+        }
+        if self.runs.ran_after(tid, event.time) {
+            self.counts.ran += 1;
+            return;
+        }
+        let started = Instant::now();
+        if !self.time.allowed(started) || !self.rate.allow(event.time) {
+            self.counts.unread += 1;
+            return;
+        }
+        let groups = self.read(&process, tgid, tid);
+        self.time.charge(started.elapsed());
+        let Some(groups) = groups else {
+            self.counts.unread += 1;
+            return;
+        };
+        // Read after the read: what the reader saw meanwhile counts.
+        if self.runs.ran_after(tid, event.time) {
+            self.counts.ran += 1;
+            return;
+        }
+        let groups: Vec<Vec<u64>> = groups
+            .iter()
+            .map(|g| g.iter().map(|n| self.names.address(n)).collect())
+            .collect();
+        let (user, spliced) = splice(stack.user(), &process, &groups);
+        if spliced == 0 {
+            self.counts.unread += 1;
+            return;
+        }
+        self.counts.spliced += 1;
+        *stack = Callchain::new(stack.kernel(), &user);
+    }
+
+    /// Reads thread `tid`'s frame names on the reading thread.
+    fn read(&mut self, process: &Process, tgid: u32, tid: u32) -> Option<Vec<Vec<String>>> {
+        let mut codes = self.codes.take()?;
+        let process = process.clone();
+        let (named, codes) = self.reader.run(move || {
+            let mut mem = ProcessMemory { pid: tgid };
+            let named = frame_names(&mut mem, &process, &mut codes, tgid, tid);
+            (named, codes)
+        })?;
+        self.codes = Some(codes);
+        named.ok()
+    }
+
+    /// The interpreter process `tgid` runs at `time`, if any: found once
+    /// per version of its map.
+    fn process(&mut self, tgid: u32, time: u64, maps: &mut ProcessMaps) -> Option<Process> {
+        maps.ensure_known(tgid, time);
+        let version = maps.version(tgid);
+        if let Some((v, p)) = self.processes.get(&tgid)
+            && *v == version
+        {
+            return p.clone();
+        }
+        // Its map changed (a library loaded): the interpreter, and its
+        // code objects, stay.
+        let found = self.find(tgid, time, maps);
+        if self.processes.len() >= MAX_PROCESSES {
+            self.processes.clear();
+        }
+        self.processes.insert(tgid, (version, found.clone()));
+        found
+    }
+
+    fn find(&mut self, tgid: u32, time: u64, maps: &ProcessMaps) -> Option<Process> {
+        for m in maps.mapped_at(tgid, time) {
+            if !may_hold_python(&m.path) {
+                continue;
+            }
+            let image = match m.file.and_then(|k| self.images.get(&k)) {
+                Some(known) => known.clone(),
+                None => {
+                    let Ok(opened) = maps.open_file(tgid, m) else {
+                        continue;
+                    };
+                    let image = Image::read(&opened, &mut self.budget).map(Arc::new);
+                    self.images.insert(opened.key, image.clone());
+                    image
+                }
+            };
+            if let Some(image) = image
+                && let Some(bias) = image.base(m.start, m.end, m.pgoff)
+            {
+                return Some(Process::new(image, bias));
+            }
+        }
+        None
+    }
+
+    /// Forgets process `tgid` (it exited).
+    fn forget(&mut self, tgid: u32) {
+        self.processes.remove(&tgid);
+        if let Some(c) = self.codes.as_mut() {
+            c.forget(tgid);
+        }
+    }
+
+    /// The NOTE on stacks that kept the interpreter's native frames.
+    pub(crate) fn note(&self) -> Option<String> {
+        let Counts {
+            spliced,
+            ran,
+            unread,
+            wakers,
+        } = self.counts;
+        if ran + unread + wakers == 0 {
+            return None;
+        }
+        Some(format!(
+            "NOTE: {} stacks of Python processes show the interpreter's native frames, not \
+             the Python functions ({spliced} blocked stacks have them): {ran} blocked threads \
+             ran again before their frames could be read, {unread} could not be read, and \
+             {wakers} are wakers' stacks, which are not read.",
+            ran + unread + wakers
+        ))
+    }
+}
+
+/// A process's memory, read with `process_vm_readv`.
+struct ProcessMemory {
+    pid: u32,
+}
+
+impl Memory for ProcessMemory {
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        let len = buf.len();
+        let Ok(pid) = i32::try_from(self.pid) else {
+            return false;
+        };
+        let remote = [RemoteIoVec {
+            base: addr as usize,
+            len,
+        }];
+        let mut local = [std::io::IoSliceMut::new(buf)];
+        process_vm_readv(Pid::from_raw(pid), &mut local, &remote) == Ok(len)
+    }
+}
