@@ -156,6 +156,68 @@ fn traced_running(python: &Path, args: &[&str]) -> (Vec<Block>, (u64, u64), Stri
     (parse_default(&out), truth, err)
 }
 
+/// Every format of one trace carries the Python frames: the text
+/// report's total under `consume_items` is the pprof's (decoded by pprof-format),
+/// and the SVG and speedscope files name the function.
+fn assert_every_format_carries_them(python: &Path) {
+    let dir = std::env::temp_dir().join(format!("offwake-python-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let path = |ext: &str| dir.join(format!("r.{ext}"));
+    let (text, svg, json, pprof) = (path("txt"), path("svg"), path("json"), path("pb.gz"));
+    let nap = format!("{:.3}", slowed(50) as f64 / 1000.0);
+    let mut args = vec!["-o", text.to_str().unwrap()];
+    for p in [&svg, &json, &pprof] {
+        args.extend(["-o", p.to_str().unwrap()]);
+    }
+    let program = program();
+    args.extend([
+        "--",
+        python.to_str().unwrap(),
+        program.to_str().unwrap(),
+        "4",
+        &nap,
+    ]);
+    let out = run_env(&[("OFFWAKE_PIN_CPU", "0")], &args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let read = |p: &Path| std::fs::read_to_string(p).expect("a report file");
+    let name = "consume_items (pyqueue.py:";
+    let text = read(&text);
+    let body = text.split_once('\n').map_or("", |(_, rest)| rest);
+    let in_text: u64 = parse_default(body)
+        .iter()
+        .filter(|b| b.target.iter().any(|f| f.starts_with(name)))
+        .map(|b| b.total)
+        .sum();
+    assert!(in_text > 0, "no block carries {name}\n{err}");
+    assert!(read(&svg).contains(name), "the SVG lacks {name}");
+    assert!(
+        read(&json).contains(name),
+        "the speedscope file lacks {name}"
+    );
+    let decoded = std::process::Command::new("node")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js/decode-pprof.mjs"))
+        .arg(&pprof)
+        .output()
+        .expect("running node");
+    assert!(decoded.status.success(), "{decoded:?}");
+    let decoded: serde_json::Value = serde_json::from_slice(&decoded.stdout).expect("JSON");
+    let in_pprof: u64 = decoded["samples"]
+        .as_array()
+        .expect("samples")
+        .iter()
+        .filter(|s| {
+            let frames = s["frames"].as_array().expect("frames");
+            frames
+                .iter()
+                .any(|f| f.as_str().is_some_and(|f| f.starts_with(name)))
+        })
+        .map(|s| s["values"][0].as_u64().expect("a value"))
+        .sum();
+    assert_eq!(in_pprof, in_text, "pprof against text under {name}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// One test, so that no two traced interpreters share CPU 0 at once.
 #[test]
 fn python_functions_are_named_on_blocked_stacks() {
@@ -182,4 +244,5 @@ fn python_functions_are_named_on_blocked_stacks() {
             .collect();
         assert_carried(&blocks, truth, &format!("{args:?}: {blocks:#?}\n{err}"));
     }
+    assert_every_format_carries_them(python);
 }
