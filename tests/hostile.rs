@@ -1289,3 +1289,66 @@ fn wake_storm_of_chains() {
         );
     }
 }
+
+/// Attack: a CPython process (Debian's python3.11, as `nobody`) names its
+/// functions and files to forge report lines, then points its runtime at
+/// forged interpreters: a thread list that loops without the thread, a
+/// frame chain that loops, and one of 10,000 frames
+/// (`workloads/pyforge.py`). The tool must stay sound, print the names
+/// escaped as one frame each, splice no forged frame, and count the
+/// forged states as stacks whose frames could not be read.
+#[test]
+fn python_forges_names_and_runtime() {
+    let _suite = common::suite(module_path!());
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("python_forges_names_and_runtime");
+    let script = scratch.v().join("pyforge.py");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workloads/pyforge.py");
+    std::fs::copy(&source, &script).expect("copying pyforge.py");
+    chmod(&script, 0o644);
+    let victim = start_program(
+        Path::new("/usr/bin/python3.11"),
+        true,
+        &[script.display().to_string()],
+    );
+    let pid = victim.pid().to_string();
+    let run = run_tool("python_forges_names_and_runtime", &["-p", &pid, "5"]);
+    drop(victim);
+    run.assert_sound();
+    let frames = run.target_frames("python3.11");
+    let evil = frames
+        .iter()
+        .filter(|f| f.starts_with("x;y\\n    target:"))
+        .count();
+    assert!(evil > 0, "the forged name is not one frame: {frames:?}");
+    assert!(
+        !run.stdout
+            .lines()
+            .any(|l| l.contains("target:") && l.contains("evil 1") && !l.contains("\\n")),
+        "a forged line in the report:\n{}",
+        run.stdout
+    );
+    // The forged chains name no frame: sleeper's frames come only from
+    // the real runtime, which the program never blocks in.
+    assert!(
+        !frames.iter().any(|f| f.starts_with("sleeper (pyforge.py:")),
+        "a frame of a forged chain was spliced: {frames:?}"
+    );
+    let note = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("stacks of Python processes"))
+        .unwrap_or_else(|| panic!("no NOTE on unread Python stacks:\n{}", run.stderr));
+    let unread: u64 = note
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" could not be read"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of unread stacks in {note:?}"));
+    assert!(
+        unread >= 3,
+        "the three forged states were not all refused: {note}"
+    );
+}
