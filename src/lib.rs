@@ -4,7 +4,8 @@
 //!
 //! Data flows one way, and the modules read in its order:
 //! [`source`] (perf, tracefs or a perf.data recording, merged into time
-//! order) → [`aggregate`] (pairing) → [`unwind`] → [`symbolize`] →
+//! order) → [`aggregate`] (pairing) → [`unwind`] → [`runtime`]
+//! (interpreted frames) → [`symbolize`] →
 //! [`report`]. [`session`] conducts them on the [`plan`] made from the
 //! command line ([`cli`]).
 
