@@ -242,11 +242,21 @@ impl Interpreted {
         if ran + unread + wakers == 0 {
             return None;
         }
+        let ended = if self.reader.ended() {
+            format!(
+                " A read of a Python process's memory did not return within {} ms (a \
+                 process can serve its own memory, through userfaultfd or FUSE): none was \
+                 made from then on.",
+                READ_WAIT.as_millis()
+            )
+        } else {
+            String::new()
+        };
         Some(format!(
             "NOTE: {} stacks of Python processes show the interpreter's native frames, not \
              the Python functions ({spliced} blocked stacks have them): {ran} blocked threads \
              ran again before their frames could be read, {unread} could not be read, and \
-             {wakers} are wakers' stacks, which are not read.",
+             {wakers} are wakers' stacks, which are not read.{ended}",
             ran + unread + wakers
         ))
     }

@@ -118,8 +118,14 @@ impl Stages {
     }
 
     /// Reads interpreters' frames into blocked stacks, tracing live (a
-    /// recording's processes are gone): `source` tells when a thread ran.
+    /// recording's processes are gone) with user stacks unwound by DWARF
+    /// (a frame-pointer walk rarely reaches the interpreter's loop, and
+    /// only unwinding reads every process's map): `source` tells when a
+    /// thread ran.
     pub(super) fn interpret(&mut self, source: &Source) {
+        if self.unwinder.is_none() {
+            return;
+        }
         let runs = source
             .thread_stacks()
             .or_else(|| source.live_stacks().map(|(_, runs)| runs));

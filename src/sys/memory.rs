@@ -88,6 +88,11 @@ impl GuardedReader {
         Ok(())
     }
 
+    /// True once a read did not return in time: no other is made.
+    pub(crate) fn ended(&self) -> bool {
+        self.stuck
+    }
+
     /// [`read_stack`], or `None` once a read did not return in time (or
     /// the thread could not be started).
     pub(crate) fn read(&mut self, tid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {

@@ -103,6 +103,22 @@ impl Image {
 }
 
 #[cfg(test)]
+impl Image {
+    /// An image of 3.12 whose evaluation loop is at `eval`.
+    pub(crate) fn with_eval(eval: std::ops::Range<u64>) -> Image {
+        Image {
+            layout: Layout::of_minor(12).expect("a table"),
+            runtime: 0x1000,
+            code_type: 0x2000,
+            unicode_type: 0x3000,
+            bytes_type: 0x4000,
+            eval,
+            segments: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

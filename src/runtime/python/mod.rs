@@ -120,3 +120,27 @@ pub(crate) fn splice(native: &[u64], process: &Process, groups: &[Vec<u64>]) -> 
     }
     (out, spliced)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_evaluation_frame_gives_way_to_its_run_of_the_loop() {
+        // The loop at 0x5000..0x6000 of a file loaded 0x10000 up.
+        let process = Process::new(Arc::new(Image::with_eval(0x5000..0x6000)), 0x10000);
+        let (inner, outer) = (0x15010, 0x15800);
+        let native = [0x1, inner, 0x2, outer, 0x3];
+        let groups = [vec![10, 11], vec![20]];
+        let (out, n) = splice(&native, &process, &groups);
+        assert_eq!((out, n), (vec![0x1, 10, 11, 0x2, 20, 0x3], 2));
+        // More runs than evaluation frames (a stack cut short): the outer
+        // runs are left out; fewer: the outer frames stay native.
+        let (out, n) = splice(&native[..2], &process, &groups);
+        assert_eq!((out, n), (vec![0x1, 10, 11], 1));
+        let (out, n) = splice(&native, &process, &groups[..1]);
+        assert_eq!((out, n), (vec![0x1, 10, 11, 0x2, outer, 0x3], 1));
+        // An address below the load address is in no loop.
+        assert!(!process.in_eval(0x5010));
+    }
+}
