@@ -61,6 +61,9 @@ pub(crate) struct Counts {
     pub(crate) unread: u64,
     /// Wakers' stacks in the evaluation loop.
     pub(crate) wakers: u64,
+    /// Walks made, and the time they took.
+    pub(crate) walks: u64,
+    pub(crate) walk_time: Duration,
 }
 
 /// Reads interpreters' frames into blocked stacks.
@@ -142,7 +145,10 @@ impl Interpreted {
             return;
         }
         let groups = self.read(&process, tgid, tid);
-        self.time.charge(started.elapsed());
+        let took = started.elapsed();
+        self.time.charge(took);
+        self.counts.walks += 1;
+        self.counts.walk_time += took;
         let Some(groups) = groups else {
             self.counts.unread += 1;
             return;
@@ -238,6 +244,7 @@ impl Interpreted {
             ran,
             unread,
             wakers,
+            ..
         } = self.counts;
         if ran + unread + wakers == 0 {
             return None;

@@ -199,6 +199,15 @@ impl Stages {
                     l.skipped
                 );
             }
+            if let Some(i) = &self.interpreted {
+                let c = i.counts;
+                diag!(
+                    "offwake-perf: Python frames read {} times in {:.3} ms ({:.1} us each)",
+                    c.walks,
+                    c.walk_time.as_secs_f64() * 1e3,
+                    c.walk_time.as_secs_f64() * 1e6 / c.walks.max(1) as f64
+                );
+            }
             let c = self.maps.census();
             diag!(
                 "offwake-perf: maps held of {} processes ({} exited, {} with a stack that \

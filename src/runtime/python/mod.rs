@@ -48,16 +48,20 @@ impl Process {
 /// Most code objects kept; past it, all are forgotten.
 const MAX_CODES: usize = 1 << 16;
 
-/// Code objects read, by process and address, for the process's life.
+/// Code objects read, by process and address, for the process's life,
+/// and where each thread's state was last found.
 #[derive(Debug, Default)]
 pub(crate) struct Codes {
     known: HashMap<(u32, u64), Arc<CodeInfo>>,
+    threads: HashMap<(u32, u32), u64>,
 }
 
 impl Codes {
-    /// Forgets process `tgid`'s code objects (it exited or ran exec).
+    /// Forgets process `tgid`'s code objects (it exited or ran exec), and
+    /// where its threads' states were.
     pub(crate) fn forget(&mut self, tgid: u32) {
         self.known.retain(|&(t, _), _| t != tgid);
+        self.threads.retain(|&(t, _), _| t != tgid);
     }
 }
 
@@ -74,8 +78,16 @@ pub(crate) fn frame_names(
     let layout = &process.image.layout;
     let types = process.types();
     let runtime = process.image.runtime.wrapping_add(process.bias);
+    let mut tstate = codes.threads.get(&(tgid, tid)).copied();
     let known = |code: u64| codes.known.contains_key(&(tgid, code));
-    let groups = thread_frames(mem, layout, runtime, types.code, tid, &known)?;
+    let walked = thread_frames(mem, layout, runtime, types.code, tid, &known, &mut tstate);
+    if let Some(at) = tstate {
+        if codes.threads.len() >= MAX_CODES {
+            codes.threads.clear();
+        }
+        codes.threads.insert((tgid, tid), at);
+    }
+    let groups = walked?;
     let mut counted = Counted::new(mem);
     let mut named = Vec::with_capacity(groups.len());
     for group in groups {

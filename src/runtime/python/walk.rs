@@ -74,16 +74,25 @@ impl<'a> Counted<'a> {
     }
 }
 
-/// The thread state of thread `tid`, from the runtime at `runtime`.
+/// The thread state of thread `tid`, from the runtime at `runtime`: at
+/// `hint` if the thread state there is still the thread's, else found
+/// in the interpreters' lists.
 fn thread_state(
     mem: &mut Counted<'_>,
     layout: &Layout,
     runtime: u64,
     tid: u32,
+    hint: Option<u64>,
 ) -> Result<u64, Miss> {
-    let mut interp = mem.word(runtime.wrapping_add(layout.interpreters_head))?;
     let span = (layout.thread_next.max(layout.thread_native_id) + 8) as usize;
     let mut buf = vec![0u8; span];
+    if let Some(tstate) = hint
+        && mem.read(tstate, &mut buf).is_ok()
+        && u64_at(&buf, layout.thread_native_id as usize) == Some(u64::from(tid))
+    {
+        return Ok(tstate);
+    }
+    let mut interp = mem.word(runtime.wrapping_add(layout.interpreters_head))?;
     let mut threads = 0;
     for _ in 0..MAX_INTERPRETERS {
         if interp == 0 {
@@ -111,7 +120,8 @@ fn thread_state(
 /// innermost first: the first group is the one the innermost
 /// `_PyEval_EvalFrameDefault` executes. Frames whose code is not a code
 /// object (`code_type` is `PyCode_Type`'s address) are left out; one
-/// `known` says is a code object already is not read again.
+/// `known` says is a code object already is not read again. `tstate` is
+/// where the thread's state was last found, and is set to where it is.
 pub(crate) fn thread_frames(
     mem: &mut dyn Memory,
     layout: &Layout,
@@ -119,9 +129,11 @@ pub(crate) fn thread_frames(
     code_type: u64,
     tid: u32,
     known: &dyn Fn(u64) -> bool,
+    tstate_at: &mut Option<u64>,
 ) -> Result<Vec<Group>, Miss> {
     let mut mem = Counted::new(mem);
-    let tstate = thread_state(&mut mem, layout, runtime, tid)?;
+    let tstate = thread_state(&mut mem, layout, runtime, tid, *tstate_at)?;
+    *tstate_at = Some(tstate);
     let mut frame = match layout.current_frame {
         CurrentFrame::ThroughCFrame { cframe, current } => {
             let cframe = mem.word(tstate.wrapping_add(cframe))?;
@@ -262,7 +274,8 @@ pub(crate) mod tests {
     #[test]
     fn frames_are_grouped_by_run_of_the_loop() {
         let (mut m, l) = process_3_12(42, &[Some(0xa000), Some(0xa100), None, Some(0xa200), None]);
-        let groups = thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false).expect("walked");
+        let groups = thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false, &mut None)
+            .expect("walked");
         let codes: Vec<Vec<u64>> = groups
             .iter()
             .map(|g| g.iter().map(|f| f.code).collect())
@@ -272,14 +285,32 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_thread_state_is_found_again_where_it_was() {
+        let (mut m, l) = process_3_12(42, &[Some(0xa000)]);
+        let mut at = None;
+        thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false, &mut at).unwrap();
+        assert_eq!(at, Some(0x3400));
+        // Found at once: the list is not walked (its head is gone).
+        m.put_words(INTERP, &[(l.interp_threads_head, 0)], 128);
+        let groups = thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false, &mut at);
+        assert_eq!(groups.map(|g| g.len()), Ok(1));
+        // Another thread's now: looked for in the list, and not found.
+        m.put_words(0x3400, &[(l.thread_native_id, 43), (56, 0x3800)], 168);
+        assert_eq!(
+            thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false, &mut at),
+            Err(Miss::NoThread)
+        );
+    }
+
+    #[test]
     fn another_thread_or_a_bad_pointer_gives_nothing() {
         let (mut m, l) = process_3_12(42, &[Some(0xa000)]);
         assert_eq!(
-            thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 43, &|_| false),
+            thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 43, &|_| false, &mut None),
             Err(Miss::NoThread)
         );
         assert_eq!(
-            thread_frames(&mut m, &l, 0x7777, CODE_TYPE, 42, &|_| false),
+            thread_frames(&mut m, &l, 0x7777, CODE_TYPE, 42, &|_| false, &mut None),
             Err(Miss::Unreadable)
         );
     }
@@ -288,7 +319,8 @@ pub(crate) mod tests {
     fn a_frame_that_is_no_code_object_is_left_out() {
         let (mut m, l) = process_3_12(42, &[Some(0xa000), Some(0xa100)]);
         m.put_words(0xa100, &[(8, 0x1234)], 16);
-        let groups = thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false).expect("walked");
+        let groups = thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false, &mut None)
+            .expect("walked");
         assert_eq!(groups.len(), 1);
         assert_eq!(groups[0].len(), 1);
     }
@@ -301,7 +333,7 @@ pub(crate) mod tests {
         b[8..16].copy_from_slice(&0x5000u64.to_ne_bytes());
         m.put(0x5100, &b);
         assert_eq!(
-            thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false),
+            thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false, &mut None),
             Err(Miss::TooLong)
         );
         // A thread list that loops on itself, without the thread.
@@ -313,7 +345,7 @@ pub(crate) mod tests {
         );
         m.put_words(INTERP, &[(l.interp_threads_head, 0x3000)], 128);
         assert_eq!(
-            thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false),
+            thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false, &mut None),
             Err(Miss::TooLong)
         );
         assert!(m.reads <= MAX_READS + 1);
