@@ -1331,8 +1331,8 @@ fn python_forges_names_and_runtime() {
         "a forged line in the report:\n{}",
         run.stdout
     );
-    // The forged chains name no frame: sleeper's frames come only from
-    // the real runtime, which the program never blocks in.
+    // The forged chains name no frame: the program blocks in sleeper only
+    // while its runtime is forged.
     assert!(
         !frames.iter().any(|f| f.starts_with("sleeper (pyforge.py:")),
         "a frame of a forged chain was spliced: {frames:?}"

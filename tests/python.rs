@@ -83,6 +83,18 @@ fn assert_carried(blocks: &[Block], truth: (u64, u64), context: &str) {
             "{function}: {got} us of {truth} us measured ({share:.3}) carry it\n{context}"
         );
     }
+    // At the line of the program that waits.
+    let source = std::fs::read_to_string(program()).expect("reading pyqueue.py");
+    let line = source
+        .lines()
+        .position(|l| l.trim() == "item = q.get()")
+        .expect("the consumer's q.get() line")
+        + 1;
+    let at_line = format!("consume_items (pyqueue.py:{line})");
+    assert!(
+        blocks.iter().any(|b| b.target.contains(&at_line)),
+        "no frame reads {at_line}\n{context}"
+    );
     // Nested as the program calls them, with Queue.get between.
     let nested = blocks.iter().any(|b| {
         let at = |prefix: &str| b.target.iter().position(|f| f.starts_with(prefix));
@@ -97,21 +109,22 @@ fn assert_carried(blocks: &[Block], truth: (u64, u64), context: &str) {
     );
 }
 
-/// `pyqueue.py 10 NAP` under `python`, as `-- COMMAND`, pinned to CPU 0.
-fn traced_command(python: &Path) -> (Vec<Block>, (u64, u64), String) {
+/// `pyqueue.py 10 NAP` under `python`, as `-- COMMAND` with `args` before
+/// it, pinned to CPU 0.
+fn traced_command(python: &Path, args: &[&str]) -> (Vec<Block>, (u64, u64), String) {
     let nap = format!("{:.3}", slowed(100) as f64 / 1000.0);
     let out = with_every_event_reported(
         || {
-            run_env(
-                &[("OFFWAKE_PIN_CPU", "0")],
-                &[
-                    "--",
-                    python.to_str().unwrap(),
-                    program().to_str().unwrap(),
-                    "10",
-                    &nap,
-                ],
-            )
+            let program = program();
+            let mut all = args.to_vec();
+            all.extend([
+                "--",
+                python.to_str().unwrap(),
+                program.to_str().unwrap(),
+                "10",
+                &nap,
+            ]);
+            run_env(&[("OFFWAKE_PIN_CPU", "0")], &all)
         },
         |o| String::from_utf8_lossy(&o.stderr).into_owned(),
     );
@@ -226,13 +239,17 @@ fn python_functions_are_named_on_blocked_stacks() {
         return;
     }
     for python in interpreters() {
-        let (blocks, truth, err) = traced_command(&python);
+        let (blocks, truth, err) = traced_command(&python, &[]);
         assert_carried(
             &blocks,
             truth,
             &format!("{}: {blocks:#?}\n{err}", python.display()),
         );
     }
+    // Under tracefs, the blocked half is unwound from the waiting thread.
+    let debian = Path::new("/usr/bin/python3.11");
+    let (blocks, truth, err) = traced_command(debian, &["--backend", "tracefs"]);
+    assert_carried(&blocks, truth, &format!("tracefs: {blocks:#?}\n{err}"));
     // A running interpreter: Debian's, under -p and whole-system.
     let python = Path::new("/usr/bin/python3.11");
     for args in [&["-p", "PID"][..], &[]] {

@@ -349,11 +349,8 @@ impl StackInterner {
                     file: VDSO_FILE,
                     offset,
                 },
-                Some(Place::Interpreted) => FrameKey::Code {
-                    file: INTERPRETED_FILE,
-                    offset: addr,
-                },
-                None => FrameKey::Address { image, addr },
+                // Interpreted frames are keyed above; maps place none.
+                Some(Place::Interpreted) | None => FrameKey::Address { image, addr },
             };
             keys.push(key);
         }

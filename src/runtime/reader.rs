@@ -1,10 +1,19 @@
-//! When an interpreter's frames are read, and the reading: a blocked
-//! switch-out of a CPython process whose native stack runs the
-//! evaluation loop has its thread's Python frames read from the process
-//! (on the reading thread of [`GuardedReader`], each read bounded) and
-//! spliced in. The read is used only when the reader saw the thread not
-//! run from its switch-out to the end of the read: a thread that ran has
-//! other frames. Reads are limited to [`PER_SECOND`] a second of trace.
+//! When an interpreter's frames are read, and the reading: a switch-out
+//! (blocked or preempted) of a CPython process whose native stack runs
+//! the evaluation loop has its thread's Python frames read from the
+//! process (on the reading thread of [`GuardedReader`], each read
+//! bounded) and spliced in. The thread is found by its id in its own PID
+//! namespace, which CPython records. The read is used only when the
+//! reader saw the thread not run from its switch-out to the end of the
+//! read: a thread that ran has other frames. What is left, as for
+//! [`crate::unwind::tail`]: a thread that ran in the last moments before
+//! the read (records the reader has not read yet) and switched out again
+//! lends the read its new frames. Reads are limited to [`PER_SECOND`] a
+//! second of trace.
+//!
+//! A stack word can be any value: one that falls where interpreted frames
+//! stand ([`is_frame`]) is replaced before splicing ([`strip_forged`]),
+//! so that no process prints another's Python frames.
 //!
 //! Stacks that keep the interpreter's native frames are counted by why:
 //! the thread ran before it could be read (a wait shorter than the
@@ -25,9 +34,8 @@ use nix::unistd::Pid;
 
 use super::python::walk::Memory;
 use super::python::{Codes, Image, Process, frame_names, may_hold_python, splice};
-use crate::event::interpreted::Names;
+use crate::event::interpreted::{Names, is_frame};
 use crate::event::runs::LastRuns;
-use crate::event::state::reported_state;
 use crate::event::{Callchain, Event, EventKind};
 use crate::symbolize::maps::ProcessMaps;
 use crate::symbolize::read::RunBudget;
@@ -47,8 +55,10 @@ const TIME_BURST: Duration = Duration::from_millis(50);
 /// Bytes of interpreter files read in a run, and of one.
 const PER_FILE: u64 = 64 << 20;
 const PER_RUN: u64 = 256 << 20;
-/// Most processes remembered; past it, all are forgotten.
+/// Most processes, interpreter files and threads' namespace ids
+/// remembered; past it, all are forgotten.
 const MAX_PROCESSES: usize = 1 << 16;
+const MAX_IMAGES: usize = 1 << 12;
 
 /// How the interpreters' frames went, for the notes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -61,6 +71,8 @@ pub(crate) struct Counts {
     pub(crate) unread: u64,
     /// Wakers' stacks in the evaluation loop.
     pub(crate) wakers: u64,
+    /// Frames whose name could not be kept (past the names' cap).
+    pub(crate) not_kept: u64,
     /// Walks made, and the time they took.
     pub(crate) walks: u64,
     pub(crate) walk_time: Duration,
@@ -76,6 +88,8 @@ pub(crate) struct Interpreted {
     processes: HashMap<u32, (Option<u64>, Option<Process>)>,
     /// Lent to the reading thread for each read.
     codes: Option<Codes>,
+    /// Each thread's id in its own PID namespace.
+    ns_tids: HashMap<u32, u32>,
     budget: RunBudget,
     rate: Rate,
     time: TimeBudget,
@@ -92,6 +106,7 @@ impl Interpreted {
             images: HashMap::new(),
             processes: HashMap::new(),
             codes: Some(Codes::default()),
+            ns_tids: HashMap::new(),
             budget: RunBudget::new(PER_FILE, PER_RUN),
             rate: Rate::new(PER_SECOND, BURST, 0),
             time: TimeBudget::new(TIME_BURST, SHARE),
@@ -103,21 +118,23 @@ impl Interpreted {
     /// if it is a blocked switch-out of a CPython process in its
     /// evaluation loop and the frames can be read (see the module).
     pub(crate) fn splice(&mut self, event: &mut Event, maps: &mut ProcessMaps) {
-        let (tgid, tid, blocked, stack) = match &mut event.kind {
-            EventKind::Switch(s) => (
-                s.prev_tgid,
-                s.prev_tid,
-                reported_state(s.prev_state).is_some(),
-                &mut s.stack,
-            ),
+        let (tgid, tid, off_cpu, stack) = match &mut event.kind {
+            EventKind::Switch(s) => (s.prev_tgid, s.prev_tid, true, &mut s.stack),
             EventKind::Waking(w) => (w.waker_tgid, w.waker_tid, false, &mut w.stack),
-            EventKind::Exit(e) if e.tid == e.tgid => {
-                self.forget(e.tgid);
+            EventKind::Exit(e) => {
+                self.ns_tids.remove(&e.tid);
+                if e.tid == e.tgid {
+                    self.forget(e.tgid);
+                }
                 return;
             }
-            // Another program: its objects are elsewhere.
+            // Another program, or a new process: its objects are elsewhere.
             EventKind::Comm(c) if c.exec => {
                 self.forget(c.tgid);
+                return;
+            }
+            EventKind::Fork(f) if f.tid == f.tgid => {
+                self.forget(f.tgid);
                 return;
             }
             _ => return,
@@ -131,7 +148,7 @@ impl Interpreted {
         if !stack.user().iter().any(|&a| process.in_eval(a)) {
             return;
         }
-        if !blocked {
+        if !off_cpu {
             self.counts.wakers += 1;
             return;
         }
@@ -144,7 +161,9 @@ impl Interpreted {
             self.counts.unread += 1;
             return;
         }
-        let groups = self.read(&process, tgid, tid);
+        let groups = self
+            .ns_tid(tid)
+            .and_then(|ns_tid| self.read(&process, tgid, ns_tid));
         let took = started.elapsed();
         self.time.charge(took);
         self.counts.walks += 1;
@@ -158,17 +177,39 @@ impl Interpreted {
             self.counts.ran += 1;
             return;
         }
-        let groups: Vec<Vec<u64>> = groups
-            .iter()
-            .map(|g| g.iter().map(|n| self.names.address(n)).collect())
-            .collect();
-        let (user, spliced) = splice(stack.user(), &process, &groups);
-        if spliced == 0 {
+        if groups.is_empty() {
             self.counts.unread += 1;
             return;
         }
+        let groups: Vec<Vec<u64>> = groups
+            .iter()
+            .map(|g| g.iter().map(|n| self.address(n)).collect())
+            .collect();
+        let (user, _) = splice(stack.user(), &process, &groups);
         self.counts.spliced += 1;
         *stack = Callchain::new(stack.kernel(), &user);
+    }
+
+    /// The address that stands for `name`, counting a name not kept.
+    fn address(&mut self, name: &str) -> u64 {
+        let addr = self.names.address(name);
+        if self.names.name(addr).as_deref() != Some(name) {
+            self.counts.not_kept += 1;
+        }
+        addr
+    }
+
+    /// Thread `tid`'s id in its own PID namespace, as CPython records it.
+    fn ns_tid(&mut self, tid: u32) -> Option<u32> {
+        if let Some(&ns) = self.ns_tids.get(&tid) {
+            return Some(ns);
+        }
+        let (ns, _) = crate::sys::proc::ns_pid_and_euid(tid)?;
+        if self.ns_tids.len() >= MAX_PROCESSES {
+            self.ns_tids.clear();
+        }
+        self.ns_tids.insert(tid, ns);
+        Some(ns)
     }
 
     /// Reads thread `tid`'s frame names on the reading thread.
@@ -216,6 +257,9 @@ impl Interpreted {
                         continue;
                     };
                     let image = Image::read(&opened, &mut self.budget).map(Arc::new);
+                    if self.images.len() >= MAX_IMAGES {
+                        self.images.clear();
+                    }
                     self.images.insert(opened.key, image.clone());
                     image
                 }
@@ -244,16 +288,25 @@ impl Interpreted {
             ran,
             unread,
             wakers,
+            not_kept,
             ..
         } = self.counts;
-        if ran + unread + wakers == 0 {
+        if ran + unread + wakers + not_kept == 0 {
             return None;
         }
+        let not_kept = if not_kept > 0 {
+            format!(
+                " {not_kept} Python frames print as [interpreted frame not kept]: the names \
+                 kept for them reached their cap."
+            )
+        } else {
+            String::new()
+        };
         let ended = if self.reader.ended() {
             format!(
                 " A read of a Python process's memory did not return within {} ms (a \
-                 process can serve its own memory, through userfaultfd or FUSE): none was \
-                 made from then on.",
+                 process can serve its own memory, through userfaultfd or FUSE), or the \
+                 thread that reads could not be started: none was made from then on.",
                 READ_WAIT.as_millis()
             )
         } else {
@@ -261,9 +314,9 @@ impl Interpreted {
         };
         Some(format!(
             "NOTE: {} stacks of Python processes show the interpreter's native frames, not \
-             the Python functions ({spliced} blocked stacks have them): {ran} blocked threads \
-             ran again before their frames could be read, {unread} could not be read, and \
-             {wakers} are wakers' stacks, which are not read.{ended}",
+             the Python functions ({spliced} off-CPU stacks have them): {ran} threads ran \
+             again before their frames could be read, {unread} could not be read, and \
+             {wakers} are wakers' stacks, which are not read.{ended}{not_kept}",
             ran + unread + wakers
         ))
     }
@@ -286,5 +339,64 @@ impl Memory for ProcessMemory {
         }];
         let mut local = [std::io::IoSliceMut::new(buf)];
         process_vm_readv(Pid::from_raw(pid), &mut local, &remote) == Ok(len)
+    }
+}
+
+/// Replaces each user frame of `event` that falls where interpreted
+/// frames stand (a stack word a process wrote there) by one that names
+/// nothing, before any is spliced in.
+pub(crate) fn strip_forged(event: &mut Event) {
+    let stack = match &mut event.kind {
+        EventKind::Switch(s) => &mut s.stack,
+        EventKind::Waking(w) => &mut w.stack,
+        _ => return,
+    };
+    if !stack.user().iter().any(|&a| is_frame(a)) {
+        return;
+    }
+    let user: Vec<u64> = stack
+        .user()
+        .iter()
+        .map(|&a| if is_frame(a) { FORGED } else { a })
+        .collect();
+    *stack = Callchain::new(stack.kernel(), &user);
+}
+
+/// What a forged frame becomes: no code and no interpreted frame is
+/// there, so it prints as an unknown frame.
+const FORGED: u64 = 0x3fff_ffff_ffff_f000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Comm, RanSince, Switch};
+
+    #[test]
+    fn a_stack_word_where_interpreted_frames_stand_names_nothing() {
+        let names = Names::new();
+        let forged = names.address("secret (other.py:1)");
+        let mut event = Event {
+            time: 1,
+            cpu: 0,
+            kind: EventKind::Switch(Switch {
+                prev_tid: 7,
+                prev_tgid: 7,
+                prev_comm: Comm::from("p"),
+                prev_state: 1,
+                next_tid: 8,
+                next_comm: Comm::from("q"),
+                stack: Callchain::new(&[0xffff_ffff_8100_0000], &[0x401000, forged, 0x402000]),
+                user_copy: None,
+                prev_ran_since: RanSince::NotTold,
+                prev_cgroup: None,
+            }),
+        };
+        strip_forged(&mut event);
+        let EventKind::Switch(s) = &event.kind else {
+            unreachable!()
+        };
+        assert_eq!(s.stack.user(), [0x401000, FORGED, 0x402000]);
+        assert_eq!(s.stack.kernel(), [0xffff_ffff_8100_0000]);
+        assert!(!is_frame(FORGED));
     }
 }

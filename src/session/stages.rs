@@ -7,7 +7,7 @@ use crate::aggregate::{self, Aggregator, TaskTable};
 use crate::diag::diag;
 use crate::event::{Event, EventKind};
 use crate::plan::Plan;
-use crate::runtime::reader::Interpreted;
+use crate::runtime::reader::{Interpreted, strip_forged};
 use crate::source::Source;
 use crate::symbolize::ProcessMaps;
 use crate::timing;
@@ -265,9 +265,12 @@ impl Stages {
         {
             u.unwind(&mut event, &mut self.maps);
         }
+        strip_forged(&mut event);
         if let Some(i) = self.interpreted.as_mut()
-            && (matches!(event.kind, EventKind::Exit(_) | EventKind::Comm(_))
-                || self.aggregator.may_keep_stack(&event))
+            && (matches!(
+                event.kind,
+                EventKind::Exit(_) | EventKind::Comm(_) | EventKind::Fork(_)
+            ) || self.aggregator.may_keep_stack(&event))
         {
             i.splice(&mut event, &mut self.maps);
         }

@@ -37,6 +37,11 @@ pub(crate) struct CodeInfo {
 }
 
 impl CodeInfo {
+    /// Bytes held for it.
+    pub(crate) fn size(&self) -> usize {
+        self.qualname.len() + self.file.len() + self.linetable.as_ref().map_or(0, |t| t.len())
+    }
+
     /// The line of the instruction at `instr`, if the table tells it.
     pub(crate) fn line(&self, instr: u64) -> Option<u32> {
         let table = self.linetable.as_deref()?;
@@ -66,8 +71,23 @@ pub(crate) fn read_code(
     if field(layout.object_type)? != types.code {
         return Err(Miss::Unreadable);
     }
-    let qualname = read_str(mem, layout, types, field(layout.code_qualname)?, MAX_NAME)?;
-    let path = read_str(mem, layout, types, field(layout.code_filename)?, MAX_FILE)?;
+    let qualname = read_str(
+        mem,
+        layout,
+        types,
+        field(layout.code_qualname)?,
+        MAX_NAME,
+        false,
+    )?;
+    // The end of a long path: its base name.
+    let path = read_str(
+        mem,
+        layout,
+        types,
+        field(layout.code_filename)?,
+        MAX_FILE,
+        true,
+    )?;
     let file = path.rsplit('/').next().unwrap_or(&path).to_string();
     let first_line = u32_at(&head, layout.code_firstlineno as usize)
         .map(|l| l as i32)
@@ -82,13 +102,15 @@ pub(crate) fn read_code(
     })
 }
 
-/// The characters of the compact string at `addr`, at most `max` of them.
+/// The characters of the compact string at `addr`, at most `max` of them:
+/// its first ones, or its last ones if `tail`.
 fn read_str(
     mem: &mut Counted<'_>,
     layout: &Layout,
     types: &Types,
     addr: u64,
     max: usize,
+    tail: bool,
 ) -> Result<String, Miss> {
     // Every string header field read is within its first 40 bytes.
     let mut head = [0u8; 40];
@@ -104,14 +126,16 @@ fn read_str(
     if !compact || !matches!(kind, 1 | 2 | 4) {
         return Err(Miss::Unreadable);
     }
-    let chars = usize::try_from(length)
-        .map_err(|_| Miss::Unreadable)?
-        .min(max);
-    let data = addr.wrapping_add(if ascii {
-        layout.unicode_ascii_data
-    } else {
-        layout.unicode_compact_data
-    });
+    let length = usize::try_from(length).map_err(|_| Miss::Unreadable)?;
+    let chars = length.min(max);
+    let skipped = if tail { (length - chars) as u64 } else { 0 };
+    let data = addr
+        .wrapping_add(if ascii {
+            layout.unicode_ascii_data
+        } else {
+            layout.unicode_compact_data
+        })
+        .wrapping_add(skipped.wrapping_mul(kind as u64));
     let mut raw = vec![0u8; chars * kind];
     mem.read(data, &mut raw)?;
     Ok(match kind {
@@ -201,13 +225,13 @@ mod tests {
             |off: u64, v: u64| c[off as usize..off as usize + 8].copy_from_slice(&v.to_ne_bytes());
         word(l.object_type, TYPES.code);
         word(l.code_qualname, 0xd000);
-        word(l.code_filename, 0xd800);
+        word(l.code_filename, 0x10000);
         word(l.code_linetable, 0xe000);
         let at = l.code_firstlineno as usize;
         c[at..at + 4].copy_from_slice(&first.to_ne_bytes());
         m.put(0xc000, &c);
         put_str(&mut m, &l, 0xd000, qualname, None);
-        put_str(&mut m, &l, 0xd800, file, None);
+        put_str(&mut m, &l, 0x10000, file, None);
         let mut b = vec![0u8; l.bytes_data as usize + table.len()];
         b[8..16].copy_from_slice(&TYPES.bytes.to_ne_bytes());
         b[16..24].copy_from_slice(&(table.len() as u64).to_ne_bytes());
@@ -237,9 +261,11 @@ mod tests {
         let info = read_code(&mut Counted::new(&mut m), &l, &TYPES, 0xc000).unwrap();
         assert_eq!(&*info.qualname, "λ.☃");
         let long = "n".repeat(5000);
-        let (mut m, l) = code_object(&long, "x.py", &[], 1);
+        let deep = format!("/{}/deep.py", "d/".repeat(3000));
+        let (mut m, l) = code_object(&long, &deep, &[], 1);
         let info = read_code(&mut Counted::new(&mut m), &l, &TYPES, 0xc000).unwrap();
         assert_eq!(info.qualname.len(), MAX_NAME);
+        assert_eq!(&*info.file, "deep.py", "the base name of a long path");
     }
 
     #[test]

@@ -72,8 +72,8 @@ pub(crate) enum Entry {
     ShimOwner { owner: u8 },
 }
 
-/// The frame owner that marks a frame of a generator or coroutine
-/// object rather than of the thread (it is on the chain all the same).
+/// `FRAME_OWNED_BY_CSTACK`: the owner of the frame the evaluation loop
+/// pushes at the start of each run (3.12 on).
 const OWNER_CSTACK: u8 = 3;
 
 /// Size of the frame fields read at once: every offset above is within.
@@ -147,8 +147,9 @@ impl Layout {
             return None;
         }
         let version = u16::try_from(u64_at(debug, 8)? >> 16).ok()?;
-        // Later versions lay the offsets out otherwise.
-        if version != 0x030d {
+        // Later versions lay the offsets out otherwise; a free-threaded
+        // build lays out its objects otherwise.
+        if version != 0x030d || u64_at(debug, 16)? != 0 {
             return None;
         }
         let at = |index: usize| u64_at(debug, index * 8);
@@ -208,23 +209,31 @@ impl Layout {
     /// reads.
     pub(crate) const DEBUG_OFFSETS_LEN: usize = 8 * 80;
 
-    /// Every field a walk reads within what it reads at once.
+    /// Every field a walk reads within what it reads at once (offsets
+    /// from a file: any value).
     fn fits(&self) -> bool {
+        let within = |fields: &[(u64, u64)], read: usize| {
+            fields
+                .iter()
+                .all(|&(off, len)| off.checked_add(len).is_some_and(|end| end <= read as u64))
+        };
         let frame = [
-            self.frame_code + 8,
-            self.frame_previous + 8,
-            self.frame_instr + 8,
-            self.frame_owner + 1,
+            (self.frame_code, 8),
+            (self.frame_previous, 8),
+            (self.frame_instr, 8),
+            (self.frame_owner, 1),
         ];
         let code = [
-            self.code_filename + 8,
-            self.code_qualname + 8,
-            self.code_linetable + 8,
-            self.code_firstlineno + 4,
-            self.object_type + 8,
+            (self.code_filename, 8),
+            (self.code_qualname, 8),
+            (self.code_linetable, 8),
+            (self.code_firstlineno, 4),
+            (self.object_type, 8),
         ];
-        frame.iter().all(|&end| end <= FRAME_READ as u64)
-            && code.iter().all(|&end| end <= CODE_READ as u64)
+        within(&frame, FRAME_READ)
+            && within(&code, CODE_READ)
+            && self.unicode_state < 36
+            && self.unicode_length < 32
             && self.code_adaptive < 1 << 12
             && [
                 self.interpreters_head,
@@ -323,6 +332,9 @@ mod tests {
             put(&mut other, 1, version);
             assert_eq!(Layout::from_debug_offsets(&other), None);
         }
+        let mut free_threaded = d.clone();
+        put(&mut free_threaded, 2, 1);
+        assert_eq!(Layout::from_debug_offsets(&free_threaded), None);
         assert_eq!(Layout::from_debug_offsets(&d[..100]), None);
         // Offsets past what is read at once: refused.
         let mut far = d.clone();

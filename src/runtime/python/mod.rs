@@ -45,15 +45,19 @@ impl Process {
     }
 }
 
-/// Most code objects kept; past it, all are forgotten.
+/// Most code objects kept, and bytes of their names and line tables;
+/// past either, all are forgotten.
 const MAX_CODES: usize = 1 << 16;
+const MAX_CODE_BYTES: usize = 32 << 20;
 
-/// Code objects read, by process and address, for the process's life,
-/// and where each thread's state was last found.
+/// Code objects read, by process and address, for the process's life
+/// (each checked against what its frame points to, see
+/// [`walk::CodeKey`]), and where each thread's state was last found.
 #[derive(Debug, Default)]
 pub(crate) struct Codes {
-    known: HashMap<(u32, u64), Arc<CodeInfo>>,
-    threads: HashMap<(u32, u32), u64>,
+    known: HashMap<(u32, u64), (walk::CodeKey, Arc<CodeInfo>)>,
+    bytes: usize,
+    threads: HashMap<(u32, u32), walk::Found>,
 }
 
 impl Codes {
@@ -62,6 +66,18 @@ impl Codes {
     pub(crate) fn forget(&mut self, tgid: u32) {
         self.known.retain(|&(t, _), _| t != tgid);
         self.threads.retain(|&(t, _), _| t != tgid);
+        self.bytes = self.known.values().map(|(_, c)| c.size()).sum();
+    }
+
+    fn keep(&mut self, at: (u32, u64), key: walk::CodeKey, info: Arc<CodeInfo>) {
+        if self.known.len() >= MAX_CODES || self.bytes + info.size() > MAX_CODE_BYTES {
+            self.known.clear();
+            self.bytes = 0;
+        }
+        self.bytes += info.size();
+        if let Some((_, old)) = self.known.insert(at, (key, info)) {
+            self.bytes = self.bytes.saturating_sub(old.size());
+        }
     }
 }
 
@@ -78,9 +94,9 @@ pub(crate) fn frame_names(
     let layout = &process.image.layout;
     let types = process.types();
     let runtime = process.image.runtime.wrapping_add(process.bias);
+    let mut mem = Counted::new(mem);
     let mut tstate = codes.threads.get(&(tgid, tid)).copied();
-    let known = |code: u64| codes.known.contains_key(&(tgid, code));
-    let walked = thread_frames(mem, layout, runtime, types.code, tid, &known, &mut tstate);
+    let walked = thread_frames(&mut mem, layout, runtime, types.code, tid, &mut tstate);
     if let Some(at) = tstate {
         if codes.threads.len() >= MAX_CODES {
             codes.threads.clear();
@@ -88,19 +104,15 @@ pub(crate) fn frame_names(
         codes.threads.insert((tgid, tid), at);
     }
     let groups = walked?;
-    let mut counted = Counted::new(mem);
     let mut named = Vec::with_capacity(groups.len());
     for group in groups {
         let mut names = Vec::with_capacity(group.len());
         for frame in group {
             let info = match codes.known.get(&(tgid, frame.code)) {
-                Some(info) => Arc::clone(info),
-                None => {
-                    let info = Arc::new(read_code(&mut counted, layout, &types, frame.code)?);
-                    if codes.known.len() >= MAX_CODES {
-                        codes.known.clear();
-                    }
-                    codes.known.insert((tgid, frame.code), Arc::clone(&info));
+                Some((key, info)) if *key == frame.key => Arc::clone(info),
+                _ => {
+                    let info = Arc::new(read_code(&mut mem, layout, &types, frame.code)?);
+                    codes.keep((tgid, frame.code), frame.key, Arc::clone(&info));
                     info
                 }
             };

@@ -9,7 +9,7 @@
 //! reads, a frame seen twice ends the chain, and nothing is allocated by
 //! a size read from the process.
 
-use super::layout::{CurrentFrame, Entry, FRAME_READ, Layout};
+use super::layout::{CODE_READ, CurrentFrame, Entry, FRAME_READ, Layout};
 use crate::bytes::u64_at;
 
 /// Reads a traced process's memory.
@@ -18,10 +18,11 @@ pub(crate) trait Memory {
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool;
 }
 
-pub(crate) const MAX_FRAMES: usize = 256;
-pub(crate) const MAX_THREADS: usize = 2048;
-pub(crate) const MAX_INTERPRETERS: usize = 16;
-pub(crate) const MAX_READS: usize = 4096;
+const MAX_FRAMES: usize = 256;
+const MAX_THREADS: usize = 2048;
+const MAX_INTERPRETERS: usize = 16;
+/// Reads of one walk, the code objects' included.
+const MAX_READS: usize = 4096;
 
 /// One Python frame: its code object and where it is in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +30,28 @@ pub(crate) struct RawFrame {
     pub(crate) code: u64,
     /// The instruction's address (see [`Layout::frame_instr`]).
     pub(crate) instr: u64,
+    /// What the code object points to now (see [`CodeKey`]).
+    pub(crate) key: CodeKey,
+}
+
+/// A code object's qualified name, file name and line table pointers
+/// and first line, as read with the frame: a code object cached at the
+/// same address is the same one only if they are unchanged (freed
+/// objects' addresses are reused).
+pub(crate) type CodeKey = [u64; 4];
+
+/// The [`CodeKey`] of the code object whose first bytes are `head`.
+pub(crate) fn code_key(layout: &Layout, head: &[u8]) -> Option<CodeKey> {
+    let at = |off: u64| u64_at(head, off as usize);
+    Some([
+        at(layout.code_qualname)?,
+        at(layout.code_filename)?,
+        at(layout.code_linetable)?,
+        u64::from(crate::bytes::u32_at(
+            head,
+            layout.code_firstlineno as usize,
+        )?),
+    ])
 }
 
 /// The frames of one run of the evaluation loop, innermost first.
@@ -74,25 +97,31 @@ impl<'a> Counted<'a> {
     }
 }
 
+/// Where a thread's state was found: the state, and the head of the
+/// interpreters' list it was found from.
+pub(crate) type Found = (u64, u64);
+
 /// The thread state of thread `tid`, from the runtime at `runtime`: at
-/// `hint` if the thread state there is still the thread's, else found
-/// in the interpreters' lists.
+/// `hint` if the interpreters' list begins where it did and the state
+/// there is still the thread's, else found in the interpreters' lists.
 fn thread_state(
     mem: &mut Counted<'_>,
     layout: &Layout,
     runtime: u64,
     tid: u32,
-    hint: Option<u64>,
-) -> Result<u64, Miss> {
+    hint: Option<Found>,
+) -> Result<Found, Miss> {
     let span = (layout.thread_next.max(layout.thread_native_id) + 8) as usize;
     let mut buf = vec![0u8; span];
-    if let Some(tstate) = hint
+    let head = mem.word(runtime.wrapping_add(layout.interpreters_head))?;
+    if let Some((tstate, from)) = hint
+        && from == head
         && mem.read(tstate, &mut buf).is_ok()
         && u64_at(&buf, layout.thread_native_id as usize) == Some(u64::from(tid))
     {
-        return Ok(tstate);
+        return Ok((tstate, head));
     }
-    let mut interp = mem.word(runtime.wrapping_add(layout.interpreters_head))?;
+    let mut interp = head;
     let mut threads = 0;
     for _ in 0..MAX_INTERPRETERS {
         if interp == 0 {
@@ -107,7 +136,7 @@ fn thread_state(
             mem.read(tstate, &mut buf)?;
             let native = u64_at(&buf, layout.thread_native_id as usize);
             if native == Some(u64::from(tid)) {
-                return Ok(tstate);
+                return Ok((tstate, head));
             }
             tstate = u64_at(&buf, layout.thread_next as usize).ok_or(Miss::Unreadable)?;
         }
@@ -119,21 +148,20 @@ fn thread_state(
 /// The Python frames thread `tid` runs, by run of the evaluation loop,
 /// innermost first: the first group is the one the innermost
 /// `_PyEval_EvalFrameDefault` executes. Frames whose code is not a code
-/// object (`code_type` is `PyCode_Type`'s address) are left out; one
-/// `known` says is a code object already is not read again. `tstate` is
-/// where the thread's state was last found, and is set to where it is.
+/// object (`code_type` is `PyCode_Type`'s address) are left out.
+/// `tstate_at` is where the thread's state was last found, and is set to
+/// where it is.
 pub(crate) fn thread_frames(
-    mem: &mut dyn Memory,
+    mem: &mut Counted<'_>,
     layout: &Layout,
     runtime: u64,
     code_type: u64,
     tid: u32,
-    known: &dyn Fn(u64) -> bool,
-    tstate_at: &mut Option<u64>,
+    tstate_at: &mut Option<Found>,
 ) -> Result<Vec<Group>, Miss> {
-    let mut mem = Counted::new(mem);
-    let tstate = thread_state(&mut mem, layout, runtime, tid, *tstate_at)?;
-    *tstate_at = Some(tstate);
+    let found = thread_state(mem, layout, runtime, tid, *tstate_at)?;
+    *tstate_at = Some(found);
+    let tstate = found.0;
     let mut frame = match layout.current_frame {
         CurrentFrame::ThroughCFrame { cframe, current } => {
             let cframe = mem.word(tstate.wrapping_add(cframe))?;
@@ -144,7 +172,7 @@ pub(crate) fn thread_frames(
     let mut groups: Vec<Group> = vec![Vec::new()];
     let mut seen: Vec<u64> = Vec::new();
     let mut buf = [0u8; FRAME_READ];
-    let mut head = [0u8; 16];
+    let mut head = [0u8; CODE_READ];
     while frame != 0 {
         if seen.len() >= MAX_FRAMES || seen.contains(&frame) {
             return Err(Miss::TooLong);
@@ -164,12 +192,12 @@ pub(crate) fn thread_frames(
                 groups.push(Vec::new());
             }
         } else {
-            let is_code = known(code) || {
-                mem.read(code, &mut head)?;
-                u64_at(&head, layout.object_type as usize) == Some(code_type)
-            };
-            if is_code && let Some(g) = groups.last_mut() {
-                g.push(RawFrame { code, instr });
+            mem.read(code, &mut head)?;
+            if u64_at(&head, layout.object_type as usize) == Some(code_type)
+                && let Some(key) = code_key(layout, &head)
+                && let Some(g) = groups.last_mut()
+            {
+                g.push(RawFrame { code, instr, key });
             }
             if let Entry::Flag { is_entry } = layout.entry
                 && buf.get(is_entry as usize).is_some_and(|&b| b != 0)
@@ -226,6 +254,17 @@ pub(crate) mod tests {
         }
     }
 
+    /// [`thread_frames`] through a fresh read count.
+    fn walk(
+        m: &mut Fake,
+        l: &Layout,
+        runtime: u64,
+        tid: u32,
+        at: &mut Option<Found>,
+    ) -> Result<Vec<Group>, Miss> {
+        thread_frames(&mut Counted::new(m), l, runtime, CODE_TYPE, tid, at)
+    }
+
     pub(crate) const RUNTIME: u64 = 0x1000;
     pub(crate) const INTERP: u64 = 0x2000;
     pub(crate) const CODE_TYPE: u64 = 0x9000;
@@ -265,7 +304,7 @@ pub(crate) mod tests {
             b[70] = if f.is_none() { 3 } else { 0 };
             m.put(at, &b);
             if let Some(code) = f {
-                m.put_words(*code, &[(8, CODE_TYPE)], 16);
+                m.put_words(*code, &[(8, CODE_TYPE)], CODE_READ);
             }
         }
         (m, l)
@@ -274,8 +313,7 @@ pub(crate) mod tests {
     #[test]
     fn frames_are_grouped_by_run_of_the_loop() {
         let (mut m, l) = process_3_12(42, &[Some(0xa000), Some(0xa100), None, Some(0xa200), None]);
-        let groups = thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false, &mut None)
-            .expect("walked");
+        let groups = walk(&mut m, &l, RUNTIME, 42, &mut None).expect("walked");
         let codes: Vec<Vec<u64>> = groups
             .iter()
             .map(|g| g.iter().map(|f| f.code).collect())
@@ -288,29 +326,32 @@ pub(crate) mod tests {
     fn a_thread_state_is_found_again_where_it_was() {
         let (mut m, l) = process_3_12(42, &[Some(0xa000)]);
         let mut at = None;
-        thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false, &mut at).unwrap();
-        assert_eq!(at, Some(0x3400));
+        walk(&mut m, &l, RUNTIME, 42, &mut at).unwrap();
+        assert_eq!(at, Some((0x3400, INTERP)));
         // Found at once: the list is not walked (its head is gone).
         m.put_words(INTERP, &[(l.interp_threads_head, 0)], 128);
-        let groups = thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false, &mut at);
+        let groups = walk(&mut m, &l, RUNTIME, 42, &mut at);
         assert_eq!(groups.map(|g| g.len()), Ok(1));
+        // The interpreters' list begins elsewhere now: walked again.
+        m.put_words(RUNTIME, &[(l.interpreters_head, 0x7000)], 64);
+        m.put_words(0x7000, &[(l.interp_threads_head, 0)], 128);
+        assert_eq!(walk(&mut m, &l, RUNTIME, 42, &mut at), Err(Miss::NoThread));
+        m.put_words(RUNTIME, &[(l.interpreters_head, INTERP)], 64);
+        m.put_words(INTERP, &[(l.interp_threads_head, 0x3000)], 128);
         // Another thread's now: looked for in the list, and not found.
         m.put_words(0x3400, &[(l.thread_native_id, 43), (56, 0x3800)], 168);
-        assert_eq!(
-            thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false, &mut at),
-            Err(Miss::NoThread)
-        );
+        assert_eq!(walk(&mut m, &l, RUNTIME, 42, &mut at), Err(Miss::NoThread));
     }
 
     #[test]
     fn another_thread_or_a_bad_pointer_gives_nothing() {
         let (mut m, l) = process_3_12(42, &[Some(0xa000)]);
         assert_eq!(
-            thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 43, &|_| false, &mut None),
+            walk(&mut m, &l, RUNTIME, 43, &mut None),
             Err(Miss::NoThread)
         );
         assert_eq!(
-            thread_frames(&mut m, &l, 0x7777, CODE_TYPE, 42, &|_| false, &mut None),
+            walk(&mut m, &l, 0x7777, 42, &mut None),
             Err(Miss::Unreadable)
         );
     }
@@ -318,9 +359,8 @@ pub(crate) mod tests {
     #[test]
     fn a_frame_that_is_no_code_object_is_left_out() {
         let (mut m, l) = process_3_12(42, &[Some(0xa000), Some(0xa100)]);
-        m.put_words(0xa100, &[(8, 0x1234)], 16);
-        let groups = thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false, &mut None)
-            .expect("walked");
+        m.put_words(0xa100, &[(8, 0x1234)], CODE_READ);
+        let groups = walk(&mut m, &l, RUNTIME, 42, &mut None).expect("walked");
         assert_eq!(groups.len(), 1);
         assert_eq!(groups[0].len(), 1);
     }
@@ -332,10 +372,7 @@ pub(crate) mod tests {
         let mut b = m.regions[&0x5100].clone();
         b[8..16].copy_from_slice(&0x5000u64.to_ne_bytes());
         m.put(0x5100, &b);
-        assert_eq!(
-            thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false, &mut None),
-            Err(Miss::TooLong)
-        );
+        assert_eq!(walk(&mut m, &l, RUNTIME, 42, &mut None), Err(Miss::TooLong));
         // A thread list that loops on itself, without the thread.
         let (mut m, l) = process_3_12(42, &[Some(0xa000)]);
         m.put_words(
@@ -344,10 +381,7 @@ pub(crate) mod tests {
             168,
         );
         m.put_words(INTERP, &[(l.interp_threads_head, 0x3000)], 128);
-        assert_eq!(
-            thread_frames(&mut m, &l, RUNTIME, CODE_TYPE, 42, &|_| false, &mut None),
-            Err(Miss::TooLong)
-        );
+        assert_eq!(walk(&mut m, &l, RUNTIME, 42, &mut None), Err(Miss::TooLong));
         assert!(m.reads <= MAX_READS + 1);
     }
 }

@@ -286,7 +286,9 @@ impl ProcessMaps {
         let due = p
             .reread_at
             .is_none_or(|t| time.saturating_sub(t) >= REREAD_INTERVAL_NS);
-        let uncovered = addrs.iter().any(|&a| self.lookup(tgid, time, a).is_none());
+        let uncovered = addrs.iter().any(|&a| {
+            !crate::event::interpreted::is_frame(a) && self.lookup(tgid, time, a).is_none()
+        });
         if p.stale || (uncovered && due) {
             self.reread(tgid, time);
         }
