@@ -109,9 +109,13 @@ fn assert_carried(blocks: &[Block], truth: (u64, u64), context: &str) {
     );
 }
 
-/// `pyqueue.py 10 NAP` under `python`, as `-- COMMAND` with `args` before
-/// it, pinned to CPU 0.
-fn traced_command(python: &Path, args: &[&str]) -> (Vec<Block>, (u64, u64), String) {
+/// `pyqueue.py 10 NAP` under `python`, as `-- COMMAND` (`python` run by
+/// `wrapper`, if any) with `args` before it, pinned to CPU 0.
+fn traced_command(
+    python: &Path,
+    args: &[&str],
+    wrapper: &[&str],
+) -> (Vec<Block>, (u64, u64), String) {
     let nap = format!("{:.3}", slowed(100) as f64 / 1000.0);
     let out = with_every_event_reported(
         || {
@@ -239,7 +243,7 @@ fn python_functions_are_named_on_blocked_stacks() {
         return;
     }
     for python in interpreters() {
-        let (blocks, truth, err) = traced_command(&python, &[]);
+        let (blocks, truth, err) = traced_command(&python, &[], &[]);
         assert_carried(
             &blocks,
             truth,
@@ -248,8 +252,17 @@ fn python_functions_are_named_on_blocked_stacks() {
     }
     // Under tracefs, the blocked half is unwound from the waiting thread.
     let debian = Path::new("/usr/bin/python3.11");
-    let (blocks, truth, err) = traced_command(debian, &["--backend", "tracefs"]);
+    let (blocks, truth, err) = traced_command(debian, &["--backend", "tracefs"], &[]);
     assert_carried(&blocks, truth, &format!("tracefs: {blocks:#?}\n{err}"));
+    // In a PID namespace of its own, where CPython knows its threads by
+    // other ids.
+    let unshare = ["unshare", "--pid", "--fork", "--mount-proc"];
+    let (blocks, truth, err) = traced_command(debian, &[], &unshare);
+    assert_carried(
+        &blocks,
+        truth,
+        &format!("PID namespace: {blocks:#?}\n{err}"),
+    );
     // A running interpreter: Debian's, under -p and whole-system.
     let python = Path::new("/usr/bin/python3.11");
     for args in [&["-p", "PID"][..], &[]] {
