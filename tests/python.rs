@@ -121,8 +121,11 @@ fn traced_command(
         || {
             let program = program();
             let mut all = args.to_vec();
+            // Folded: the text blocks of another namespace's threads have
+            // lines of their own (`ns tid:`).
+            all.extend(["-f", "--"]);
+            all.extend(wrapper);
             all.extend([
-                "--",
                 python.to_str().unwrap(),
                 program.to_str().unwrap(),
                 "10",
@@ -134,9 +137,20 @@ fn traced_command(
     );
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{err}");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let body = text.split_once('\n').map_or("", |(_, rest)| rest);
-    (parse_default(body), measured(&err), err)
+    let blocks = parse_folded(&String::from_utf8_lossy(&out.stdout))
+        .into_iter()
+        .map(|f| Block {
+            waker_comm: f.waker_comm,
+            waker_tid: 0,
+            waker: f.waker,
+            // Innermost first, as the text report prints them.
+            target: f.target.into_iter().rev().collect(),
+            target_comm: f.target_comm,
+            target_tid: 0,
+            total: f.total,
+        })
+        .collect();
+    (blocks, measured(&err), err)
 }
 
 /// `pyqueue.py` under `python`, gated and pinned to CPU 0, traced with
