@@ -63,11 +63,12 @@ const MAX_IMAGES: usize = 1 << 12;
 /// How the interpreters' frames went, for the notes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Counts {
-    /// Blocked stacks given their Python frames.
+    /// Switch-outs' stacks given their Python frames.
     pub(crate) spliced: u64,
-    /// Blocked stacks not: the thread ran before it was read.
+    /// Switch-outs' stacks not: the thread ran before it was read.
     pub(crate) ran: u64,
-    /// Blocked stacks not: the frames could not be read, or past the rate.
+    /// Switch-outs' stacks not: the frames could not be read, or past the
+    /// limits.
     pub(crate) unread: u64,
     /// Wakers' stacks in the evaluation loop.
     pub(crate) wakers: u64,
@@ -78,7 +79,7 @@ pub(crate) struct Counts {
     pub(crate) walk_time: Duration,
 }
 
-/// Reads interpreters' frames into blocked stacks.
+/// Reads interpreters' frames into the stacks of threads off CPU.
 pub(crate) struct Interpreted {
     names: Names,
     runs: Arc<LastRuns>,
@@ -115,8 +116,9 @@ impl Interpreted {
     }
 
     /// Splices the Python frames of `event`'s thread into its user stack,
-    /// if it is a blocked switch-out of a CPython process in its
-    /// evaluation loop and the frames can be read (see the module).
+    /// if it is a switch-out of a CPython process in its evaluation loop
+    /// and the frames can be read (see the module); forgets what exits,
+    /// forks and execs make stale.
     pub(crate) fn splice(&mut self, event: &mut Event, maps: &mut ProcessMaps) {
         let (tgid, tid, off_cpu, stack) = match &mut event.kind {
             EventKind::Switch(s) => (s.prev_tgid, s.prev_tid, true, &mut s.stack),
