@@ -144,7 +144,14 @@ impl Interpreted {
         if stack.user().is_empty() || tgid == 0 {
             return;
         }
-        let Some(process) = self.process(tgid, event.time, maps) else {
+        // A waker's stack is only counted: its process is looked for only
+        // when a switch-out of it was.
+        let process = if off_cpu {
+            self.process(tgid, event.time, maps)
+        } else {
+            self.processes.get(&tgid).and_then(|(_, p)| p.clone())
+        };
+        let Some(process) = process else {
             return;
         };
         if !stack.user().iter().any(|&a| process.in_eval(a)) {
