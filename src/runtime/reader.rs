@@ -50,8 +50,8 @@ const BURST: u64 = 500;
 /// Longest wait for one thread's frames.
 const READ_WAIT: Duration = Duration::from_millis(100);
 /// The share of time walks may take, and the burst before it counts.
-const SHARE: f64 = 0.02;
-const TIME_BURST: Duration = Duration::from_millis(50);
+const SHARE: f64 = 0.05;
+const TIME_BURST: Duration = Duration::from_millis(100);
 /// Bytes of interpreter files read in a run, and of one.
 const PER_FILE: u64 = 64 << 20;
 const PER_RUN: u64 = 256 << 20;
