@@ -96,12 +96,22 @@ pub(crate) fn frame_names(
     let runtime = process.image.runtime.wrapping_add(process.bias);
     let mut mem = Counted::new(mem);
     let mut tstate = codes.threads.get(&(tgid, tid)).copied();
-    let walked = thread_frames(&mut mem, layout, runtime, types.code, tid, &mut tstate);
-    if let Some(at) = tstate {
+    // The threads a walk passes to find this one are found for later.
+    let mut passed = Vec::new();
+    let walked = thread_frames(
+        &mut mem,
+        layout,
+        runtime,
+        types.code,
+        tid,
+        &mut tstate,
+        &mut passed,
+    );
+    for (other, at) in tstate.map(|at| (tid, at)).into_iter().chain(passed) {
         if codes.threads.len() >= MAX_CODES {
             codes.threads.clear();
         }
-        codes.threads.insert((tgid, tid), at);
+        codes.threads.insert((tgid, other), at);
     }
     let groups = walked?;
     let mut named = Vec::with_capacity(groups.len());

@@ -110,6 +110,7 @@ fn thread_state(
     runtime: u64,
     tid: u32,
     hint: Option<Found>,
+    passed: &mut Vec<(u32, Found)>,
 ) -> Result<Found, Miss> {
     let span = (layout.thread_next.max(layout.thread_native_id) + 8) as usize;
     let mut buf = vec![0u8; span];
@@ -138,6 +139,9 @@ fn thread_state(
             if native == Some(u64::from(tid)) {
                 return Ok((tstate, head));
             }
+            if let Some(other) = native.and_then(|n| u32::try_from(n).ok()) {
+                passed.push((other, (tstate, head)));
+            }
             tstate = u64_at(&buf, layout.thread_next as usize).ok_or(Miss::Unreadable)?;
         }
         interp = mem.word(interp.wrapping_add(layout.interp_next))?;
@@ -150,7 +154,8 @@ fn thread_state(
 /// `_PyEval_EvalFrameDefault` executes. Frames whose code is not a code
 /// object (`code_type` is `PyCode_Type`'s address) are left out.
 /// `tstate_at` is where the thread's state was last found, and is set to
-/// where it is.
+/// where it is; `passed` gets where the other threads' states were, as
+/// the list was walked to find it.
 pub(crate) fn thread_frames(
     mem: &mut Counted<'_>,
     layout: &Layout,
@@ -158,8 +163,9 @@ pub(crate) fn thread_frames(
     code_type: u64,
     tid: u32,
     tstate_at: &mut Option<Found>,
+    passed: &mut Vec<(u32, Found)>,
 ) -> Result<Vec<Group>, Miss> {
-    let found = thread_state(mem, layout, runtime, tid, *tstate_at)?;
+    let found = thread_state(mem, layout, runtime, tid, *tstate_at, passed)?;
     *tstate_at = Some(found);
     let tstate = found.0;
     let mut frame = match layout.current_frame {
@@ -262,7 +268,15 @@ pub(crate) mod tests {
         tid: u32,
         at: &mut Option<Found>,
     ) -> Result<Vec<Group>, Miss> {
-        thread_frames(&mut Counted::new(m), l, runtime, CODE_TYPE, tid, at)
+        thread_frames(
+            &mut Counted::new(m),
+            l,
+            runtime,
+            CODE_TYPE,
+            tid,
+            at,
+            &mut Vec::new(),
+        )
     }
 
     pub(crate) const RUNTIME: u64 = 0x1000;
@@ -328,6 +342,20 @@ pub(crate) mod tests {
         let mut at = None;
         walk(&mut m, &l, RUNTIME, 42, &mut at).unwrap();
         assert_eq!(at, Some((0x3400, INTERP)));
+        // The thread passed on the way is noted where it was.
+        let mut passed = Vec::new();
+        let mut none = None;
+        thread_frames(
+            &mut Counted::new(&mut m),
+            &l,
+            RUNTIME,
+            CODE_TYPE,
+            42,
+            &mut none,
+            &mut passed,
+        )
+        .unwrap();
+        assert_eq!(passed, [(7, (0x3000, INTERP))]);
         // Found at once: the list is not walked (its head is gone).
         m.put_words(INTERP, &[(l.interp_threads_head, 0)], 128);
         let groups = walk(&mut m, &l, RUNTIME, 42, &mut at);
