@@ -146,6 +146,7 @@ fn config() -> Config {
         chain: 1,
         cgroup_names: None,
         split_cgroups: false,
+        wall: false,
         stacks: Stacks {
             kernel: true,
             user: true,

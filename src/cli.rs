@@ -164,6 +164,15 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = chain_depth)]
     pub(crate) chain: u8,
 
+    /// A wall-clock profile: besides blocked time, the targets' time on
+    /// a CPU (stacks sampled HZ times a second of CPU time, default 199)
+    /// and their waits for one, so that each thread's entries add up to
+    /// its traced wall time. Waits for a CPU end in the frame [runnable],
+    /// CPU time in [on-cpu]; -m, -M and --state bound blocked waits only.
+    #[arg(long, value_name = "HZ", num_args = 0..=1, require_equals = true,
+          default_missing_value = "199", value_parser = wall_hz)]
+    pub(crate) wall: Option<u32>,
+
     /// Trace only threads of these cgroups and their descendants
     /// (comma-separated), filtered in the kernel as `perf -G` does: paths
     /// under the cgroup mount that holds perf's controller (the v2 mount,
@@ -397,6 +406,18 @@ fn cgroup_path(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
+/// The highest `--wall` rate: past it, sampling costs more than a few per
+/// cent of a CPU, and kernels throttle it (`perf_event_max_sample_rate`).
+const MAX_WALL_HZ: u64 = 10_000;
+
+/// `--wall`'s samples per second of CPU time.
+fn wall_hz(s: &str) -> Result<u32, String> {
+    match parse_u64(s)? {
+        n @ 1..=MAX_WALL_HZ => Ok(n as u32),
+        _ => Err(format!("must be from 1 to {MAX_WALL_HZ} samples a second")),
+    }
+}
+
 /// The deepest `--chain`.
 pub(crate) const MAX_CHAIN: u8 = 8;
 
@@ -494,6 +515,21 @@ mod tests {
         assert_eq!(c.backend, Backend::Auto);
         assert_eq!(c.mmap_pages, None);
         assert!(c.command.is_empty());
+    }
+
+    #[test]
+    fn wall_takes_an_optional_rate_that_never_eats_the_duration() {
+        let cli = parse(&["--wall", "10"]).unwrap();
+        assert_eq!((cli.wall, cli.duration), (Some(199), Some(10)));
+        assert_eq!(parse(&["--wall=999", "5"]).unwrap().wall, Some(999));
+        assert_eq!(parse(&["5"]).unwrap().wall, None);
+        for bad in ["0", "10001", "x", "-1"] {
+            let e = parse(&[&format!("--wall={bad}")]).unwrap_err().to_string();
+            assert!(
+                e.contains("samples a second") || e.contains("number"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::event::state::StateFilter;
-use crate::event::{Callchain, Comm, CommChange, Exit, Fork, Switch};
+use crate::event::{Callchain, Comm, CommChange, Exit, Fork, OnCpu, Switch};
 use crate::plan::Targets;
 use crate::sys::own::OwnTasks;
 
@@ -45,6 +45,16 @@ pub(super) struct Identity {
     /// Under `--cgroup`, whether each cgroup id seen is a target's: a
     /// path past what is kept need not be looked up at every switch-out.
     in_targets: FxHashMap<u64, bool>,
+}
+
+/// A task as the target filters see it.
+#[derive(Clone, Copy)]
+struct Task<'a> {
+    tid: u32,
+    tgid: u32,
+    comm: Comm,
+    stack: &'a Callchain,
+    cgroup: Option<u64>,
 }
 
 /// Threads that exited remembered at most; past them the memory starts
@@ -287,21 +297,48 @@ impl Identity {
     /// `named` is what [`Identity::tally_key`] said of that thread. The
     /// tool's own tasks never are, other runs' helpers included.
     pub(super) fn is_target(&mut self, s: &Switch, named: Option<u32>) -> bool {
+        let task = Task {
+            tid: s.prev_tid,
+            tgid: s.prev_tgid,
+            comm: s.prev_comm,
+            stack: &s.stack,
+            cgroup: s.prev_cgroup,
+        };
+        self.selects(task, named) && self.state.is_none_or(|state| state.matches(s.prev_state))
+    }
+
+    /// Whether the thread an on-CPU sample ran in is a target (`--state`
+    /// selects intervals, not samples).
+    pub(super) fn samples_target(&mut self, s: &OnCpu) -> bool {
+        let named = self.tally_key(s.tid, s.tgid);
+        let comm = self.comm_of(s.tid);
+        let task = Task {
+            tid: s.tid,
+            tgid: s.tgid,
+            comm,
+            stack: &s.stack,
+            cgroup: s.cgroup,
+        };
+        self.selects(task, named)
+    }
+
+    /// Whether the targets hold `t`, whatever its state.
+    fn selects(&mut self, t: Task<'_>, named: Option<u32>) -> bool {
         if self
             .own
             .as_mut()
-            .is_some_and(|own| own.holds(s.prev_tid, s.prev_tgid, s.prev_comm.0))
+            .is_some_and(|own| own.holds(t.tid, t.tgid, t.comm.0))
         {
             return false;
         }
-        let selected = match &self.threads {
+        match &self.threads {
             Targets::All => true,
-            Targets::UserThreads => !self.is_kthread(s.prev_tid, s.prev_tgid, &s.stack),
-            Targets::KernelThreads => self.is_kthread(s.prev_tid, s.prev_tgid, &s.stack),
+            Targets::UserThreads => !self.is_kthread(t.tid, t.tgid, t.stack),
+            Targets::KernelThreads => self.is_kthread(t.tid, t.tgid, t.stack),
             Targets::Processes(_) | Targets::Threads(_) | Targets::Command { .. } => {
                 named.is_some()
             }
-            Targets::Cgroups(targets) => s.prev_cgroup.is_some_and(|id| {
+            Targets::Cgroups(targets) => t.cgroup.is_some_and(|id| {
                 if let Some(&held) = self.in_targets.get(&id) {
                     return held;
                 }
@@ -317,8 +354,7 @@ impl Identity {
                 self.in_targets.insert(id, held);
                 held
             }),
-        };
-        selected && self.state.is_none_or(|state| state.matches(s.prev_state))
+        }
     }
 
     /// The paths of cgroups `ids`, for the report: those a listing of the

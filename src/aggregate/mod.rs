@@ -27,6 +27,7 @@ mod settle;
 pub(crate) mod stacks;
 mod stats;
 pub(crate) mod tasks;
+mod wall;
 
 use std::hash::{Hash, Hasher};
 
@@ -40,6 +41,7 @@ use crate::event::{
     Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Ran, RanSince, Switch, SwitchIn,
     WakeContext, Waking,
 };
+pub(crate) use wall::WallCounts;
 
 use cgroups::CgroupNames;
 pub(crate) use cgroups::CgroupPath;
@@ -83,6 +85,10 @@ pub(crate) struct Config {
     /// Entries are split by their target's cgroup (`--per-cgroup`, or a
     /// pprof report's label).
     pub(crate) split_cgroups: bool,
+    /// A wall-clock profile (`--wall`): on-CPU samples are counted, and
+    /// each interval's wait for a CPU is counted apart from its blocked
+    /// wait.
+    pub(crate) wall: bool,
 }
 
 /// What identifies one output entry (bcc's `key_t`).
@@ -227,6 +233,10 @@ pub(crate) struct Aggregator {
     depth: usize,
     /// [`Config::split_cgroups`].
     split_cgroups: bool,
+    /// [`Config::wall`].
+    wall: bool,
+    /// What a wall-clock profile counted besides blocked waits.
+    wall_counts: WallCounts,
     /// The targets' ids in their own PID namespaces.
     ns_tids: NsTids,
     history: Option<History>,
@@ -255,6 +265,7 @@ impl Aggregator {
             chain,
             cgroup_names,
             split_cgroups,
+            wall,
         } = config;
         let mut identity = Identity::new(threads, state, own, tasks);
         identity.cgroups = cgroup_names.map(CgroupNames::new);
@@ -268,6 +279,8 @@ impl Aggregator {
             entries: Entries::for_levels(usize::from(chain)),
             depth: usize::from(chain),
             split_cgroups,
+            wall,
+            wall_counts: WallCounts::default(),
             ns_tids: NsTids::new(),
             history: (chain > 1).then(History::default),
             stats: Stats::default(),
@@ -301,6 +314,7 @@ impl Aggregator {
             EventKind::SwitchIn(s) => self.on_switch_in(event.time, event.cpu, s),
             EventKind::Ran(r) => self.on_ran(event.time, r),
             EventKind::Waking(w) => self.on_waking(event.time, event.cpu, w, code),
+            EventKind::OnCpu(s) => self.on_cpu(event.time, s, code),
             EventKind::Fork(f) => self.on_fork(f),
             EventKind::Exit(e) => self.on_exit(event.time, e),
             EventKind::Comm(c) => self.on_comm(c),
@@ -324,6 +338,7 @@ impl Aggregator {
                 !s.is_final()
                     && (self.history.is_some() || self.identity.may_target(s.prev_tid, s.prev_tgid))
             }
+            EventKind::OnCpu(s) => self.wall && self.identity.may_target(s.tid, s.tgid),
             _ => true,
         }
     }
@@ -488,8 +503,7 @@ impl Aggregator {
                 .into_iter()
                 .flatten()
                 .find(|&(at, _)| at <= time)
-        }
-        .map(|(_, w)| w);
+        };
         if let Some(history) = &mut self.history {
             history.push(
                 tid,
@@ -500,7 +514,7 @@ impl Aggregator {
                     user: open.user,
                     preempted: open.slept.is_none(),
                     tainted,
-                    wakeup,
+                    wakeup: wakeup.map(|(_, w)| w),
                 },
             );
         }
@@ -516,12 +530,22 @@ impl Aggregator {
         tid: u32,
         comm: Comm,
         open: &OpenInterval,
-        wakeup: Option<Wakeup>,
+        wakeup: Option<(u64, Wakeup)>,
     ) {
         if open.losses_at_start != self.losses {
             self.stats.discarded_lost += 1;
             return;
         }
+        // A wall-clock profile counts the wait for a CPU apart: what is
+        // left is the blocked wait, up to its wakeup.
+        let time = match self.wall && tid != 0 {
+            true => match self.count_runnable(time, tid, comm, open, wakeup.map(|(at, _)| at)) {
+                Some(end) => end,
+                None => return,
+            },
+            false => time,
+        };
+        let wakeup = wakeup.map(|(_, w)| w);
         let us = time.saturating_sub(open.start) / 1000;
         if us < self.min_block_us || us > self.max_block_us {
             self.stats.out_of_range += 1;

@@ -364,6 +364,10 @@ pub(crate) struct Waking {
 
 /// The context a wakeup was made in. An interrupt's wakeup is made on
 /// behalf of no task: `waker_tid` is whichever task it landed in.
+///
+/// In a wall-clock profile (`--wall`), an entry whose time was not spent
+/// waiting for a wakeup has a pseudo-waker too: [`WakeContext::Runnable`]
+/// for a wait for a CPU, [`WakeContext::OnCpu`] for time on one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum WakeContext {
     /// A task, a softirq it ran itself (`local_bh_enable`, ksoftirqd)
@@ -377,6 +381,10 @@ pub(crate) enum WakeContext {
     Softirq,
     /// A non-maskable interrupt.
     Nmi,
+    /// Not a wakeup: the thread was runnable and waited for a CPU.
+    Runnable,
+    /// Not a wakeup: the thread ran (on-CPU samples).
+    OnCpu,
 }
 
 impl WakeContext {
@@ -388,7 +396,15 @@ impl WakeContext {
             WakeContext::Hardirq => Some("[hardirq]"),
             WakeContext::Softirq => Some("[softirq]"),
             WakeContext::Nmi => Some("[nmi]"),
+            WakeContext::Runnable => Some("[runnable]"),
+            WakeContext::OnCpu => Some("[on-cpu]"),
         }
+    }
+
+    /// True for the pseudo-wakers of a wall-clock profile: the entry's
+    /// time is no blocked wait.
+    pub(crate) fn is_wall_share(self) -> bool {
+        matches!(self, WakeContext::Runnable | WakeContext::OnCpu)
     }
 
     /// The context a trace entry's `common_flags` give (`TRACE_FLAG_*`:
@@ -451,6 +467,23 @@ impl Waking {
             self.stack = Callchain::new(&kernel[..own], &[]);
         }
     }
+}
+
+/// An on-CPU sample of a thread (a `cpu-clock` event, `--wall`), taken in
+/// its context while it ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct OnCpu {
+    pub(crate) tid: u32,
+    pub(crate) tgid: u32,
+    /// Where it ran: the kernel part is empty when it ran in user mode.
+    pub(crate) stack: Callchain,
+    /// As for [`Switch::user_copy`].
+    pub(crate) user_copy: Option<Box<UserCopy>>,
+    /// The CPU time this sample stands for: the thread's since its
+    /// previous sample (the event's period), in nanoseconds.
+    pub(crate) period_ns: u64,
+    /// The thread's cgroup, as for [`Switch::prev_cgroup`].
+    pub(crate) cgroup: Option<u64>,
 }
 
 /// A new task (process or thread). `tgid == parent_tgid` for a new thread.
@@ -565,6 +598,7 @@ pub(crate) enum EventKind {
     SwitchIn(SwitchIn),
     Ran(Ran),
     Waking(Waking),
+    OnCpu(OnCpu),
     Fork(Fork),
     Exit(Exit),
     Comm(CommChange),

@@ -162,6 +162,9 @@ pub(crate) struct Plan {
     pub(crate) stack_storage_size: usize,
     /// Levels of wakeup chains (`--chain`, 1: the waker only).
     pub(crate) chain: u8,
+    /// `--wall`: on-CPU samples a second of CPU time (`None`: no
+    /// wall-clock profile).
+    pub(crate) wall: Option<u32>,
     pub(crate) backend: Backend,
     /// Per-CPU ring size in pages (`None`: the default for the stacks).
     pub(crate) buffer_pages: Option<usize>,
@@ -248,6 +251,7 @@ impl Plan {
             max_block_us: cli.max_block_time,
             stack_storage_size: cli.stack_storage_size,
             chain: cli.chain,
+            wall: cli.wall,
             backend: cli.backend,
             buffer_pages: cli.mmap_pages,
             event_budget: cli.event_budget,

@@ -29,6 +29,7 @@ pub(super) fn aggregator(plan: &Plan, tasks: TaskTable) -> Aggregator {
             chain: plan.chain,
             cgroup_names: plan.cgroup_names.clone(),
             split_cgroups: plan.split_cgroups(),
+            wall: plan.wall.is_some(),
             // A recording's pids are not this machine's now.
             own: plan
                 .input

@@ -10,6 +10,7 @@ mod pairing;
 mod stored_stacks;
 mod switch_ins;
 mod targets;
+mod wall;
 
 use super::tasks::TaskInfo;
 use super::*;
@@ -33,6 +34,7 @@ fn config() -> Config {
         chain: 1,
         cgroup_names: None,
         split_cgroups: false,
+        wall: false,
     }
 }
 
