@@ -358,6 +358,7 @@ pub(crate) fn strip_forged(event: &mut Event) {
     let stack = match &mut event.kind {
         EventKind::Switch(s) => &mut s.stack,
         EventKind::Waking(w) => &mut w.stack,
+        EventKind::OnCpu(s) => &mut s.stack,
         _ => return,
     };
     if !stack.user().iter().any(|&a| is_frame(a)) {

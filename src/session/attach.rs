@@ -86,7 +86,10 @@ pub(super) fn attach(mut plan: Plan) -> Result<Attached> {
         );
     }
     maps.set_mmap_events(source.delivers_mmaps());
-    for notice in [&notes.fallback, &notes.wide].into_iter().flatten() {
+    for notice in [&notes.fallback, &notes.wide, &notes.wall]
+        .into_iter()
+        .flatten()
+    {
         diag!("{notice}");
     }
     // Tracing is active from here on.

@@ -44,6 +44,8 @@ pub(crate) struct OpenNotes {
     pub(crate) fallback: Option<String>,
     /// Why chosen threads are traced with per-CPU events.
     pub(crate) wide: Option<String>,
+    /// What `--wall` cannot do with this backend.
+    pub(crate) wall: Option<String>,
 }
 
 /// The ring size per CPU, in pages, that `plan` asks for or defaults to,
@@ -76,6 +78,7 @@ impl Source {
             state_filter: plan.recorded_state().map(|s| s.tracepoint_filter()),
             event_budget: plan.event_budget,
             cgroup_ids: plan.cgroup_names.is_some(),
+            wall_hz: plan.wall,
         };
         let perf = |p: PerfBackend| {
             let notes = OpenNotes {
@@ -138,6 +141,11 @@ impl Source {
             OpenNotes {
                 fallback,
                 wide: None,
+                wall: plan.wall.map(|_| {
+                    "offwake-perf: the tracefs backend cannot sample: --wall splits each \
+                     wait into its blocked part and its wait for a CPU, with no on-CPU time"
+                        .to_string()
+                }),
             },
         ))
     }

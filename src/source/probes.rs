@@ -17,6 +17,8 @@ pub(crate) fn kernel_start(probes: &ProbeRanges, frames: &[u64], tp: Tracepoint)
     match tp {
         Tracepoint::Switch => machinery,
         Tracepoint::Waking => (machinery + 1).min(frames.len()),
+        // A sample's stack starts where the timer interrupted it.
+        Tracepoint::Clock => 0,
     }
 }
 

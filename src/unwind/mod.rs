@@ -289,6 +289,8 @@ impl Unwinder {
                 &mut s.user_copy,
             ),
             EventKind::Waking(w) => (w.waker_tgid, None, &mut w.stack, &mut w.user_copy),
+            // A running thread's stack is its copy only.
+            EventKind::OnCpu(s) => (s.tgid, None, &mut s.stack, &mut s.user_copy),
             // Nothing of a process is unwound after its exit (events come
             // in time order); a reused pid starts afresh.
             EventKind::Exit(e) if e.tid == e.tgid => {

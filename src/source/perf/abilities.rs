@@ -135,6 +135,7 @@ mod tests {
             inherit: true,
             inherit_thread: false,
             stack_user: 8192,
+            cpu_clock_ns: 0,
         }
     }
 

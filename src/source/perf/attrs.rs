@@ -97,7 +97,26 @@ pub(super) fn base_attr(config: &PerfConfig, watermark: u32) -> sys::TracepointA
         inherit: follow != Follow::Nothing,
         inherit_thread: follow == Follow::Threads,
         stack_user: config.stacks.user_copy().unwrap_or(0),
+        cpu_clock_ns: 0,
     }
+}
+
+/// The on-CPU sampling event of `--wall` (`config.wall_hz`), with the
+/// stacks and sample type of `base` and none of its side-band records:
+/// `cpu-clock`, which counts a task's CPU time when opened for one.
+pub(super) fn clock_event(base: &sys::TracepointAttr, config: &PerfConfig) -> Option<TaskEvent> {
+    let hz = u64::from(config.wall_hz?).max(1);
+    Some(TaskEvent {
+        tp: Tracepoint::Clock,
+        what: "cpu-clock",
+        attr: sys::TracepointAttr {
+            id: 0,
+            side_band: sys::SideBand::None,
+            context_switch: false,
+            cpu_clock_ns: (1_000_000_000 / hz).max(1),
+            ..*base
+        },
+    })
 }
 
 /// The events of `sched_switch` (which brings the side-band records) and

@@ -81,7 +81,7 @@ impl Cgroups {
     pub(super) fn open(
         targets: &CgroupTargets,
         online: &[u32],
-        [switch_event, waking_event]: &[TaskEvent; 2],
+        ([switch_event, waking_event], clock): (&[TaskEvent; 2], Option<&TaskEvent>),
         config: &PerfConfig,
         decoder: &mut Decoder,
     ) -> Result<(Cgroups, Vec<CpuRing>), OpenFailure> {
@@ -114,6 +114,18 @@ impl Cgroups {
                     sys::set_filter(fd.as_fd(), state)
                         .with_context(|| format!("filtering {what} on CPU {cpu}"))?;
                 }
+                fds.push(fd);
+            }
+            // The cgroups' CPU time (`--wall`), sampled as perf -G does.
+            for (dir, root) in dirs.iter().zip(&targets.roots) {
+                let Some(TaskEvent { what, attr, .. }) = clock else {
+                    break;
+                };
+                let fd = sys::open_cgroup_tracepoint(attr, what, dir.as_fd(), cpu)
+                    .map_err(|e| unbound(e, &root.dir, &targets.hierarchy.mount))?;
+                let id = sys::event_id(fd.as_fd())
+                    .with_context(|| format!("reading the id of {what} on CPU {cpu}"))?;
+                decoder.add_clock(id, 0, attr.cpu_clock_ns);
                 fds.push(fd);
             }
             let ring = Ring::map(fds[0].as_fd(), pages)

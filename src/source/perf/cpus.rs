@@ -56,7 +56,10 @@ impl PerfBackend {
                 let fd = sys::open_tracepoint(attr, what, cpu)?;
                 let id = sys::event_id(fd.as_fd())
                     .with_context(|| format!("reading the id of {what} on CPU {cpu}"))?;
-                decoder.add_id(id, *tp);
+                match tp {
+                    Tracepoint::Clock => decoder.add_clock(id, 0, attr.cpu_clock_ns),
+                    _ => decoder.add_id(id, *tp),
+                }
                 if *tp == Tracepoint::Switch
                     && let Some(filter) = &config.state_filter
                 {

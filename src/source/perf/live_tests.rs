@@ -19,6 +19,7 @@ fn system_wide_fp(pages: usize) -> PerfConfig {
         kallsyms: None,
         event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
         cgroup_ids: false,
+        wall_hz: None,
     }
 }
 

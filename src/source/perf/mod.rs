@@ -53,7 +53,7 @@ use crate::source::reorder::{Reorder, Rounds};
 use crate::source::tracepoint::Tracefs;
 use crate::sys::host::online_cpus;
 use crate::sys::priority::OnDemand;
-use attrs::{base_attr, sample_type, sched_events, switch_ins_for};
+use attrs::{base_attr, clock_event, sample_type, sched_events, switch_ins_for};
 use cpus::CpuRing;
 use record::Decoder;
 use sizing::wakeup_watermark;
@@ -89,6 +89,8 @@ pub(crate) struct PerfConfig {
     pub(crate) event_budget: usize,
     /// Samples carry their task's cgroup id (`PERF_SAMPLE_CGROUP`).
     pub(crate) cgroup_ids: bool,
+    /// `--wall`: the targets' on-CPU samples a second of CPU time.
+    pub(crate) wall_hz: Option<u32>,
 }
 
 /// Why the perf backend could not be opened. A refused
@@ -253,28 +255,37 @@ impl PerfBackend {
         let (mut decoder, max_sample) =
             sizing::decoder(config, st, [&switch, &waking], base.stack_user)?;
         let (events, exit_event) = sched_events(&base, [switch.id, waking.id], exit_id, switch_ins);
+        let clock = clock_event(&base, config);
         let mut cgroups = None;
         let (cpus, threads) = match (threads, &config.targets) {
             (None, Targets::Cgroups(targets)) => {
-                let (c, cpus) =
-                    cgroups::Cgroups::open(targets, &online, &events, config, &mut decoder)?;
+                let (c, cpus) = cgroups::Cgroups::open(
+                    targets,
+                    &online,
+                    (&events, clock.as_ref()),
+                    config,
+                    &mut decoder,
+                )?;
                 cgroups = Some(c);
                 (cpus, None)
             }
-            (None, _) => (
-                Self::open_per_cpu(&online, &events, config, &mut decoder)?,
-                None,
-            ),
+            (None, _) => {
+                let all: Vec<TaskEvent> = events.iter().copied().chain(clock).collect();
+                (
+                    Self::open_per_cpu(&online, &all, config, &mut decoder)?,
+                    None,
+                )
+            }
             (Some(tids), _) => {
                 let pages = config.mmap_pages;
                 let mut threads =
                     chosen_threads(&tids, events, exit_event, switch_ins, wide, config);
                 let cpus = threads.open_rings(
                     &online,
-                    st,
-                    wakeup_watermark(pages)?,
-                    pages,
+                    (st, wakeup_watermark(pages)?, pages),
                     switch_ins == SwitchIns::Records,
+                    clock,
+                    &mut decoder,
                 )?;
                 (cpus, Some((threads, tids)))
             }
@@ -699,6 +710,7 @@ mod tests {
             kallsyms: None,
             event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
             cgroup_ids: false,
+            wall_hz: None,
         };
         assert_eq!(
             sample_type(&c, SwitchIns::Tracepoint) & sys::SAMPLE_CALLCHAIN,
@@ -749,6 +761,7 @@ mod tests {
                 kallsyms: None,
                 event_budget: crate::cli::DEFAULT_EVENT_BUDGET,
                 cgroup_ids: false,
+                wall_hz: None,
             };
             let err = PerfBackend::open(&t, &c)
                 .err()

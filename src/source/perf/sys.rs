@@ -101,6 +101,9 @@ pub(crate) struct TracepointAttr {
     pub(crate) inherit_thread: bool,
     /// Bytes of user stack copied per sample (`SAMPLE_STACK_USER`).
     pub(crate) stack_user: u32,
+    /// Not a tracepoint but the `cpu-clock` software event, sampling
+    /// every this many nanoseconds of CPU time (0: the tracepoint `id`).
+    pub(crate) cpu_clock_ns: u64,
 }
 
 impl TracepointAttr {
@@ -113,6 +116,11 @@ impl TracepointAttr {
             ..Default::default()
         };
         a.__bindgen_anon_1.sample_period = 1;
+        if self.cpu_clock_ns > 0 {
+            a.type_ = b::PERF_TYPE_SOFTWARE;
+            a.config = b::PERF_COUNT_SW_CPU_CLOCK as u64;
+            a.__bindgen_anon_1.sample_period = self.cpu_clock_ns;
+        }
         a.set_disabled(1);
         a.set_sample_id_all(1);
         a.set_use_clockid(1);
@@ -444,7 +452,10 @@ fn open_error(err: io::Error, what: &str, id: u64, cpu: u32) -> OpenError {
 }
 
 fn open_error_message(err: &io::Error, what: &str, id: u64, cpu: u32) -> String {
-    let base = format!("perf_event_open of {what} (tracepoint id {id}) on CPU {cpu} failed: {err}");
+    let base = match id {
+        0 => format!("perf_event_open of {what} on CPU {cpu} failed: {err}"),
+        _ => format!("perf_event_open of {what} (tracepoint id {id}) on CPU {cpu} failed: {err}"),
+    };
     match err.raw_os_error().unwrap_or(0) {
         libc::EACCES | libc::EPERM if nix::unistd::geteuid().is_root() => format!(
             "{base}. We are root, so something refuses the call itself: a seccomp filter \
@@ -563,12 +574,14 @@ mod tests {
             inherit: false,
             inherit_thread: true,
             stack_user: 0,
+            cpu_clock_ns: 0,
         };
         let a = t.to_attr();
         assert_eq!((a.sample_regs_user, a.sample_stack_user), (0, 0));
         let dwarf = TracepointAttr {
             sample_type: t.sample_type | SAMPLE_REGS_USER | SAMPLE_STACK_USER,
             stack_user: 8192,
+            cpu_clock_ns: 0,
             ..t
         }
         .to_attr();

@@ -48,6 +48,9 @@ pub(super) struct Threads {
     follow: Follow,
     /// `--state` as a filter on each thread's `sched_switch`.
     state_filter: Option<String>,
+    /// How to open a thread's on-CPU sampling event (`--wall`): per task
+    /// and inherited as its `sched_switch` is, or in [`Wide`] mode per CPU.
+    clock_event: Option<TaskEvent>,
     /// Switch-ins are told by the samples' `time_running`.
     running: bool,
     /// Per CPU ring, the last tracepoint hit or switch read from it, to
@@ -90,6 +93,8 @@ pub(super) struct TaskCpu {
     /// Its names event ([`sys::open_task_names`]): the COMM and MMAP2
     /// records of the thread and of every task it creates.
     names: OwnedFd,
+    /// Its on-CPU sampling event (`--wall`), inherited as configured.
+    clock: Option<OwnedFd>,
 }
 
 impl TaskCpu {
@@ -97,12 +102,14 @@ impl TaskCpu {
         std::iter::once(&self.own)
             .chain(self.kids.iter().flatten())
             .chain(std::iter::once(&self.names))
+            .chain(self.clock.iter())
     }
 
     pub(super) fn into_fds(self) -> impl Iterator<Item = OwnedFd> {
         std::iter::once(self.own)
             .chain(self.kids.into_iter().flatten())
             .chain(std::iter::once(self.names))
+            .chain(self.clock)
     }
 }
 
@@ -161,6 +168,26 @@ pub(super) fn open_filtered(
     sys::set_filter(fd.as_fd(), filter)
         .with_context(|| format!("filtering {what} on CPU {cpu}"))?;
     sys::enable(fd.as_fd()).with_context(|| format!("enabling {what} on CPU {cpu}"))?;
+    Ok(fd)
+}
+
+/// Opens and enables the on-CPU sampling event `clock` on `cpu`, for
+/// every task, writing into `owner`'s ring, and registers it with
+/// `decoder` as opened for thread `tid` (0: the CPU's).
+pub(super) fn open_clock(
+    clock: &TaskEvent,
+    cpu: u32,
+    owner: &OwnedFd,
+    decoder: &mut Decoder,
+    tid: u32,
+) -> Result<OwnedFd, OpenFailure> {
+    let fd = sys::open_tracepoint(&clock.attr, clock.what, cpu)?;
+    sys::set_output(fd.as_fd(), owner.as_fd())
+        .with_context(|| format!("sharing the ring buffer of CPU {cpu}"))?;
+    let id = sys::event_id(fd.as_fd())
+        .with_context(|| format!("reading the id of {} on CPU {cpu}", clock.what))?;
+    decoder.add_clock(id, tid, clock.attr.cpu_clock_ns);
+    sys::enable(fd.as_fd()).with_context(|| format!("enabling {} on CPU {cpu}", clock.what))?;
     Ok(fd)
 }
 
@@ -254,6 +281,7 @@ impl Threads {
             nascent: None,
             follow,
             state_filter,
+            clock_event: None,
             running,
             last_occurrence: Vec::new(),
             graveyard: Graveyard::default(),
@@ -269,11 +297,12 @@ impl Threads {
     pub(super) fn open_rings(
         &mut self,
         online: &[u32],
-        sample_type: u64,
-        watermark: u32,
-        pages: usize,
+        (sample_type, watermark, pages): (u64, u32, usize),
         context_switch: bool,
+        clock: Option<TaskEvent>,
+        decoder: &mut Decoder,
     ) -> Result<Vec<CpuRing>, OpenFailure> {
+        self.clock_event = clock;
         if self.follow != Follow::Nothing {
             self.nascent = Nascent::start(&mut self.wakees);
         }
@@ -298,6 +327,10 @@ impl Threads {
             let mut fds = vec![owner, waking];
             if let Some(w) = &self.wide {
                 fds.push(open_filtered(&w.switch_event, cpu, &fds[0], &switch_text)?);
+                // Every task's CPU time is sampled: the targets' are kept.
+                if let Some(clock) = &self.clock_event {
+                    fds.push(open_clock(clock, cpu, &fds[0], decoder, 0)?);
+                }
             }
             cpus.push(CpuRing::new(cpu, ring, fds));
         }
@@ -420,8 +453,10 @@ impl Threads {
             }
             return Ok(tids.len());
         }
-        // The names event, and one or three tracepoint events.
-        let per_cpu = if self.exit_event.is_some() { 4 } else { 2 };
+        // The names event, one or three tracepoint events, and the
+        // sampling one.
+        let per_cpu =
+            if self.exit_event.is_some() { 4 } else { 2 } + usize::from(self.clock_event.is_some());
         raise_fd_limit((self.tasks.len() + tids.len()) * cpus.len() * per_cpu)?;
         let started = Instant::now();
         let mut taken = 0;
@@ -524,12 +559,20 @@ impl Threads {
             };
             sys::set_output(names.as_fd(), c.fds[0].as_fd())
                 .with_context(|| format!("sharing the ring buffer of CPU {}", c.cpu))?;
+            let clock = match &self.clock_event {
+                Some(clock) => match open(&clock.attr, clock.what, None)? {
+                    Some(fd) => Some(fd),
+                    None => return Ok(()),
+                },
+                None => None,
+            };
             cpus.push(TaskCpu {
                 cpu: c.cpu,
                 own,
                 own_id: None,
                 kids,
                 names,
+                clock,
             });
         }
         let running = self.running;
@@ -538,6 +581,10 @@ impl Threads {
                 sys::event_id(fd.as_fd())
                     .with_context(|| format!("reading the id of an event of thread {tid}"))
             };
+            if let Some(clock) = &c.clock {
+                let period = self.clock_event.map_or(0, |e| e.attr.cpu_clock_ns);
+                decoder.add_clock(id(clock)?, tid, period);
+            }
             if running {
                 c.own_id = Some(id(&c.own)?);
                 if let Some([switch, exit]) = &c.kids {

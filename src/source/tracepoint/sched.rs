@@ -8,11 +8,14 @@ use anyhow::Result;
 use super::{EventFormat, Field, FieldError};
 use crate::event::{Callchain, Comm, RanSince, Switch, WakeContext, Waking};
 
-/// Which of the two tracepoints a payload belongs to.
+/// Which of the two tracepoints a payload belongs to; or, for the perf
+/// backend, the on-CPU sampling event (`--wall`), which has none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Tracepoint {
     Switch,
     Waking,
+    /// `cpu-clock`: a sample of whatever ran.
+    Clock,
 }
 
 /// The fields of both tracepoints that we read.

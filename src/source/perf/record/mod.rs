@@ -12,7 +12,7 @@ use super::sys::*;
 use super::wire::{Record, RecordParser, Sample, WireError};
 use crate::bytes::u64s;
 use crate::event::copies::{Charge, CopyBudget};
-use crate::event::{Callchain, ChainCache, Event, EventKind, Ran, RanSince, UserCopy};
+use crate::event::{Callchain, ChainCache, Event, EventKind, OnCpu, Ran, RanSince, UserCopy};
 use crate::kallsyms::machinery::ProbeRanges;
 use crate::source::probes::kernel_start;
 use crate::source::tracepoint::sched::SchedFields;
@@ -59,6 +59,22 @@ pub(crate) struct Decoder {
     memo: Option<Memo>,
     /// The frames recalled last.
     frames: Vec<u64>,
+    /// The on-CPU sampling events (`--wall`): see [`Clocks`].
+    clocks: Clocks,
+}
+
+/// The on-CPU sampling events (`--wall`): their period, and which thread
+/// each was opened for. A thread created by an attached one inherits its
+/// events and may be attached itself too: its samples would then come
+/// twice as often, from two events. Only those of the first event a
+/// thread's samples came from are kept.
+#[derive(Clone, Debug, Default)]
+struct Clocks {
+    period_ns: u64,
+    /// Event id → the thread it was opened for (0: a CPU's).
+    opened_for: FxHashMap<u64, u32>,
+    /// Sampled thread → the thread whose events its samples are kept from.
+    kept_from: FxHashMap<u32, u32>,
 }
 
 /// [`split_entries`] over a list of entries.
@@ -138,7 +154,17 @@ impl Decoder {
             scratch: Vec::new(),
             memo: None,
             frames: Vec::new(),
+            clocks: Clocks::default(),
         })
+    }
+
+    /// Registers the id of an on-CPU sampling event opened for thread
+    /// `opened_for` (0: a CPU's), which samples every `period_ns` of CPU
+    /// time.
+    pub(crate) fn add_clock(&mut self, id: u64, opened_for: u32, period_ns: u64) {
+        self.add_id(id, Tracepoint::Clock);
+        self.clocks.period_ns = period_ns;
+        self.clocks.opened_for.insert(id, opened_for);
     }
 
     /// Recalls user stacks unwound before from `memo` rather than copying
@@ -236,9 +262,17 @@ impl Decoder {
     /// that reads before kallsyms is loaded finishes the stacks later.
     pub(crate) fn decode_unfinished(&mut self, rec: &[u8]) -> Result<Option<Event>, DecodeError> {
         match self.parser.parse(rec)? {
-            Record::Sample(s) => self.interpret_sample(s).map(Some),
+            Record::Sample(s) => self.interpret_sample(s),
             Record::SideBand { kind, sid } => {
                 self.note_code_change(&kind, sid.time);
+                // A new or gone thread's samples start afresh.
+                match &kind {
+                    EventKind::Fork(crate::event::Fork { tid, .. })
+                    | EventKind::Exit(crate::event::Exit { tid, .. }) => {
+                        self.clocks.kept_from.remove(tid);
+                    }
+                    _ => {}
+                }
                 Ok(Some(Event {
                     time: sid.time,
                     cpu: sid.cpu,
@@ -265,21 +299,25 @@ impl Decoder {
             })
     }
 
-    /// A sample's event: a tracepoint hit, or a traced thread's exit.
-    fn interpret_sample(&mut self, s: Sample<'_>) -> Result<Event, DecodeError> {
+    /// A sample's event: a tracepoint hit, an on-CPU sample, or a traced
+    /// thread's exit; `None` for an on-CPU sample taken twice.
+    fn interpret_sample(&mut self, s: Sample<'_>) -> Result<Option<Event>, DecodeError> {
         if let Some(id) = s.id
             && let Some(switch) = self.running.exit_of(id)
         {
             // A traced thread's sched_process_exit: only its count matters.
             let running = s.running.ok_or(DecodeError::ExitWithoutCount)?;
             let since = self.running.exiting(s.tid, s.cpu, switch, s.time, running);
-            return Ok(Event {
+            return Ok(Some(Event {
                 time: s.time,
                 cpu: s.cpu,
                 kind: EventKind::Ran(Ran { tid: s.tid, since }),
-            });
+            }));
         }
         let tp = self.tracepoint_of(&s)?;
+        if tp == Tracepoint::Clock && !self.clocks.keeps(&s) {
+            return Ok(None);
+        }
         let raw = s.raw;
         let (stack, user_copy) = match s.user_regs {
             Some(regs) if self.recalled(&s, tp, regs) => {
@@ -325,12 +363,31 @@ impl Decoder {
                 w.user_copy = user_copy;
                 EventKind::Waking(w)
             }
+            Tracepoint::Clock => EventKind::OnCpu(OnCpu {
+                tid: s.tid,
+                tgid: s.pid,
+                stack,
+                user_copy,
+                period_ns: self.clocks.period_ns,
+                cgroup: s.cgroup,
+            }),
         };
-        Ok(Event {
+        Ok(Some(Event {
             time: s.time,
             cpu: s.cpu,
             kind,
-        })
+        }))
+    }
+}
+
+impl Clocks {
+    /// Whether on-CPU sample `s` is kept: the first event a thread's
+    /// samples came from keeps them.
+    fn keeps(&mut self, s: &Sample<'_>) -> bool {
+        let Some(&from) = s.id.and_then(|id| self.opened_for.get(&id)) else {
+            return true;
+        };
+        *self.kept_from.entry(s.tid).or_insert(from) == from
     }
 }
 

@@ -211,6 +211,8 @@ impl Assembler {
                 PendingKind::Switch(raw.to_vec())
             }
             Some(Tracepoint::Waking) => PendingKind::Waking(raw.to_vec()),
+            // tracefs has no sampling event.
+            Some(Tracepoint::Clock) => return Ok(()),
             None => match &self.process {
                 Some(p) if ty == p.fork_id => PendingKind::Fork {
                     parent: p.fork_parent.read_u64(raw)? as u32,
