@@ -526,7 +526,7 @@ mod tests {
         for bad in ["0", "10001", "x", "-1"] {
             let e = parse(&[&format!("--wall={bad}")]).unwrap_err().to_string();
             assert!(
-                e.contains("samples a second") || e.contains("number"),
+                e.contains("samples a second") || e.contains("integer") || e.contains("positive"),
                 "{bad}: {e}"
             );
         }

@@ -41,7 +41,6 @@ use crate::event::{
     Callchain, Comm, CommChange, Event, EventKind, Exit, Fork, Ran, RanSince, Switch, SwitchIn,
     WakeContext, Waking,
 };
-pub(crate) use wall::WallCounts;
 
 use cgroups::CgroupNames;
 pub(crate) use cgroups::CgroupPath;
@@ -235,8 +234,6 @@ pub(crate) struct Aggregator {
     split_cgroups: bool,
     /// [`Config::wall`].
     wall: bool,
-    /// What a wall-clock profile counted besides blocked waits.
-    wall_counts: WallCounts,
     /// The targets' ids in their own PID namespaces.
     ns_tids: NsTids,
     history: Option<History>,
@@ -280,7 +277,6 @@ impl Aggregator {
             depth: usize::from(chain),
             split_cgroups,
             wall,
-            wall_counts: WallCounts::default(),
             ns_tids: NsTids::new(),
             history: (chain > 1).then(History::default),
             stats: Stats::default(),

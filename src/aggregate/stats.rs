@@ -43,6 +43,11 @@ pub(crate) struct Stats {
     pub(crate) woken_by_self_us: u64,
     /// What the caps on entries and chains cost.
     pub(crate) bounded: Bounded,
+    /// `--wall`: on-CPU samples of targets counted, the microseconds they
+    /// stand for, and the microseconds of the targets' waits for a CPU.
+    pub(crate) on_cpu_samples: u64,
+    pub(crate) on_cpu_us: u64,
+    pub(crate) runnable_us: u64,
 }
 
 impl Stats {
@@ -63,6 +68,9 @@ impl Stats {
         self.chain_wakeup_unseen += later.chain_wakeup_unseen;
         self.woken_by_self += later.woken_by_self;
         self.woken_by_self_us += later.woken_by_self_us;
+        self.on_cpu_samples += later.on_cpu_samples;
+        self.on_cpu_us += later.on_cpu_us;
+        self.runnable_us += later.runnable_us;
         let (a, b) = (&mut self.bounded, later.bounded);
         a.merged = a.merged.or(b.merged);
         a.by_command |= b.by_command;

@@ -13,17 +13,6 @@ use super::stacks::{CodeOf, StackRef};
 use super::{Aggregator, EntryKey, MAX_LEVELS, OpenInterval};
 use crate::event::{Comm, OnCpu, WakeContext};
 
-/// What a wall-clock profile counted besides blocked waits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct WallCounts {
-    /// Microseconds of the targets' waits for a CPU.
-    pub(crate) runnable_us: u64,
-    /// On-CPU samples of targets counted, and the microseconds they stand
-    /// for.
-    pub(crate) samples: u64,
-    pub(crate) on_cpu_us: u64,
-}
-
 /// A share of a target's time that is not a blocked wait.
 struct Share {
     tid: u32,
@@ -57,7 +46,7 @@ impl Aggregator {
         };
         let us = time.saturating_sub(from) / 1000;
         if us > 0 {
-            self.wall_counts.runnable_us = self.wall_counts.runnable_us.saturating_add(us);
+            self.stats.runnable_us = self.stats.runnable_us.saturating_add(us);
             self.add_share(Share {
                 tid,
                 tgid: open.tgid,
@@ -80,8 +69,8 @@ impl Aggregator {
         self.ns_tids.note(s.tid);
         let (kernel, user) = self.intern(s.tgid, time, &s.stack, code);
         let us = s.period_ns / 1000;
-        self.wall_counts.samples += 1;
-        self.wall_counts.on_cpu_us = self.wall_counts.on_cpu_us.saturating_add(us);
+        self.stats.on_cpu_samples += 1;
+        self.stats.on_cpu_us = self.stats.on_cpu_us.saturating_add(us);
         let comm = self.identity.comm_of(s.tid);
         self.add_share(Share {
             tid: s.tid,
@@ -117,10 +106,5 @@ impl Aggregator {
         self.identity.interval(s.tid, s.tgid);
         self.entries
             .add(key, Vec::new(), s.us, &[0; MAX_LEVELS - 1]);
-    }
-
-    /// What the wall-clock profile counted besides blocked waits.
-    pub(crate) fn wall_counts(&self) -> WallCounts {
-        self.wall_counts
     }
 }

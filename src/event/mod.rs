@@ -401,12 +401,6 @@ impl WakeContext {
         }
     }
 
-    /// True for the pseudo-wakers of a wall-clock profile: the entry's
-    /// time is no blocked wait.
-    pub(crate) fn is_wall_share(self) -> bool {
-        matches!(self, WakeContext::Runnable | WakeContext::OnCpu)
-    }
-
     /// The context a trace entry's `common_flags` give (`TRACE_FLAG_*`:
     /// 0x08 hard interrupt, 0x10 serving a softirq, 0x40 NMI).
     pub(crate) fn from_trace_flags(flags: u64) -> WakeContext {

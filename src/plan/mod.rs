@@ -224,6 +224,7 @@ impl Plan {
         let report = |format| ReportOptions {
             format,
             per_cgroup: cli.per_cgroup,
+            wall: cli.wall.is_some(),
             delimited: cli.delimited,
             stacks: stacks.mode(),
         };

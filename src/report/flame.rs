@@ -4,8 +4,10 @@
 //! and comm on top. Target frames are blue, waker frames aqua, each name
 //! keeping its shade across the graph; with `--chain`, each further level
 //! has a hue family of its own (purple and pink, green and lime, orange
-//! and yellow, then again). Search and click-to-zoom are inferno's own
-//! script.
+//! and yellow, then again). A wall-clock profile (`--wall`) is a hot/cold
+//! graph: on-CPU stacks in warm colours, waits for a CPU in tan, each kind
+//! a tower of its own beside the blocked stacks. Search and click-to-zoom
+//! are inferno's own script.
 
 use std::io::{self, Write};
 
@@ -14,6 +16,13 @@ use inferno::flamegraph::{self, Options, Palette, TextTruncateDirection};
 
 use super::chain::{self, Side, WAKER_MARK};
 use super::{ReportOptions, ResolvedEntry};
+use crate::event::WakeContext;
+
+/// The suffixes that keep on-CPU and run-queue frames apart from blocked
+/// ones of the same name, so that each has its colour: annotations
+/// inferno strips from the names it shows, as it strips [`WAKER_MARK`].
+const ON_CPU_MARK: &str = "_[j]";
+const RUNNABLE_MARK: &str = "_[i]";
 
 /// The graph's title.
 const TITLE: &str = "Off-Wake Time Flame Graph";
@@ -27,16 +36,30 @@ pub(super) fn write(
     let mut palette = PaletteMap::default();
     let mut lines: Vec<String> = Vec::with_capacity(entries.len());
     for e in entries {
-        let frames = chain::frames(options, e);
-        for (name, side) in &frames {
-            if palette.get(name).is_none() {
-                let shade = shade(name);
-                match *side {
-                    Side::Target(level) => palette.insert(name, hue(level, false, shade)),
-                    Side::Waker(level) => palette.insert(name, hue(level, true, shade)),
-                    // inferno greys `--` and `-` itself.
-                    Side::Delimiter => None,
-                };
+        let mut frames = chain::frames(options, e);
+        let share = match e.waker_context {
+            WakeContext::OnCpu => Some((ON_CPU_MARK, HOT)),
+            WakeContext::Runnable => Some((RUNNABLE_MARK, TAN)),
+            _ => None,
+        };
+        for (name, side) in &mut frames {
+            let shade = shade(name);
+            let color = match (*side, share) {
+                // inferno greys `--` and `-` itself.
+                (Side::Delimiter, _) => None,
+                // Its frames, and the marker frame that says which it is.
+                (Side::Target(_), Some((mark, hue))) => {
+                    name.push_str(mark);
+                    Some(shaded(hue, shade))
+                }
+                (Side::Waker(_), Some((_, hue))) => Some(shaded(hue, shade)),
+                (Side::Target(level), None) => Some(hue(level, false, shade)),
+                (Side::Waker(level), None) => Some(hue(level, true, shade)),
+            };
+            if let Some(color) = color
+                && palette.get(name).is_none()
+            {
+                palette.insert(name, color);
             }
         }
         let mut line = frames
@@ -85,7 +108,10 @@ fn write_empty(out: &mut dyn Write) -> io::Result<()> {
 /// the waker mark and the level prefix, so that a function keeps its shade
 /// on both sides and at every level).
 fn shade(name: &str) -> f32 {
-    let name = name.strip_suffix(WAKER_MARK).unwrap_or(name);
+    let name = [WAKER_MARK, ON_CPU_MARK, RUNNABLE_MARK]
+        .into_iter()
+        .find_map(|mark| name.strip_suffix(mark))
+        .unwrap_or(name);
     let name = match name.split_once("] ") {
         Some((level, rest)) if level.starts_with('[') => rest,
         _ => name,
@@ -126,6 +152,18 @@ const FURTHER: [[Hue; 2]; 3] = [
     ],
 ];
 
+/// flamegraph.pl's "hot", for on-CPU frames.
+const HOT: Hue = [(205.0, 50.0), (0.0, 230.0), (0.0, 55.0)];
+
+/// Tan, for waits for a CPU: no chain level's family is near it.
+const TAN: Hue = [(175.0, 40.0), (140.0, 35.0), (100.0, 30.0)];
+
+/// The colour of `hue` at shade `v`.
+fn shaded(hue: Hue, v: f32) -> Color {
+    let [r, g, b] = hue.map(|(base, spread)| base + spread * v);
+    rgb(r, g, b)
+}
+
 /// The colour, at shade `v`, of a blocked (or, if `waker`, waking) frame
 /// at `level`.
 fn hue(level: u8, waker: bool, v: f32) -> Color {
@@ -133,8 +171,7 @@ fn hue(level: u8, waker: bool, v: f32) -> Color {
         0 | 1 => FIRST,
         n => FURTHER[usize::from(n - 2) % FURTHER.len()],
     };
-    let [r, g, b] = family[usize::from(waker)].map(|(base, spread)| base + spread * v);
-    rgb(r, g, b)
+    shaded(family[usize::from(waker)], v)
 }
 
 fn rgb(r: f32, g: f32, b: f32) -> Color {
@@ -254,6 +291,45 @@ mod tests {
         // Later levels cycle through the other families.
         assert_ne!(hue(3, false, 0.5), hue(2, false, 0.5));
         assert_eq!(hue(5, true, 0.5), hue(2, true, 0.5));
+    }
+
+    #[test]
+    fn a_wall_profile_is_hot_and_cold_each_kind_a_tower() {
+        let got = svg(&crate::report::tests::wall());
+        // Three towers from three roots, all named `app`.
+        let roots = frame_names(&got)
+            .into_iter()
+            .filter(|(title, _)| title == "app")
+            .count();
+        assert_eq!(roots, 3, "{got}");
+        let fills = |name: &str| -> Vec<(u8, u8, u8)> {
+            let title = format!("<title>{name} (");
+            got.match_indices(&title)
+                .map(|(at, _)| {
+                    let rest = &got[at..];
+                    let fill = &rest[rest.find("fill=\"rgb(").unwrap() + 10..];
+                    let c: Vec<u8> = fill[..fill.find(')').unwrap()]
+                        .split(',')
+                        .map(|c| c.parse().unwrap())
+                        .collect();
+                    (c[0], c[1], c[2])
+                })
+                .collect()
+        };
+        // On-CPU frames are warm: red high, blue low.
+        let hot = |(r, g, b): (u8, u8, u8)| r >= 205 && b <= 55 && g < r;
+        assert!(fills("burn").into_iter().all(hot), "{:?}", fills("burn"));
+        assert!(fills("[on-cpu]").into_iter().all(hot));
+        // The run queue's are tan; blocked ones blue, waker ones aqua.
+        let tan = |(r, g, b): (u8, u8, u8)| r > g && g > b && b >= 100 && r <= 215;
+        assert!(fills("[runnable]").into_iter().all(tan));
+        let schedule = fills("schedule");
+        assert_eq!(schedule.len(), 2, "a blocked and a runnable tower");
+        assert_eq!(schedule.iter().filter(|&&c| tan(c)).count(), 1);
+        assert_eq!(schedule.iter().filter(|&&c| is_blue(c)).count(), 1);
+        assert!(is_aqua(fill_of(&got, "hrtimer_wakeup")));
+        // The marks only colour.
+        assert!(!got.contains("_[j]") && !got.contains("_[i]"), "{got}");
     }
 
     #[test]

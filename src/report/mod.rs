@@ -98,6 +98,9 @@ pub(crate) struct ReportOptions {
     /// `--per-cgroup`: each entry's cgroup is its root frame, or a line of
     /// its block.
     pub(crate) per_cgroup: bool,
+    /// `--wall`: the entries are a wall-clock profile, blocked waits, waits
+    /// for a CPU and time on one (the formats that can say so, say so).
+    pub(crate) wall: bool,
 }
 
 /// A symbolized stack.
@@ -359,7 +362,38 @@ impl ReportOptions {
     }
 }
 
+/// What an entry's time was, in a wall-clock profile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Blocked,
+    Runnable,
+    OnCpu,
+}
+
+impl Kind {
+    /// Every kind, in the order the formats list them.
+    pub(crate) const ALL: [Kind; 3] = [Kind::OnCpu, Kind::Runnable, Kind::Blocked];
+
+    /// The kind's name, as labels and profiles give it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Blocked => "blocked",
+            Kind::Runnable => "runnable",
+            Kind::OnCpu => "on-cpu",
+        }
+    }
+}
+
 impl ResolvedEntry {
+    /// What the entry's time was.
+    pub(crate) fn kind(&self) -> Kind {
+        match self.waker_context {
+            WakeContext::OnCpu => Kind::OnCpu,
+            WakeContext::Runnable => Kind::Runnable,
+            _ => Kind::Blocked,
+        }
+    }
+
     /// False for an interval no wakeup was read for.
     fn has_waker(&self) -> bool {
         has_waker(&self.waker_comm, self.waker_tid, self.waker_context)

@@ -2,7 +2,9 @@
 //! `go tool pprof`, Pyroscope, Parca and Grafana read it. One sample per
 //! entry; its locations are the frames of the entry's folded line, leaf
 //! first, waker frames marked `_[w]`; its value is the blocked time in
-//! microseconds; comms, thread ids and the target's cgroup are labels.
+//! microseconds; comms, thread ids and the target's cgroup are labels. A
+//! wall-clock profile's sample type is `wall`, and each sample's `kind`
+//! label says what its time was: `on-cpu`, `runnable` or `blocked`.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -102,6 +104,9 @@ mod proto {
 /// The sample type: what a sample's value is, and its unit.
 const SAMPLE_TYPE: (&str, &str) = ("blocked", "microseconds");
 
+/// The sample type of a wall-clock profile (`--wall`).
+const WALL_SAMPLE_TYPE: (&str, &str) = ("wall", "microseconds");
+
 /// Builds the profile for `entries`: strings, functions and locations each
 /// stored once.
 struct Builder {
@@ -112,7 +117,7 @@ struct Builder {
 }
 
 impl Builder {
-    fn new() -> Builder {
+    fn new(wall: bool) -> Builder {
         let mut b = Builder {
             profile: proto::Profile::default(),
             strings: HashMap::new(),
@@ -120,9 +125,10 @@ impl Builder {
         };
         // string_table[0] must be "".
         b.string("");
+        let (kind, unit) = if wall { WALL_SAMPLE_TYPE } else { SAMPLE_TYPE };
         let value_type = proto::ValueType {
-            r#type: b.string(SAMPLE_TYPE.0),
-            unit: b.string(SAMPLE_TYPE.1),
+            r#type: b.string(kind),
+            unit: b.string(unit),
         };
         b.profile.sample_type = vec![value_type.clone()];
         b.profile.period_type = Some(value_type);
@@ -202,6 +208,9 @@ impl Builder {
         if let Some(cgroup) = &e.cgroup {
             label.push(self.str_label("cgroup", &cgroup.shown(Place::Folded)));
         }
+        if options.wall {
+            label.push(self.str_label("kind", e.kind().name()));
+        }
         self.profile.sample.push(proto::Sample {
             location_id,
             value: vec![i64::try_from(e.total_us).unwrap_or(i64::MAX)],
@@ -218,7 +227,7 @@ pub(super) fn write(
     entries: &[ResolvedEntry],
     span: Span,
 ) -> io::Result<()> {
-    let mut builder = Builder::new();
+    let mut builder = Builder::new(options.wall);
     let nanos = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
     builder.profile.time_nanos = span
         .start
@@ -289,6 +298,54 @@ mod tests {
                 (p.string_table[l.key as usize].clone(), value)
             })
             .collect()
+    }
+
+    #[test]
+    fn a_wall_profile_labels_each_sample_with_its_kind() {
+        let options = ReportOptions {
+            format: Format::Pprof,
+            wall: true,
+            ..opts(false, false, StackMode::Both)
+        };
+        let mut out = Vec::new();
+        write(
+            &mut out,
+            &options,
+            &crate::report::tests::wall(),
+            Span::default(),
+        )
+        .unwrap();
+        let p = decode(&out);
+        let ty = &p.sample_type[0];
+        assert_eq!(
+            (
+                p.string_table[ty.r#type as usize].as_str(),
+                p.sample_type.len()
+            ),
+            ("wall", 1)
+        );
+        let kinds: Vec<(String, i64)> = p
+            .sample
+            .iter()
+            .map(|s| {
+                let kind = labels(&p, s)
+                    .into_iter()
+                    .find(|(k, _)| k == "kind")
+                    .map(|(_, v)| v)
+                    .unwrap();
+                (kind, s.value[0])
+            })
+            .collect();
+        let want = [("on-cpu", 30), ("runnable", 4), ("blocked", 70)];
+        assert_eq!(kinds, want.map(|(k, v)| (k.to_string(), v)).to_vec());
+        // Without --wall, no kind.
+        let plain = pprof(&crate::report::tests::wall());
+        assert!(
+            plain
+                .sample
+                .iter()
+                .all(|s| labels(&plain, s).iter().all(|(k, _)| k != "kind"))
+        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! speedscope output (`--format speedscope`): one sampled profile in
 //! speedscope's file format, whose samples are the entries' folded lines
 //! (root first, waker frames marked `_[w]`) weighted by their blocked
-//! microseconds, so that `speedscope FILE` opens it as a flame graph.
+//! microseconds, so that `speedscope FILE` opens it as a flame graph. A
+//! wall-clock profile has three more, one per kind of time (on-CPU,
+//! waiting for a CPU, blocked), which speedscope lists to choose from.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -9,7 +11,7 @@ use std::io::{self, Write};
 use serde_json::json;
 
 use super::chain;
-use super::{ReportOptions, ResolvedEntry};
+use super::{Kind, ReportOptions, ResolvedEntry};
 
 /// The schema the file follows, as speedscope names it.
 const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
@@ -23,8 +25,6 @@ pub(super) fn write(
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut frames: Vec<serde_json::Value> = Vec::new();
     let mut samples: Vec<Vec<usize>> = Vec::with_capacity(entries.len());
-    let mut weights: Vec<u64> = Vec::with_capacity(entries.len());
-    let mut total: u64 = 0;
     for e in entries {
         let sample = chain::frames(options, e)
             .into_iter()
@@ -36,28 +36,61 @@ pub(super) fn write(
             })
             .collect();
         samples.push(sample);
-        weights.push(e.total_us);
-        total = total.saturating_add(e.total_us);
+    }
+    let (name, first) = if options.wall {
+        (
+            "offwake-perf: wall time by stack, and blocked time by waker",
+            "wall (us): on-CPU, runnable and blocked; frames marked _[w] are the waker's",
+        )
+    } else {
+        (
+            "offwake-perf: blocked time by off-CPU and waker stack",
+            "off-CPU + waker (us); frames marked _[w] are the waker's",
+        )
+    };
+    let mut profiles = vec![profile(first, entries, &samples, |_| true)];
+    if options.wall {
+        for kind in Kind::ALL {
+            let name = format!("{} (us)", kind.name());
+            profiles.push(profile(&name, entries, &samples, |e| e.kind() == kind));
+        }
     }
     let file = json!({
         "$schema": SCHEMA,
-        "name": "offwake-perf: blocked time by off-CPU and waker stack",
+        "name": name,
         "exporter": concat!("offwake-perf ", env!("CARGO_PKG_VERSION")),
         "activeProfileIndex": 0,
         "shared": { "frames": frames },
-        "profiles": [{
-            "type": "sampled",
-            "name": "off-CPU + waker (us); frames marked _[w] are the waker's",
-            "unit": "microseconds",
-            "startValue": 0,
-            "endValue": total,
-            "samples": samples,
-            "weights": weights,
-        }],
+        "profiles": profiles,
     });
     serde_json::to_writer(&mut *out, &file)?;
     writeln!(out)?;
     out.flush()
+}
+
+/// A sampled profile named `name` of the entries `keep` keeps, whose
+/// frames are `samples` (one per entry).
+fn profile(
+    name: &str,
+    entries: &[ResolvedEntry],
+    samples: &[Vec<usize>],
+    keep: impl Fn(&ResolvedEntry) -> bool,
+) -> serde_json::Value {
+    let (mut kept, mut weights, mut total) = (Vec::new(), Vec::new(), 0u64);
+    for (e, sample) in entries.iter().zip(samples).filter(|(e, _)| keep(e)) {
+        kept.push(sample);
+        weights.push(e.total_us);
+        total = total.saturating_add(e.total_us);
+    }
+    json!({
+        "type": "sampled",
+        "name": name,
+        "unit": "microseconds",
+        "startValue": 0,
+        "endValue": total,
+        "samples": kept,
+        "weights": weights,
+    })
 }
 
 #[cfg(test)]
@@ -65,6 +98,37 @@ mod tests {
     use super::*;
     use crate::report::tests::{opts, sample};
     use crate::report::{Format, StackMode};
+
+    #[test]
+    fn a_wall_profile_has_a_profile_per_kind() {
+        let options = ReportOptions {
+            format: Format::Speedscope,
+            wall: true,
+            ..opts(false, false, StackMode::Both)
+        };
+        let mut out = Vec::new();
+        write(&mut out, &options, &crate::report::tests::wall()).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let got: Vec<(String, u64)> = v["profiles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let name = p["name"].as_str().unwrap();
+                (
+                    name.split(' ').next().unwrap().to_string(),
+                    p["endValue"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        let want = [
+            ("wall", 104),
+            ("on-cpu", 30),
+            ("runnable", 4),
+            ("blocked", 70),
+        ];
+        assert_eq!(got, want.map(|(n, us)| (n.to_string(), us)).to_vec());
+    }
 
     #[test]
     fn samples_are_the_chains_weighted_by_their_totals() {

@@ -75,6 +75,28 @@ pub(super) fn missed() -> ResolvedEntry {
     }
 }
 
+/// A wall-clock profile's shares of thread 100: on a CPU in `burn`
+/// (sampled in user mode: no kernel stack), waiting for one where it
+/// slept, and the sleep itself.
+pub(super) fn wall() -> Vec<ResolvedEntry> {
+    let share = |context, total_us| ResolvedEntry {
+        waker_comm: Comm::default(),
+        waker_tid: 0,
+        waker_context: context,
+        waker_kernel: names(&[]),
+        waker_user: names(&[]),
+        ..sleeper(100, total_us)
+    };
+    let mut on_cpu = share(crate::event::WakeContext::OnCpu, 30);
+    on_cpu.target_kernel = names(&[]);
+    on_cpu.target_user = names(&["burn", "main", "__libc_start_main"]);
+    vec![
+        on_cpu,
+        share(crate::event::WakeContext::Runnable, 4),
+        sleeper(100, 70),
+    ]
+}
+
 /// Out of order on purpose; the first and last give the same folded line.
 pub(super) fn sample() -> Vec<ResolvedEntry> {
     vec![sleeper(100, 500), missed(), unwoken(), sleeper(102, 7)]
@@ -86,7 +108,30 @@ pub(super) fn opts(folded: bool, delimited: bool, stacks: StackMode) -> ReportOp
         delimited,
         stacks,
         per_cgroup: false,
+        wall: false,
     }
+}
+
+#[test]
+fn wall_shares_end_in_their_marker_frame() {
+    let got = render(opts(true, false, StackMode::Both), &wall());
+    assert_eq!(
+        got,
+        "app;__libc_start_main;main;clock_nanosleep;__x64_sys_nanosleep;do_nanosleep;\
+         schedule;--;[runnable] 4\n\
+         app;__libc_start_main;main;burn;--;[on-cpu] 30\n\
+         app;__libc_start_main;main;clock_nanosleep;__x64_sys_nanosleep;do_nanosleep;\
+         schedule;--;hrtimer_wakeup;__hrtimer_run_queues;hrtimer_interrupt;spin;main;waker 70\n"
+    );
+    let got = render(opts(false, false, StackMode::Both), &wall());
+    assert!(
+        got.contains("    waker:           [on-cpu] 0\n    --               --\n    burn\n"),
+        "{got}"
+    );
+    assert!(
+        got.contains("    waker:           [runnable] 0\n    --"),
+        "{got}"
+    );
 }
 
 #[test]

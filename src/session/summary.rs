@@ -94,7 +94,7 @@ impl Summary {
 /// aside. Scripts read it, so its words stay put; only the plurals follow
 /// the counts.
 fn counts_line(source: &SourceStats, stats: &aggregate::Stats) -> String {
-    format!(
+    let mut line = format!(
         "offwake-perf: {} read, {} lost; {} counted, {} discarded for a possible loss, \
          {} outside -m/-M",
         counted(source.records, "record", "records"),
@@ -102,7 +102,17 @@ fn counts_line(source: &SourceStats, stats: &aggregate::Stats) -> String {
         counted(stats.intervals, "interval", "intervals"),
         stats.discarded_lost,
         stats.out_of_range
-    )
+    );
+    // A wall-clock profile's other shares.
+    if stats.on_cpu_samples > 0 || stats.runnable_us > 0 {
+        line.push_str(&format!(
+            "; {} ({} us on-CPU), {} us waiting for a CPU",
+            counted(stats.on_cpu_samples, "on-CPU sample", "on-CPU samples"),
+            stats.on_cpu_us,
+            stats.runnable_us
+        ));
+    }
+    line
 }
 
 #[cfg(test)]
@@ -131,6 +141,15 @@ mod tests {
             counts_line(&source, &stats),
             "offwake-perf: 1 record read, 3 lost; 0 intervals counted, 0 discarded \
              for a possible loss, 0 outside -m/-M"
+        );
+        stats.on_cpu_samples = 1;
+        stats.on_cpu_us = 5025;
+        stats.runnable_us = 7;
+        assert!(
+            counts_line(&source, &stats)
+                .ends_with("-m/-M; 1 on-CPU sample (5025 us on-CPU), 7 us waiting for a CPU"),
+            "{}",
+            counts_line(&source, &stats)
         );
     }
 }
