@@ -310,7 +310,7 @@ impl Aggregator {
             EventKind::SwitchIn(s) => self.on_switch_in(event.time, event.cpu, s),
             EventKind::Ran(r) => self.on_ran(event.time, r),
             EventKind::Waking(w) => self.on_waking(event.time, event.cpu, w, code),
-            EventKind::OnCpu(s) => self.on_cpu(event.time, s, code),
+            EventKind::OnCpu(s) => self.on_cpu(event.time, event.cpu, s, code),
             EventKind::Fork(f) => self.on_fork(f),
             EventKind::Exit(e) => self.on_exit(event.time, e),
             EventKind::Comm(c) => self.on_comm(c),

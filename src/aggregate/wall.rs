@@ -61,8 +61,8 @@ impl Aggregator {
         open.slept.map(|_| from)
     }
 
-    /// Counts an on-CPU sample of a target, taken at `time`.
-    pub(super) fn on_cpu(&mut self, time: u64, s: &OnCpu, code: &dyn CodeOf) {
+    /// Counts an on-CPU sample of a target, taken at `time` on `cpu`.
+    pub(super) fn on_cpu(&mut self, time: u64, cpu: u32, s: &OnCpu, code: &dyn CodeOf) {
         if !self.wall || !self.identity.samples_target(s) {
             return;
         }
@@ -71,7 +71,10 @@ impl Aggregator {
         let us = s.period_ns / 1000;
         self.stats.on_cpu_samples += 1;
         self.stats.on_cpu_us = self.stats.on_cpu_us.saturating_add(us);
-        let comm = self.identity.comm_of(s.tid);
+        let comm = match s.tid {
+            0 => Comm::from(format!("swapper/{cpu}").as_str()),
+            tid => self.identity.comm_of(tid),
+        };
         self.add_share(Share {
             tid: s.tid,
             tgid: s.tgid,

@@ -130,7 +130,7 @@ pub(super) fn attach(mut plan: Plan) -> Result<Attached> {
 fn attach_recorded(mut plan: Plan, input: &Path) -> Result<Attached> {
     let kallsyms = plan.stacks.kernel.then(Preload::spawn);
     signals::install()?;
-    let mut source = RecordedSource::open(input, kallsyms.as_ref())?;
+    let mut source = RecordedSource::open(input, kallsyms.as_ref(), plan.wall.is_some())?;
     // Its cgroups are named by its own records, before any is read.
     let names = source.cgroup_names(plan.recorded_cgroup_use())?;
     plan.use_recorded_cgroups(names)?;

@@ -174,10 +174,13 @@ fn every_share_adds_up_to_the_wall_time_between_switches() {
 
 #[test]
 fn lost_records_discard_both_shares_and_idle_is_not_split() {
-    let mut a = agg(Config {
-        threads: Targets::All,
-        ..wall()
-    });
+    let all = || {
+        agg(Config {
+            threads: Targets::All,
+            ..wall()
+        })
+    };
+    let mut a = all();
     run(
         &mut a,
         &[
@@ -197,14 +200,15 @@ fn lost_records_discard_both_shares_and_idle_is_not_split() {
     assert!(shares(&r, 100).is_empty(), "{:?}", shares(&r, 100));
     assert_eq!(r.stats.discarded_lost, 1);
     // The idle task's intervals stay whole: it never waits for a CPU.
-    let mut a = agg(Config {
-        threads: Targets::All,
-        ..wall()
-    });
+    let mut a = all();
     run(
         &mut a,
         &[back_in(1_000_000, 0, 100, "app"), out(3_000_000, 0, 100)],
     );
     let r = a.finish();
     assert_eq!(shares(&r, 0), [(WakeContext::Task, 2_000)]);
+    // An idle task's samples are its CPU's.
+    let mut a = all();
+    run(&mut a, &[sample(500, 0, 1_000_000)]);
+    assert_eq!(only(&a.finish()).key.target_comm.as_str(), "swapper/0");
 }

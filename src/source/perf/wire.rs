@@ -105,6 +105,8 @@ pub(crate) struct Sample<'a> {
     pub(crate) cpu: u32,
     /// The event's `time_running` (`SAMPLE_READ`).
     pub(crate) running: Option<u64>,
+    /// The event's count since its previous sample (`SAMPLE_PERIOD`).
+    pub(crate) period: Option<u64>,
     /// The callchain entries, markers included, as they are in the record
     /// (native-endian u64s), split by `split_entries`.
     pub(crate) callchain_bytes: &'a [u8],
@@ -141,6 +143,7 @@ struct SampleLayout {
     tid: Option<usize>,
     time: Option<usize>,
     cpu: Option<usize>,
+    period: Option<usize>,
     /// `time_running`, the second word of `READ` ([`READ_FORMAT`]).
     running: Option<usize>,
     /// Bytes before the callchain (or the raw data).
@@ -248,7 +251,7 @@ impl SampleLayout {
             (SAMPLE_ID, Some(&mut l.id)),
             (SAMPLE_STREAM_ID, None),
             (SAMPLE_CPU, Some(&mut l.cpu)),
-            (SAMPLE_PERIOD, None),
+            (SAMPLE_PERIOD, Some(&mut l.period)),
         ] {
             if sample_type & bit != 0 {
                 if let Some(at) = at {
@@ -268,17 +271,17 @@ impl SampleLayout {
 }
 
 impl RecordParser {
-    /// A parser for `sample_type`, which must have TID, TIME, CPU and RAW
-    /// and nothing the parser cannot walk.
+    /// A parser for `sample_type`, which must have TID, TIME and CPU (and
+    /// RAW, for tracepoints' payloads) and nothing the parser cannot walk.
     pub(crate) fn new(sample_type: u64) -> Result<RecordParser> {
         ensure!(
             sample_type & !SUPPORTED_SAMPLE_TYPE == 0,
             "sample_type {sample_type:#x} has bits the decoder cannot walk"
         );
-        let needed = SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW;
+        let needed = SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU;
         ensure!(
             sample_type & needed == needed,
-            "sample_type {sample_type:#x} lacks TID, TIME, CPU or RAW"
+            "sample_type {sample_type:#x} lacks TID, TIME or CPU"
         );
         let trailer_len = [
             SAMPLE_TID,
@@ -375,6 +378,7 @@ impl RecordParser {
             s.cpu = u32_at(body, at).unwrap_or_default();
         }
         s.running = l.running.map(|at| u64_at(body, at).unwrap_or_default());
+        s.period = l.period.map(|at| u64_at(body, at).unwrap_or_default());
         let mut c = Cursor::at(body, l.fixed);
         if self.sample_type & SAMPLE_CALLCHAIN != 0 {
             let nr = c.u64()?;

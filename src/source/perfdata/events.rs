@@ -1,12 +1,14 @@
 //! The recording's events: which two are the sched tracepoints, whether
-//! they were sampled as pairing needs, and a decoder for each record
-//! layout.
+//! they were sampled as pairing needs, which sample CPU time (`--wall`),
+//! and a decoder for each record layout.
 
 use std::path::Path;
 
 use anyhow::{Result, bail, ensure};
 use linux_perf_data::AttributeDescription;
-use linux_perf_data::linux_perf_event_reader::{AttrFlags, PerfEventType, SamplingPolicy};
+use linux_perf_data::linux_perf_event_reader::{
+    AttrFlags, PerfEventType, SamplingPolicy, SoftwareCounterType,
+};
 
 use super::RECORD_COMMAND;
 use crate::diag::escape::{Place, escape};
@@ -72,6 +74,32 @@ pub(super) fn sched_attrs(
     Ok([switch_at, waking_at])
 }
 
+/// The indexes of the events that sample CPU time with callchains
+/// (`cpu-clock`, `task-clock`), with the nanoseconds each sample stands
+/// for when the samples do not say (a fixed period; in frequency mode,
+/// the period at that rate).
+pub(super) fn clock_attrs(attrs: &[AttributeDescription]) -> Vec<(usize, u64)> {
+    attrs
+        .iter()
+        .enumerate()
+        .filter_map(|(at, a)| {
+            let attr = a.attributes();
+            let clock = matches!(
+                attr.type_,
+                PerfEventType::Software(
+                    SoftwareCounterType::CpuClock | SoftwareCounterType::TaskClock
+                )
+            );
+            let period = match attr.sampling_policy {
+                SamplingPolicy::Period(p) => p.get(),
+                SamplingPolicy::Frequency(f) => 1_000_000_000 / f.max(1),
+                SamplingPolicy::NoSampling => return None,
+            };
+            (clock && attr.sample_format.bits() & SAMPLE_CALLCHAIN != 0).then_some((at, period))
+        })
+        .collect()
+}
+
 /// Checks that both tracepoints were sampled as pairing needs: with
 /// callchains, on every event, and with `sample_id_all`.
 pub(super) fn check_sampling(
@@ -114,9 +142,11 @@ pub(super) fn check_sampling(
 /// events share one), and the decoder of each attribute, by its index.
 /// Each knows the ids of both tracepoints, and trims kernel stacks with
 /// `probes` when given.
+/// The events that sample CPU time (`clocks`, see [`clock_attrs`]) are
+/// known to each too.
 pub(super) fn decoders(
     attrs: &[AttributeDescription],
-    sched_attrs: [usize; 2],
+    (sched_attrs, clocks): ([usize; 2], &[(usize, u64)]),
     (switch, waking): (&EventFormat, &EventFormat),
     probes: Option<&ProbeRanges>,
     path: &Path,
@@ -133,11 +163,13 @@ pub(super) fn decoders(
     let mut decoders: Vec<Decoder> = Vec::new();
     let mut layouts: Vec<(u64, u64)> = Vec::new();
     let mut decoder_of = Vec::with_capacity(attrs.len());
-    for a in attrs {
+    for (at, a) in attrs.iter().enumerate() {
         // Every record goes through the decoder of its event. Only the
         // tracepoints' samples carry a payload; the others' side-band
         // records are read by their trailers, which RAW does not change.
-        let sample_type = a.attributes().sample_format.bits() | SAMPLE_RAW;
+        // The samples of CPU time are read as they are.
+        let clock = clocks.iter().any(|&(c, _)| c == at);
+        let sample_type = a.attributes().sample_format.bits() | if clock { 0 } else { SAMPLE_RAW };
         let regs = a.attributes().sample_regs_user;
         if let Some(i) = layouts.iter().position(|&l| l == (sample_type, regs)) {
             decoder_of.push(i);
@@ -154,6 +186,11 @@ pub(super) fn decoders(
         ] {
             for &id in attrs[at].ids() {
                 d.add_id(id, tp);
+            }
+        }
+        for &(at, period) in clocks {
+            for &id in attrs[at].ids().iter().take(MAX_IDS) {
+                d.add_clock(id, 0, period);
             }
         }
         if let Some(p) = probes {

@@ -59,6 +59,10 @@ pub(crate) struct RecordedSource {
     /// The attributes of the two tracepoints: samples of other events
     /// (recorded along) are skipped.
     sched_attrs: [usize; 2],
+    /// With `--wall`, the attributes whose samples of CPU time are read.
+    clock_attrs: Vec<usize>,
+    /// `--wall` was asked for, and the file samples no CPU time.
+    wall_unsampled: bool,
     /// Samples of other events skipped.
     other_samples: u64,
     /// The times of the first and the last record (perf's clock), for how
@@ -90,7 +94,12 @@ impl RecordedSource {
     /// (else the error gives the `perf record` command that does), and
     /// reads their formats from the file, or from this machine's tracefs
     /// when the file has none. Kernel stacks are trimmed with `kallsyms`.
-    pub(crate) fn open(path: &Path, kallsyms: Option<&Preload>) -> Result<RecordedSource> {
+    /// With `wall`, its samples of CPU time are read too.
+    pub(crate) fn open(
+        path: &Path,
+        kallsyms: Option<&Preload>,
+        wall: bool,
+    ) -> Result<RecordedSource> {
         let (file, records, repair, cgroups) = parse_file(path)?;
         let (switch, waking) = formats(&file, path)?;
         let attrs = file.event_attributes();
@@ -103,9 +112,13 @@ impl RecordedSource {
         let probes = kallsyms
             .and_then(|k| k.wait().ok())
             .map(|t| t.probes.clone());
+        let clocks = match wall {
+            true => events::clock_attrs(attrs),
+            false => Vec::new(),
+        };
         let (decoders, decoder_of) = events::decoders(
             attrs,
-            sched_attrs,
+            (sched_attrs, &clocks),
             (&switch, &waking),
             probes.as_ref(),
             path,
@@ -124,6 +137,8 @@ impl RecordedSource {
             kernel_text: None,
             bytes: Vec::new(),
             sched_attrs,
+            clock_attrs: clocks.iter().map(|&(at, _)| at).collect(),
+            wall_unsampled: wall && clocks.is_empty(),
             other_samples: 0,
             times: None,
             cgroups,
@@ -262,7 +277,10 @@ impl RecordedSource {
             let PerfFileRecord::EventRecord { attr_index, record } = record else {
                 continue;
             };
-            if record.record_type.0 == RECORD_SAMPLE && !self.sched_attrs.contains(&attr_index) {
+            if record.record_type.0 == RECORD_SAMPLE
+                && !self.sched_attrs.contains(&attr_index)
+                && !self.clock_attrs.contains(&attr_index)
+            {
                 self.other_samples += 1;
                 continue;
             }
@@ -339,6 +357,13 @@ impl RecordedSource {
                  a sched_switch in the context of the thread it replaces, which only perf \
                  record -a records, so most intervals could not be paired",
                 escape(cmdline.join(" ").as_bytes(), Place::Quoted)
+            ));
+        }
+        if self.wall_unsampled {
+            notes.push(format!(
+                "NOTE: {shown} has no cpu-clock samples with callchains: --wall splits each \
+                 wait at its wakeup, with no on-CPU time (record one with -e \
+                 cpu-clock/freq=199/ besides the tracepoints)"
             ));
         }
         if self.other_samples > 0 {
@@ -596,7 +621,9 @@ mod tests {
             std::fs::write(&path, bytes).unwrap();
             let err = format!(
                 "{:#}",
-                RecordedSource::open(&path, None).err().expect("an error")
+                RecordedSource::open(&path, None, false)
+                    .err()
+                    .expect("an error")
             );
             assert!(err.starts_with(&format!("{shown} {says}")), "{err}");
             assert!(

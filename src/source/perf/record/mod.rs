@@ -368,7 +368,8 @@ impl Decoder {
                 tgid: s.pid,
                 stack,
                 user_copy,
-                period_ns: self.clocks.period_ns,
+                // A recording's, in frequency mode, says it.
+                period_ns: s.period.unwrap_or(self.clocks.period_ns),
                 cgroup: s.cgroup,
             }),
         };
