@@ -324,6 +324,100 @@ fn one_trace_in_every_format() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A wall-clock profile (`--wall`) of `wallclock burn`, in pprof and
+/// speedscope: the pprof, decoded by pprof-format, is one profile of
+/// sample type `wall` whose samples each carry their kind as a label and
+/// hold exactly the folded lines; the speedscope file follows the schema,
+/// its first profile holds the folded lines and one more per kind holds
+/// that kind's.
+#[test]
+fn a_wall_profile_in_pprof_and_speedscope() {
+    let _suite = suite(module_path!());
+    if !live() || !readers() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("offwake-wall-formats-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating the directory");
+    let [folded, json, pprof] = ["w.folded", "w.json", "w.pb.gz"].map(|n| dir.join(n));
+    let exe = workload("wallclock");
+    let out = run_env(
+        &[("OFFWAKE_PIN_CPU", "0")],
+        &[
+            "--wall",
+            "-f",
+            "-o",
+            folded.to_str().unwrap(),
+            "-o",
+            json.to_str().unwrap(),
+            "-o",
+            pprof.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+            "burn",
+            "10",
+            "20",
+            "30",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&folded).expect("reading the folded file");
+    let lines = folded_totals(&text);
+    let kind_of = |line: &str| match line.rsplit(';').next() {
+        Some("[on-cpu]") => "on-cpu",
+        Some("[runnable]") => "runnable",
+        _ => "blocked",
+    };
+    for kind in ["on-cpu", "runnable", "blocked"] {
+        assert!(
+            lines.keys().any(|l| kind_of(l) == kind),
+            "no {kind} line in:\n{text}"
+        );
+    }
+
+    let p = node("decode-pprof.mjs", &[&pprof], &[]);
+    assert_eq!(
+        p["sampleTypes"],
+        serde_json::json!([["wall", "microseconds"]])
+    );
+    let mut from_pprof: BTreeMap<String, u64> = BTreeMap::new();
+    for s in p["samples"].as_array().expect("samples") {
+        let line = as_folded_line(s["frames"].as_array().expect("frames"));
+        assert_eq!(s["labels"]["kind"], kind_of(&line), "{s}");
+        *from_pprof.entry(line).or_insert(0) += s["values"][0].as_u64().expect("a value");
+    }
+    assert_eq!(from_pprof, lines, "pprof against folded");
+
+    let s = node("check-speedscope.mjs", &[&json], &[]);
+    assert_eq!(s["valid"], true);
+    let mut by_profile: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for sample in s["samples"].as_array().expect("samples") {
+        let profile = sample["profile"].as_str().expect("a profile name");
+        let kind = profile.split(' ').next().unwrap_or("").to_string();
+        let line = as_folded_line(sample["frames"].as_array().expect("frames"));
+        *by_profile.entry(kind).or_default().entry(line).or_insert(0) +=
+            sample["weight"].as_u64().expect("a weight");
+    }
+    assert_eq!(
+        by_profile.get("wall"),
+        Some(&lines),
+        "speedscope against folded"
+    );
+    for kind in ["on-cpu", "runnable", "blocked"] {
+        let want: BTreeMap<String, u64> = lines
+            .iter()
+            .filter(|(l, _)| kind_of(l) == kind)
+            .map(|(l, &us)| (l.clone(), us))
+            .collect();
+        assert_eq!(by_profile.get(kind), Some(&want), "{kind}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `--interval`: a sleeper traced for about 4.5 s with a report every
 /// second. Each `-o` report is a file of its own, named with the start of
 /// its interval, and decodes in pprof-format; on stdout the folded reports

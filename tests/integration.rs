@@ -23,3 +23,4 @@ mod recorded;
 mod sources;
 mod tracefs;
 mod wakers;
+mod wall;

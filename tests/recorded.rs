@@ -494,6 +494,85 @@ fn a_dwarf_recording_is_unwound() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--wall -i`: a recording with `cpu-clock` samples besides the
+/// tracepoints gives `wallclock burn`'s burner its CPU time in `burn` and
+/// all of its life, as a live trace does; one without says it has none to
+/// read and still splits the waits.
+#[test]
+fn a_recordings_cpu_clock_samples_make_a_wall_profile() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let _alone = alone();
+    let dir = scratch("wall");
+    let data = dir.join("perf.data");
+    let exe = workload("wallclock");
+    let mut args = EVENTS.to_vec();
+    args.extend(["-e", "cpu-clock/freq=199/", "-a", "-g"]);
+    let (burn, nap) = (slowed(30).to_string(), slowed(70).to_string());
+    let rec = perf_record(
+        &data,
+        &args,
+        &[exe.to_str().unwrap(), "burn", "10", &burn, &nap],
+    );
+    let truth = text(&rec.stderr);
+    let measured = |name: &str| -> u64 {
+        let key = format!("{name}=");
+        truth
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(key.as_str()))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in:\n{truth}"))
+    };
+    let out = run(&["--wall", "-f", "-i", data.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let burner: Vec<Folded> = parse_folded(&text(&out.stdout))
+        .into_iter()
+        .filter(|l| l.target_comm == "burner")
+        .collect();
+    let in_burn: u64 = burner
+        .iter()
+        .filter(|l| l.waker_comm == "[on-cpu]" && has(&l.target, "burn"))
+        .map(|l| l.total)
+        .sum();
+    let all: u64 = burner.iter().map(|l| l.total).sum();
+    assert_ratio(
+        &format!("on-CPU in burn\n{err}"),
+        in_burn,
+        measured("burn_cpu_us"),
+        0.90,
+        1.10,
+    );
+    assert_ratio(
+        &format!("the burner's life\n{err}"),
+        all,
+        measured("wall_us"),
+        0.95,
+        1.05,
+    );
+
+    // Without --wall, the samples are another event's, skipped.
+    let plain = run(&["-f", "-i", data.to_str().unwrap()]);
+    assert!(text(&plain.stderr).contains("samples of other events"));
+    assert!(!text(&plain.stdout).contains("[on-cpu]"));
+    // A recording of the tracepoints alone.
+    let mut args = EVENTS.to_vec();
+    args.extend(["-a", "-g"]);
+    perf_record(
+        &data,
+        &args,
+        &[exe.to_str().unwrap(), "burn", "2", "10", "10"],
+    );
+    let out = run(&["--wall", "-f", "-i", data.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("has no cpu-clock samples"), "{err}");
+    assert!(!text(&out.stdout).contains("[on-cpu]"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A recording's binaries are found by the build-ids it lists (perf
 /// record --buildid-all), whatever is at their paths now: a copy of the
 /// same binary there is used, another binary there never is, and a

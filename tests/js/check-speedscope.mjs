@@ -1,6 +1,6 @@
 // Validates a speedscope file against the schema the speedscope package
 // ships, and prints each sample's frame names (root first) with its
-// weight. Usage: node check-speedscope.mjs FILE.json. Prints one JSON
+// weight and the name of its profile. Usage: node check-speedscope.mjs FILE.json. Prints one JSON
 // object; exits 1 when the file does not follow the schema.
 import Ajv from 'ajv';
 import { readFileSync } from 'node:fs';
@@ -19,5 +19,7 @@ if (!validate(file)) {
 }
 const names = file.shared.frames.map((f) => f.name);
 const samples = file.profiles.flatMap((p) =>
-  p.samples.map((s, i) => ({ frames: s.map((j) => names[j]), weight: p.weights[i], unit: p.unit })));
+  p.samples.map((s, i) => ({
+    frames: s.map((j) => names[j]), weight: p.weights[i], unit: p.unit, profile: p.name,
+  })));
 console.log(JSON.stringify({ valid: true, samples }));

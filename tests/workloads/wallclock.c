@@ -14,7 +14,10 @@
  *     sleeps SPIN_MS, over and over: the deadlines that fall in a spin wait
  *     for the CPU. Prints lateness_us: the sum over the deadlines of the
  *     time the sleeper ran again minus the deadline. Needs root
- *     (SCHED_FIFO); pin both with OFFWAKE_PIN_CPU. */
+ *     (SCHED_FIFO); pin both with OFFWAKE_PIN_CPU.
+ *
+ * With a last argument "go", the threads start once a byte arrives on
+ * stdin. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -121,6 +124,10 @@ int main(int argc, char **argv)
 {
     maybe_pin();
     pthread_t a, b;
+    if (argc == 6 && strcmp(argv[5], "go") == 0) {
+        wait_for_go();
+        argc--;
+    }
     if (argc == 5 && strcmp(argv[1], "burn") == 0) {
         n_iter = atol(argv[2]);
         burn_ms = atol(argv[3]);
