@@ -1,6 +1,6 @@
-//! Each CPU's ring and the events that write into it: opening one event
-//! per tracepoint on every CPU, and reading every ring into the reorder
-//! buffer.
+//! Each CPU's ring and the events that write into it: opening them (one
+//! event per tracepoint on every CPU, or those of cgroups or of chosen
+//! threads), and reading every ring into the reorder buffer.
 
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -9,10 +9,12 @@ use anyhow::Context;
 use super::record::{Decoder, Tracepoint};
 use super::ring::Ring;
 use super::sizing::may_have_lost;
-use super::threads::TaskEvent;
-use super::{OpenFailure, PerfBackend, PerfConfig, sys};
+use super::sizing::wakeup_watermark;
+use super::threads::{self, TaskEvent, Threads};
+use super::{OpenFailure, PerfBackend, PerfConfig, SwitchIns, cgroups, sys};
 use crate::event::runs::LastRuns;
 use crate::event::{Event, EventKind, Lost};
+use crate::plan::Targets;
 use crate::sys::host;
 
 /// One CPU's events and the ring they share.
@@ -38,6 +40,92 @@ impl CpuRing {
             fds,
         }
     }
+}
+
+/// The events of the chosen threads `tids`, yet to open: per task, or,
+/// when `wide` (their number past the event budget), per CPU filtered on
+/// their ids.
+fn chosen_threads(
+    tids: &[u32],
+    [switch_event, waking_event]: [TaskEvent; 2],
+    exit_event: Option<TaskEvent>,
+    switch_ins: SwitchIns,
+    wide: Option<usize>,
+    config: &PerfConfig,
+) -> Threads {
+    let wide = wide.map(|_| threads::Wide {
+        switch_event: TaskEvent {
+            attr: sys::TracepointAttr {
+                side_band: sys::SideBand::None,
+                context_switch: false,
+                inherit: false,
+                inherit_thread: false,
+                ..switch_event.attr
+            },
+            ..switch_event
+        },
+        processes: config.targets.processes(),
+    });
+    Threads::new(
+        tids,
+        [switch_event, waking_event],
+        exit_event,
+        config.targets.follow(),
+        config.state_filter.clone(),
+        switch_ins == SwitchIns::Running,
+        wide,
+    )
+}
+
+/// What [`open_events`] opened: every CPU's ring and events, and the
+/// state of `--cgroup`'s or of the chosen threads (with their ids).
+pub(super) type Opened = (
+    Vec<CpuRing>,
+    Option<cgroups::Cgroups>,
+    Option<(Threads, Vec<u32>)>,
+);
+
+/// Opens the events on the `online` CPUs: for the cgroups of
+/// `config.targets`, for the chosen threads (`threads`, per CPU when
+/// `wide`), or for every thread. `events` are both tracepoints', the
+/// exit event of threads to follow, and `--wall`'s sampling event;
+/// switch-ins come as `switch_ins` says, and samples are of `sample_type`.
+pub(super) fn open_events(
+    config: &PerfConfig,
+    (online, threads, wide): (&[u32], Option<Vec<u32>>, Option<usize>),
+    (events, exit_event, clock): ([TaskEvent; 2], Option<TaskEvent>, Option<TaskEvent>),
+    (switch_ins, sample_type): (SwitchIns, u64),
+    decoder: &mut Decoder,
+) -> Result<Opened, OpenFailure> {
+    Ok(match (threads, &config.targets) {
+        (None, Targets::Cgroups(targets)) => {
+            let (c, cpus) = cgroups::Cgroups::open(
+                targets,
+                online,
+                (&events, clock.as_ref()),
+                config,
+                decoder,
+            )?;
+            (cpus, Some(c), None)
+        }
+        (None, _) => {
+            let all: Vec<TaskEvent> = events.iter().copied().chain(clock).collect();
+            let cpus = PerfBackend::open_per_cpu(online, &all, config, decoder)?;
+            (cpus, None, None)
+        }
+        (Some(tids), _) => {
+            let pages = config.mmap_pages;
+            let mut threads = chosen_threads(&tids, events, exit_event, switch_ins, wide, config);
+            let cpus = threads.open_rings(
+                online,
+                (sample_type, wakeup_watermark(pages)?, pages),
+                switch_ins == SwitchIns::Records,
+                clock,
+                decoder,
+            )?;
+            (cpus, None, Some((threads, tids)))
+        }
+    })
 }
 
 impl PerfBackend {

@@ -54,10 +54,10 @@ use crate::source::tracepoint::Tracefs;
 use crate::sys::host::online_cpus;
 use crate::sys::priority::OnDemand;
 use attrs::{base_attr, clock_event, sample_type, sched_events, switch_ins_for};
-use cpus::CpuRing;
+use cpus::{CpuRing, open_events};
 use record::Decoder;
 use sizing::wakeup_watermark;
-use threads::{TaskCpu, TaskEvent, Threads};
+use threads::{TaskCpu, Threads};
 use visit::{VISIT_TIMEOUT, visit_cpus};
 
 /// What to open.
@@ -128,41 +128,6 @@ pub(crate) enum SwitchIns {
     /// The `time_running` of per-task `sched_switch` events
     /// ([`running`]): nothing at all for other threads' switches.
     Running,
-}
-
-/// The events of the chosen threads `tids`, yet to open: per task, or,
-/// when `wide` (their number past the event budget), per CPU filtered on
-/// their ids.
-fn chosen_threads(
-    tids: &[u32],
-    [switch_event, waking_event]: [TaskEvent; 2],
-    exit_event: Option<TaskEvent>,
-    switch_ins: SwitchIns,
-    wide: Option<usize>,
-    config: &PerfConfig,
-) -> Threads {
-    let wide = wide.map(|_| threads::Wide {
-        switch_event: TaskEvent {
-            attr: sys::TracepointAttr {
-                side_band: sys::SideBand::None,
-                context_switch: false,
-                inherit: false,
-                inherit_thread: false,
-                ..switch_event.attr
-            },
-            ..switch_event
-        },
-        processes: config.targets.processes(),
-    });
-    Threads::new(
-        tids,
-        [switch_event, waking_event],
-        exit_event,
-        config.targets.follow(),
-        config.state_filter.clone(),
-        switch_ins == SwitchIns::Running,
-        wide,
-    )
 }
 
 /// Said when `threads` chosen threads on `cpus` CPUs are `events` threads
@@ -256,40 +221,13 @@ impl PerfBackend {
             sizing::decoder(config, st, [&switch, &waking], base.stack_user)?;
         let (events, exit_event) = sched_events(&base, [switch.id, waking.id], exit_id, switch_ins);
         let clock = clock_event(&base, config);
-        let mut cgroups = None;
-        let (cpus, threads) = match (threads, &config.targets) {
-            (None, Targets::Cgroups(targets)) => {
-                let (c, cpus) = cgroups::Cgroups::open(
-                    targets,
-                    &online,
-                    (&events, clock.as_ref()),
-                    config,
-                    &mut decoder,
-                )?;
-                cgroups = Some(c);
-                (cpus, None)
-            }
-            (None, _) => {
-                let all: Vec<TaskEvent> = events.iter().copied().chain(clock).collect();
-                (
-                    Self::open_per_cpu(&online, &all, config, &mut decoder)?,
-                    None,
-                )
-            }
-            (Some(tids), _) => {
-                let pages = config.mmap_pages;
-                let mut threads =
-                    chosen_threads(&tids, events, exit_event, switch_ins, wide, config);
-                let cpus = threads.open_rings(
-                    &online,
-                    (st, wakeup_watermark(pages)?, pages),
-                    switch_ins == SwitchIns::Records,
-                    clock,
-                    &mut decoder,
-                )?;
-                (cpus, Some((threads, tids)))
-            }
-        };
+        let (cpus, cgroups, threads) = open_events(
+            config,
+            (&online, threads, wide),
+            (events, exit_event, clock),
+            (switch_ins, st),
+            &mut decoder,
+        )?;
         crate::timing::mark("attach.open");
         let (threads, tids) = threads.unzip();
         let mut backend = PerfBackend {

@@ -575,8 +575,16 @@ impl Threads {
                 clock,
             });
         }
+        self.enable(&mut cpus, decoder, tid)?;
+        self.tasks.insert(tid, cpus);
+        Ok(())
+    }
+
+    /// Registers the ids of thread `tid`'s events opened on `cpus` with
+    /// `decoder`, as they need it, and enables them.
+    fn enable(&self, cpus: &mut [TaskCpu], decoder: &mut Decoder, tid: u32) -> Result<()> {
         let running = self.running;
-        for c in &mut cpus {
+        for c in cpus {
             let id = |fd: &OwnedFd| {
                 sys::event_id(fd.as_fd())
                     .with_context(|| format!("reading the id of an event of thread {tid}"))
@@ -600,7 +608,6 @@ impl Threads {
                 decoder.running().enabled(id, host::monotonic_ns());
             }
         }
-        self.tasks.insert(tid, cpus);
         Ok(())
     }
 }
