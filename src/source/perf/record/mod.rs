@@ -67,12 +67,15 @@ pub(crate) struct Decoder {
 /// each was opened for. A thread created by an attached one inherits its
 /// events and may be attached itself too: its samples would then come
 /// twice as often, from two events. Only those of the first event a
-/// thread's samples came from are kept.
+/// thread's samples came from are kept, until that event's thread exits
+/// (its events, and the copies it handed down, are then closed).
 #[derive(Clone, Debug, Default)]
 struct Clocks {
     period_ns: u64,
     /// Event id → the thread it was opened for (0: a CPU's).
     opened_for: FxHashMap<u64, u32>,
+    /// The threads events were opened for.
+    openers: rustc_hash::FxHashSet<u32>,
     /// Sampled thread → the thread whose events its samples are kept from.
     kept_from: FxHashMap<u32, u32>,
 }
@@ -165,6 +168,7 @@ impl Decoder {
         self.add_id(id, Tracepoint::Clock);
         self.clocks.period_ns = period_ns;
         self.clocks.opened_for.insert(id, opened_for);
+        self.clocks.openers.insert(opened_for);
     }
 
     /// Recalls user stacks unwound before from `memo` rather than copying
@@ -265,12 +269,9 @@ impl Decoder {
             Record::Sample(s) => self.interpret_sample(s),
             Record::SideBand { kind, sid } => {
                 self.note_code_change(&kind, sid.time);
-                // A new or gone thread's samples start afresh.
                 match &kind {
-                    EventKind::Fork(crate::event::Fork { tid, .. })
-                    | EventKind::Exit(crate::event::Exit { tid, .. }) => {
-                        self.clocks.kept_from.remove(tid);
-                    }
+                    EventKind::Fork(f) => self.clocks.forget(f.tid),
+                    EventKind::Exit(e) => self.clocks.forget(e.tid),
                     _ => {}
                 }
                 Ok(Some(Event {
@@ -382,6 +383,15 @@ impl Decoder {
 }
 
 impl Clocks {
+    /// A new or gone thread `tid`: its samples start afresh, and so do
+    /// those kept from its events.
+    fn forget(&mut self, tid: u32) {
+        self.kept_from.remove(&tid);
+        if tid != 0 && self.openers.remove(&tid) {
+            self.kept_from.retain(|_, from| *from != tid);
+        }
+    }
+
     /// Whether on-CPU sample `s` is kept: the first event a thread's
     /// samples came from keeps them.
     fn keeps(&mut self, s: &Sample<'_>) -> bool {

@@ -953,3 +953,54 @@ fn walks_cut_by_their_copy_are_recalled_for_wakeups_only() {
     let switch = dwarf_switch_with(&[K, 0xffff_ffff_8100_0000], &regs, Some((&stack, 8)));
     assert!(user_copy_of(&mut d, &switch).unwrap().is_some());
 }
+
+/// A `cpu-clock` sample (its RAW part holds 4 zero bytes, as the kernel
+/// writes for an event without a payload) of thread `tid` by event `id`.
+fn clock_sample(id: u64, tid: u32, time: u64) -> Vec<u8> {
+    let ips = [K, 0xffff_ffff_8100_0010, U, 0x401000, 0x402000];
+    header(
+        RECORD_SAMPLE,
+        1,
+        &sample_body(id, 50, tid, time, 0, &ips, &[0; 4]),
+    )
+}
+
+/// A thread's exit record, as event 1001 writes it.
+fn exit_record(tid: u32) -> Vec<u8> {
+    let mut b = Vec::new();
+    for v in [50u32, 1, tid, 1] {
+        b.extend_from_slice(&v.to_ne_bytes());
+    }
+    b.extend_from_slice(&1u64.to_ne_bytes());
+    b.extend_from_slice(&trailer(50, tid, 1, 0, 1001));
+    header(RECORD_EXIT, 0, &b)
+}
+
+#[test]
+fn clock_samples_are_on_cpu_samples_kept_from_one_event_per_thread() {
+    let mut d = decoder(ST);
+    // Thread 51 attached (event 7), and thread 52 attached (event 8)
+    // after inheriting 51's events.
+    d.add_clock(7, 51, 5_025_125);
+    d.add_clock(8, 52, 5_025_125);
+    let mut kept = |rec: Vec<u8>| d.decode(&rec).unwrap();
+    let ev = kept(clock_sample(7, 51, 10)).expect("an on-CPU sample");
+    let EventKind::OnCpu(s) = ev.kind else {
+        panic!("{ev:?}")
+    };
+    assert_eq!((s.tid, s.tgid, s.period_ns), (51, 50, 5_025_125));
+    assert_eq!(s.stack.kernel(), [0xffff_ffff_8100_0010]);
+    assert_eq!(s.stack.user(), [0x401000, 0x402000]);
+    // 52's first sample came through 51's event: its own event's are
+    // dropped, not counted twice.
+    assert!(kept(clock_sample(7, 52, 20)).is_some());
+    assert!(kept(clock_sample(8, 52, 30)).is_none());
+    assert!(kept(clock_sample(7, 52, 40)).is_some());
+    // 51 exits, and with it the copy 52 inherited: 52's own event counts.
+    assert!(matches!(
+        kept(exit_record(51)).map(|e| e.kind),
+        Some(EventKind::Exit(_))
+    ));
+    assert!(kept(clock_sample(8, 52, 50)).is_some());
+    assert!(kept(clock_sample(7, 52, 60)).is_none());
+}
