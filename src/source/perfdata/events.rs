@@ -188,10 +188,12 @@ pub(super) fn decoders(
                 d.add_id(id, tp);
             }
         }
-        for &(at, period) in clocks {
-            for &id in attrs[at].ids().iter().take(MAX_IDS) {
-                d.add_clock(id, 0, period);
-            }
+        // At most MAX_IDS of them in all, however many such events.
+        let ids = clocks
+            .iter()
+            .flat_map(|&(at, period)| attrs[at].ids().iter().map(move |&id| (id, period)));
+        for (id, period) in ids.take(MAX_IDS) {
+            d.add_clock(id, 0, period);
         }
         if let Some(p) = probes {
             d.set_probes(p.clone());

@@ -71,9 +71,9 @@ pub(crate) struct Decoder {
 /// (its events, and the copies it handed down, are then closed).
 #[derive(Clone, Debug, Default)]
 struct Clocks {
-    period_ns: u64,
-    /// Event id → the thread it was opened for (0: a CPU's).
-    opened_for: FxHashMap<u64, u32>,
+    /// Event id → the thread it was opened for (0: a CPU's), and the
+    /// nanoseconds of CPU time between its samples.
+    opened_for: FxHashMap<u64, (u32, u64)>,
     /// The threads events were opened for.
     openers: rustc_hash::FxHashSet<u32>,
     /// Sampled thread → the thread whose events its samples are kept from.
@@ -166,8 +166,7 @@ impl Decoder {
     /// time.
     pub(crate) fn add_clock(&mut self, id: u64, opened_for: u32, period_ns: u64) {
         self.add_id(id, Tracepoint::Clock);
-        self.clocks.period_ns = period_ns;
-        self.clocks.opened_for.insert(id, opened_for);
+        self.clocks.opened_for.insert(id, (opened_for, period_ns));
         self.clocks.openers.insert(opened_for);
     }
 
@@ -370,7 +369,7 @@ impl Decoder {
                 stack,
                 user_copy,
                 // A recording's, in frequency mode, says it.
-                period_ns: s.period.unwrap_or(self.clocks.period_ns),
+                period_ns: s.period.unwrap_or_else(|| self.clocks.period_of(&s)),
                 cgroup: s.cgroup,
             }),
         };
@@ -383,6 +382,12 @@ impl Decoder {
 }
 
 impl Clocks {
+    /// The CPU time each sample of `s`'s event stands for (0: unknown).
+    fn period_of(&self, s: &Sample<'_>) -> u64 {
+        s.id.and_then(|id| self.opened_for.get(&id))
+            .map_or(0, |&(_, period)| period)
+    }
+
     /// A new or gone thread `tid`: its samples start afresh, and so do
     /// those kept from its events.
     fn forget(&mut self, tid: u32) {
@@ -395,10 +400,11 @@ impl Clocks {
     /// Whether on-CPU sample `s` is kept: the first event a thread's
     /// samples came from keeps them.
     fn keeps(&mut self, s: &Sample<'_>) -> bool {
-        let Some(&from) = s.id.and_then(|id| self.opened_for.get(&id)) else {
+        // A CPU's event samples each thread once.
+        let Some(&(from, _)) = s.id.and_then(|id| self.opened_for.get(&id)) else {
             return true;
         };
-        *self.kept_from.entry(s.tid).or_insert(from) == from
+        from == 0 || *self.kept_from.entry(s.tid).or_insert(from) == from
     }
 }
 
