@@ -61,6 +61,25 @@ fn fills(svg: &str) -> Vec<(String, (u8, u8, u8))> {
         .collect()
 }
 
+/// `wallclock ARGS` pinned to CPU 0, traced as `-- COMMAND` with the
+/// tool's `options` (folded on stdout) until a run has every event
+/// reported: its folded entries and the tool's stderr, which holds the
+/// workload's own.
+fn traced(options: &[&str], args: &[&str]) -> (Vec<Folded>, String) {
+    let exe = workload("wallclock");
+    let mut all = options.to_vec();
+    all.push("--");
+    all.push(exe.to_str().unwrap());
+    all.extend(args);
+    let out = with_every_event_reported(
+        || run_env(&[("OFFWAKE_PIN_CPU", "0")], &all),
+        |o| String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{options:?}: {err}");
+    (parse_folded(&String::from_utf8_lossy(&out.stdout)), err)
+}
+
 /// On-CPU: red high, blue low (flamegraph.pl's "hot").
 fn hot((r, g, b): (u8, u8, u8)) -> bool {
     r >= 205 && b <= 55 && g < r
@@ -89,33 +108,11 @@ fn on_cpu_time_is_the_threads_own_and_every_share_adds_up_to_its_life() {
     let dir = std::env::temp_dir().join(format!("offwake-wall-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     let svg = dir.join("wall.svg");
-    let exe = workload("wallclock");
     let (burn, nap) = (slowed(30).to_string(), slowed(70).to_string());
-    let out = with_every_event_reported(
-        || {
-            run_env(
-                &[("OFFWAKE_PIN_CPU", "0")],
-                &[
-                    "--wall",
-                    "-f",
-                    "-o",
-                    "-",
-                    "-o",
-                    svg.to_str().unwrap(),
-                    "--",
-                    exe.to_str().unwrap(),
-                    "burn",
-                    "20",
-                    &burn,
-                    &nap,
-                ],
-            )
-        },
-        |o| String::from_utf8_lossy(&o.stderr).into_owned(),
+    let (entries, err) = traced(
+        &["--wall", "-f", "-o", "-", "-o", svg.to_str().unwrap()],
+        &["burn", "20", &burn, &nap],
     );
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{err}");
-    let entries = parse_folded(&String::from_utf8_lossy(&out.stdout));
     let (by, all) = shares(&entries, "burner");
     let context = format!("{by:?}\n{err}");
     let in_burn: u64 = entries
@@ -177,36 +174,17 @@ fn on_cpu_time_is_the_threads_own_and_every_share_adds_up_to_its_life() {
 /// tracefs too, which cannot sample and says so.
 #[test]
 fn waits_for_a_cpu_are_the_lateness_the_thread_measured() {
-    let _suite = suite(module_path!());
+    // Alone: its spinner holds CPU 0, where the other tests pin theirs.
+    let _suite = suite(concat!(module_path!(), "::fifo"));
     if !live() {
         return;
     }
-    let exe = workload("wallclock");
     let (period, spin) = (slowed(13).to_string(), slowed(10).to_string());
     for backend in ["perf", "tracefs"] {
-        let out = with_every_event_reported(
-            || {
-                run_env(
-                    &[("OFFWAKE_PIN_CPU", "0")],
-                    &[
-                        "--wall",
-                        "-f",
-                        "--backend",
-                        backend,
-                        "--",
-                        exe.to_str().unwrap(),
-                        "late",
-                        "80",
-                        &period,
-                        &spin,
-                    ],
-                )
-            },
-            |o| String::from_utf8_lossy(&o.stderr).into_owned(),
+        let (entries, err) = traced(
+            &["--wall", "-f", "--backend", backend],
+            &["late", "80", &period, &spin],
         );
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{backend}: {err}");
-        let entries = parse_folded(&String::from_utf8_lossy(&out.stdout));
         // Waits for a CPU where the sleeper slept: after a wakeup.
         let runnable: u64 = entries
             .iter()
