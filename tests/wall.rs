@@ -150,21 +150,38 @@ fn on_cpu_time_is_the_threads_own_and_every_share_adds_up_to_its_life() {
             .map(|&(_, c)| c)
             .collect()
     };
-    // `burn` ran, and waited for the CPU where it was preempted.
-    let burn = of("burn");
-    assert!(burn.iter().any(|&c| hot(c)), "{burn:?}");
-    assert!(burn.iter().all(|&c| hot(c) || tan(c)), "{burn:?}");
+    // A tower per kind, each rooted in the thread's comm in its hue.
+    let roots = of("burner");
+    for (kind, family) in [
+        ("on-CPU", hot as fn(_) -> bool),
+        ("runnable", tan),
+        ("blocked", blue),
+    ] {
+        assert!(
+            roots.iter().any(|&c| family(c)),
+            "no {kind} burner: {roots:?}"
+        );
+    }
+    assert!(of("burn").into_iter().any(hot), "{:?}", of("burn"));
     assert!(of("[on-cpu]").into_iter().all(hot), "{:?}", of("[on-cpu]"));
     assert!(
         of("[runnable]").into_iter().all(tan) && !of("[runnable]").is_empty(),
         "{:?}",
         of("[runnable]")
     );
-    // The nap's kernel frames, blue where blocked, tan where it then
-    // waited for the CPU.
-    let sleep = of("do_nanosleep");
-    assert!(sleep.iter().any(|&c| blue(c)), "{sleep:?}");
-    assert!(sleep.iter().all(|&c| blue(c) || tan(c)), "{sleep:?}");
+    assert!(of("do_nanosleep").into_iter().any(blue));
+    // Every frame is in one of the families: the three kinds, the
+    // wakers' aqua and the delimiter's grey.
+    let aqua = |(r, g, b): (u8, u8, u8)| g == b && g > r + 60;
+    let grey = |(r, g, b): (u8, u8, u8)| r == g && g == b;
+    for (name, c) in &drawn {
+        let families = [hot(*c), tan(*c), blue(*c), aqua(*c), grey(*c)];
+        assert_eq!(
+            families.iter().filter(|&&f| f).count(),
+            1,
+            "{name} drawn {c:?}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
