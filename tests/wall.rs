@@ -197,6 +197,10 @@ fn waits_for_a_cpu_are_the_lateness_the_thread_measured() {
         return;
     }
     let (period, spin) = (slowed(13).to_string(), slowed(10).to_string());
+    // An emulated machine's timers fire late: the time from a deadline to
+    // its timer's wakeup is lateness the thread measures but a blocked
+    // wait to the kernel.
+    let lo = if slowed(1) > 1 { 0.6 } else { 0.85 };
     for backend in ["perf", "tracefs"] {
         let (entries, err) = traced(
             &["--wall", "-f", "--backend", backend],
@@ -214,7 +218,7 @@ fn waits_for_a_cpu_are_the_lateness_the_thread_measured() {
             &format!("{backend}: the sleeper's waits for a CPU ({by:?})\n{err}"),
             runnable,
             measured(&err, "lateness_us"),
-            0.85,
+            lo,
             1.15,
         );
         let sampled = entries.iter().any(|e| e.waker_comm == "[on-cpu]");
