@@ -307,11 +307,10 @@ impl Identity {
         self.selects(task, named) && self.state.is_none_or(|state| state.matches(s.prev_state))
     }
 
-    /// Whether the thread an on-CPU sample ran in is a target (`--state`
-    /// selects intervals, not samples).
-    pub(super) fn samples_target(&mut self, s: &OnCpu) -> bool {
+    /// Whether the thread an on-CPU sample ran in, named `comm`, is a
+    /// target (`--state` selects intervals, not samples).
+    pub(super) fn samples_target(&mut self, s: &OnCpu, comm: Comm) -> bool {
         let named = self.tally_key(s.tid, s.tgid);
-        let comm = self.comm_of(s.tid);
         let task = Task {
             tid: s.tid,
             tgid: s.tgid,

@@ -63,7 +63,14 @@ impl Aggregator {
 
     /// Counts an on-CPU sample of a target, taken at `time` on `cpu`.
     pub(super) fn on_cpu(&mut self, time: u64, cpu: u32, s: &OnCpu, code: &dyn CodeOf) {
-        if !self.wall || !self.identity.samples_target(s) {
+        if !self.wall {
+            return;
+        }
+        let comm = match s.tid {
+            0 => Comm::from(format!("swapper/{cpu}").as_str()),
+            tid => self.identity.comm_of(tid),
+        };
+        if !self.identity.samples_target(s, comm) {
             return;
         }
         self.ns_tids.note(s.tid);
@@ -71,10 +78,6 @@ impl Aggregator {
         let us = s.period_ns / 1000;
         self.stats.on_cpu_samples += 1;
         self.stats.on_cpu_us = self.stats.on_cpu_us.saturating_add(us);
-        let comm = match s.tid {
-            0 => Comm::from(format!("swapper/{cpu}").as_str()),
-            tid => self.identity.comm_of(tid),
-        };
         self.add_share(Share {
             tid: s.tid,
             tgid: s.tgid,

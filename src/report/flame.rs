@@ -15,8 +15,7 @@ use inferno::flamegraph::color::{BackgroundColor, BasicPalette, Color, PaletteMa
 use inferno::flamegraph::{self, Options, Palette, TextTruncateDirection};
 
 use super::chain::{self, Side, WAKER_MARK};
-use super::{ReportOptions, ResolvedEntry};
-use crate::event::WakeContext;
+use super::{Kind, ReportOptions, ResolvedEntry};
 
 /// The suffixes that keep on-CPU and run-queue frames apart from blocked
 /// ones of the same name, so that each has its colour: annotations
@@ -37,10 +36,10 @@ pub(super) fn write(
     let mut lines: Vec<String> = Vec::with_capacity(entries.len());
     for e in entries {
         let mut frames = chain::frames(options, e);
-        let share = match e.waker_context {
-            WakeContext::OnCpu => Some((ON_CPU_MARK, HOT)),
-            WakeContext::Runnable => Some((RUNNABLE_MARK, TAN)),
-            _ => None,
+        let share = match e.kind() {
+            Kind::OnCpu => Some((ON_CPU_MARK, HOT)),
+            Kind::Runnable => Some((RUNNABLE_MARK, TAN)),
+            Kind::Blocked => None,
         };
         for (name, side) in &mut frames {
             let shade = shade(name);
@@ -235,17 +234,26 @@ mod tests {
 
     /// The fill of the frame whose title starts with `name (`.
     fn fill_of(svg: &str, name: &str) -> (u8, u8, u8) {
+        fills_of(svg, name)
+            .first()
+            .copied()
+            .unwrap_or_else(|| panic!("no frame {name}"))
+    }
+
+    /// The fills of every frame whose title starts with `name (`.
+    fn fills_of(svg: &str, name: &str) -> Vec<(u8, u8, u8)> {
         let title = format!("<title>{name} (");
-        let at = svg
-            .find(&title)
-            .unwrap_or_else(|| panic!("no frame {name}"));
-        let rest = &svg[at..];
-        let fill = &rest[rest.find("fill=\"rgb(").unwrap() + 10..];
-        let rgb: Vec<u8> = fill[..fill.find(')').unwrap()]
-            .split(',')
-            .map(|c| c.parse().unwrap())
-            .collect();
-        (rgb[0], rgb[1], rgb[2])
+        svg.match_indices(&title)
+            .map(|(at, _)| {
+                let rest = &svg[at..];
+                let fill = &rest[rest.find("fill=\"rgb(").unwrap() + 10..];
+                let rgb: Vec<u8> = fill[..fill.find(')').unwrap()]
+                    .split(',')
+                    .map(|c| c.parse().unwrap())
+                    .collect();
+                (rgb[0], rgb[1], rgb[2])
+            })
+            .collect()
     }
 
     fn is_blue((r, g, b): (u8, u8, u8)) -> bool {
@@ -302,20 +310,7 @@ mod tests {
             .filter(|(title, _)| title == "app")
             .count();
         assert_eq!(roots, 3, "{got}");
-        let fills = |name: &str| -> Vec<(u8, u8, u8)> {
-            let title = format!("<title>{name} (");
-            got.match_indices(&title)
-                .map(|(at, _)| {
-                    let rest = &got[at..];
-                    let fill = &rest[rest.find("fill=\"rgb(").unwrap() + 10..];
-                    let c: Vec<u8> = fill[..fill.find(')').unwrap()]
-                        .split(',')
-                        .map(|c| c.parse().unwrap())
-                        .collect();
-                    (c[0], c[1], c[2])
-                })
-                .collect()
-        };
+        let fills = |name: &str| fills_of(&got, name);
         // On-CPU frames are warm: red high, blue low.
         let hot = |(r, g, b): (u8, u8, u8)| r >= 205 && b <= 55 && g < r;
         assert!(fills("burn").into_iter().all(hot), "{:?}", fills("burn"));

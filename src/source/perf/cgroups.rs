@@ -103,30 +103,28 @@ impl Cgroups {
         for &cpu in online {
             let mut fds = Vec::with_capacity(dirs.len() + 1);
             for (dir, root) in dirs.iter().zip(&targets.roots) {
-                let TaskEvent { tp, what, attr } = switch_event;
-                let fd = sys::open_cgroup_tracepoint(attr, what, dir.as_fd(), cpu)
-                    .map_err(|e| unbound(e, &root.dir, &targets.hierarchy.mount))?;
-                let id = sys::event_id(fd.as_fd())
-                    .with_context(|| format!("reading the id of {what} on CPU {cpu}"))?;
-                decoder.add_id(id, *tp);
+                // `event` of this cgroup on this CPU, and its id.
+                let open = |TaskEvent { what, attr, .. }: &TaskEvent| {
+                    let fd = sys::open_cgroup_tracepoint(attr, what, dir.as_fd(), cpu)
+                        .map_err(|e| unbound(e, &root.dir, &targets.hierarchy.mount))?;
+                    let id = sys::event_id(fd.as_fd())
+                        .with_context(|| format!("reading the id of {what} on CPU {cpu}"))?;
+                    Ok::<_, OpenFailure>((fd, id))
+                };
+                let (fd, id) = open(switch_event)?;
+                decoder.add_id(id, switch_event.tp);
                 switch_ids.push(id);
                 if let Some(state) = state_filter {
                     sys::set_filter(fd.as_fd(), state)
-                        .with_context(|| format!("filtering {what} on CPU {cpu}"))?;
+                        .with_context(|| format!("filtering {} on CPU {cpu}", switch_event.what))?;
                 }
                 fds.push(fd);
-            }
-            // The cgroups' CPU time (`--wall`), sampled as perf -G does.
-            for (dir, root) in dirs.iter().zip(&targets.roots) {
-                let Some(TaskEvent { what, attr, .. }) = clock else {
-                    break;
-                };
-                let fd = sys::open_cgroup_tracepoint(attr, what, dir.as_fd(), cpu)
-                    .map_err(|e| unbound(e, &root.dir, &targets.hierarchy.mount))?;
-                let id = sys::event_id(fd.as_fd())
-                    .with_context(|| format!("reading the id of {what} on CPU {cpu}"))?;
-                decoder.add_clock(id, 0, attr.cpu_clock_ns);
-                fds.push(fd);
+                // The cgroup's CPU time (`--wall`), sampled as perf -G does.
+                if let Some(clock) = clock {
+                    let (fd, id) = open(clock)?;
+                    decoder.add_clock(id, 0, clock.attr.cpu_clock_ns);
+                    fds.push(fd);
+                }
             }
             let ring = Ring::map(fds[0].as_fd(), pages)
                 .with_context(|| format!("mapping the ring buffer of CPU {cpu}"))?;
