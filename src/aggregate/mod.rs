@@ -234,6 +234,8 @@ pub(crate) struct Aggregator {
     split_cgroups: bool,
     /// [`Config::wall`].
     wall: bool,
+    /// With `wall`, the CPU time of sampled threads since their last sample.
+    cpu_since: wall::CpuSince,
     /// The targets' ids in their own PID namespaces.
     ns_tids: NsTids,
     history: Option<History>,
@@ -264,6 +266,7 @@ impl Aggregator {
             split_cgroups,
             wall,
         } = config;
+        let cpu_since = wall::CpuSince::new(wall && state.is_none());
         let mut identity = Identity::new(threads, state, own, tasks);
         identity.cgroups = cgroup_names.map(CgroupNames::new);
         Aggregator {
@@ -277,6 +280,7 @@ impl Aggregator {
             depth: usize::from(chain),
             split_cgroups,
             wall,
+            cpu_since,
             ns_tids: NsTids::new(),
             history: (chain > 1).then(History::default),
             stats: Stats::default(),
@@ -317,6 +321,7 @@ impl Aggregator {
             // Switch-outs carry their cgroup already.
             EventKind::Mmap(_) | EventKind::CgroupMove(_) => {}
             EventKind::Lost(l) => {
+                self.cpu_since.lost();
                 self.stats.lost_records = self.stats.lost_records.saturating_add(l.records);
                 self.losses += 1;
                 self.lost_until = self.lost_until.max(l.until);
@@ -383,6 +388,7 @@ impl Aggregator {
     fn on_switch(&mut self, time: u64, cpu: u32, s: &Switch, code: &dyn CodeOf) {
         // Switch-in of next.
         let next_key = ThreadKey::new(s.next_tid, cpu);
+        self.cpu_since.switched_in(next_key, time);
         if let Some(open) = self.open.remove(&next_key) {
             self.close(time, false, s.next_tid, s.next_comm, open);
         }
@@ -428,6 +434,10 @@ impl Aggregator {
             None
         };
         let prev_key = ThreadKey::new(s.prev_tid, cpu);
+        match s.is_final() {
+            true => self.cpu_since.gone(prev_key),
+            false => self.cpu_since.switched_out(prev_key, time),
+        }
         let was_open = match opened {
             Some(interval) => self.open.insert(prev_key, interval),
             None => self.open.remove(&prev_key),
@@ -477,6 +487,7 @@ impl Aggregator {
     /// like a `next_pid` would, with the latest comm known.
     fn on_switch_in(&mut self, time: u64, cpu: u32, s: &SwitchIn) {
         let key = ThreadKey::new(s.tid, cpu);
+        self.cpu_since.switched_in(key, time);
         if let Some(open) = self.open.remove(&key) {
             let comm = if s.tid == 0 {
                 Comm::from(format!("swapper/{cpu}").as_str())
@@ -666,6 +677,9 @@ impl Aggregator {
         // last time, and that switch-out may tell when it last switched in
         // (`Switch::prev_ran_since`); it then leaves no state.
         self.identity.exit(e);
+        if e.tid != 0 {
+            self.cpu_since.gone(ThreadKey::new(e.tid, 0));
+        }
         if e.tid == e.tgid {
             self.stacks.forget_process(e.tgid);
         }

@@ -8,10 +8,97 @@
 //! A preempted interval is a wait for a CPU throughout. Each on-CPU sample
 //! counts the CPU time it stands for under [`WakeContext::OnCpu`]. Neither
 //! share has a chain, and `-m`/`-M` bound blocked waits only.
+//!
+//! A sample the kernel did not count stands for its event's period. The
+//! kernel's timer takes one sample however late it fires, so where a
+//! thread's switches are seen as they happen, its sample stands instead
+//! for the CPU time its slices took since its previous sample
+//! ([`CpuSince`]).
+
+use rustc_hash::FxHashMap;
 
 use super::stacks::{CodeOf, StackRef};
-use super::{Aggregator, EntryKey, MAX_LEVELS, OpenInterval};
+use super::{Aggregator, EntryKey, MAX_LEVELS, OpenInterval, ThreadKey};
 use crate::event::{Comm, OnCpu, WakeContext};
+
+/// The CPU time of sampled threads since their last sample, told by their
+/// switches. A thread is followed from its first sample until it exits.
+///
+/// Not under `--state`, whose filter hides switch-outs, nor for the idle
+/// task, whose switches some kernels do not report: a missed switch-out
+/// would count the wait after it as CPU time.
+#[derive(Debug, Default)]
+pub(super) struct CpuSince {
+    follow: bool,
+    threads: FxHashMap<ThreadKey, Slices>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Slices {
+    /// CPU time of the slices that ended since the last sample; `None`
+    /// when one of them began unseen.
+    ended_ns: Option<u64>,
+    /// The current slice's start, or the last sample if later; `None`
+    /// while off CPU or when its switch-in was not seen.
+    since: Option<u64>,
+}
+
+impl CpuSince {
+    /// Follows sampled threads' switches when `follow`.
+    pub(super) fn new(follow: bool) -> CpuSince {
+        CpuSince {
+            follow,
+            threads: FxHashMap::default(),
+        }
+    }
+
+    /// `key` came onto a CPU at `time`.
+    pub(super) fn switched_in(&mut self, key: ThreadKey, time: u64) {
+        if let Some(t) = self.threads.get_mut(&key) {
+            t.since.get_or_insert(time);
+        }
+    }
+
+    /// `key` left its CPU at `time`.
+    pub(super) fn switched_out(&mut self, key: ThreadKey, time: u64) {
+        if let Some(t) = self.threads.get_mut(&key) {
+            t.ended_ns = match (t.ended_ns, t.since.take()) {
+                (Some(ended), Some(since)) => Some(ended + time.saturating_sub(since)),
+                _ => None,
+            };
+        }
+    }
+
+    /// `key` is gone: nothing more comes from it.
+    pub(super) fn gone(&mut self, key: ThreadKey) {
+        self.threads.remove(&key);
+    }
+
+    /// Records may have been lost: any switch may have been missed.
+    pub(super) fn lost(&mut self) {
+        for t in self.threads.values_mut() {
+            *t = Slices::default();
+        }
+    }
+
+    /// The CPU time `key`'s sample at `time` stands for: its slices' since
+    /// its last sample when all were seen, else `period_ns`.
+    pub(super) fn sampled(&mut self, key: ThreadKey, time: u64, period_ns: u64) -> u64 {
+        if !self.follow || key.tid == 0 {
+            return period_ns;
+        }
+        let t = self.threads.entry(key).or_default();
+        let ran = match (t.ended_ns, t.since) {
+            (Some(ended), Some(since)) => ended + time.saturating_sub(since),
+            _ => period_ns,
+        };
+        *t = Slices {
+            ended_ns: Some(0),
+            since: Some(time),
+        };
+        ran
+    }
+}
 
 /// A share of a target's time that is not a blocked wait.
 struct Share {
@@ -75,7 +162,12 @@ impl Aggregator {
         }
         self.ns_tids.note(s.tid);
         let (kernel, user) = self.intern(s.tgid, time, &s.stack, code);
-        let us = s.period_ns / 1000;
+        let key = ThreadKey::new(s.tid, cpu);
+        let ns = match s.counted {
+            true => s.cpu_ns,
+            false => self.cpu_since.sampled(key, time, s.cpu_ns),
+        };
+        let us = ns / 1000;
         self.stats.on_cpu_samples += 1;
         self.stats.on_cpu_us = self.stats.on_cpu_us.saturating_add(us);
         self.add_share(Share {

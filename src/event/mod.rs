@@ -473,9 +473,11 @@ pub(crate) struct OnCpu {
     pub(crate) stack: Callchain,
     /// As for [`Switch::user_copy`].
     pub(crate) user_copy: Option<Box<UserCopy>>,
-    /// The CPU time this sample stands for: the thread's since its
-    /// previous sample (the event's period), in nanoseconds.
-    pub(crate) period_ns: u64,
+    /// The CPU time this sample stands for, in nanoseconds: what its event
+    /// counted since its previous sample when `counted`, else the event's
+    /// period (which a timer firing late undercounts).
+    pub(crate) cpu_ns: u64,
+    pub(crate) counted: bool,
     /// The thread's cgroup, as for [`Switch::prev_cgroup`].
     pub(crate) cgroup: Option<u64>,
 }

@@ -11,7 +11,7 @@ fn wall() -> Config {
     }
 }
 
-fn sample(time: u64, tid: u32, period_ns: u64) -> Event {
+fn sample(time: u64, tid: u32, cpu_ns: u64) -> Event {
     Event {
         time,
         cpu: 0,
@@ -20,7 +20,8 @@ fn sample(time: u64, tid: u32, period_ns: u64) -> Event {
             tgid: tgid_of(tid),
             stack: chain(&[], &[0x4100]),
             user_copy: None,
-            period_ns,
+            cpu_ns,
+            counted: true,
             cgroup: None,
         }),
     }
@@ -211,4 +212,78 @@ fn lost_records_discard_both_shares_and_idle_is_not_split() {
     let mut a = all();
     run(&mut a, &[sample(500, 0, 1_000_000)]);
     assert_eq!(only(&a.finish()).key.target_comm.as_str(), "swapper/0");
+}
+
+/// [`sample`] whose CPU time the kernel did not count: it says only the
+/// event's period.
+fn uncounted(time: u64, tid: u32, period_ns: u64) -> Event {
+    let mut e = sample(time, tid, period_ns);
+    if let EventKind::OnCpu(s) = &mut e.kind {
+        s.counted = false;
+    }
+    e
+}
+
+#[test]
+fn a_sample_not_counted_stands_for_the_cpu_time_of_the_slices_seen_since_the_last() {
+    const P: u64 = 1_000_000;
+    let events = [
+        // The first sample: the period.
+        uncounted(P, 100, P),
+        // A timer firing 2.5 periods late: the CPU time since.
+        uncounted(4 * P + P / 2, 100, P),
+        // Out at 5, in at 10 (from sched_switch), sampled at 11: 1.5.
+        out(5 * P, 0, 100),
+        back_in(10 * P, 0, 100, "app"),
+        uncounted(11 * P, 100, P),
+        // Out at 12, in unseen: the period.
+        out(12 * P, 0, 100),
+        uncounted(20 * P, 100, P),
+        // Out at 21, in at 30 (a context-switch record), sampled at 33.
+        out(21 * P, 0, 100),
+        ev(
+            30 * P,
+            EventKind::SwitchIn(crate::event::SwitchIn {
+                tid: 100,
+                tgid: tgid_of(100),
+                prev_tid: 0,
+            }),
+        ),
+        uncounted(33 * P, 100, P),
+    ];
+    let on_cpu = |config: Config, events: &[Event]| {
+        let mut a = agg(config);
+        run(&mut a, events);
+        a.finish().stats.on_cpu_us
+    };
+    assert_eq!(
+        on_cpu(wall(), &events),
+        1_000 + 3_500 + 1_500 + 1_000 + 4_000
+    );
+    // A loss: the next sample stands for its period.
+    let mut lossy = events[..5].to_vec();
+    lossy.insert(
+        4,
+        ev(
+            10 * P + 1,
+            EventKind::Lost(crate::event::Lost {
+                records: 1,
+                until: 10 * P + 2,
+            }),
+        ),
+    );
+    assert_eq!(on_cpu(wall(), &lossy), 1_000 + 3_500 + 1_000);
+    // --state hides switch-outs: every sample stands for its period.
+    let state = Config {
+        state: Some(crate::event::state::StateFilter::from_user(2).unwrap()),
+        ..wall()
+    };
+    assert_eq!(on_cpu(state, &events), 5 * 1_000);
+    // The idle task's switches are not followed.
+    let idle = [uncounted(P, 0, P), uncounted(4 * P, 0, P)];
+    let all = Config {
+        threads: Targets::All,
+        ..wall()
+    };
+    assert_eq!(on_cpu(all, &idle), 2_000);
 }

@@ -201,7 +201,7 @@ impl PerfBackend {
                             LastRuns::note(seen, &ev);
                         }
                         if let EventKind::Lost(l) = ev.kind {
-                            decoder.running().forget_cpu(cpu);
+                            decoder.lost_on(cpu);
                             stats.lost_records += l.records;
                             // The records were lost after the last one this ring
                             // delivered (never before what was already passed on).
@@ -227,7 +227,7 @@ impl PerfBackend {
                     // are the largest records intervals depend on; a longer
                     // mmap record lost meanwhile costs symbols, not durations.)
                     let until = host::monotonic_ns();
-                    decoder.running().forget_cpu(cpu);
+                    decoder.lost_on(cpu);
                     reorder.push(Event {
                         time: (*last_time).max(rounds.released_upto()).min(until),
                         cpu,

@@ -69,6 +69,12 @@ pub(crate) struct Decoder {
 /// twice as often, from two events. Only those of the first event a
 /// thread's samples came from are kept, until that event's thread exits
 /// (its events, and the copies it handed down, are then closed).
+///
+/// A sample stands for the CPU time its event counted since the stream's
+/// previous sample: the growth of its `time_running` where samples carry
+/// it (`PERF_SAMPLE_READ`), else the period. The kernel's timer takes one
+/// sample however late it fires, so when it fires later than a period (an
+/// overloaded hypervisor) the period alone undercounts.
 #[derive(Clone, Debug, Default)]
 struct Clocks {
     /// Event id → the thread it was opened for (0: a CPU's), and the
@@ -78,6 +84,18 @@ struct Clocks {
     openers: rustc_hash::FxHashSet<u32>,
     /// Sampled thread → the thread whose events its samples are kept from.
     kept_from: FxHashMap<u32, u32>,
+    /// Each stream's `time_running` at its last sample, by the thread it
+    /// samples (0 for a CPU's event); `None` once a loss on its CPU may
+    /// have hidden a sample since.
+    marks: FxHashMap<u32, Vec<ClockMark>>,
+}
+
+/// Where one sampling stream (an event on a CPU) stood at its last sample.
+#[derive(Clone, Copy, Debug)]
+struct ClockMark {
+    cpu: u32,
+    id: u64,
+    running: Option<u64>,
 }
 
 /// [`split_entries`] over a list of entries.
@@ -225,6 +243,13 @@ impl Decoder {
         &mut self.running
     }
 
+    /// Records may have been lost on `cpu`'s ring: what the next samples
+    /// there tell since the last is unknown.
+    pub(crate) fn lost_on(&mut self, cpu: u32) {
+        self.running.forget_cpu(cpu);
+        self.clocks.forget_cpu(cpu);
+    }
+
     /// Decodes one whole record (header included), kernel stacks finished
     /// ([`Decoder::finish_stacks`]). `Ok(None)` for record types that carry
     /// nothing we use; `Err` for malformed records.
@@ -363,15 +388,18 @@ impl Decoder {
                 w.user_copy = user_copy;
                 EventKind::Waking(w)
             }
-            Tracepoint::Clock => EventKind::OnCpu(OnCpu {
-                tid: s.tid,
-                tgid: s.pid,
-                stack,
-                user_copy,
-                // A recording's, in frequency mode, says it.
-                period_ns: s.period.unwrap_or_else(|| self.clocks.period_of(&s)),
-                cgroup: s.cgroup,
-            }),
+            Tracepoint::Clock => {
+                let (cpu_ns, counted) = self.clocks.weight_of(&s);
+                EventKind::OnCpu(OnCpu {
+                    tid: s.tid,
+                    tgid: s.pid,
+                    stack,
+                    user_copy,
+                    cpu_ns,
+                    counted,
+                    cgroup: s.cgroup,
+                })
+            }
         };
         Ok(Some(Event {
             time: s.time,
@@ -382,15 +410,52 @@ impl Decoder {
 }
 
 impl Clocks {
-    /// The CPU time each sample of `s`'s event stands for (0: unknown).
-    fn period_of(&self, s: &Sample<'_>) -> u64 {
-        s.id.and_then(|id| self.opened_for.get(&id))
-            .map_or(0, |&(_, period)| period)
+    /// The CPU time on-CPU sample `s` stands for, in nanoseconds (0:
+    /// unknown), and whether its event counted it: its stream's growth of
+    /// `time_running` since its last sample, or all of it at the stream's
+    /// first (the event counted from its thread's creation or its enable);
+    /// else the period, which a recording's sample carries.
+    fn weight_of(&mut self, s: &Sample<'_>) -> (u64, bool) {
+        let opened = s.id.and_then(|id| self.opened_for.get(&id)).copied();
+        let period = s.period.or(opened.map(|(_, p)| p)).unwrap_or(0);
+        let (Some(running), Some(id), Some((opened_for, _))) = (s.running, s.id, opened) else {
+            return (period, false);
+        };
+        let key = if opened_for == 0 { 0 } else { s.tid };
+        let marks = self.marks.entry(key).or_default();
+        let last = match marks.iter_mut().find(|m| m.cpu == s.cpu && m.id == id) {
+            Some(m) => m.running.replace(running).ok_or(()),
+            None => {
+                marks.push(ClockMark {
+                    cpu: s.cpu,
+                    id,
+                    running: Some(running),
+                });
+                Ok(0)
+            }
+        };
+        match last.ok().and_then(|last| running.checked_sub(last)) {
+            Some(ran) => (ran, true),
+            None => (period, false),
+        }
+    }
+
+    /// Records may have been lost on `cpu`'s ring: the next sample of
+    /// each stream there stands for its period.
+    fn forget_cpu(&mut self, cpu: u32) {
+        for m in self.marks.values_mut().flatten() {
+            if m.cpu == cpu {
+                m.running = None;
+            }
+        }
     }
 
     /// A new or gone thread `tid`: its samples start afresh, and so do
     /// those kept from its events.
     fn forget(&mut self, tid: u32) {
+        if tid != 0 {
+            self.marks.remove(&tid);
+        }
         self.kept_from.remove(&tid);
         if tid != 0 && self.openers.remove(&tid) {
             self.kept_from.retain(|_, from| *from != tid);

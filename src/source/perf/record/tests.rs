@@ -965,6 +965,18 @@ fn clock_sample(id: u64, tid: u32, time: u64) -> Vec<u8> {
     )
 }
 
+/// [`clock_sample`] on `cpu` with `time_running` (sample_type ST | READ).
+fn read_clock_sample(id: u64, tid: u32, cpu: u32, time: u64, running: u64) -> Vec<u8> {
+    let ips = [K, 0xffff_ffff_8100_0010, U, 0x401000];
+    let plain = sample_body(id, 50, tid, time, cpu, &ips, &[0; 4]);
+    let at = 8 + 8 + 8 + 8;
+    let mut body = plain[..at].to_vec();
+    body.extend_from_slice(&running.to_ne_bytes());
+    body.extend_from_slice(&running.to_ne_bytes());
+    body.extend_from_slice(&plain[at..]);
+    header(RECORD_SAMPLE, 1, &body)
+}
+
 /// A thread's exit record, as event 1001 writes it.
 fn exit_record(tid: u32) -> Vec<u8> {
     let mut b = Vec::new();
@@ -988,7 +1000,10 @@ fn clock_samples_are_on_cpu_samples_kept_from_one_event_per_thread() {
     let EventKind::OnCpu(s) = ev.kind else {
         panic!("{ev:?}")
     };
-    assert_eq!((s.tid, s.tgid, s.period_ns), (51, 50, 5_025_125));
+    assert_eq!(
+        (s.tid, s.tgid, s.cpu_ns, s.counted),
+        (51, 50, 5_025_125, false)
+    );
     assert_eq!(s.stack.kernel(), [0xffff_ffff_8100_0010]);
     assert_eq!(s.stack.user(), [0x401000, 0x402000]);
     // 52's first sample came through 51's event: its own event's are
@@ -1003,4 +1018,68 @@ fn clock_samples_are_on_cpu_samples_kept_from_one_event_per_thread() {
     ));
     assert!(kept(clock_sample(8, 52, 50)).is_some());
     assert!(kept(clock_sample(7, 52, 60)).is_none());
+}
+
+#[test]
+fn an_on_cpu_sample_stands_for_the_cpu_time_its_stream_counted_since_the_last() {
+    let mut d = decoder(ST | SAMPLE_READ);
+    d.add_clock(7, 51, 1_000_000);
+    d.add_clock(9, 0, 1_000_000);
+    let mut weight = |rec: Vec<u8>| match d.decode(&rec).unwrap().map(|e| e.kind) {
+        Some(EventKind::OnCpu(s)) => (s.cpu_ns, s.counted),
+        other => panic!("{other:?}"),
+    };
+    // A thread's event on CPU 0: all it counted, then its growth, however
+    // late the timer fired (3.5 periods between two samples).
+    assert_eq!(
+        weight(read_clock_sample(7, 51, 0, 10, 1_000_100)),
+        (1_000_100, true)
+    );
+    assert_eq!(
+        weight(read_clock_sample(7, 51, 0, 20, 4_500_100)),
+        (3_500_000, true)
+    );
+    // Its event on CPU 1 is a stream of its own.
+    assert_eq!(
+        weight(read_clock_sample(7, 51, 1, 30, 1_200_000)),
+        (1_200_000, true)
+    );
+    // A CPU's event: one stream whatever thread it samples.
+    assert_eq!(
+        weight(read_clock_sample(9, 51, 1, 40, 1_000_000)),
+        (1_000_000, true)
+    );
+    assert_eq!(
+        weight(read_clock_sample(9, 52, 1, 50, 2_000_000)),
+        (1_000_000, true)
+    );
+    // A loss on CPU 0: the next sample there stands for the period.
+    d.lost_on(0);
+    let mut weight = |rec: Vec<u8>| match d.decode(&rec).unwrap().map(|e| e.kind) {
+        Some(EventKind::OnCpu(s)) => (s.cpu_ns, s.counted),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        weight(read_clock_sample(7, 51, 0, 60, 9_000_000)),
+        (1_000_000, false)
+    );
+    assert_eq!(
+        weight(read_clock_sample(7, 51, 0, 70, 10_000_000)),
+        (1_000_000, true)
+    );
+    // A count that went back (never from the kernel): the period.
+    assert_eq!(
+        weight(read_clock_sample(7, 51, 0, 80, 5)),
+        (1_000_000, false)
+    );
+    // The thread exits: a new thread with its id starts afresh.
+    assert!(d.decode(&exit_record(51)).unwrap().is_some());
+    let Some(EventKind::OnCpu(s)) = d
+        .decode(&read_clock_sample(7, 51, 0, 90, 700_000))
+        .unwrap()
+        .map(|e| e.kind)
+    else {
+        panic!()
+    };
+    assert_eq!((s.cpu_ns, s.counted), (700_000, true));
 }
