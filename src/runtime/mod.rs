@@ -7,5 +7,7 @@
 //! stacks are interned and named by it. [`python`] reads CPython;
 //! [`reader`] decides when a read may be made and makes it.
 
+pub(crate) mod hotspot;
+pub(crate) mod memory;
 pub(crate) mod python;
 pub(crate) mod reader;

@@ -32,8 +32,9 @@ use std::time::{Duration, Instant};
 use nix::sys::uio::{RemoteIoVec, process_vm_readv};
 use nix::unistd::Pid;
 
-use super::python::walk::Memory;
-use super::python::{Codes, Image, Process, frame_names, may_hold_python, splice};
+use super::hotspot::{self, Jvms, may_hold_jvm};
+use super::memory::Memory;
+use super::python::{self, Codes, may_hold_python};
 use crate::event::interpreted::{Names, is_frame};
 use crate::event::runs::LastRuns;
 use crate::event::{Callchain, Event, EventKind};
@@ -79,22 +80,41 @@ pub(crate) struct Counts {
     pub(crate) walk_time: Duration,
 }
 
+/// A runtime whose frames are read: its file, and where it is loaded.
+#[derive(Clone, Debug)]
+enum Runtime {
+    Python(python::Process),
+    Jvm(hotspot::Process),
+}
+
+/// A runtime's file, read.
+#[derive(Clone, Debug)]
+enum Image {
+    Python(Arc<python::Image>),
+    Jvm(Arc<hotspot::Image>),
+}
+
 /// Reads interpreters' frames into the stacks of threads off CPU.
 pub(crate) struct Interpreted {
     names: Names,
     runs: Arc<LastRuns>,
     reader: GuardedReader,
-    images: HashMap<FileKey, Option<Arc<Image>>>,
+    images: HashMap<FileKey, Option<Image>>,
     /// By process, as of its map's version: `None` runs no interpreter.
-    processes: HashMap<u32, (Option<u64>, Option<Process>)>,
+    processes: HashMap<u32, (Option<u64>, Option<Runtime>)>,
     /// Lent to the reading thread for each read.
     codes: Option<Codes>,
+    jvms: Option<Jvms>,
+    /// Each JVM's code cache, as its last read found it.
+    code_caches: HashMap<u32, (u64, u64)>,
     /// Each thread's id in its own PID namespace.
     ns_tids: HashMap<u32, u32>,
     budget: RunBudget,
     rate: Rate,
     time: TimeBudget,
+    /// Python's, and Java's.
     pub(crate) counts: Counts,
+    pub(crate) java: Counts,
 }
 
 impl Interpreted {
@@ -107,11 +127,14 @@ impl Interpreted {
             images: HashMap::new(),
             processes: HashMap::new(),
             codes: Some(Codes::default()),
+            jvms: Some(Jvms::default()),
+            code_caches: HashMap::new(),
             ns_tids: HashMap::new(),
             budget: RunBudget::new(PER_FILE, PER_RUN),
             rate: Rate::new(PER_SECOND, BURST, 0),
             time: TimeBudget::new(TIME_BURST, SHARE),
             counts: Counts::default(),
+            java: Counts::default(),
         }
     }
 
@@ -151,59 +174,86 @@ impl Interpreted {
         } else {
             self.processes.get(&tgid).and_then(|(_, p)| p.clone())
         };
-        let Some(process) = process else {
+        let Some(runtime) = process else {
             return;
         };
-        if !stack.user().iter().any(|&a| process.in_eval(a)) {
+        let runs_code = match &runtime {
+            Runtime::Python(p) => stack.user().iter().any(|&a| p.in_eval(a)),
+            // Before its first read, a JVM's code cache is not known.
+            Runtime::Jvm(_) => match self.code_caches.get(&tgid) {
+                Some(&(lo, hi)) => stack.user().iter().any(|&a| (lo..hi).contains(&a)),
+                None => off_cpu,
+            },
+        };
+        if !runs_code {
             return;
         }
+        let java = matches!(runtime, Runtime::Jvm(_));
         if !off_cpu {
-            self.counts.wakers += 1;
+            self.counts_of(java).wakers += 1;
             return;
         }
         if self.runs.ran_after(tid, event.time) {
-            self.counts.ran += 1;
+            self.counts_of(java).ran += 1;
             return;
         }
         let started = Instant::now();
         if !self.time.allowed(started) || !self.rate.allow(event.time) {
-            self.counts.unread += 1;
+            self.counts_of(java).unread += 1;
             return;
         }
         let groups = self
             .ns_tid(tid)
-            .and_then(|ns_tid| self.read(&process, tgid, ns_tid));
+            .and_then(|ns_tid| self.read(&runtime, tgid, ns_tid));
         let took = started.elapsed();
         self.time.charge(took);
-        self.counts.walks += 1;
-        self.counts.walk_time += took;
+        let counts = self.counts_of(java);
+        counts.walks += 1;
+        counts.walk_time += took;
         let Some(groups) = groups else {
-            self.counts.unread += 1;
+            counts.unread += 1;
             return;
         };
         // Read after the read: what the reader saw meanwhile counts.
         if self.runs.ran_after(tid, event.time) {
-            self.counts.ran += 1;
+            self.counts_of(java).ran += 1;
             return;
         }
         if groups.is_empty() {
-            self.counts.unread += 1;
+            self.counts_of(java).unread += 1;
             return;
         }
         let groups: Vec<Vec<u64>> = groups
             .iter()
-            .map(|g| g.iter().map(|n| self.address(n)).collect())
+            .map(|g| g.iter().map(|n| self.address(n, java)).collect())
             .collect();
-        let (user, _) = splice(stack.user(), &process, &groups);
-        self.counts.spliced += 1;
+        let (user, spliced) = match &runtime {
+            Runtime::Python(p) => python::splice(stack.user(), p, &groups),
+            Runtime::Jvm(_) => match self.code_caches.get(&tgid) {
+                Some(&code) => hotspot::splice(stack.user(), code, &groups),
+                None => (stack.user().to_vec(), 0),
+            },
+        };
+        if spliced == 0 {
+            self.counts_of(java).unread += 1;
+            return;
+        }
+        self.counts_of(java).spliced += 1;
         *stack = Callchain::new(stack.kernel(), &user);
     }
 
+    fn counts_of(&mut self, java: bool) -> &mut Counts {
+        match java {
+            true => &mut self.java,
+            false => &mut self.counts,
+        }
+    }
+
     /// The address that stands for `name`, counting a name not kept.
-    fn address(&mut self, name: &str) -> u64 {
+    fn address(&mut self, name: &str, java: bool) -> u64 {
         let addr = self.names.address(name);
         if self.names.name(addr).as_deref() != Some(name) {
-            self.counts.not_kept += 1;
+            self.counts_of(java).not_kept += 1;
         }
         addr
     }
@@ -222,21 +272,41 @@ impl Interpreted {
     }
 
     /// Reads thread `tid`'s frame names on the reading thread.
-    fn read(&mut self, process: &Process, tgid: u32, tid: u32) -> Option<Vec<Vec<String>>> {
-        let mut codes = self.codes.take()?;
-        let process = process.clone();
-        let (named, codes) = self.reader.run(move || {
-            let mut mem = ProcessMemory { pid: tgid };
-            let named = frame_names(&mut mem, &process, &mut codes, tgid, tid);
-            (named, codes)
-        })?;
-        self.codes = Some(codes);
-        named.ok()
+    fn read(&mut self, runtime: &Runtime, tgid: u32, tid: u32) -> Option<Vec<Vec<String>>> {
+        match runtime {
+            Runtime::Python(process) => {
+                let mut codes = self.codes.take()?;
+                let process = process.clone();
+                let (named, codes) = self.reader.run(move || {
+                    let mut mem = ProcessMemory { pid: tgid };
+                    let named = python::frame_names(&mut mem, &process, &mut codes, tgid, tid);
+                    (named, codes)
+                })?;
+                self.codes = Some(codes);
+                named.ok()
+            }
+            Runtime::Jvm(process) => {
+                let mut jvms = self.jvms.take()?;
+                let process = process.clone();
+                let (named, jvms) = self.reader.run(move || {
+                    let mut mem = ProcessMemory { pid: tgid };
+                    let named = hotspot::frame_names(&mut mem, &process, &mut jvms, tgid, tid);
+                    (named, jvms)
+                })?;
+                self.jvms = Some(jvms);
+                let (named, code) = named.ok()?;
+                if self.code_caches.len() >= MAX_PROCESSES {
+                    self.code_caches.clear();
+                }
+                self.code_caches.insert(tgid, code);
+                Some(named)
+            }
+        }
     }
 
     /// The interpreter process `tgid` runs at `time`, if any: found once
     /// per version of its map.
-    fn process(&mut self, tgid: u32, time: u64, maps: &mut ProcessMaps) -> Option<Process> {
+    fn process(&mut self, tgid: u32, time: u64, maps: &mut ProcessMaps) -> Option<Runtime> {
         maps.ensure_known(tgid, time);
         let version = maps.version(tgid);
         if let Some((v, p)) = self.processes.get(&tgid)
@@ -254,9 +324,10 @@ impl Interpreted {
         found
     }
 
-    fn find(&mut self, tgid: u32, time: u64, maps: &ProcessMaps) -> Option<Process> {
+    fn find(&mut self, tgid: u32, time: u64, maps: &ProcessMaps) -> Option<Runtime> {
         for m in maps.mapped_at(tgid, time) {
-            if !may_hold_python(&m.path) {
+            let (python, jvm) = (may_hold_python(&m.path), may_hold_jvm(&m.path));
+            if !python && !jvm {
                 continue;
             }
             let image = match m.file.and_then(|k| self.images.get(&k)) {
@@ -265,7 +336,12 @@ impl Interpreted {
                     let Ok(opened) = maps.open_file(tgid, m) else {
                         continue;
                     };
-                    let image = Image::read(&opened, &mut self.budget).map(Arc::new);
+                    let image = match python {
+                        true => python::Image::read(&opened, &mut self.budget)
+                            .map(|i| Image::Python(Arc::new(i))),
+                        false => hotspot::Image::read(&opened, &mut self.budget)
+                            .map(|i| Image::Jvm(Arc::new(i))),
+                    };
                     if self.images.len() >= MAX_IMAGES {
                         self.images.clear();
                     }
@@ -273,10 +349,18 @@ impl Interpreted {
                     image
                 }
             };
-            if let Some(image) = image
-                && let Some(bias) = image.base(m.start, m.end, m.pgoff)
-            {
-                return Some(Process::new(image, bias));
+            match image {
+                Some(Image::Python(image)) => {
+                    if let Some(bias) = image.base(m.start, m.end, m.pgoff) {
+                        return Some(Runtime::Python(python::Process::new(image, bias)));
+                    }
+                }
+                Some(Image::Jvm(image)) => {
+                    if let Some(bias) = image.base(m.start, m.end, m.pgoff) {
+                        return Some(Runtime::Jvm(hotspot::Process::new(image, bias)));
+                    }
+                }
+                None => {}
             }
         }
         None
@@ -285,8 +369,12 @@ impl Interpreted {
     /// Forgets process `tgid` (it exited).
     fn forget(&mut self, tgid: u32) {
         self.processes.remove(&tgid);
+        self.code_caches.remove(&tgid);
         if let Some(c) = self.codes.as_mut() {
             c.forget(tgid);
+        }
+        if let Some(j) = self.jvms.as_mut() {
+            j.forget(tgid);
         }
     }
 

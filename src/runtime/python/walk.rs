@@ -11,18 +11,11 @@
 
 use super::layout::{CODE_READ, CurrentFrame, Entry, FRAME_READ, Layout};
 use crate::bytes::u64_at;
-
-/// Reads a traced process's memory.
-pub(crate) trait Memory {
-    /// Fills `buf` from `addr`; false unless all of it was read.
-    fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool;
-}
+pub(crate) use crate::runtime::memory::{Counted, Memory, Miss};
 
 const MAX_FRAMES: usize = 256;
 const MAX_THREADS: usize = 2048;
 const MAX_INTERPRETERS: usize = 16;
-/// Reads of one walk, the code objects' included.
-const MAX_READS: usize = 4096;
 
 /// One Python frame: its code object and where it is in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,46 +49,6 @@ pub(crate) fn code_key(layout: &Layout, head: &[u8]) -> Option<CodeKey> {
 
 /// The frames of one run of the evaluation loop, innermost first.
 pub(crate) type Group = Vec<RawFrame>;
-
-/// Why no frames were read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Miss {
-    /// A read failed (the thread or process went, or a pointer was bad).
-    Unreadable,
-    /// No thread state of this thread (it runs no Python).
-    NoThread,
-    /// Past a bound.
-    TooLong,
-}
-
-/// Memory read with a count of reads.
-pub(crate) struct Counted<'a> {
-    mem: &'a mut dyn Memory,
-    reads: usize,
-}
-
-impl<'a> Counted<'a> {
-    pub(crate) fn new(mem: &'a mut dyn Memory) -> Counted<'a> {
-        Counted { mem, reads: 0 }
-    }
-
-    pub(crate) fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), Miss> {
-        if self.reads >= MAX_READS {
-            return Err(Miss::TooLong);
-        }
-        self.reads += 1;
-        if addr == 0 || !self.mem.read(addr, buf) {
-            return Err(Miss::Unreadable);
-        }
-        Ok(())
-    }
-
-    pub(crate) fn word(&mut self, addr: u64) -> Result<u64, Miss> {
-        let mut b = [0u8; 8];
-        self.read(addr, &mut b)?;
-        Ok(u64::from_ne_bytes(b))
-    }
-}
 
 /// Where a thread's state was found: the state, and the head of the
 /// interpreters' list it was found from.
@@ -410,6 +363,6 @@ pub(crate) mod tests {
         );
         m.put_words(INTERP, &[(l.interp_threads_head, 0x3000)], 128);
         assert_eq!(walk(&mut m, &l, RUNTIME, 42, &mut None), Err(Miss::TooLong));
-        assert!(m.reads <= MAX_READS + 1);
+        assert!(m.reads <= 4096 + 1);
     }
 }
