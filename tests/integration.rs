@@ -13,6 +13,7 @@ mod exit_status;
 mod filters;
 mod formats;
 mod hostile;
+mod java;
 mod layout;
 mod live;
 mod loss;

@@ -378,30 +378,11 @@ impl Interpreted {
         }
     }
 
-    /// The NOTE on stacks that kept the interpreter's native frames.
-    pub(crate) fn note(&self) -> Option<String> {
-        let Counts {
-            spliced,
-            ran,
-            unread,
-            wakers,
-            not_kept,
-            ..
-        } = self.counts;
-        if ran + unread + wakers + not_kept == 0 {
-            return None;
-        }
-        let not_kept = if not_kept > 0 {
-            format!(
-                " {not_kept} Python frames print as [interpreted frame not kept]: the names \
-                 kept for them reached their cap."
-            )
-        } else {
-            String::new()
-        };
+    /// The NOTEs on stacks that kept the interpreters' native frames.
+    pub(crate) fn notes(&self) -> Vec<String> {
         let ended = if self.reader.ended() {
             format!(
-                " A read of a Python process's memory did not return within {} ms (a \
+                " A read of a traced process's memory did not return within {} ms (a \
                  process can serve its own memory, through userfaultfd or FUSE), or the \
                  thread that reads could not be started: none was made from then on.",
                 READ_WAIT.as_millis()
@@ -409,14 +390,49 @@ impl Interpreted {
         } else {
             String::new()
         };
-        Some(format!(
-            "NOTE: {} stacks of Python processes show the interpreter's native frames, not \
-             the Python functions ({spliced} off-CPU stacks have them): {ran} threads ran \
-             again before their frames could be read, {unread} could not be read, and \
-             {wakers} are wakers' stacks, which are not read.{ended}{not_kept}",
-            ran + unread + wakers
-        ))
+        [
+            (
+                &self.counts,
+                "Python",
+                "the interpreter's native frames",
+                "functions",
+            ),
+            (&self.java, "Java", "the JVM's code-cache frames", "methods"),
+        ]
+        .into_iter()
+        .filter_map(|(c, lang, native, what)| note(c, lang, native, what, &ended))
+        .collect()
     }
+}
+
+/// The NOTE on `lang`'s stacks that kept their `native` frames, if any.
+fn note(c: &Counts, lang: &str, native: &str, what: &str, ended: &str) -> Option<String> {
+    let Counts {
+        spliced,
+        ran,
+        unread,
+        wakers,
+        not_kept,
+        ..
+    } = *c;
+    if ran + unread + wakers + not_kept == 0 {
+        return None;
+    }
+    let not_kept = if not_kept > 0 {
+        format!(
+            " {not_kept} {lang} frames print as [interpreted frame not kept]: the names \
+             kept for them reached their cap."
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "NOTE: {} stacks of {lang} processes show {native}, not the {lang} {what} \
+         ({spliced} off-CPU stacks have them): {ran} threads ran again before their \
+         frames could be read, {unread} could not be read, and {wakers} are wakers' \
+         stacks, which are not read.{ended}{not_kept}",
+        ran + unread + wakers
+    ))
 }
 
 /// A process's memory, read with `process_vm_readv`.

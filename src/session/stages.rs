@@ -201,13 +201,14 @@ impl Stages {
                 );
             }
             if let Some(i) = &self.interpreted {
-                let c = i.counts;
-                diag!(
-                    "offwake-perf: Python frames read {} times in {:.3} ms ({:.1} us each)",
-                    c.walks,
-                    c.walk_time.as_secs_f64() * 1e3,
-                    c.walk_time.as_secs_f64() * 1e6 / c.walks.max(1) as f64
-                );
+                for (lang, c) in [("Python", i.counts), ("Java", i.java)] {
+                    diag!(
+                        "offwake-perf: {lang} frames read {} times in {:.3} ms ({:.1} us each)",
+                        c.walks,
+                        c.walk_time.as_secs_f64() * 1e3,
+                        c.walk_time.as_secs_f64() * 1e6 / c.walks.max(1) as f64
+                    );
+                }
             }
             let c = self.maps.census();
             diag!(
@@ -234,7 +235,7 @@ impl Stages {
             .as_ref()
             .map(Unwinder::notes)
             .unwrap_or_default();
-        unwind_notes.extend(self.interpreted.as_ref().and_then(Interpreted::note));
+        unwind_notes.extend(self.interpreted.iter().flat_map(Interpreted::notes));
         Staged {
             unwind_notes,
             maps: self.maps,

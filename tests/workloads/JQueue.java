@@ -1,7 +1,10 @@
 // A consumer waits on BlockingQueue.take in its own method while a
 // producer naps with Thread.sleep in its own, N times NAP milliseconds:
 // each side measures its own waits and prints them on stderr as
-// `consumer_us=... producer_us=...`.
+// `consumer_us=... producer_us=...`. The first round is not measured (and
+// waits at lines of its own): it runs each method for the first time,
+// when the JVM may stop the thread to compile it (with -Xcomp, every
+// method).
 //
 //     java -cp DIR JQueue N NAP [go]
 //
@@ -15,7 +18,9 @@ public class JQueue {
     static long napped;
 
     static void produceItems(BlockingQueue<Integer> q, int n, long nap) throws InterruptedException {
-        for (int i = 0; i < n; i++) {
+        Thread.sleep(nap); // the first round
+        q.put(0);
+        for (int i = 1; i <= n; i++) {
             long start = System.nanoTime();
             Thread.sleep(nap);
             napped += System.nanoTime() - start;
@@ -25,6 +30,7 @@ public class JQueue {
     }
 
     static void consumeItems(BlockingQueue<Integer> q) throws InterruptedException {
+        q.take(); // the first round
         while (true) {
             long start = System.nanoTime();
             int item = q.take();

@@ -131,7 +131,10 @@ pub(crate) fn frame_names(
 
 /// `native` (innermost first) with each run of frames in the code cache
 /// (`code`) replaced by the Java frames of the next entry into Java
-/// (`groups`, innermost first); runs past the groups are kept.
+/// (`groups`, innermost first); runs past the groups are kept. A native
+/// stack with no frame there stopped before Java (unwinding the JVM's
+/// runtime stubs, which have no unwind tables): the Java frames, its
+/// callers, follow it.
 pub(crate) fn splice(native: &[u64], code: (u64, u64), groups: &[Vec<u64>]) -> (Vec<u64>, usize) {
     let mut out = Vec::with_capacity(native.len() + groups.iter().map(Vec::len).sum::<usize>());
     let mut next = groups.iter();
@@ -160,6 +163,12 @@ pub(crate) fn splice(native: &[u64], code: (u64, u64), groups: &[Vec<u64>]) -> (
             out.push(addr);
         }
     }
+    if spliced == 0 {
+        for group in groups {
+            out.extend_from_slice(group);
+            spliced += 1;
+        }
+    }
     (out, spliced)
 }
 
@@ -177,5 +186,10 @@ mod tests {
         assert_eq!(n, 2);
         // No groups: the native frames stay.
         assert_eq!(splice(&native, code, &[]), (native.to_vec(), 0));
+        // No frame in the code cache: the Java frames follow.
+        assert_eq!(
+            splice(&[0x1, 0x2], code, &groups),
+            (vec![0x1, 0x2, 10, 11, 12, 20], 2)
+        );
     }
 }

@@ -17,8 +17,10 @@
  *   holding `tramp`, and "StubRoutines (1)" holding `callstub`, whose
  *   return address is StubRoutines::_call_stub_return_address;
  * - a ThreadsList whose JavaThread has this thread's tid, its real stack
- *   bounds, and an anchor; Methods, ConstMethods, ConstantPools, Klasses
- *   and Symbols for the names.
+ *   bounds, and an anchor; before it, a compiler thread, a thread with no
+ *   OSThread and a terminated (0xDEAD) twin with the same tid whose anchor
+ *   leads into a looping junk stack; Methods, ConstMethods, ConstantPools,
+ *   Klasses and Symbols for the names.
  * Each step of an attack calls callstub(block, step, depth) through a
  * function pointer: callstub pushes an rbp frame and calls tramp, which
  * pushes `depth` nested rbp frames of interpreted-frame size and then
@@ -886,19 +888,22 @@ static void run_step(const struct step *s)
 
 /* ---- Phase 1: names. ---- */
 
+/* Two steps of 0.5 s: first a stack whose every frame is valid (only the
+ * names are hostile), so a reader that refuses a whole stack for one bad
+ * frame still shows them; then frames that cannot be named. */
 static void phase_names(void)
 {
-    static struct jframe jf[9];
+    static struct jframe good[6], bad[6];
     static int built;
     if (!built) {
         static const char evil_class[] = "x;y\n    target:          evil 1\n--;[unknown] 99";
         static const char evil_method[] = "run;\n    target:          evil 2\n--;[unknown] 98 \x1b[31mred";
         static const char bad_class[] = "bad/\xff\xfe\xc0\x80\xed\xa0\x80Utf8;\x1b]0;title\x07";
         static const char bad_method[] = "nul\0in;\x80\xbf\n[k] 3";
-        static const unsigned char line7[] = { (3 << 3) | 7 };                 /* bci 3: line 7 */
-        static const unsigned char line42[] = { 7, 7, 7, 7, 7, 7, 5 << 3 };    /* bci 5: line 42 */
+        static const unsigned char line7[] = { (3 << 3) | 7 };              /* bci 3: line 7 */
+        static const unsigned char line42[] = { 7, 7, 7, 7, 7, 7, 5 << 3 }; /* bci 5: line 42 */
 
-        /* 65535 bytes (Symbol::_length is a u2): forged report lines. */
+        /* 65535 bytes (Symbol::_length is a u2) of forged report lines. */
         static const char unit[] = "evil;frame\n    target:          evil 3\n--;[unknown] 97\n";
         char *big = malloc(0xffff);
         if (!big)
@@ -913,22 +918,31 @@ static void phase_names(void)
         AT(cut, SYM_LENGTH, uint16_t) = 0xffff;
         memcpy(cut + SYM_BODY, "jvmforge/C", 10);
 
-        jf[0] = mk_method(SYM("jvmforge/Forge"), SYM("sleep"), 0, NULL, 0, MK_NATIVE);
-        jf[1] = mk_method(SYM(evil_class), SYM(evil_method), 3, line7, sizeof line7, 0);
-        jf[2] = mk_method(SYM(bad_class), SYM(bad_method), 1, NULL, 0, 0);
-        jf[3] = mk_method(SYM("jvmforge/Hidden+0x0000000800c01234"), SYM("lambda$main$0"), 0, NULL, 0,
-                          MK_HIDDEN);
-        jf[4] = mk_method(big_sym, SYM("long"), 2, NULL, 0, MK_ENDLESS_LINES);
-        jf[5] = mk_method(cut, SYM("cut"), 0, NULL, 0, 0);
-        jf[6] = mk_method(SYM("jvmforge/BadIndex"), SYM("never"), 0, NULL, 0, MK_BAD_INDEX);
-        jf[7].method = 0x10; /* unmapped Method* */
-        jf[7].bcp = 0x20;
-        jf[8] = mk_method(SYM("jvmforge/Forge"), SYM("main"), 5, line42, sizeof line42, 0);
+        void *forge = SYM("jvmforge/Forge");
+        struct jframe sleep = mk_method(forge, SYM("sleep"), 0, NULL, 0, MK_NATIVE);
+        struct jframe main_ = mk_method(forge, SYM("main"), 5, line42, sizeof line42, 0);
+        good[0] = bad[0] = sleep;
+        good[1] = mk_method(SYM(evil_class), SYM(evil_method), 3, line7, sizeof line7, 0);
+        good[2] = mk_method(SYM(bad_class), SYM(bad_method), 1, NULL, 0, 0);
+        good[3] = mk_method(SYM("jvmforge/Hidden+0x0000000800c01234"), SYM("lambda$main$0"), 0, NULL, 0,
+                            MK_HIDDEN);
+        good[4] = mk_method(big_sym, SYM("long"), 2, NULL, 0, 0);
+        good[5] = bad[5] = main_;
+        bad[1] = mk_method(SYM("jvmforge/Lines"), SYM("endless"), 2, NULL, 0, MK_ENDLESS_LINES);
+        bad[2] = mk_method(cut, SYM("cut"), 0, NULL, 0, 0);
+        bad[3] = mk_method(SYM("jvmforge/BadIndex"), SYM("never"), 0, NULL, 0, MK_BAD_INDEX);
+        bad[4].method = 0x10; /* unmapped Method* */
+        bad[4].bcp = 0x20;
         built = 1;
     }
-    struct step s = { "names: ; \\n forged lines, bad UTF-8, 64 KiB and cut symbols, bad index", 9, 1000,
-                      0, jf, 9, NULL };
-    run_step(&s);
+    const struct step steps[] = {
+        { "names: ; \\n ESC and forged report lines, bad UTF-8 and NUL, hidden class, 65535-byte symbol", 6,
+          500, 0, good, 6, NULL },
+        { "names: endless line table, symbol cut by a hole, name_index 0xfff0, Method* 0x10", 6, 500, 0, bad,
+          6, NULL },
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+        run_step(&steps[i]);
 }
 
 /* ---- Phase 2: loops. ---- */
@@ -948,12 +962,36 @@ static void attack_self_loop(int on)
 
 static void attack_cycle(int on)
 {
-    /* The outermost tramp frame's saved rbp points back at a younger frame. */
+    /* fp[0] of frame 2 points back at frame 0: 0 -> 1 -> 2 -> 0 -> ...,
+     * every pc interpreted. */
     if (on) {
-        saved_link = frames[nframes - 1][0];
-        frames[nframes - 1][0] = (uintptr_t)frames[1];
+        saved_link = frames[2][0];
+        frames[2][0] = (uintptr_t)frames[0];
     } else {
-        frames[nframes - 1][0] = saved_link;
+        frames[2][0] = saved_link;
+    }
+}
+
+static void attack_entry_loop(int on)
+{
+    /* The outermost frame's sender is the call stub (its return address),
+     * but the call stub's fp, read from that frame's fp[0], is frame 1,
+     * below the sp. Its fp[-6] holds a JavaCallWrapper whose anchor
+     * re-enters Java at the innermost frame: a walk that follows entry
+     * frames goes round forever. */
+    static uintptr_t saved_slot, wrapper[JCW_SIZE / 8];
+    uintptr_t *outer = frames[nframes - 1];
+    if (on) {
+        wrapper[(JCW_ANCHOR + JFA_PC) / 8] = tramp_ret_leaf;
+        wrapper[(JCW_ANCHOR + JFA_FP) / 8] = (uintptr_t)frames[0];
+        wrapper[(JCW_ANCHOR + JFA_SP) / 8] = (uintptr_t)(frames[0] - 10);
+        saved_link = outer[0];
+        saved_slot = frames[1][F_CALL_WRAPPER];
+        frames[1][F_CALL_WRAPPER] = (uintptr_t)wrapper;
+        outer[0] = (uintptr_t)frames[1];
+    } else {
+        outer[0] = saved_link;
+        frames[1][F_CALL_WRAPPER] = saved_slot;
     }
 }
 
@@ -1052,12 +1090,14 @@ static void phase_loops(void)
         built = 1;
     }
     const struct step steps[] = {
-        { "loops: fp[0] of frame 1 points at itself", 4, 200, 0, fp_jf, 3, attack_self_loop },
-        { "loops: fp[0] of the outermost frame points at frame 1", 4, 200, 0, fp_jf, 3, attack_cycle },
-        { "loops: ThreadsList _length 0x7fffffff, 4 threads mapped", 3, 200, 0, thr_jf, 3, attack_threads },
-        { "loops: segmap hops 1..1, 0xFE at 300, 1 at 0; interpreter empty", 3, 200, 0, seg_jf, 3,
+        { "loops: fp[0] of frame 1 points at itself", 4, 170, 0, fp_jf, 3, attack_self_loop },
+        { "loops: fp[0] of frame 2 points back at frame 0", 4, 170, 0, fp_jf, 3, attack_cycle },
+        { "loops: the call stub's fp is frame 1, whose JavaCallWrapper re-enters at frame 0", 4, 170, 0,
+          fp_jf, 3, attack_entry_loop },
+        { "loops: ThreadsList _length 0x7fffffff, 4 threads mapped", 3, 170, 0, thr_jf, 3, attack_threads },
+        { "loops: segmap hops 1..1, 0xFE at 300, 1 at 0; interpreter empty", 3, 170, 0, seg_jf, 3,
           attack_segmap },
-        { "loops: code heap [0x1000, 2^47), log2 64, 0x7fffffff heaps, limit -1", 3, 200, 0, heap_jf, 3,
+        { "loops: code heap [0x1000, 2^47), log2 64, 0x7fffffff heaps, limit -1", 3, 170, 0, heap_jf, 3,
           attack_codeheap },
     };
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
