@@ -1352,3 +1352,104 @@ fn python_forges_names_and_runtime() {
         "the three forged states were not all refused: {note}"
     );
 }
+
+/// `workloads/jvmforge` built in `scratch`: a program that loads its own
+/// `libjvm.so`, which publishes forged HotSpot tables and structures.
+fn build_jvmforge(scratch: &Scratch) -> std::path::PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workloads/jvmforge");
+    let dir = scratch.dir.join("jvmforge");
+    std::fs::create_dir_all(&dir).expect("a build directory");
+    chmod(&dir, 0o755);
+    let cc = |args: &[&str]| {
+        let status = std::process::Command::new("cc")
+            .args(["-O0", "-g", "-fno-omit-frame-pointer"])
+            .args(args)
+            .current_dir(&dir)
+            .status()
+            .expect("running cc");
+        assert!(status.success(), "building jvmforge: cc {args:?}");
+    };
+    let lib = src.join("libjvm.c");
+    let main = src.join("main.c");
+    cc(&["-shared", "-fPIC", "-o", "libjvm.so", lib.to_str().unwrap()]);
+    cc(&[
+        "-o",
+        "jvmforge",
+        main.to_str().unwrap(),
+        "-L.",
+        "-ljvm",
+        "-Wl,-rpath,$ORIGIN",
+    ]);
+    for f in ["libjvm.so", "jvmforge"] {
+        chmod(&dir.join(f), 0o755);
+    }
+    dir.join("jvmforge")
+}
+
+#[test]
+fn java_forges_names_and_structures() {
+    let _suite = common::suite(module_path!());
+    if !common::live() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scratch = Scratch::new("java_forges_names_and_structures");
+    let exe = build_jvmforge(&scratch);
+    // The forged tables first: a layout once read is kept for the process.
+    let victim = start_program(
+        Path::new("/usr/bin/env"),
+        true,
+        &[
+            "JVMFORGE_PHASES=tables,names,loops,depth".to_string(),
+            exe.display().to_string(),
+        ],
+    );
+    let pid = victim.pid().to_string();
+    let run = run_tool("java_forges_names_and_structures", &["-p", &pid, "6"]);
+    drop(victim);
+    run.assert_sound();
+    let frames = run.target_frames("jvmforge");
+    // A name that forges report lines is one frame, escaped.
+    assert!(
+        frames.iter().any(|f| f.starts_with("x;y\\n    target:")),
+        "the forged name is not one frame: {frames:?}"
+    );
+    for evil in ["evil 1", "evil 2", "evil 3"] {
+        assert!(
+            !run.stdout
+                .lines()
+                .any(|l| l.contains("target:") && l.contains(evil) && !l.contains("\\n")),
+            "a forged line in the report:\n{}",
+            run.stdout
+        );
+    }
+    assert!(!run.stdout.contains('\x1b'), "a raw escape in the report");
+    // Loops and cycles are refused, and deep chains cut: none of their
+    // frames is spliced.
+    for refused in [
+        "jvmforge.LoopFp",
+        "jvmforge.LoopSegmap",
+        "jvmforge.LoopHeap",
+        "jvmforge.Lines.endless",
+        "jvmforge.Deep.recurse",
+    ] {
+        assert!(
+            !frames.iter().any(|f| f.starts_with(refused)),
+            "a frame of a refused walk was spliced ({refused}): {frames:?}"
+        );
+    }
+    let note = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("stacks of Java processes"))
+        .unwrap_or_else(|| panic!("no NOTE on unread Java stacks:\n{}", run.stderr));
+    let unread: u64 = note
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" could not be read"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of unread stacks in {note:?}"));
+    assert!(
+        unread >= 4,
+        "the forged states were not all refused: {note}"
+    );
+}

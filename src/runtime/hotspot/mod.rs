@@ -13,6 +13,7 @@ mod walk;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub(crate) use image::{Image, may_hold_jvm};
 use method::{MethodInfo, MethodKey, method_key, read_method};
@@ -40,12 +41,16 @@ const MAX_METHODS: usize = 1 << 16;
 const MAX_METHOD_BYTES: usize = 32 << 20;
 /// Reads of one walk, the names' included.
 const MAX_READS: usize = 8192;
+/// How long a JVM whose tables could not be read is left alone.
+const RETRY_TABLES: Duration = Duration::from_secs(1);
 
 /// What is known of each JVM: its layout (`None`: refused), the methods
 /// named, and where its threads were.
 #[derive(Debug, Default)]
 pub(crate) struct Jvms {
-    vms: HashMap<u32, Option<Arc<Vm>>>,
+    /// A JVM whose tables could not be read is tried again after
+    /// [`RETRY_TABLES`] (a young one fills them as it loads).
+    vms: HashMap<u32, Result<Arc<Vm>, Instant>>,
     methods: HashMap<(u32, u64), (MethodKey, Arc<MethodInfo>)>,
     bytes: usize,
     threads: HashMap<(u32, u32), u64>,
@@ -86,18 +91,18 @@ pub(crate) fn frame_names(
     tid: u32,
 ) -> Result<Named, Miss> {
     let vm = match jvms.vms.get(&tgid) {
-        Some(Some(vm)) => Arc::clone(vm),
-        Some(None) => return Err(Miss::Unreadable),
-        None => {
+        Some(Ok(vm)) => Arc::clone(vm),
+        Some(Err(at)) if at.elapsed() < RETRY_TABLES => return Err(Miss::Unreadable),
+        _ => {
             let mut tables = Counted::with_limit(mem, vm::TABLE_READS);
             let vm = Vm::read(&mut tables, &process.image, process.bias)
-                .ok()
-                .map(Arc::new);
+                .map(Arc::new)
+                .map_err(|_| Instant::now());
             if jvms.vms.len() >= MAX_METHODS {
                 jvms.vms.clear();
             }
             jvms.vms.insert(tgid, vm.clone());
-            vm.ok_or(Miss::Unreadable)?
+            vm.map_err(|_| Miss::Unreadable)?
         }
     };
     let mut mem = Counted::with_limit(mem, MAX_READS);

@@ -34,6 +34,9 @@ pub(crate) struct Vm {
     pub(super) list_length: u64,
     pub(super) list_threads: u64,
     pub(super) thread_osthread: u64,
+    pub(super) thread_terminated: u64,
+    /// What `thread_terminated` holds in a thread that lives.
+    pub(super) not_terminated: u32,
     pub(super) osthread_tid: u64,
     pub(super) thread_anchor: u64,
     pub(super) thread_stack_base: u64,
@@ -102,10 +105,11 @@ const STATICS: [Field; 7] = [
     ("Abstract_VM_Version", "_vm_major_version"),
 ];
 
-const FIELDS: [Field; 50] = [
+const FIELDS: [Field; 51] = [
     ("ThreadsList", "_length"),
     ("ThreadsList", "_threads"),
     ("JavaThread", "_osthread"),
+    ("JavaThread", "_terminated"),
     ("OSThread", "_thread_id"),
     ("JavaThread", "_anchor"),
     ("JavaThread", "_stack_base"),
@@ -159,7 +163,8 @@ const FIELDS: [Field; 50] = [
 
 const TYPES: [&str; 4] = ["HeapBlock", "PcDesc", "ConstMethod", "ConstantPool"];
 
-const INTS: [&str; 4] = [
+const INTS: [&str; 5] = [
+    "JavaThread::_not_terminated",
     "frame::interpreter_frame_sender_sp_offset",
     "frame::interpreter_frame_last_sp_offset",
     "frame::entry_frame_call_wrapper_offset",
@@ -317,6 +322,9 @@ impl Vm {
             list_length: f("ThreadsList", "_length")?,
             list_threads: f("ThreadsList", "_threads")?,
             thread_osthread: f("JavaThread", "_osthread")?,
+            thread_terminated: f("JavaThread", "_terminated")?,
+            not_terminated: u32::try_from(int("JavaThread::_not_terminated")?)
+                .map_err(|_| missing)?,
             osthread_tid: f("OSThread", "_thread_id")?,
             thread_anchor: f("JavaThread", "_anchor")?,
             thread_stack_base: f("JavaThread", "_stack_base")?,

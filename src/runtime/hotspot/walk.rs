@@ -95,8 +95,9 @@ fn read_u32(mem: &mut Counted<'_>, addr: u64) -> Result<u32, Miss> {
     Ok(u32::from_ne_bytes(b))
 }
 
-/// The `JavaThread` of OS thread `tid` (in the JVM's PID namespace): at
-/// `hint` if that is still the thread's, else found in the threads list.
+/// The `JavaThread` of OS thread `tid` (in the JVM's PID namespace), not
+/// terminated: at `hint` if that is still the thread's, else found in the
+/// threads list.
 pub(crate) fn java_thread(
     mem: &mut Counted<'_>,
     vm: &Vm,
@@ -105,7 +106,9 @@ pub(crate) fn java_thread(
 ) -> Result<u64, Miss> {
     let is_of = |mem: &mut Counted<'_>, thread: u64| -> Result<bool, Miss> {
         let os = mem.word(thread.wrapping_add(vm.thread_osthread))?;
-        Ok(os != 0 && read_u32(mem, os.wrapping_add(vm.osthread_tid))? == tid)
+        Ok(os != 0
+            && read_u32(mem, os.wrapping_add(vm.osthread_tid))? == tid
+            && read_u32(mem, thread.wrapping_add(vm.thread_terminated))? == vm.not_terminated)
     };
     if let Some(t) = hint
         && is_of(mem, t).unwrap_or(false)
@@ -170,6 +173,9 @@ pub(crate) fn thread_frames(
             interpreted(mem, regs, group, in_stack)?
         } else if regs.pc == code.call_stub_return {
             // Java was entered here: from the anchor the call saved on.
+            if !in_stack(regs.fp) || regs.fp < regs.sp {
+                return Err(Miss::Unreadable);
+            }
             let wrapper = mem.word(regs.fp.wrapping_add_signed(vm.entry_wrapper * 8))?;
             match anchor(mem, vm, wrapper.wrapping_add(vm.wrapper_anchor))? {
                 None => return Ok(groups),
