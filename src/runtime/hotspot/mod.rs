@@ -8,6 +8,8 @@
 mod image;
 mod method;
 mod stream;
+#[cfg(test)]
+mod tests;
 mod vm;
 mod walk;
 
