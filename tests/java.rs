@@ -29,13 +29,24 @@ fn classes() -> &'static Path {
     })
 }
 
-/// `java` with `flags`, running `JQueue N NAP`, pinned to CPU 0 by
+/// How the program runs: what `java` runs under, and its flags.
+#[derive(Clone, Copy, Debug)]
+struct Jvm<'a> {
+    wrapper: &'a [&'a str],
+    flags: &'a [&'a str],
+}
+
+const DEFAULT: Jvm = Jvm {
+    wrapper: &[],
+    flags: &[],
+};
+
+/// `java` as `jvm` says, running `JQueue N NAP`, pinned to CPU 0 by
 /// `taskset`.
-fn command(flags: &[&str], n: &str, nap: &str) -> Vec<String> {
-    let mut c: Vec<String> = ["taskset", "-c", "0", "java", "-XX:+UseSerialGC"]
-        .map(String::from)
-        .to_vec();
-    c.extend(flags.iter().map(|f| f.to_string()));
+fn command(jvm: Jvm, n: &str, nap: &str) -> Vec<String> {
+    let mut c: Vec<String> = jvm.wrapper.iter().map(|a| a.to_string()).collect();
+    c.extend(["taskset", "-c", "0", "java", "-XX:+UseSerialGC"].map(String::from));
+    c.extend(jvm.flags.iter().map(|f| f.to_string()));
     c.extend(["-cp", classes().to_str().unwrap(), "JQueue", n, nap].map(String::from));
     c
 }
@@ -115,13 +126,15 @@ fn nap() -> String {
     slowed(100).to_string()
 }
 
-/// The program under `java` with `flags`, traced as `-- COMMAND`.
-fn traced_command(flags: &[&str]) -> (Vec<Block>, (u64, u64), String) {
+/// The program as `jvm` says, traced as `-- COMMAND` with `args` before
+/// it.
+fn traced_command(args: &[&str], jvm: Jvm) -> (Vec<Block>, (u64, u64), String) {
     // A JVM's own threads' waits whose wakeup the kernel hid are theirs
     // (not retried, unlike with `with_every_event_reported`): the
     // program's two sides are checked against their own measurements.
-    let mut all: Vec<String> = ["-f", "--"].map(String::from).to_vec();
-    all.extend(command(flags, "10", &nap()));
+    let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    all.extend(["-f", "--"].map(String::from));
+    all.extend(command(jvm, "10", &nap()));
     let all: Vec<&str> = all.iter().map(String::as_str).collect();
     let out = run_env(&[], &all);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -144,7 +157,7 @@ fn traced_command(flags: &[&str]) -> (Vec<Block>, (u64, u64), String) {
 
 /// The program, gated, traced with `-p PID` until it ends.
 fn traced_running() -> (Vec<Block>, (u64, u64), String) {
-    let command = command(&[], "10", &nap());
+    let command = command(DEFAULT, "10", &nap());
     let args: Vec<&str> = command[1..].iter().map(String::as_str).collect();
     let mut w = start_gated_env(Path::new(&command[0]), &args, &[]);
     let pid = w.pid().to_string();
@@ -174,7 +187,7 @@ fn assert_every_format_carries_them() {
         args.extend(["-o".to_string(), p.display().to_string()]);
     }
     args.push("--".into());
-    args.extend(command(&[], "4", &slowed(50).to_string()));
+    args.extend(command(DEFAULT, "4", &slowed(50).to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = run_env(&[], &args);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -219,9 +232,26 @@ fn java_methods_are_named_on_blocked_stacks() {
     if !live() {
         return;
     }
-    for flags in [&[][..], &["-Xcomp"]] {
-        let (blocks, truth, err) = traced_command(flags);
-        assert_carried(&blocks, truth, &format!("{flags:?}: {blocks:#?}\n{err}"));
+    let compiled = Jvm {
+        flags: &["-Xcomp"],
+        ..DEFAULT
+    };
+    // In a PID namespace of its own, where the JVM knows its threads by
+    // other ids.
+    let namespaced = Jvm {
+        wrapper: &["unshare", "--pid", "--fork", "--mount-proc"],
+        ..DEFAULT
+    };
+    let runs: [(&[&str], Jvm); 4] = [
+        (&[], DEFAULT),
+        (&[], compiled),
+        (&["--backend", "tracefs"], DEFAULT),
+        (&[], namespaced),
+    ];
+    for (args, jvm) in runs {
+        let (blocks, truth, err) = traced_command(args, jvm);
+        let context = format!("{args:?} {jvm:?}: {blocks:#?}\n{err}");
+        assert_carried(&blocks, truth, &context);
     }
     let (blocks, truth, err) = traced_running();
     let blocks: Vec<Block> = blocks
