@@ -33,7 +33,7 @@ use nix::sys::uio::{RemoteIoVec, process_vm_readv};
 use nix::unistd::Pid;
 
 use super::hotspot::{self, Jvms, may_hold_jvm};
-use super::memory::Memory;
+use super::memory::{Memory, Miss};
 use super::python::{self, Codes, may_hold_python};
 use crate::event::interpreted::{Names, is_frame};
 use crate::event::runs::LastRuns;
@@ -202,17 +202,23 @@ impl Interpreted {
             self.counts_of(java).unread += 1;
             return;
         }
-        let groups = self
-            .ns_tid(tid)
-            .and_then(|ns_tid| self.read(&runtime, tgid, ns_tid));
+        let groups = match self.ns_tid(tid) {
+            Some(ns_tid) => self.read(&runtime, tgid, ns_tid),
+            None => Err(Miss::Unreadable),
+        };
         let took = started.elapsed();
         self.time.charge(took);
         let counts = self.counts_of(java);
         counts.walks += 1;
         counts.walk_time += took;
-        let Some(groups) = groups else {
-            counts.unread += 1;
-            return;
+        let groups = match groups {
+            Ok(groups) => groups,
+            // A JVM's thread that is no Java thread, or not in Java.
+            Err(Miss::NoThread) if java => return,
+            Err(_) => {
+                counts.unread += 1;
+                return;
+            }
         };
         // Read after the read: what the reader saw meanwhile counts.
         if self.runs.ran_after(tid, event.time) {
@@ -271,35 +277,42 @@ impl Interpreted {
         Some(ns)
     }
 
-    /// Reads thread `tid`'s frame names on the reading thread.
-    fn read(&mut self, runtime: &Runtime, tgid: u32, tid: u32) -> Option<Vec<Vec<String>>> {
+    /// Reads thread `tid`'s frame names on the reading thread (a read that
+    /// did not return, or could not be made, is unreadable).
+    fn read(&mut self, runtime: &Runtime, tgid: u32, tid: u32) -> Result<Vec<Vec<String>>, Miss> {
         match runtime {
             Runtime::Python(process) => {
-                let mut codes = self.codes.take()?;
+                let mut codes = self.codes.take().ok_or(Miss::Unreadable)?;
                 let process = process.clone();
-                let (named, codes) = self.reader.run(move || {
-                    let mut mem = ProcessMemory { pid: tgid };
-                    let named = python::frame_names(&mut mem, &process, &mut codes, tgid, tid);
-                    (named, codes)
-                })?;
+                let (named, codes) = self
+                    .reader
+                    .run(move || {
+                        let mut mem = ProcessMemory { pid: tgid };
+                        let named = python::frame_names(&mut mem, &process, &mut codes, tgid, tid);
+                        (named, codes)
+                    })
+                    .ok_or(Miss::Unreadable)?;
                 self.codes = Some(codes);
-                named.ok()
+                named
             }
             Runtime::Jvm(process) => {
-                let mut jvms = self.jvms.take()?;
+                let mut jvms = self.jvms.take().ok_or(Miss::Unreadable)?;
                 let process = process.clone();
-                let (named, jvms) = self.reader.run(move || {
-                    let mut mem = ProcessMemory { pid: tgid };
-                    let named = hotspot::frame_names(&mut mem, &process, &mut jvms, tgid, tid);
-                    (named, jvms)
-                })?;
+                let (named, jvms) = self
+                    .reader
+                    .run(move || {
+                        let mut mem = ProcessMemory { pid: tgid };
+                        let named = hotspot::frame_names(&mut mem, &process, &mut jvms, tgid, tid);
+                        (named, jvms)
+                    })
+                    .ok_or(Miss::Unreadable)?;
                 self.jvms = Some(jvms);
-                let (named, code) = named.ok()?;
+                let (named, code) = named?;
                 if self.code_caches.len() >= MAX_PROCESSES {
                     self.code_caches.clear();
                 }
                 self.code_caches.insert(tgid, code);
-                Some(named)
+                Ok(named)
             }
         }
     }

@@ -94,6 +94,17 @@ impl Image {
 }
 
 #[cfg(test)]
+impl Image {
+    /// An image whose tables' symbols are at `symbols` (file addresses).
+    pub(crate) fn with_symbols(symbols: [u64; SYMBOLS.len()]) -> Image {
+        Image {
+            symbols,
+            segments: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

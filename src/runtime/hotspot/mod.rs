@@ -180,7 +180,7 @@ pub(crate) fn splice(native: &[u64], code: (u64, u64), groups: &[Vec<u64>]) -> (
 }
 
 #[cfg(test)]
-mod tests {
+mod splicing {
     use super::*;
 
     #[test]
