@@ -380,22 +380,31 @@ impl Vm {
 
 /// Calls `each` with the fields of each entry of `table` (as words; the
 /// caller narrows them) until it returns false, for at most
-/// [`MAX_ENTRIES`] entries: a table with no end is refused.
+/// [`MAX_ENTRIES`] entries: a table with no end is refused. Entries are
+/// read as many at a time as lie whole in one page.
 fn each_entry(
     mem: &mut Counted<'_>,
     table: &Table,
     mut each: impl FnMut(&mut Counted<'_>, &[u64]) -> Result<bool, Miss>,
 ) -> Result<(), Miss> {
-    let mut buf = vec![0u8; table.stride as usize];
+    let stride = table.stride as usize;
+    let mut chunk = vec![0u8; PAGE.max(stride)];
+    let (mut from, mut len) = (0u64, 0usize);
     let mut words = vec![0u64; table.fields.len()];
     for i in 0..MAX_ENTRIES as u64 {
         let at = table
             .at
             .checked_add(i * table.stride)
             .ok_or(Miss::Unreadable)?;
-        mem.read(at, &mut buf)?;
+        if at < from || at.saturating_add(table.stride) > from.saturating_add(len as u64) {
+            let in_page = PAGE - (at % PAGE as u64) as usize;
+            len = (in_page / stride).max(1) * stride;
+            mem.read(at, &mut chunk[..len])?;
+            from = at;
+        }
+        let entry = &chunk[(at - from) as usize..][..stride];
         for (w, &off) in words.iter_mut().zip(&table.fields) {
-            *w = u64_at(&buf, off as usize).ok_or(Miss::Unreadable)?;
+            *w = u64_at(entry, off as usize).ok_or(Miss::Unreadable)?;
         }
         if !each(mem, &words)? {
             return Ok(());
@@ -403,6 +412,9 @@ fn each_entry(
     }
     Err(Miss::TooLong)
 }
+
+/// Reads are cut at page boundaries, past which memory may be unmapped.
+const PAGE: usize = 4096;
 
 /// Names read from the process, by address: the tables point at the
 /// same string for every field of a type.
@@ -448,15 +460,15 @@ static KNOWN: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(
 
 /// The NUL-terminated string at `addr`, if it ends within [`MAX_NAME`]
 /// bytes (`None` for a longer one: no name the walk uses is that long).
-/// Read in small pieces, so that a string near the end of a mapping is
-/// read.
+/// Read up to a page boundary at a time, so that a string near the end
+/// of a mapping is read.
 fn c_string(mem: &mut Counted<'_>, addr: u64) -> Result<Option<String>, Miss> {
     let mut out = Vec::new();
-    let mut piece = [0u8; 16];
-    while out.len() < MAX_NAME {
+    let mut piece = [0u8; MAX_NAME + 1];
+    while out.len() <= MAX_NAME {
         let at = addr.checked_add(out.len() as u64).ok_or(Miss::Unreadable)?;
-        // Up to the next 16-byte boundary, which never crosses a page.
-        let len = 16 - (at % 16) as usize;
+        let in_page = PAGE - (at % PAGE as u64) as usize;
+        let len = in_page.min(MAX_NAME + 1 - out.len());
         mem.read(at, &mut piece[..len])?;
         if let Some(end) = piece[..len].iter().position(|&b| b == 0) {
             out.extend_from_slice(&piece[..end]);
