@@ -25,7 +25,8 @@ pub(crate) type MethodKey = [u64; 3];
 pub(crate) struct MethodInfo {
     /// `package.Class.method`.
     pub(crate) name: String,
-    pub(crate) file: String,
+    /// Its class's source file, if the class says.
+    pub(crate) file: Option<String>,
     /// Where its bytecodes are.
     code_start: u64,
     code_size: u64,
@@ -36,11 +37,12 @@ pub(crate) struct MethodInfo {
 impl MethodInfo {
     /// Bytes kept for it.
     pub(crate) fn size(&self) -> usize {
-        self.name.len() + self.file.len() + self.lines.as_ref().map_or(0, Vec::len) + 64
+        let file = self.file.as_ref().map_or(0, String::len);
+        self.name.len() + file + self.lines.as_ref().map_or(0, Vec::len) + 64
     }
 
     /// The frame's name: `package.Class.method (File.java:line)`, the line
-    /// left out where it is unknown.
+    /// (or the file) left out where it is unknown.
     pub(crate) fn frame_name(&self, pos: Pos) -> String {
         let bci = match pos {
             Pos::Bcp(bcp) => bcp
@@ -51,9 +53,10 @@ impl MethodInfo {
             Pos::None => None,
         };
         let line = bci.and_then(|b| line_of(self.lines.as_deref()?, b));
-        match line {
-            Some(line) => format!("{} ({}:{line})", self.name, self.file),
-            None => format!("{} ({})", self.name, self.file),
+        match (&self.file, line) {
+            (Some(file), Some(line)) => format!("{} ({file}:{line})", self.name),
+            (Some(file), None) => format!("{} ({file})", self.name),
+            (None, _) => self.name.clone(),
         }
     }
 }
@@ -113,10 +116,10 @@ pub(crate) fn read_method(
     let at = mem.word(holder.wrapping_add(vm.klass_name))?;
     let class = symbol(mem, vm, at)?;
     let file = match source {
-        0 => "unknown".to_string(),
+        0 => None,
         i => {
             let at = entry(mem, i)?;
-            symbol(mem, vm, at)?
+            Some(symbol(mem, vm, at)?)
         }
     };
     let code_start = cm.wrapping_add(vm.const_size);

@@ -293,7 +293,7 @@ fn compiled(mem: &mut Counted<'_>, vm: &Vm, regs: Regs, group: &mut Group) -> Re
     }
     let caller_sp = regs.sp.checked_add(words * 8).ok_or(Miss::Unreadable)?;
     let mut top = [0u8; 16];
-    mem.read(caller_sp - 16, &mut top)?;
+    mem.read(caller_sp.wrapping_sub(16), &mut top)?;
     Ok(Regs {
         sp: caller_sp,
         fp: u64_at(&top, 0).unwrap_or(0),
@@ -422,7 +422,10 @@ fn nmethod_frames(
         let mut table = vec![0u8; pcs_len as usize];
         mem.read(pcs_begin, &mut table)?;
         if let Some(decode) = scope_of_pc(&table, &layout, offset) {
-            let mut data = vec![0u8; scopes_len as usize];
+            // A chain's scopes lie below the innermost one's offset, whose
+            // three numbers take at most 15 bytes.
+            let needed = u64::try_from(decode).unwrap_or(0).saturating_add(15);
+            let mut data = vec![0u8; scopes_len.min(needed) as usize];
             mem.read(scopes_begin, &mut data)?;
             if !scope_chain(&data, decode, &mut scopes, MAX_INLINED) {
                 scopes.clear();
