@@ -1337,20 +1337,27 @@ fn python_forges_names_and_runtime() {
         !frames.iter().any(|f| f.starts_with("sleeper (pyforge.py:")),
         "a frame of a forged chain was spliced: {frames:?}"
     );
-    let note = run
-        .stderr
-        .lines()
-        .find(|l| l.contains("stacks of Python processes"))
-        .unwrap_or_else(|| panic!("no NOTE on unread Python stacks:\n{}", run.stderr));
-    let unread: u64 = note
-        .split(", ")
-        .find_map(|part| part.strip_suffix(" could not be read"))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no count of unread stacks in {note:?}"));
+    let (unread, note) = unread_stacks(&run, "Python");
     assert!(
         unread >= 3,
         "the three forged states were not all refused: {note}"
     );
+}
+
+/// The count of `lang`'s stacks that could not be read, from the NOTE
+/// that counts them, and the NOTE.
+fn unread_stacks(run: &Run, lang: &str) -> (u64, String) {
+    let note = run
+        .stderr
+        .lines()
+        .find(|l| l.contains(&format!("stacks of {lang} processes")))
+        .unwrap_or_else(|| panic!("no NOTE on unread {lang} stacks:\n{}", run.stderr));
+    let unread = note
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" could not be read"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of unread stacks in {note:?}"));
+    (unread, note.to_string())
 }
 
 /// `workloads/jvmforge` built in `scratch`: a program that loads its own
@@ -1438,16 +1445,7 @@ fn java_forges_names_and_structures() {
             "a frame of a refused walk was spliced ({refused}): {frames:?}"
         );
     }
-    let note = run
-        .stderr
-        .lines()
-        .find(|l| l.contains("stacks of Java processes"))
-        .unwrap_or_else(|| panic!("no NOTE on unread Java stacks:\n{}", run.stderr));
-    let unread: u64 = note
-        .split(", ")
-        .find_map(|part| part.strip_suffix(" could not be read"))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no count of unread stacks in {note:?}"));
+    let (unread, note) = unread_stacks(&run, "Java");
     assert!(
         unread >= 4,
         "the forged states were not all refused: {note}"

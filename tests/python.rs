@@ -226,25 +226,7 @@ fn assert_every_format_carries_them(python: &Path) {
         read(&json).contains(name),
         "the speedscope file lacks {name}"
     );
-    let decoded = std::process::Command::new("node")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js/decode-pprof.mjs"))
-        .arg(&pprof)
-        .output()
-        .expect("running node");
-    assert!(decoded.status.success(), "{decoded:?}");
-    let decoded: serde_json::Value = serde_json::from_slice(&decoded.stdout).expect("JSON");
-    let in_pprof: u64 = decoded["samples"]
-        .as_array()
-        .expect("samples")
-        .iter()
-        .filter(|s| {
-            let frames = s["frames"].as_array().expect("frames");
-            frames
-                .iter()
-                .any(|f| f.as_str().is_some_and(|f| f.starts_with(name)))
-        })
-        .map(|s| s["values"][0].as_u64().expect("a value"))
-        .sum();
+    let in_pprof = pprof_total_with(&pprof, |f| f.starts_with(name));
     assert_eq!(in_pprof, in_text, "pprof against text under {name}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -799,3 +799,26 @@ pub fn records_read(stderr: &str) -> u64 {
         })
         .unwrap_or_else(|| panic!("no summary line in:\n{stderr}"))
 }
+
+/// The total of the pprof profile `pprof` (decoded by pprof-format, with
+/// `tests/js/decode-pprof.mjs`) over its samples with a frame that
+/// `frame` selects.
+pub fn pprof_total_with(pprof: &Path, frame: impl Fn(&str) -> bool) -> u64 {
+    let decoded = Command::new("node")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js/decode-pprof.mjs"))
+        .arg(pprof)
+        .output()
+        .expect("running node");
+    assert!(decoded.status.success(), "{decoded:?}");
+    let decoded: serde_json::Value = serde_json::from_slice(&decoded.stdout).expect("JSON");
+    decoded["samples"]
+        .as_array()
+        .expect("samples")
+        .iter()
+        .filter(|s| {
+            let frames = s["frames"].as_array().expect("frames");
+            frames.iter().any(|f| f.as_str().is_some_and(&frame))
+        })
+        .map(|s| s["values"][0].as_u64().expect("a value"))
+        .sum()
+}
