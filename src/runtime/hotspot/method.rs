@@ -50,7 +50,7 @@ impl MethodInfo {
                 .filter(|&b| b < self.code_size)
                 .map(|b| b as u32),
             Pos::Bci(bci) => u32::try_from(bci).ok(),
-            Pos::None => None,
+            Pos::None | Pos::Stub => None,
         };
         let line = bci.and_then(|b| line_of(self.lines.as_deref()?, b));
         match (&self.file, line) {
@@ -136,6 +136,19 @@ pub(crate) fn read_method(
         lines,
     })
 }
+
+/// The name of a runtime stub (`CodeBlob::_name`, at `at`), as a frame
+/// (`_complete_monitor_locking_Java`); at most [`MAX_STUB_NAME`] bytes.
+pub(crate) fn stub_name(mem: &mut Counted<'_>, at: u64) -> Result<String, Miss> {
+    let mut buf = [0u8; MAX_STUB_NAME];
+    // Up to the page's end, past which memory may be unmapped.
+    let len = MAX_STUB_NAME.min(4096 - (at % 4096) as usize);
+    mem.read(at, &mut buf[..len])?;
+    let end = buf[..len].iter().position(|&b| b == 0).unwrap_or(len);
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+const MAX_STUB_NAME: usize = 64;
 
 /// A class's internal name as Java writes it: `java.util.Map$Entry`;
 /// a hidden class (a lambda's) without the address that makes its name

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) use image::{Image, may_hold_jvm};
-use method::{MethodInfo, MethodKey, method_key, read_method};
+use method::{MethodInfo, MethodKey, method_key, read_method, stub_name};
 use vm::Vm;
 use walk::{Code, java_thread, thread_frames};
 
@@ -120,6 +120,10 @@ pub(crate) fn frame_names(
     for group in groups {
         let mut names = Vec::with_capacity(group.len());
         for frame in group {
+            if frame.pos == walk::Pos::Stub {
+                names.push(stub_name(&mut mem, frame.method)?);
+                continue;
+            }
             let key = method_key(&mut mem, &vm, frame.method)?;
             let info = match jvms.methods.get(&(tgid, frame.method)) {
                 Some((known, info)) if *known == key => Arc::clone(info),

@@ -41,6 +41,9 @@ pub(crate) enum Pos {
     Bci(i32),
     /// Unknown (a native method's compiled wrapper).
     None,
+    /// Not a method's frame but a runtime stub's (a slow path of
+    /// compiled code): the frame's `method` is the stub's name.
+    Stub,
 }
 
 /// One Java frame: its `Method*`, and where it is in it.
@@ -289,7 +292,10 @@ fn compiled(mem: &mut Counted<'_>, vm: &Vm, regs: Regs, group: &mut Group) -> Re
             method: word(vm.compiled_method).ok_or(Miss::Unreadable)?,
             pos: Pos::None,
         }),
-        Kind::Stub => {}
+        Kind::Stub => group.push(RawFrame {
+            method: name,
+            pos: Pos::Stub,
+        }),
     }
     let caller_sp = regs.sp.checked_add(words * 8).ok_or(Miss::Unreadable)?;
     let mut top = [0u8; 16];
@@ -308,7 +314,8 @@ enum Kind {
     Nmethod,
     /// The compiled wrapper of a native method.
     Native,
-    /// Anything else with a frame: runtime stubs, safepoint blobs.
+    /// Anything else with a frame: runtime stubs, safepoint blobs, named
+    /// as they are.
     Stub,
 }
 
