@@ -105,8 +105,6 @@ pub(crate) struct Interpreted {
     /// Lent to the reading thread for each read.
     codes: Option<Codes>,
     jvms: Option<Jvms>,
-    /// Each JVM's code cache, as its last read found it.
-    code_caches: HashMap<u32, (u64, u64)>,
     /// Each thread's id in its own PID namespace.
     ns_tids: HashMap<u32, u32>,
     budget: RunBudget,
@@ -128,7 +126,6 @@ impl Interpreted {
             processes: HashMap::new(),
             codes: Some(Codes::default()),
             jvms: Some(Jvms::default()),
-            code_caches: HashMap::new(),
             ns_tids: HashMap::new(),
             budget: RunBudget::new(PER_FILE, PER_RUN),
             rate: Rate::new(PER_SECOND, BURST, 0),
@@ -180,8 +177,8 @@ impl Interpreted {
         let runs_code = match &runtime {
             Runtime::Python(p) => stack.user().iter().any(|&a| p.in_eval(a)),
             // Before its first read, a JVM's code cache is not known.
-            Runtime::Jvm(_) => match self.code_caches.get(&tgid) {
-                Some(&(lo, hi)) => stack.user().iter().any(|&a| (lo..hi).contains(&a)),
+            Runtime::Jvm(_) => match self.code_cache(tgid) {
+                Some((lo, hi)) => stack.user().iter().any(|&a| (lo..hi).contains(&a)),
                 None => off_cpu,
             },
         };
@@ -235,8 +232,8 @@ impl Interpreted {
             .collect();
         let (user, spliced) = match &runtime {
             Runtime::Python(p) => python::splice(stack.user(), p, &groups),
-            Runtime::Jvm(_) => match self.code_caches.get(&tgid) {
-                Some(&code) => hotspot::splice(stack.user(), code, &groups),
+            Runtime::Jvm(_) => match self.code_cache(tgid) {
+                Some(code) => hotspot::splice(stack.user(), code, &groups),
                 None => (stack.user().to_vec(), 0),
             },
         };
@@ -246,6 +243,11 @@ impl Interpreted {
         }
         self.counts_of(java).spliced += 1;
         *stack = Callchain::new(stack.kernel(), &user);
+    }
+
+    /// JVM `tgid`'s code cache, once a read found it.
+    fn code_cache(&self, tgid: u32) -> Option<(u64, u64)> {
+        self.jvms.as_ref().and_then(|j| j.code_cache(tgid))
     }
 
     fn counts_of(&mut self, java: bool) -> &mut Counts {
@@ -307,12 +309,7 @@ impl Interpreted {
                     })
                     .ok_or(Miss::Unreadable)?;
                 self.jvms = Some(jvms);
-                let (named, code) = named?;
-                if self.code_caches.len() >= MAX_PROCESSES {
-                    self.code_caches.clear();
-                }
-                self.code_caches.insert(tgid, code);
-                Ok(named)
+                named
             }
         }
     }
@@ -382,7 +379,6 @@ impl Interpreted {
     /// Forgets process `tgid` (it exited).
     fn forget(&mut self, tgid: u32) {
         self.processes.remove(&tgid);
-        self.code_caches.remove(&tgid);
         if let Some(c) = self.codes.as_mut() {
             c.forget(tgid);
         }

@@ -53,6 +53,8 @@ pub(crate) struct Jvms {
     /// A JVM whose tables could not be read is tried again after
     /// [`RETRY_TABLES`] (a young one fills them as it loads).
     vms: HashMap<u32, Result<Arc<Vm>, Instant>>,
+    /// Each JVM's code cache, as its last read found it.
+    code: HashMap<u32, (u64, u64)>,
     methods: HashMap<(u32, u64), (MethodKey, Arc<MethodInfo>)>,
     bytes: usize,
     threads: HashMap<(u32, u32), u64>,
@@ -62,9 +64,15 @@ impl Jvms {
     /// Forgets process `tgid` (it exited or ran exec).
     pub(crate) fn forget(&mut self, tgid: u32) {
         self.vms.remove(&tgid);
+        self.code.remove(&tgid);
         self.methods.retain(|&(t, _), _| t != tgid);
         self.threads.retain(|&(t, _), _| t != tgid);
         self.bytes = self.methods.values().map(|(_, m)| m.size()).sum();
+    }
+
+    /// Process `tgid`'s code cache, once a read found it.
+    pub(crate) fn code_cache(&self, tgid: u32) -> Option<(u64, u64)> {
+        self.code.get(&tgid).copied()
     }
 
     fn keep(&mut self, at: (u32, u64), key: MethodKey, info: Arc<MethodInfo>) {
@@ -79,12 +87,12 @@ impl Jvms {
     }
 }
 
-/// Names of frames by entry into Java, innermost first, and the code
-/// cache's bounds.
-pub(crate) type Named = (Vec<Vec<String>>, (u64, u64));
+/// Names of frames by entry into Java, innermost first.
+pub(crate) type Named = Vec<Vec<String>>;
 
 /// The names of thread `tid`'s Java frames, read through `mem` from
-/// process `tgid`.
+/// process `tgid` (whose code cache [`Jvms::code_cache`] tells from then
+/// on).
 pub(crate) fn frame_names(
     mem: &mut dyn Memory,
     process: &Process,
@@ -109,6 +117,10 @@ pub(crate) fn frame_names(
     };
     let mut mem = Counted::with_limit(mem, MAX_READS);
     let code = Code::read(&mut mem, &vm)?;
+    if jvms.code.len() >= MAX_METHODS {
+        jvms.code.clear();
+    }
+    jvms.code.insert(tgid, (code.low, code.high));
     let hint = jvms.threads.get(&(tgid, tid)).copied();
     let thread = java_thread(&mut mem, &vm, tid, hint)?;
     if jvms.threads.len() >= MAX_METHODS {
@@ -137,7 +149,7 @@ pub(crate) fn frame_names(
         }
         named.push(names);
     }
-    Ok((named, (code.low, code.high)))
+    Ok(named)
 }
 
 /// `native` (innermost first) with each run of frames in the code cache
