@@ -81,6 +81,15 @@ impl Fake {
         self.next = at + (len as u64).next_multiple_of(16) + 0x100;
         at
     }
+
+    /// Maps `len` zero bytes from a page's start, the page after them
+    /// unmapped.
+    fn alloc_pages(&mut self, len: usize) -> u64 {
+        let at = self.next.max(METASPACE).next_multiple_of(PAGE as u64);
+        self.map(at, len);
+        self.next = at + (len.next_multiple_of(PAGE) + PAGE) as u64;
+        at
+    }
 }
 
 impl Memory for Fake {
@@ -112,11 +121,13 @@ const BIAS: u64 = 0x7f00_0000_0000;
 /// File address of the first of the 15 exported variables (`Image`'s
 /// order), each 8 bytes after the one before.
 const SYMBOLS_AT: u64 = 0x136_6800;
-/// The tables, and the strings their entries name (libjvm's data).
+/// Pages of the tables (each table ends where its last page does), and
+/// of the strings their entries name (libjvm's data).
 const STRUCTS_AT: u64 = BIAS + 0x140_0000;
 const TYPES_AT: u64 = BIAS + 0x150_0000;
 const INTS_AT: u64 = BIAS + 0x160_0000;
 const STRINGS_AT: u64 = BIAS + 0x170_0000;
+const PAGE: usize = 4096;
 
 // The statics the tables point at.
 const JAVA_THREAD_LIST: u64 = BIAS + 0x12f_78e8;
@@ -305,7 +316,11 @@ const STATICS17: [(&str, &str, u64); 7] = [
     ("CodeCache", "_low_bound", CODE_CACHE_LOW_BOUND),
     ("CodeCache", "_high_bound", CODE_CACHE_HIGH_BOUND),
     ("AbstractInterpreter", "_code", ABSTRACT_INTERPRETER_CODE),
-    ("StubRoutines", "_call_stub_return_address", CALL_STUB_RETURN_ADDRESS),
+    (
+        "StubRoutines",
+        "_call_stub_return_address",
+        CALL_STUB_RETURN_ADDRESS,
+    ),
     ("Abstract_VM_Version", "_vm_major_version", VM_MAJOR_VERSION),
 ];
 
@@ -419,8 +434,17 @@ fn entry(stride: u64, fields: &[(u64, u64, usize)]) -> Vec<u8> {
     e
 }
 
+/// Maps `bytes` so that they end where a page ends, in the pages from
+/// `pages` on: the reader must not read past them.
+fn put_page_end(m: &mut Fake, pages: u64, bytes: &[u8]) -> u64 {
+    let at = pages + (bytes.len().next_multiple_of(PAGE) - bytes.len()) as u64;
+    m.put(at, bytes);
+    at
+}
+
 impl Tables {
-    fn install(&self, m: &mut Fake) {
+    /// Maps the tables; returns where the struct, type and int tables are.
+    fn install(&self, m: &mut Fake) -> [u64; 3] {
         let mut strings = Strings::default();
         let [stride, ty, field, is_static, offset, address] = self.struct_layout;
         let mut structs = Vec::new();
@@ -443,37 +467,46 @@ impl Tables {
         let [t_stride, t_name, t_size] = self.type_layout;
         let mut types = Vec::new();
         for &(name, size) in &self.types {
-            types.extend(entry(t_stride, &[(t_name, strings.of(name), 8), (t_size, size, 8)]));
+            types.extend(entry(
+                t_stride,
+                &[(t_name, strings.of(name), 8), (t_size, size, 8)],
+            ));
         }
         let [i_stride, i_name, i_value] = self.int_layout;
         let mut ints = Vec::new();
         for &(name, value) in &self.ints {
             let value = u64::from(value as u32);
-            ints.extend(entry(i_stride, &[(i_name, strings.of(name), 8), (i_value, value, 4)]));
+            ints.extend(entry(
+                i_stride,
+                &[(i_name, strings.of(name), 8), (i_value, value, 4)],
+            ));
         }
         if self.terminated {
             structs.extend(vec![0; stride as usize]);
             types.extend(vec![0; t_stride as usize]);
             ints.extend(vec![0; i_stride as usize]);
         }
-        m.put(STRUCTS_AT, &structs);
-        m.put(TYPES_AT, &types);
-        m.put(INTS_AT, &ints);
-        let len = strings.bytes.len().next_multiple_of(16);
+        let at = [
+            put_page_end(m, STRUCTS_AT, &structs),
+            put_page_end(m, TYPES_AT, &types),
+            put_page_end(m, INTS_AT, &ints),
+        ];
+        let len = strings.bytes.len().next_multiple_of(PAGE);
         strings.bytes.resize(len, 0);
         m.put(STRINGS_AT, &strings.bytes);
         let vars: [&[u64]; 6] = [
-            &[STRUCTS_AT],
+            &at[..1],
             &self.struct_layout,
-            &[TYPES_AT],
+            &at[1..2],
             &self.type_layout,
-            &[INTS_AT],
+            &at[2..],
             &self.int_layout,
         ];
         for (k, v) in vars.concat().into_iter().enumerate() {
             m.put_u64(BIAS + SYMBOLS_AT + 8 * k as u64, v);
         }
         m.put_u32(VM_MAJOR_VERSION, self.major);
+        at
     }
 
     /// Reads them back as the reader does, within `limit` reads.
@@ -522,7 +555,11 @@ fn the_tables_give_hotspot_17s_layout() {
 fn tables_missing_an_entry_are_refused() {
     for (ty, field, _) in FIELDS17 {
         let tables = tables17().without_field(ty, field);
-        assert_eq!(tables.read(TABLE_READS).0, Err(Miss::Unreadable), "{ty}::{field}");
+        assert_eq!(
+            tables.read(TABLE_READS).0,
+            Err(Miss::Unreadable),
+            "{ty}::{field}"
+        );
     }
     for (ty, field, _) in STATICS17 {
         let tables = tables17().without_field(ty, field);
@@ -541,7 +578,10 @@ fn tables_missing_an_entry_are_refused() {
     // A field said to be static is missing as a field; a static said to
     // be a field, as a static.
     let mut tables = tables17();
-    tables.structs.iter_mut().for_each(|e| e.is_static = !e.is_static);
+    tables
+        .structs
+        .iter_mut()
+        .for_each(|e| e.is_static = !e.is_static);
     assert!(tables.read(TABLE_READS).0.is_err());
     // A field past any structure's size.
     let mut tables = tables17();
@@ -590,9 +630,7 @@ fn a_table_without_end_is_refused_within_its_reads() {
     };
     tables.structs.resize(4100, filler);
     tables.terminated = false;
-    let (vm, reads) = tables.read(TABLE_READS);
-    assert_eq!(vm, Err(Miss::TooLong));
-    assert!(reads <= 4096 + 200, "{reads} reads");
+    assert_eq!(tables.read(TABLE_READS).0, Err(Miss::TooLong));
     // A short one that runs into unmapped memory.
     let mut tables = tables17();
     tables.terminated = false;
@@ -637,21 +675,53 @@ fn strides_and_field_offsets_must_fit() {
 
 #[test]
 fn a_name_running_into_unmapped_memory_is_refused() {
-    let mut m = Fake::default();
-    tables17().install(&mut m);
-    // "JavaThread" with no NUL, ending where a mapping ends.
-    let region = m.alloc(16);
-    m.put(region + 6, b"JavaThread");
-    m.put_u64(STRUCTS_AT, region + 6);
-    assert_eq!(read_tables(&mut m, TABLE_READS).0, Err(Miss::Unreadable));
+    // The first entry's type name: the last bytes of a page, the next
+    // page unmapped.
+    let name_at_page_end = |name: &[u8]| {
+        let mut m = Fake::default();
+        let [structs, _, _] = tables17().install(&mut m);
+        let page = m.alloc_pages(PAGE);
+        let at = page + (PAGE - name.len()) as u64;
+        m.put(at, name);
+        m.put_u64(structs, at);
+        read_tables(&mut m, TABLE_READS).0
+    };
+    assert_eq!(name_at_page_end(b"EpsilonHeap\0"), Ok(vm17()));
+    assert_eq!(name_at_page_end(b"JavaThread"), Err(Miss::Unreadable));
     // A name longer than any the reader wants is no name of its: passed
-    // over, so the tables still read (the entry was a filler).
+    // over (the entry was a filler).
     let mut m = Fake::default();
-    tables17().install(&mut m);
-    let long = m.alloc(256);
-    m.put(long, &[b'x'; 256]);
-    m.put_u64(STRUCTS_AT, long);
+    let [structs, _, _] = tables17().install(&mut m);
+    let long = m.alloc_pages(PAGE);
+    m.put(long, &[b'x'; PAGE]);
+    m.put_u64(structs, long);
     assert_eq!(read_tables(&mut m, TABLE_READS).0, Ok(vm17()));
+}
+
+#[test]
+fn tables_are_read_a_page_at_a_time() {
+    // 4100 entries, none empty, each naming the same unwanted strings:
+    // a read per page of entries.
+    let mut tables = tables17();
+    let filler = StructEntry {
+        ty: "Foo",
+        field: "_bar",
+        is_static: false,
+        value: 8,
+    };
+    tables.structs.resize(4100, filler);
+    tables.terminated = false;
+    let (vm, reads) = tables.read(TABLE_READS);
+    assert_eq!(vm, Err(Miss::TooLong));
+    let pages = 4096 * 48 / PAGE;
+    assert!(reads <= 2 * pages + 100, "{reads} reads");
+    // Strides that do not divide a page: an entry across two pages is
+    // read whole.
+    let mut tables = tables17();
+    tables.struct_layout[0] = 56;
+    tables.type_layout[0] = 248;
+    let (vm, _) = tables.read(TABLE_READS);
+    assert_eq!(vm, Ok(vm17()));
 }
 
 // ---------------------------------------------------------------------
@@ -1004,12 +1074,80 @@ fn pointers_outside_the_stack_are_refused() {
     }
     put_last_frame(&mut m, (sp_of(0), fp_of(0), INTERPRETER_PC));
     assert!(walk(&mut m).is_ok());
-    // Stacks of no size, past 1 GiB, or wrapping below 0.
-    for (base, size) in [(STACK_BASE, 0), (1 << 40, 1 << 31), (0x1000, 0x2000)] {
+    // A stack of 1 GiB holding the frames is believed; past that, or of
+    // no size, or wrapping below 0, not.
+    let stack = |m: &mut Fake, base: u64, size: u64| {
         m.put_u64(THREAD + v.thread_stack_base, base);
         m.put_u64(THREAD + v.thread_stack_size, size);
-        assert_eq!(walk(&mut m), Err(Miss::Unreadable), "{base:#x} {size:#x}");
+        walk(m)
+    };
+    let gib = 1 << 30;
+    assert!(stack(&mut m, STACK_LOW + gib, gib).is_ok());
+    let past = stack(&mut m, STACK_LOW + gib + 8, gib + 8);
+    assert_eq!(past, Err(Miss::Unreadable));
+    for (base, size) in [(STACK_BASE, 0), (0x1000, 0x2000)] {
+        let walked = stack(&mut m, base, size);
+        assert_eq!(walked, Err(Miss::Unreadable), "{base:#x} {size:#x}");
     }
+}
+
+#[test]
+fn interpreted_frame_pointers_are_believed_only_in_the_stack_above_sp() {
+    // A frame that looks whole at `fp`, called from the call stub.
+    let frame_at = |m: &mut Fake, fp: u64, sender_sp: u64, stub_fp: u64| {
+        let frame = Interpreted {
+            method: method(0),
+            bcp: bcp_of(method(0)),
+            sender_sp,
+            link: stub_fp,
+            return_pc: CALL_STUB_PC,
+        };
+        put_interpreted(m, fp, &frame);
+        put_call_stub(m, stub_fp, (0, 0, 0));
+        put_last_frame(m, (sp_of(0), fp, INTERPRETER_PC));
+    };
+    let mut m = jvm();
+    frame_at(&mut m, fp_of(0), sp_of(1), fp_of(1));
+    assert!(walk(&mut m).is_ok());
+    // Outside the stack.
+    let fp = m.alloc(0x100) + 0x80;
+    frame_at(&mut m, fp, sp_of(1), fp_of(1));
+    assert_eq!(walk(&mut m), Err(Miss::Unreadable));
+    // At its base, the words above it mapped.
+    m.map(STACK_BASE, 0x20);
+    frame_at(&mut m, STACK_BASE, STACK_BASE - 0x100, STACK_BASE - 0x80);
+    assert_eq!(walk(&mut m), Err(Miss::Unreadable));
+    // In the stack, but below sp.
+    frame_at(&mut m, fp_of(0), sp_of(1), fp_of(1));
+    put_last_frame(&mut m, (fp_of(0) + 8, fp_of(0), INTERPRETER_PC));
+    assert_eq!(walk(&mut m), Err(Miss::Unreadable));
+}
+
+#[test]
+fn call_stub_frame_pointers_are_believed_only_in_the_stack_above_sp() {
+    // Frame 0 returns to the call stub, whose fp is `stub_fp`.
+    let returning_to = |m: &mut Fake, sender_sp: u64, stub_fp: u64| {
+        let frame = Interpreted {
+            method: method(0),
+            bcp: bcp_of(method(0)),
+            sender_sp,
+            link: stub_fp,
+            return_pc: CALL_STUB_PC,
+        };
+        put_interpreted(m, fp_of(0), &frame);
+        put_call_stub(m, stub_fp, (0, 0, 0));
+        put_last_frame(m, (sp_of(0), fp_of(0), INTERPRETER_PC));
+    };
+    let mut m = jvm();
+    returning_to(&mut m, sp_of(2), fp_of(2));
+    assert!(walk(&mut m).is_ok());
+    // Outside the stack, its wrapper slot readable.
+    let stub_fp = m.alloc(0x100) + 0x80;
+    returning_to(&mut m, sp_of(2), stub_fp);
+    assert_eq!(walk(&mut m), Err(Miss::Unreadable));
+    // In it, below its sp.
+    returning_to(&mut m, sp_of(2), fp_of(1));
+    assert_eq!(walk(&mut m), Err(Miss::Unreadable));
 }
 
 // ---------------------------------------------------------------------
@@ -1046,7 +1184,7 @@ const NATIVE_NMETHOD_NAME: u64 = NMETHOD_NAME + 0x10;
 const STUB_NAME: u64 = NMETHOD_NAME + 0x20;
 
 fn put_blob_names(m: &mut Fake) {
-    let mut names = vec![0u8; 0x40];
+    let mut names = vec![0u8; PAGE];
     names[..7].copy_from_slice(b"nmethod");
     names[0x10..0x1e].copy_from_slice(b"native nmethod");
     names[0x20..0x3e].copy_from_slice(b"_complete_monitor_locking_Java");
@@ -1087,7 +1225,10 @@ fn nmethod_bytes(blob: u64, n: &Nmethod) -> Vec<u8> {
     put(v.blob_name, &n.name.to_le_bytes());
     put(v.compiled_method, &n.method.to_le_bytes());
     put(v.compiled_scopes_data, &(blob + NM_SCOPES).to_le_bytes());
-    put(v.compiled_deopt_handler, &(blob + NM_CODE + 0x1f0).to_le_bytes());
+    put(
+        v.compiled_deopt_handler,
+        &(blob + NM_CODE + 0x1f0).to_le_bytes(),
+    );
     put(v.nmethod_metadata, &(NM_METADATA as i32).to_le_bytes());
     put(v.nmethod_pcs, &(NM_PCS as i32).to_le_bytes());
     let pcs_end = NM_PCS + 16 * n.pcs.len() as u64;
@@ -1168,9 +1309,17 @@ fn inlined_frames() -> Vec<RawFrame> {
 /// A compiled frame at `sp_of(0)` running `n` (at segment 40), called by
 /// an interpreted frame (`method(1)`) called from the call stub.
 fn compiled_thread(n: &Nmethod, pc_offset: u64) -> (Fake, u64) {
+    compiled_thread_at(n, pc_offset, 40)
+}
+
+/// [`compiled_thread`], its blob at segment `first`.
+fn compiled_thread_at(n: &Nmethod, pc_offset: u64, first: u64) -> (Fake, u64) {
     let mut m = jvm();
-    let blob = HEAP_LOW + (40 << LOG2_SEGMENT_SIZE) + vm17().block_size;
-    assert_eq!(put_blob(&mut m, 40, &nmethod_bytes(blob, n)), blob);
+    let blob = HEAP_LOW + (first << LOG2_SEGMENT_SIZE) + vm17().block_size;
+    assert_eq!(
+        put_blob(&mut m, first as usize, &nmethod_bytes(blob, n)),
+        blob
+    );
     let caller_sp = sp_of(0) + 8 * n.frame_words as u64;
     // The words below its caller's sp: the return address and the
     // caller's frame pointer.
@@ -1249,10 +1398,16 @@ fn a_native_wrapper_is_its_method_and_a_stub_is_nothing() {
     let mut want = vec![native];
     want.extend(interpreted_frames(&[method(1)]));
     assert_eq!(walk(&mut m), Ok(vec![want]));
-    // A runtime stub: stepped over, no frame of its own.
+    // A runtime stub: stepped over, a frame named by the stub.
     n.name = STUB_NAME;
     let (mut m, blob) = compiled_thread(&n, CALL_RETURN as u64);
-    assert_eq!(walk(&mut m), Ok(vec![interpreted_frames(&[method(1)])]));
+    let stub = RawFrame {
+        method: STUB_NAME,
+        pos: Pos::Stub,
+    };
+    let mut want = vec![stub];
+    want.extend(interpreted_frames(&[method(1)]));
+    assert_eq!(walk(&mut m), Ok(vec![want]));
     // "nmethod" with only its 8 bytes mapped; a name not mapped at all.
     let short = m.alloc(8);
     m.put(short, b"nmethod\0");
@@ -1291,10 +1446,18 @@ fn segment_maps_that_lead_nowhere_are_refused() {
     let block = blob - v.block_size;
     m.put(block + v.block_used, &[0]);
     assert_eq!(walk(&mut m), Err(Miss::Unreadable));
-    // A segment size the walk does not believe.
+    // A pc past its blob's `_size` (its block holds more segments).
     m.put(block + v.block_used, &[1]);
-    m.put_u32(CODE_HEAP + v.heap_log2_segment, 40);
+    m.put_u32(blob + v.blob_size, NM_CODE as u32);
     assert_eq!(walk(&mut m), Err(Miss::Unreadable));
+    // Segment sizes the walk does not believe (the blob at segment 0,
+    // where any size would find it).
+    let (mut m, _) = compiled_thread_at(&inlining_nmethod(), CALL_RETURN as u64, 0);
+    assert!(walk(&mut m).is_ok());
+    for log2 in [3, 17, 40] {
+        m.put_u32(CODE_HEAP + v.heap_log2_segment, log2);
+        assert_eq!(walk(&mut m), Err(Miss::Unreadable), "{log2}");
+    }
 }
 
 #[test]
@@ -1309,12 +1472,15 @@ fn a_long_block_is_found_back_through_its_hops() {
         scopes: Vec::new(),
         metadata: Vec::new(),
     };
-    let blob = HEAP_LOW + (100 << 6) + 16;
+    let v = vm17();
+    let blob = HEAP_LOW + (100 << LOG2_SEGMENT_SIZE) + v.block_size;
+    let size = 600 << LOG2_SEGMENT_SIZE;
     let mut bytes = nmethod_bytes(blob, &n);
-    bytes.resize(600 << 6, 0);
-    bytes[12..16].copy_from_slice(&((600 << 6) as i32).to_le_bytes());
+    bytes.resize(size, 0);
+    let at = v.blob_size as usize;
+    bytes[at..at + 4].copy_from_slice(&(size as u32).to_le_bytes());
     assert_eq!(put_blob(&mut m, 100, &bytes), blob);
-    let pc = blob + (550 << 6);
+    let pc = blob + (550 << LOG2_SEGMENT_SIZE);
     let caller_sp = sp_of(0) + 32;
     m.put_u64(caller_sp - 8, CALL_STUB_PC);
     m.put_u64(caller_sp - 16, fp_of(1));
@@ -1325,6 +1491,13 @@ fn a_long_block_is_found_back_through_its_hops() {
         pos: Pos::None,
     };
     assert_eq!(walk(&mut m), Ok(vec![vec![want]]));
+    // The free sentinel 255 segments past the block's start: free, not a
+    // hop back to it.
+    let at = blob + (255 << LOG2_SEGMENT_SIZE);
+    put_last_frame(&mut m, (sp_of(0), 0, at));
+    assert_eq!(walk(&mut m), Ok(vec![vec![want]]));
+    m.put(SEGMAP + 100 + 255, &[FREE_SENTINEL]);
+    assert_eq!(walk(&mut m), Err(Miss::Unreadable));
 }
 
 // ---------------------------------------------------------------------
@@ -1363,17 +1536,19 @@ struct Placed {
     holder: u64,
 }
 
-/// Constant pool slots of the method's name and source file.
+/// Constant pool slots of the method's name and source file, its
+/// length, and the slots mapped (more: metaspace goes on past a pool).
 const NAME_INDEX: u16 = 3;
 const SOURCE_FILE_INDEX: u16 = 5;
 const POOL_LENGTH: u32 = 7;
+const POOL_SLOTS_MAPPED: u64 = 16;
 
 fn put_method(m: &mut Fake, spec: &JavaMethod<'_>) -> Placed {
     let v = vm17();
     let name = put_symbol(m, spec.name);
     let class = put_symbol(m, spec.class);
     // ConstantPool, then its slots.
-    let pool = m.alloc(v.pool_size as usize + 8 * POOL_LENGTH as usize);
+    let pool = m.alloc((v.pool_size + 8 * POOL_SLOTS_MAPPED) as usize);
     m.put_u32(pool + v.pool_length, POOL_LENGTH);
     let slot = |i: u16| pool + v.pool_size + 8 * u64::from(i);
     m.put_u64(slot(NAME_INDEX), name);
@@ -1469,7 +1644,10 @@ fn a_method_is_named_with_its_class_file_and_line() {
     );
     // Outside its code, or nowhere: no line.
     for pos in [bcp(&take, 60), Pos::Bcp(1), Pos::None, Pos::Bci(-5)] {
-        assert_eq!(named(&mut m, pos), format!("{full} (LinkedBlockingQueue.java)"));
+        assert_eq!(
+            named(&mut m, pos),
+            format!("{full} (LinkedBlockingQueue.java)")
+        );
     }
 }
 
@@ -1496,7 +1674,7 @@ fn a_native_method_and_a_method_without_source_have_no_line() {
     let generated = put_method(&mut m, &generated);
     let pos = bcp(&generated, 5);
     let named = name(&mut m, generated.method, pos).expect("named");
-    assert_eq!(named, "java.util.concurrent.LinkedBlockingQueue.take (unknown)");
+    assert_eq!(named, "java.util.concurrent.LinkedBlockingQueue.take");
 }
 
 #[test]
@@ -1511,7 +1689,7 @@ fn a_hidden_class_loses_its_address() {
     };
     let lambda = put_method(&mut m, &lambda);
     let named = name(&mut m, lambda.method, Pos::None);
-    assert_eq!(named, Ok("Foo$$Lambda$1.run (unknown)".to_string()));
+    assert_eq!(named, Ok("Foo$$Lambda$1.run".to_string()));
 }
 
 #[test]
@@ -1524,13 +1702,17 @@ fn a_method_whose_metadata_disagrees_is_refused() {
     m.put_u64(take.holder + v.klass_constants, take.pool + 8);
     assert_eq!(name(&mut m, take.method, Pos::None), Err(Miss::Unreadable));
     m.put_u64(take.holder + v.klass_constants, take.pool);
-    // Names past the pool, or at its slot 0.
-    for index in [POOL_LENGTH as u16, 0xffff, 0] {
+    // Names past the pool (a Symbol* in the slot after it), or at its
+    // slot 0.
+    let past = POOL_LENGTH as u16 + 1;
+    let symbol = put_symbol(&mut m, b"forged");
+    m.put_u64(take.pool + v.pool_size + 8 * u64::from(past), symbol);
+    for index in [past, POOL_LENGTH as u16, 0xffff, 0] {
         m.put_u16(take.const_method + v.const_name_index, index);
         assert_eq!(name(&mut m, take.method, Pos::None), Err(Miss::Unreadable));
     }
     m.put_u16(take.const_method + v.const_name_index, NAME_INDEX);
-    m.put_u16(take.pool + v.pool_source_file, POOL_LENGTH as u16);
+    m.put_u16(take.pool + v.pool_source_file, past);
     assert_eq!(name(&mut m, take.method, Pos::None), Err(Miss::Unreadable));
     m.put_u16(take.pool + v.pool_source_file, SOURCE_FILE_INDEX);
     assert!(name(&mut m, take.method, Pos::None).is_ok());
@@ -1551,12 +1733,18 @@ fn symbols_are_cut_and_made_text() {
     let long = put_symbol_of_length(&mut m, &[b'a'; 1024], u16::MAX);
     m.put_u64(take.holder + v.klass_name, long);
     let named = name(&mut m, take.method, Pos::None).expect("named");
-    assert_eq!(named, format!("{}.take (LinkedBlockingQueue.java)", "a".repeat(1024)));
+    assert_eq!(
+        named,
+        format!("{}.take (LinkedBlockingQueue.java)", "a".repeat(1024))
+    );
     // Bytes that are not UTF-8.
     let odd = put_symbol(&mut m, b"p/Caf\xe9\xff");
     m.put_u64(take.holder + v.klass_name, odd);
     let named = name(&mut m, take.method, Pos::None).expect("named");
-    assert_eq!(named, "p.Caf\u{FFFD}\u{FFFD}.take (LinkedBlockingQueue.java)");
+    assert_eq!(
+        named,
+        "p.Caf\u{FFFD}\u{FFFD}.take (LinkedBlockingQueue.java)"
+    );
 }
 
 // ---------------------------------------------------------------------
@@ -1596,15 +1784,20 @@ fn process() -> Process {
 fn frame_names_reads_a_blocked_thread() {
     let mut m = blocked_jvm();
     let mut jvms = Jvms::default();
+    // A thread of the process that is no Java thread: none, but the
+    // code cache is known from then on.
+    let other = frame_names(&mut m, &process(), &mut jvms, 100, TID + 1);
+    assert_eq!(other, Err(Miss::NoThread));
+    assert_eq!(jvms.code_cache(100), Some((CODE_LOW, CODE_HIGH)));
+    assert_eq!(jvms.code_cache(101), None);
     let named = frame_names(&mut m, &process(), &mut jvms, 100, TID);
     let want = vec![vec![
         "jdk.internal.misc.Unsafe.park (Unsafe.java)".to_string(),
         "java.util.concurrent.LinkedBlockingQueue.take (LinkedBlockingQueue.java:435)".to_string(),
     ]];
-    assert_eq!(named, Ok((want, (CODE_LOW, CODE_HIGH))));
-    // Another thread of the process is no Java thread.
-    let other = frame_names(&mut m, &process(), &mut jvms, 100, TID + 1);
-    assert_eq!(other, Err(Miss::NoThread));
+    assert_eq!(named, Ok(want));
+    jvms.forget(100);
+    assert_eq!(jvms.code_cache(100), None);
 }
 
 #[test]
@@ -1660,8 +1853,42 @@ fn a_method_pointer_reused_by_another_method_is_read_again() {
     let take_method = method_at_frame(&mut m, 1);
     m.put_u64(take_method + v.method_const, main_loop.const_method);
     m.put_u64(fp_of(1) - 64, bcp_value(&main_loop, 22));
-    let (named, _) = frame_names(&mut m, &process(), &mut jvms, 100, TID).expect("read");
+    let named = frame_names(&mut m, &process(), &mut jvms, 100, TID).expect("read");
     assert_eq!(named[0][1], "app.Main.loop (Main.java:9)");
+}
+
+#[test]
+fn a_runtime_stub_is_named_by_its_blob() {
+    let mut n = inlining_nmethod();
+    n.name = STUB_NAME;
+    let (mut m, blob) = compiled_thread(&n, CALL_RETURN as u64);
+    tables17().install(&mut m);
+    // The interpreted caller runs `take` at bci 22.
+    let take = put_method(&mut m, &TAKE);
+    let caller_fp = sp_of(0) + 8 * n.frame_words as u64 + 0x48;
+    m.put_u64(caller_fp - 24, take.method);
+    m.put_u64(caller_fp - 64, bcp_value(&take, 22));
+    let names = |m: &mut Fake| frame_names(m, &process(), &mut Jvms::default(), 100, TID);
+    let take = "java.util.concurrent.LinkedBlockingQueue.take (LinkedBlockingQueue.java:435)";
+    let want = vec![vec![
+        "_complete_monitor_locking_Java".to_string(),
+        take.to_string(),
+    ]];
+    assert_eq!(names(&mut m), Ok(want));
+    // A name of no end is cut at 64 bytes; one at a page's end is read
+    // to it (the kind's 8 bytes fit); bytes that are not UTF-8 replaced.
+    let page = m.alloc_pages(PAGE);
+    m.put(page, &[b'x'; PAGE]);
+    let tail = b"Stub\xffTail";
+    let at_end = page + (PAGE - tail.len()) as u64;
+    m.put(at_end, tail);
+    for (at, want) in [
+        (page, "x".repeat(64)),
+        (at_end, "Stub\u{FFFD}Tail".to_string()),
+    ] {
+        m.put_u64(blob + vm17().blob_name, at);
+        assert_eq!(names(&mut m).map(|g| g[0][0].clone()), Ok(want));
+    }
 }
 
 /// The `Method*` in frame `i`'s slot.
