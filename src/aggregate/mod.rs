@@ -677,9 +677,7 @@ impl Aggregator {
         // last time, and that switch-out may tell when it last switched in
         // (`Switch::prev_ran_since`); it then leaves no state.
         self.identity.exit(e);
-        if e.tid != 0 {
-            self.cpu_since.gone(ThreadKey::new(e.tid, 0));
-        }
+        self.cpu_since.gone(ThreadKey::new(e.tid, 0));
         if e.tid == e.tgid {
             self.stacks.forget_process(e.tgid);
         }

@@ -7,8 +7,9 @@ pub(crate) trait Memory {
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool;
 }
 
-/// Reads of one walk by default.
+/// Reads of one walk by default, and bytes.
 const MAX_READS: usize = 4096;
+const MAX_BYTES: usize = 64 << 20;
 
 /// Why no frames were read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,28 +27,38 @@ pub(crate) struct Counted<'a> {
     mem: &'a mut dyn Memory,
     reads: usize,
     max: usize,
+    bytes: usize,
+    max_bytes: usize,
 }
 
 impl<'a> Counted<'a> {
     /// At most [`MAX_READS`] reads.
     pub(crate) fn new(mem: &'a mut dyn Memory) -> Counted<'a> {
+        Counted::with_limit(mem, MAX_READS)
+    }
+
+    /// At most `max` reads (and [`MAX_BYTES`] bytes).
+    pub(crate) fn with_limit(mem: &'a mut dyn Memory, max: usize) -> Counted<'a> {
         Counted {
             mem,
             reads: 0,
-            max: MAX_READS,
+            max,
+            bytes: 0,
+            max_bytes: MAX_BYTES,
         }
     }
 
-    /// At most `max` reads.
-    pub(crate) fn with_limit(mem: &'a mut dyn Memory, max: usize) -> Counted<'a> {
-        Counted { mem, reads: 0, max }
+    /// At most `max_bytes` bytes read in all.
+    pub(crate) fn with_bytes(self, max_bytes: usize) -> Counted<'a> {
+        Counted { max_bytes, ..self }
     }
 
     pub(crate) fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), Miss> {
-        if self.reads >= self.max {
+        if self.reads >= self.max || self.bytes.saturating_add(buf.len()) > self.max_bytes {
             return Err(Miss::TooLong);
         }
         self.reads += 1;
+        self.bytes += buf.len();
         if addr == 0 || !self.mem.read(addr, buf) {
             return Err(Miss::Unreadable);
         }

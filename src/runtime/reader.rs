@@ -226,11 +226,18 @@ impl Interpreted {
             self.counts_of(java).unread += 1;
             return;
         }
+        self.put(stack, &runtime, tgid, &groups);
+    }
+
+    /// Splices `groups`, the names read of `runtime`'s frames, into
+    /// `stack`.
+    fn put(&mut self, stack: &mut Callchain, runtime: &Runtime, tgid: u32, groups: &[Vec<String>]) {
+        let java = matches!(runtime, Runtime::Jvm(_));
         let groups: Vec<Vec<u64>> = groups
             .iter()
             .map(|g| g.iter().map(|n| self.address(n, java)).collect())
             .collect();
-        let (user, spliced) = match &runtime {
+        let (user, spliced) = match runtime {
             Runtime::Python(p) => python::splice(stack.user(), p, &groups),
             Runtime::Jvm(_) => match self.code_cache(tgid) {
                 Some(code) => hotspot::splice(stack.user(), code, &groups),

@@ -49,7 +49,11 @@ impl MethodInfo {
                 .checked_sub(self.code_start)
                 .filter(|&b| b < self.code_size)
                 .map(|b| b as u32),
-            Pos::Bci(bci) => u32::try_from(bci).ok(),
+            // A method's entry (-1) is at its first line, as HotSpot says.
+            Pos::Bci(-1) => Some(0),
+            Pos::Bci(bci) => u32::try_from(bci)
+                .ok()
+                .filter(|&b| u64::from(b) < self.code_size),
             Pos::None | Pos::Stub => None,
         };
         let line = bci.and_then(|b| line_of(self.lines.as_deref()?, b));

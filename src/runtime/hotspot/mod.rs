@@ -41,8 +41,9 @@ impl Process {
 /// all are forgotten.
 const MAX_METHODS: usize = 1 << 16;
 const MAX_METHOD_BYTES: usize = 32 << 20;
-/// Reads of one walk, the names' included.
+/// Reads of one walk, the names' included, and bytes.
 const MAX_READS: usize = 8192;
+const MAX_BYTES: usize = 8 << 20;
 /// How long a JVM whose tables could not be read is left alone.
 const RETRY_TABLES: Duration = Duration::from_secs(1);
 
@@ -115,7 +116,7 @@ pub(crate) fn frame_names(
             vm.map_err(|_| Miss::Unreadable)?
         }
     };
-    let mut mem = Counted::with_limit(mem, MAX_READS);
+    let mut mem = Counted::with_limit(mem, MAX_READS).with_bytes(MAX_BYTES);
     let code = Code::read(&mut mem, &vm)?;
     if jvms.code.len() >= MAX_METHODS {
         jvms.code.clear();

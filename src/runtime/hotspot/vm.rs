@@ -259,41 +259,22 @@ impl Vm {
             }
             Ok(true)
         })?;
-        Vm::build(mem, &fields, &statics, &sizes, &constants)
+        let found = Found {
+            fields,
+            statics,
+            sizes,
+            constants,
+        };
+        Vm::build(mem, &found)
     }
 
     /// Checks what the tables said, and puts it in place.
-    fn build(
-        mem: &mut Counted<'_>,
-        fields: &HashMap<Field, u64>,
-        statics: &HashMap<Field, u64>,
-        sizes: &HashMap<&str, u64>,
-        constants: &HashMap<&str, i64>,
-    ) -> Result<Vm, Miss> {
+    fn build(mem: &mut Counted<'_>, found: &Found) -> Result<Vm, Miss> {
         let missing = Miss::Unreadable;
-        // A field offset past this is no field of these structures.
-        let f = |ty: &'static str, name: &'static str| -> Result<u64, Miss> {
-            fields
-                .get(&(ty, name))
-                .copied()
-                .filter(|&o| o < 4096)
-                .ok_or(missing)
-        };
-        let s = |ty: &'static str, name: &'static str| -> Result<u64, Miss> {
-            statics
-                .get(&(ty, name))
-                .copied()
-                .filter(|&a| a != 0)
-                .ok_or(missing)
-        };
-        let size = |ty: &str| {
-            sizes
-                .get(ty)
-                .copied()
-                .filter(|&n| n > 0 && n < 4096)
-                .ok_or(missing)
-        };
-        let int = |name: &str| constants.get(name).copied().ok_or(missing);
+        let f = |ty, name| found.field(ty, name);
+        let s = |ty, name| found.address(ty, name);
+        let size = |ty| found.size(ty);
+        let int = |name| found.int(name);
         for (ty, name) in FIELDS {
             f(ty, name)?;
         }
@@ -375,6 +356,37 @@ impl Vm {
             symbol_body: f("Symbol", "_body")?,
             entry_wrapper,
         })
+    }
+}
+
+/// What the tables held of what the walk uses.
+struct Found {
+    fields: HashMap<Field, u64>,
+    statics: HashMap<Field, u64>,
+    sizes: HashMap<&'static str, u64>,
+    constants: HashMap<&'static str, i64>,
+}
+
+impl Found {
+    /// A field's offset: past 4 KiB it is no field of these structures.
+    fn field(&self, ty: &'static str, name: &'static str) -> Result<u64, Miss> {
+        let offset = self.fields.get(&(ty, name)).copied();
+        offset.filter(|&o| o < 4096).ok_or(Miss::Unreadable)
+    }
+
+    /// A static variable's address.
+    fn address(&self, ty: &'static str, name: &'static str) -> Result<u64, Miss> {
+        let at = self.statics.get(&(ty, name)).copied();
+        at.filter(|&a| a != 0).ok_or(Miss::Unreadable)
+    }
+
+    fn size(&self, ty: &str) -> Result<u64, Miss> {
+        let size = self.sizes.get(ty).copied();
+        size.filter(|&n| n > 0 && n < 4096).ok_or(Miss::Unreadable)
+    }
+
+    fn int(&self, name: &str) -> Result<i64, Miss> {
+        self.constants.get(name).copied().ok_or(Miss::Unreadable)
     }
 }
 

@@ -180,6 +180,10 @@ pub(crate) fn thread_frames(
                 return Err(Miss::Unreadable);
             }
             let wrapper = mem.word(regs.fp.wrapping_add_signed(vm.entry_wrapper * 8))?;
+            // An entry into Java holds a Java frame.
+            if group.is_empty() {
+                return Err(Miss::Unreadable);
+            }
             match anchor(mem, vm, wrapper.wrapping_add(vm.wrapper_anchor))? {
                 None => return Ok(groups),
                 Some(saved) => {
@@ -384,7 +388,7 @@ fn find_blob(mem: &mut Counted<'_>, vm: &Vm, pc: u64) -> Result<u64, Miss> {
         if used[0] == 0 {
             return Err(Miss::Unreadable);
         }
-        return Ok(block + vm.block_size);
+        return block.checked_add(vm.block_size).ok_or(Miss::Unreadable);
     }
     Err(Miss::Unreadable)
 }
