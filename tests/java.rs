@@ -139,19 +139,7 @@ fn traced_command(args: &[&str], jvm: Jvm) -> (Vec<Block>, (u64, u64), String) {
     let out = run_env(&[], &all);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{err}");
-    let blocks = parse_folded(&String::from_utf8_lossy(&out.stdout))
-        .into_iter()
-        .map(|f| Block {
-            waker_comm: f.waker_comm,
-            waker_tid: 0,
-            waker: f.waker,
-            // Innermost first, as the text report prints them.
-            target: f.target.into_iter().rev().collect(),
-            target_comm: f.target_comm,
-            target_tid: 0,
-            total: f.total,
-        })
-        .collect();
+    let blocks = folded_blocks(&String::from_utf8_lossy(&out.stdout));
     (blocks, measured(&err), err)
 }
 

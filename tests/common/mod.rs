@@ -822,3 +822,20 @@ pub fn pprof_total_with(pprof: &Path, frame: impl Fn(&str) -> bool) -> u64 {
         .map(|s| s["values"][0].as_u64().expect("a value"))
         .sum()
 }
+
+/// The folded report `text` as blocks of the text report's shape (target
+/// innermost first; no thread ids).
+pub fn folded_blocks(text: &str) -> Vec<Block> {
+    parse_folded(text)
+        .into_iter()
+        .map(|f| Block {
+            waker_comm: f.waker_comm,
+            waker_tid: 0,
+            waker: f.waker,
+            target: f.target.into_iter().rev().collect(),
+            target_comm: f.target_comm,
+            target_tid: 0,
+            total: f.total,
+        })
+        .collect()
+}
