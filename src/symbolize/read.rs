@@ -271,6 +271,21 @@ impl<'a> ReadRef<'a> for &'a Reader<'a> {
     }
 }
 
+/// Parses the file `opened` with `parse`, through a reader that charges
+/// what it reads to `run`.
+pub(crate) fn parse_opened<T>(
+    opened: &crate::sys::open::Opened,
+    run: &mut RunBudget,
+    parse: impl for<'r> FnOnce(&'r Reader<'r>) -> Option<T>,
+) -> Option<T> {
+    let allowance = run.allowance();
+    let arena = Arena::new();
+    let reader = Reader::new(Source::File(&opened.file), opened.size, &allowance, &arena);
+    let parsed = parse(&reader);
+    run.spend(&allowance);
+    parsed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

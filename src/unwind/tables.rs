@@ -8,10 +8,9 @@ use std::sync::Arc;
 
 use framehop::ExplicitModuleSectionInfo;
 use object::{Object, ObjectSection};
-use typed_arena::Arena;
 
 use crate::symbolize::elf::{Segment, base_avma, load_segments, section_bytes};
-use crate::symbolize::read::{Reader, RunBudget, Source};
+use crate::symbolize::read::{Reader, RunBudget, parse_opened};
 use crate::sys::open::Opened;
 
 /// A section's address range and bytes.
@@ -39,12 +38,7 @@ impl UnwindTables {
     /// file, or its `.eh_frame` could not be read (over what `run` has
     /// left, or cut short).
     pub(crate) fn read(opened: &Opened, run: &mut RunBudget) -> Option<UnwindTables> {
-        let allowance = run.allowance();
-        let arena = Arena::new();
-        let reader = Reader::new(Source::File(&opened.file), opened.size, &allowance, &arena);
-        let tables = Self::parse(&reader);
-        run.spend(&allowance);
-        tables
+        parse_opened(opened, run, Self::parse)
     }
 
     fn parse<'a>(reader: &'a Reader<'a>) -> Option<UnwindTables> {

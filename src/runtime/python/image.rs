@@ -8,7 +8,7 @@ use object::{Object, ObjectSection, ObjectSymbol};
 
 use super::layout::Layout;
 use crate::symbolize::elf::{Segment, base_avma, load_segments};
-use crate::symbolize::read::{Reader, RunBudget, Source};
+use crate::symbolize::read::{Reader, RunBudget, parse_opened};
 use crate::sys::open::Opened;
 
 /// What a walk needs of the interpreter's file, at the file's addresses.
@@ -36,12 +36,7 @@ pub(crate) fn may_hold_python(path: &str) -> bool {
 impl Image {
     /// Reads `opened`; `None` when it holds no supported interpreter.
     pub(crate) fn read(opened: &Opened, run: &mut RunBudget) -> Option<Image> {
-        let allowance = run.allowance();
-        let arena = typed_arena::Arena::new();
-        let reader = Reader::new(Source::File(&opened.file), opened.size, &allowance, &arena);
-        let image = Self::parse(&reader);
-        run.spend(&allowance);
-        image
+        parse_opened(opened, run, Self::parse)
     }
 
     fn parse<'a>(reader: &'a Reader<'a>) -> Option<Image> {
