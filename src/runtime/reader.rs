@@ -36,10 +36,11 @@ use super::hotspot::{self, Jvms, may_hold_jvm};
 use super::memory::{Memory, Miss};
 use super::python::{self, Codes, may_hold_python};
 use crate::event::interpreted::{Names, is_frame};
-use crate::event::runs::LastRuns;
+use crate::event::runs::{LastRuns, Off};
 use crate::event::{Callchain, Event, EventKind};
 use crate::symbolize::maps::ProcessMaps;
 use crate::symbolize::read::RunBudget;
+use crate::sys::host::monotonic_ns;
 use crate::sys::memory::GuardedReader;
 use crate::sys::open::FileKey;
 use crate::sys::vma::TimeBudget;
@@ -60,12 +61,21 @@ const PER_RUN: u64 = 256 << 20;
 /// remembered; past it, all are forgotten.
 const MAX_PROCESSES: usize = 1 << 16;
 const MAX_IMAGES: usize = 1 << 12;
+/// Early reads kept for the stages, at most, and how long (ns of trace)
+/// before the latest one's switch-out.
+const MAX_EARLY: usize = 4096;
+const EARLY_KEPT_NS: u64 = 2_000_000_000;
+/// How long (ns of trace) a JVM's thread that is no Java thread is not
+/// read early again.
+const NOT_JAVA_NS: u64 = 1_000_000_000;
 
 /// How the interpreters' frames went, for the notes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Counts {
     /// Switch-outs' stacks given their Python frames.
     pub(crate) spliced: u64,
+    /// Of them, by a read made as soon as the reader saw the switch-out.
+    pub(crate) early: u64,
     /// Switch-outs' stacks not: the thread ran before it was read.
     pub(crate) ran: u64,
     /// Switch-outs' stacks not: the frames could not be read, or past the
@@ -110,9 +120,23 @@ pub(crate) struct Interpreted {
     budget: RunBudget,
     rate: Rate,
     time: TimeBudget,
+    /// Reads made as soon as the reader saw a switch-out, by thread and
+    /// switch-out time.
+    early: HashMap<(u32, u64), EarlyRead>,
+    /// Threads of JVMs that are no Java threads, and when one was found.
+    not_java: HashMap<u32, u64>,
     /// Python's, and Java's.
     pub(crate) counts: Counts,
     pub(crate) java: Counts,
+}
+
+/// A read made as soon as the reader saw a switch-out.
+struct EarlyRead {
+    /// The version of the process's map its runtime was found in.
+    version: Option<u64>,
+    /// When the read ended (`CLOCK_MONOTONIC`, as events are stamped).
+    read_end: u64,
+    groups: Result<Vec<Vec<String>>, Miss>,
 }
 
 impl Interpreted {
@@ -130,6 +154,8 @@ impl Interpreted {
             budget: RunBudget::new(PER_FILE, PER_RUN),
             rate: Rate::new(PER_SECOND, BURST, 0),
             time: TimeBudget::new(TIME_BURST, SHARE),
+            early: HashMap::new(),
+            not_java: HashMap::new(),
             counts: Counts::default(),
             java: Counts::default(),
         }
@@ -190,6 +216,27 @@ impl Interpreted {
             self.counts_of(java).wakers += 1;
             return;
         }
+        // Read early: used if the thread did not run from its switch-out
+        // to the end of that read.
+        let version = self.processes.get(&tgid).map(|(v, _)| *v);
+        if let Some(early) = self.early.remove(&(tid, event.time))
+            && Some(early.version) == version
+        {
+            match self.runs.ran_between(tid, event.time, early.read_end) {
+                Some(true) => {
+                    self.counts_of(java).ran += 1;
+                    return;
+                }
+                Some(false) => {
+                    let before = self.counts_of(java).spliced;
+                    self.use_read(stack, &runtime, tgid, early.groups);
+                    let counts = self.counts_of(java);
+                    counts.early += counts.spliced - before;
+                    return;
+                }
+                None => {}
+            }
+        }
         if self.runs.ran_after(tid, event.time) {
             self.counts_of(java).ran += 1;
             return;
@@ -208,25 +255,85 @@ impl Interpreted {
         let counts = self.counts_of(java);
         counts.walks += 1;
         counts.walk_time += took;
-        let groups = match groups {
-            Ok(groups) => groups,
-            // A JVM's thread that is no Java thread, or not in Java.
-            Err(Miss::NoThread) if java => return,
-            Err(_) => {
-                counts.unread += 1;
-                return;
-            }
-        };
         // Read after the read: what the reader saw meanwhile counts.
-        if self.runs.ran_after(tid, event.time) {
+        if groups.is_ok() && self.runs.ran_after(tid, event.time) {
             self.counts_of(java).ran += 1;
             return;
         }
-        if groups.is_empty() {
-            self.counts_of(java).unread += 1;
+        self.use_read(stack, &runtime, tgid, groups);
+    }
+
+    /// Splices what a read of `runtime`'s frames gave into `stack`, or
+    /// counts why not.
+    fn use_read(
+        &mut self,
+        stack: &mut Callchain,
+        runtime: &Runtime,
+        tgid: u32,
+        read: Result<Vec<Vec<String>>, Miss>,
+    ) {
+        let java = matches!(runtime, Runtime::Jvm(_));
+        match read {
+            Ok(groups) if !groups.is_empty() => self.put(stack, runtime, tgid, &groups),
+            // A JVM's thread that is no Java thread, or not in Java.
+            Err(Miss::NoThread) if java => {}
+            _ => self.counts_of(java).unread += 1,
+        }
+    }
+
+    /// Reads the frames of thread `off.tid`, which the reader has just
+    /// seen switch out, if its process runs an interpreter and the thread
+    /// was not seen running since; [`Interpreted::splice`] uses the read
+    /// when the switch-out reaches it, if the thread did not run from its
+    /// switch-out to the end of the read. Waits shorter than the stages'
+    /// delay get their frames this way.
+    pub(crate) fn read_early(&mut self, off: Off) {
+        let Some((version, Some(runtime))) = self.processes.get(&off.tgid).cloned() else {
+            return;
+        };
+        let java = matches!(runtime, Runtime::Jvm(_));
+        let not_java = self.not_java.get(&off.tid);
+        if java && not_java.is_some_and(|&t| off.time.saturating_sub(t) < NOT_JAVA_NS) {
             return;
         }
-        self.put(stack, &runtime, tgid, &groups);
+        let started = Instant::now();
+        if self.runs.ran_after(off.tid, off.time)
+            || !self.time.allowed(started)
+            || !self.rate.allow(off.time)
+        {
+            return;
+        }
+        let groups = match self.ns_tid(off.tid) {
+            Some(ns_tid) => self.read(&runtime, off.tgid, ns_tid),
+            None => Err(Miss::Unreadable),
+        };
+        let read_end = monotonic_ns();
+        let took = started.elapsed();
+        self.time.charge(took);
+        let counts = self.counts_of(java);
+        counts.walks += 1;
+        counts.walk_time += took;
+        if java && matches!(groups, Err(Miss::NoThread)) {
+            if self.not_java.len() >= MAX_PROCESSES {
+                self.not_java.clear();
+            }
+            self.not_java.insert(off.tid, off.time);
+        }
+        if self.early.len() >= MAX_EARLY {
+            // Reads the stages never asked for (their stack ran no
+            // interpreted code): the old ones go.
+            let keep_from = off.time.saturating_sub(EARLY_KEPT_NS);
+            self.early.retain(|&(_, time), _| time >= keep_from);
+            if self.early.len() >= MAX_EARLY {
+                self.early.clear();
+            }
+        }
+        let read = EarlyRead {
+            version,
+            read_end,
+            groups,
+        };
+        self.early.insert((off.tid, off.time), read);
     }
 
     /// Splices `groups`, the names read of `runtime`'s frames, into
@@ -335,8 +442,12 @@ impl Interpreted {
         // code objects, stay.
         let found = self.find(tgid, time, maps);
         if self.processes.len() >= MAX_PROCESSES {
+            for &tgid in self.processes.keys() {
+                self.runs.early_for(tgid, false);
+            }
             self.processes.clear();
         }
+        self.runs.early_for(tgid, found.is_some());
         self.processes.insert(tgid, (version, found.clone()));
         found
     }
@@ -386,6 +497,7 @@ impl Interpreted {
     /// Forgets process `tgid` (it exited).
     fn forget(&mut self, tgid: u32) {
         self.processes.remove(&tgid);
+        self.runs.early_for(tgid, false);
         if let Some(c) = self.codes.as_mut() {
             c.forget(tgid);
         }

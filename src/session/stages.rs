@@ -1,12 +1,15 @@
 //! What each event goes through once its place in time is known: the
 //! processes' maps, the unwinding of user stacks, then the aggregation.
 
+use std::sync::{Arc, Mutex};
+
 use super::intervals::Cutter;
 use super::settle::Settler;
 use crate::aggregate::{self, Aggregator, TaskTable};
 use crate::diag::diag;
 use crate::event::{Event, EventKind};
 use crate::plan::Plan;
+use crate::runtime::early::{self, EarlyReads, Shared};
 use crate::runtime::reader::{Interpreted, strip_forged};
 use crate::source::Source;
 use crate::symbolize::ProcessMaps;
@@ -78,8 +81,10 @@ pub(super) struct Stages {
     maps: ProcessMaps,
     /// When samples copy user stacks.
     unwinder: Option<Unwinder>,
-    /// Tracing live: what reads interpreters' frames.
-    interpreted: Option<Interpreted>,
+    /// Tracing live: what reads interpreters' frames, and the thread that
+    /// reads them as soon as the reader sees a switch-out.
+    interpreted: Option<Shared>,
+    early: Option<EarlyReads>,
     aggregator: Aggregator,
     /// With `--interval`: where reports are cut.
     cutter: Option<Cutter>,
@@ -112,6 +117,7 @@ impl Stages {
             maps,
             unwinder,
             interpreted: None,
+            early: None,
             aggregator,
             cutter: None,
             settler: None,
@@ -130,7 +136,15 @@ impl Stages {
         let runs = source
             .thread_stacks()
             .or_else(|| source.live_stacks().map(|(_, runs)| runs));
-        self.interpreted = runs.map(|runs| Interpreted::new(self.maps.interpreted.clone(), runs));
+        let Some(runs) = runs else {
+            return;
+        };
+        let shared = Arc::new(Mutex::new(Interpreted::new(
+            self.maps.interpreted.clone(),
+            runs.clone(),
+        )));
+        self.early = EarlyReads::start(shared.clone(), runs);
+        self.interpreted = Some(shared);
     }
 
     /// Cuts a report at each of `cutter`'s boundaries.
@@ -161,7 +175,12 @@ impl Stages {
 
     /// Ends the unwinding, saying how it went when timing is on. The
     /// unwind tables go with it.
-    pub(super) fn finish(self) -> Staged {
+    pub(super) fn finish(mut self) -> Staged {
+        if let Some(e) = self.early.take() {
+            e.stop();
+        }
+        let interpreted = self.interpreted.take();
+        let interpreted = interpreted.as_ref().map(early::lock);
         if let Some(u) = &self.unwinder
             && timing::enabled()
         {
@@ -200,13 +219,16 @@ impl Stages {
                     l.skipped
                 );
             }
-            if let Some(i) = &self.interpreted {
+            if let Some(i) = &interpreted {
                 for (lang, c) in [("Python", i.counts), ("Java", i.java)] {
                     diag!(
-                        "offwake-perf: {lang} frames read {} times in {:.3} ms ({:.1} us each)",
+                        "offwake-perf: {lang} frames read {} times in {:.3} ms ({:.1} us each); \
+                         {} stacks given them, {} by a read made as the reader saw the switch-out",
                         c.walks,
                         c.walk_time.as_secs_f64() * 1e3,
-                        c.walk_time.as_secs_f64() * 1e6 / c.walks.max(1) as f64
+                        c.walk_time.as_secs_f64() * 1e6 / c.walks.max(1) as f64,
+                        c.spliced,
+                        c.early
                     );
                 }
             }
@@ -235,7 +257,8 @@ impl Stages {
             .as_ref()
             .map(Unwinder::notes)
             .unwrap_or_default();
-        unwind_notes.extend(self.interpreted.iter().flat_map(Interpreted::notes));
+        unwind_notes.extend(interpreted.iter().flat_map(|i| i.notes()));
+        drop(interpreted);
         Staged {
             unwind_notes,
             maps: self.maps,
@@ -268,13 +291,13 @@ impl Stages {
             u.unwind(&mut event, &mut self.maps);
         }
         strip_forged(&mut event);
-        if let Some(i) = self.interpreted.as_mut()
+        if let Some(i) = self.interpreted.as_ref()
             && (matches!(
                 event.kind,
                 EventKind::Exit(_) | EventKind::Comm(_) | EventKind::Fork(_)
             ) || self.aggregator.may_keep_stack(&event))
         {
-            i.splice(&mut event, &mut self.maps);
+            early::lock(i).splice(&mut event, &mut self.maps);
         }
         let stored = self.aggregator.user_stacks_stored();
         self.aggregator.process_with(&event, &self.maps);

@@ -51,7 +51,7 @@ use crate::kallsyms::Preload;
 use crate::plan::{Stacks, Targets};
 use crate::source::reorder::{Reorder, Rounds};
 use crate::source::tracepoint::Tracefs;
-use crate::sys::host::online_cpus;
+use crate::sys::host::{self, online_cpus};
 use crate::sys::priority::OnDemand;
 use attrs::{base_attr, clock_event, sample_type, sched_events, switch_ins_for};
 use cpus::{CpuRing, open_events};
@@ -145,6 +145,9 @@ fn wide_note(threads: usize, cpus: usize, events: usize, budget: usize) -> Strin
 /// of the default 8 KiB. Past it, stacks are cut ([`cuts`]).
 pub(super) const COPY_BUDGET: u64 = 32 << 20;
 
+/// How long (ns) after its time stamp a record is in its ring, at most.
+const WRITTEN_WITHIN_NS: u64 = 1_000_000;
+
 /// Open, enabled perf events and their rings.
 pub(crate) struct PerfBackend {
     cpus: Vec<CpuRing>,
@@ -175,7 +178,7 @@ pub(crate) struct PerfBackend {
     /// Under copies, when each thread was last seen running: noted in
     /// `seen` as records are decoded, published once a round.
     last_runs: Option<std::sync::Arc<LastRuns>>,
-    seen: rustc_hash::FxHashMap<u32, u64>,
+    seen: crate::event::runs::Seen,
     /// Bytes of user stack each sample copies (0 for none).
     copy_size: u32,
     /// Raises the reader when it falls behind, if it is started.
@@ -336,7 +339,15 @@ impl PerfBackend {
         self.read_all();
         if let Some(runs) = &self.last_runs {
             runs.publish(&mut self.seen);
+            // A record is written with preemption off, in microseconds:
+            // one stamped a millisecond before the round started has been
+            // read.
+            runs.round_read(
+                start.saturating_sub(WRITTEN_WITHIN_NS),
+                host::monotonic_ns(),
+            );
         }
+        let released = self.rounds.end(start);
         if let Some(t) = self.threads.as_mut() {
             t.refresh_forecast(self.cpus.len());
             t.update_wakee_filter(&mut self.cpus)?;
@@ -344,7 +355,7 @@ impl PerfBackend {
         if let Some(c) = self.cgroups.as_mut() {
             c.update(&mut self.cpus)?;
         }
-        if let Some(upto) = self.rounds.end(start) {
+        if let Some(upto) = released {
             let held = &mut self.held;
             self.reorder.flush_upto(upto, &mut |mut ev| {
                 sink.early(&mut ev);

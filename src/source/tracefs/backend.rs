@@ -14,8 +14,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustc_hash::FxHashMap;
-
 use anyhow::{Context, Result, bail};
 
 use super::decode::{Assembler, ProcessFormats, StackFormats, TgidSource};
@@ -81,7 +79,7 @@ pub(crate) struct TracefsBackend {
     /// When each thread was last seen running, published once a round
     /// (with [`TracefsConfig::live_stacks`]), and what this round saw.
     last_runs: Option<Arc<LastRuns>>,
-    seen: FxHashMap<u32, u64>,
+    seen: crate::event::runs::Seen,
     /// When the last round read, under [`LIVE_ROUND`]'s pace.
     last_read: Option<Instant>,
 }
@@ -193,7 +191,7 @@ impl TracefsBackend {
             rounds: Rounds::default(),
             cgroups: config.cgroups.clone().map(TaskCgroups::new),
             last_runs: config.live_stacks.then(Default::default),
-            seen: FxHashMap::default(),
+            seen: Default::default(),
             last_read: None,
         })
     }
