@@ -260,3 +260,70 @@ fn python_functions_are_named_on_blocked_stacks() {
     }
     assert_every_format_carries_them(python);
 }
+
+/// Waits shorter than the stages' delay get their functions from a read
+/// made as soon as the reader saw their switch-out, and a read never goes
+/// to a wait the thread left before it: `pynaps.py`'s ten threads wait
+/// 5 ms on a futex in `short_nap` and 15 ms in nanosleep in `long_nap`, by
+/// turns. The long naps end before the stages reach them, yet most of
+/// their time carries `long_nap`; no futex wait carries `long_nap`, no
+/// nanosleep `short_nap` (a read made after the thread moved on), and
+/// neither function carries more than its thread measured.
+#[test]
+fn short_waits_have_their_functions_and_never_anothers() {
+    let _suite = suite(module_path!());
+    if !live() {
+        return;
+    }
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workloads/pynaps.py");
+    let (short, long) = (slowed(5).to_string(), slowed(15).to_string());
+    let out = run_env(
+        &[("OFFWAKE_PIN_CPU", "0")],
+        &[
+            "-f",
+            "--",
+            "/usr/bin/python3.11",
+            program.to_str().unwrap(),
+            "10",
+            "40",
+            &short,
+            &long,
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let blocks = folded_blocks(&String::from_utf8_lossy(&out.stdout));
+    let truth = |name: &str| -> u64 {
+        err.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in:\n{err}"))
+    };
+    let has = |b: &Block, prefix: &str| b.target.iter().any(|f| f.starts_with(prefix));
+    let mut carried = [0u64; 2];
+    for b in &blocks {
+        let (futex, sleep) = (has(b, "futex_wait"), has(b, "do_nanosleep"));
+        for (i, (function, own)) in [
+            ("short_nap (pynaps.py:", futex),
+            ("long_nap (pynaps.py:", sleep),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if has(b, function) {
+                assert!(own, "{function} on another wait's stack: {b:#?}\n{err}");
+                carried[i] += b.total;
+            }
+        }
+    }
+    let context = format!("{blocks:#?}\n{err}");
+    let (short_us, long_us) = (truth("short_us="), truth("long_us="));
+    assert!(carried[0] <= short_us * 103 / 100, "short: {context}");
+    assert_ratio(
+        &format!("long naps under long_nap ({context})"),
+        carried[1],
+        long_us,
+        0.3,
+        1.03,
+    );
+}
