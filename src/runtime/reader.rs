@@ -1,15 +1,26 @@
 //! When an interpreter's frames are read, and the reading: a switch-out
-//! (blocked or preempted) of a CPython process whose native stack runs
-//! the evaluation loop has its thread's Python frames read from the
+//! (blocked or preempted) of a CPython or HotSpot process whose native
+//! stack runs the interpreter has its thread's frames read from the
 //! process (on the reading thread of [`GuardedReader`], each read
 //! bounded) and spliced in. The thread is found by its id in its own PID
-//! namespace, which CPython records. The read is used only when the
-//! reader saw the thread not run from its switch-out to the end of the
-//! read: a thread that ran has other frames. What is left, as for
-//! [`crate::unwind::tail`]: a thread that ran in the last moments before
-//! the read (records the reader has not read yet) and switched out again
-//! lends the read its new frames. Reads are limited to [`PER_SECOND`] a
-//! second of trace.
+//! namespace, which the runtime records.
+//!
+//! A read is used only when the thread did not run from its switch-out to
+//! the end of the read: a thread that ran has other frames. It is made
+//! twice over:
+//! - early ([`Interpreted::read_early`], from [`super::early`]), as soon
+//!   as the reader has seen the thread wait 1 ms; used if, once every
+//!   record up to the read's end has been read, none shows the thread
+//!   running in between ([`LastRuns::ran_between`]), or, while some are
+//!   not yet read, if the reader has not seen it run since its switch-out;
+//! - else when the switch-out reaches the stages; used if the reader has
+//!   not seen the thread run by the end of the read.
+//!
+//! What is left, as for [`crate::unwind::tail`]: a thread that ran in the
+//! last moments before a read whose records are not all read yet, and
+//! switched out again, lends the read its new frames.
+//!
+//! Reads are limited to [`PER_SECOND`] a second of trace.
 //!
 //! A stack word can be any value: one that falls where interpreted frames
 //! stand ([`is_frame`]) is replaced before splicing ([`strip_forged`]),
@@ -222,20 +233,21 @@ impl Interpreted {
         if let Some(early) = self.early.remove(&(tid, event.time))
             && Some(early.version) == version
         {
-            match self.runs.ran_between(tid, event.time, early.read_end) {
-                Some(true) => {
-                    self.counts_of(java).ran += 1;
-                    return;
-                }
-                Some(false) => {
-                    let before = self.counts_of(java).spliced;
-                    self.use_read(stack, &runtime, tgid, early.groups);
-                    let counts = self.counts_of(java);
-                    counts.early += counts.spliced - before;
-                    return;
-                }
-                None => {}
+            let ran = match self.runs.ran_between(tid, event.time, early.read_end) {
+                Some(ran) => ran,
+                // Not every record up to the read's end is read yet: what
+                // the reader has seen counts, as for a read made now.
+                None => self.runs.ran_after(tid, event.time),
+            };
+            if ran {
+                self.counts_of(java).ran += 1;
+                return;
             }
+            let before = self.counts_of(java).spliced;
+            self.use_read(stack, &runtime, tgid, early.groups);
+            let counts = self.counts_of(java);
+            counts.early += counts.spliced - before;
+            return;
         }
         if self.runs.ran_after(tid, event.time) {
             self.counts_of(java).ran += 1;
