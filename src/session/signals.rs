@@ -1,15 +1,23 @@
 //! SIGINT and SIGTERM during a run: the first ends tracing (the report is
 //! still made), a second SIGINT aborts at once, and any of them cuts
-//! symbolization short.
+//! symbolization short. A SIGINT within [`SAME_INTERRUPT_NS`] of the first
+//! is the same interrupt: `timeout -s INT` sends it to the command and
+//! then to its process group, and the kernel delivers it twice when the
+//! first was taken in between.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use anyhow::{Context, Result};
 
 /// Set by SIGINT/SIGTERM: stop tracing and print the report.
 static STOP: AtomicBool = AtomicBool::new(false);
-/// SIGINTs received; the second one aborts.
-static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
+/// When the first SIGINT came (`CLOCK_MONOTONIC` ns, 0 before it); a
+/// later one aborts.
+static FIRST_INTERRUPT: AtomicU64 = AtomicU64::new(0);
+
+/// SIGINTs this soon after the first are the same interrupt: a person's
+/// second Ctrl-C comes later.
+const SAME_INTERRUPT_NS: u64 = 200_000_000;
 /// SIGINTs and SIGTERMs received: one during symbolization cuts it short.
 static SIGNALS: AtomicU32 = AtomicU32::new(0);
 
@@ -21,9 +29,37 @@ const ABORTED: &[u8] =
 /// shell gives a command that SIGINT killed.
 const ABORTED_STATUS: i32 = 128 + libc::SIGINT;
 
+/// Whether a SIGINT at `now` aborts, the first having come at `first`.
+fn aborts(first: u64, now: u64) -> bool {
+    first != 0 && now.saturating_sub(first) >= SAME_INTERRUPT_NS
+}
+
+/// `CLOCK_MONOTONIC` in ns, at least 1; async-signal-safe.
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime(2) is async-signal-safe and writes only the
+    // timespec it is given, which lives for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+        .max(1)
+}
+
 extern "C" fn on_signal(sig: libc::c_int) {
     SIGNALS.fetch_add(1, Ordering::SeqCst);
-    if sig == libc::SIGINT && INTERRUPTS.fetch_add(1, Ordering::SeqCst) >= 1 {
+    let now = now_ns();
+    let first = match sig {
+        libc::SIGINT => FIRST_INTERRUPT
+            .compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst)
+            .err()
+            .unwrap_or(0),
+        _ => 0,
+    };
+    if aborts(first, now) {
         // SAFETY: write(2) and _exit(2) are async-signal-safe; the message
         // is static, and its pointer and length are its own. A failed
         // write (a closed stderr) changes nothing: the run aborts at once.
@@ -62,4 +98,21 @@ pub(super) fn stop_requested() -> bool {
 pub(super) fn signalled_from_now() -> impl Fn() -> bool + Send + Copy + 'static {
     let before = SIGNALS.load(Ordering::SeqCst);
     move || SIGNALS.load(Ordering::SeqCst) > before
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_sigint_aborts_unless_it_is_the_first_sent_again() {
+        assert!(!aborts(0, 5), "the first");
+        assert!(
+            !aborts(1_000, 1_000 + SAME_INTERRUPT_NS - 1),
+            "timeout's second"
+        );
+        assert!(aborts(1_000, 1_000 + SAME_INTERRUPT_NS));
+        assert!(aborts(1, u64::MAX));
+        assert!(now_ns() > 0);
+    }
 }
