@@ -18,6 +18,9 @@ pub(crate) enum Miss {
     Unreadable,
     /// No thread state of this thread (it runs no interpreted code).
     NoThread,
+    /// The thread's state has no frames to read now (it is not waiting
+    /// from interpreted code).
+    NotWaiting,
     /// Past a bound.
     TooLong,
 }

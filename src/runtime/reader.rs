@@ -102,7 +102,7 @@ pub(crate) struct Counts {
 }
 
 /// A runtime whose frames are read: its file, and where it is loaded.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 enum Runtime {
     Python(python::Process),
     Jvm(hotspot::Process),
@@ -143,8 +143,8 @@ pub(crate) struct Interpreted {
 
 /// A read made as soon as the reader saw a switch-out.
 struct EarlyRead {
-    /// The version of the process's map its runtime was found in.
-    version: Option<u64>,
+    /// The runtime read, as found in the process's map then.
+    runtime: Runtime,
     /// When the read ended (`CLOCK_MONOTONIC`, as events are stamped).
     read_end: u64,
     groups: Result<Vec<Vec<String>>, Miss>,
@@ -228,10 +228,9 @@ impl Interpreted {
             return;
         }
         // Read early: used if the thread did not run from its switch-out
-        // to the end of that read.
-        let version = self.processes.get(&tgid).map(|(v, _)| *v);
+        // to the end of that read, of the same runtime.
         if let Some(early) = self.early.remove(&(tid, event.time))
-            && Some(early.version) == version
+            && early.runtime == runtime
         {
             let ran = match self.runs.ran_between(tid, event.time, early.read_end) {
                 Some(ran) => ran,
@@ -288,7 +287,7 @@ impl Interpreted {
         match read {
             Ok(groups) if !groups.is_empty() => self.put(stack, runtime, tgid, &groups),
             // A JVM's thread that is no Java thread, or not in Java.
-            Err(Miss::NoThread) if java => {}
+            Err(Miss::NoThread | Miss::NotWaiting) if java => {}
             _ => self.counts_of(java).unread += 1,
         }
     }
@@ -300,7 +299,7 @@ impl Interpreted {
     /// switch-out to the end of the read. Waits shorter than the stages'
     /// delay get their frames this way.
     pub(crate) fn read_early(&mut self, off: Off) {
-        let Some((version, Some(runtime))) = self.processes.get(&off.tgid).cloned() else {
+        let Some((_, Some(runtime))) = self.processes.get(&off.tgid).cloned() else {
             return;
         };
         let java = matches!(runtime, Runtime::Jvm(_));
@@ -341,7 +340,7 @@ impl Interpreted {
             }
         }
         let read = EarlyRead {
-            version,
+            runtime,
             read_end,
             groups,
         };

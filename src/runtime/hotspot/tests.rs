@@ -1040,7 +1040,7 @@ fn walks_stop_at_max_frames() {
 fn a_thread_without_last_java_frame_has_none() {
     let mut m = jvm();
     put_last_frame(&mut m, (0, fp_of(0), INTERPRETER_PC));
-    assert_eq!(walk(&mut m), Err(Miss::NoThread));
+    assert_eq!(walk(&mut m), Err(Miss::NotWaiting));
 }
 
 #[test]

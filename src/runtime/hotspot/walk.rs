@@ -158,7 +158,7 @@ pub(crate) fn thread_frames(
     let stack = (base - size, base);
     let Some(mut regs) = anchor(mem, vm, thread.wrapping_add(vm.thread_anchor))? else {
         // Not in Java, or in it (running): nothing to read.
-        return Err(Miss::NoThread);
+        return Err(Miss::NotWaiting);
     };
     let mut groups = vec![Group::new()];
     let mut frames = 0;

@@ -25,6 +25,13 @@ pub(crate) struct Process {
     bias: u64,
 }
 
+/// The same file, read once, loaded at the same place.
+impl PartialEq for Process {
+    fn eq(&self, other: &Process) -> bool {
+        Arc::ptr_eq(&self.image, &other.image) && self.bias == other.bias
+    }
+}
+
 impl Process {
     pub(crate) fn new(image: Arc<Image>, bias: u64) -> Process {
         Process { image, bias }
