@@ -75,6 +75,10 @@ const MAX_IMAGES: usize = 1 << 12;
 /// Early reads kept for the stages, at most, and how long (ns of trace)
 /// before the latest one's switch-out.
 const MAX_EARLY: usize = 4096;
+/// Bytes of names the early reads kept may take, and what a name takes
+/// besides its text.
+const MAX_EARLY_BYTES: usize = 16 << 20;
+const NAME_OVERHEAD: usize = 32;
 const EARLY_KEPT_NS: u64 = 2_000_000_000;
 /// How long (ns of trace) a JVM's thread that is no Java thread is not
 /// read early again.
@@ -134,6 +138,7 @@ pub(crate) struct Interpreted {
     /// Reads made as soon as the reader saw a switch-out, by thread and
     /// switch-out time.
     early: HashMap<(u32, u64), EarlyRead>,
+    early_bytes: usize,
     /// Threads of JVMs that are no Java threads, and when one was found.
     not_java: HashMap<u32, u64>,
     /// Python's, and Java's.
@@ -148,6 +153,8 @@ struct EarlyRead {
     /// When the read ended (`CLOCK_MONOTONIC`, as events are stamped).
     read_end: u64,
     groups: Result<Vec<Vec<String>>, Miss>,
+    /// What its names take, about.
+    bytes: usize,
 }
 
 impl Interpreted {
@@ -166,6 +173,7 @@ impl Interpreted {
             rate: Rate::new(PER_SECOND, BURST, 0),
             time: TimeBudget::new(TIME_BURST, SHARE),
             early: HashMap::new(),
+            early_bytes: 0,
             not_java: HashMap::new(),
             counts: Counts::default(),
             java: Counts::default(),
@@ -229,7 +237,11 @@ impl Interpreted {
         }
         // Read early: used if the thread did not run from its switch-out
         // to the end of that read, of the same runtime.
-        if let Some(early) = self.early.remove(&(tid, event.time))
+        let early = self.early.remove(&(tid, event.time));
+        if let Some(e) = &early {
+            self.early_bytes -= e.bytes;
+        }
+        if let Some(early) = early
             && early.runtime == runtime
         {
             let ran = match self.runs.ran_between(tid, event.time, early.read_end) {
@@ -330,21 +342,41 @@ impl Interpreted {
             }
             self.not_java.insert(off.tid, off.time);
         }
-        if self.early.len() >= MAX_EARLY {
-            // Reads the stages never asked for (their stack ran no
-            // interpreted code): the old ones go.
-            let keep_from = off.time.saturating_sub(EARLY_KEPT_NS);
-            self.early.retain(|&(_, time), _| time >= keep_from);
-            if self.early.len() >= MAX_EARLY {
-                self.early.clear();
-            }
-        }
+        let bytes = groups.as_ref().map_or(0, |g| {
+            g.iter()
+                .flatten()
+                .map(|n| n.len() + NAME_OVERHEAD)
+                .sum::<usize>()
+        });
+        self.make_room(off.time, bytes);
         let read = EarlyRead {
             runtime,
             read_end,
             groups,
+            bytes,
         };
-        self.early.insert((off.tid, off.time), read);
+        self.early_bytes += bytes;
+        if let Some(old) = self.early.insert((off.tid, off.time), read) {
+            self.early_bytes -= old.bytes;
+        }
+    }
+
+    /// Makes room for an early read of `bytes` at `time`: reads the stages
+    /// never asked for (their stack ran no interpreted code) go, the old
+    /// ones first.
+    fn make_room(&mut self, time: u64, bytes: usize) {
+        let full =
+            |i: &Interpreted| i.early.len() >= MAX_EARLY || i.early_bytes + bytes > MAX_EARLY_BYTES;
+        if !full(self) {
+            return;
+        }
+        let keep_from = time.saturating_sub(EARLY_KEPT_NS);
+        self.early.retain(|&(_, time), _| time >= keep_from);
+        self.early_bytes = self.early.values().map(|r| r.bytes).sum();
+        if full(self) {
+            self.early.clear();
+            self.early_bytes = 0;
+        }
     }
 
     /// Splices `groups`, the names read of `runtime`'s frames, into
@@ -651,5 +683,44 @@ mod tests {
         assert_eq!(s.stack.user(), [0x401000, FORGED, 0x402000]);
         assert_eq!(s.stack.kernel(), [0xffff_ffff_8100_0000]);
         assert!(!is_frame(FORGED));
+    }
+
+    /// Early reads the stages never take are dropped by age, then all,
+    /// so that they never hold more than their bounds.
+    #[test]
+    fn early_reads_never_asked_for_are_dropped() {
+        let mut i = Interpreted::new(Names::new(), Arc::new(LastRuns::default()));
+        let image = Arc::new(python::Image::with_eval(0..1));
+        let runtime = Runtime::Python(python::Process::new(image, 0));
+        let name = "f".repeat(1 << 16);
+        let big = MAX_EARLY_BYTES / 4;
+        let read = |runtime: &Runtime| EarlyRead {
+            runtime: runtime.clone(),
+            read_end: 0,
+            groups: Ok(vec![vec![name.clone()]]),
+            bytes: big,
+        };
+        for t in 0..3 {
+            i.make_room(t, big);
+            i.early.insert((7, t), read(&runtime));
+            i.early_bytes += big;
+        }
+        // The fourth fits; a fifth, two seconds on, drops the old ones.
+        i.make_room(3, big);
+        assert_eq!(i.early.len(), 3, "room left");
+        i.early.insert((7, 3), read(&runtime));
+        i.early_bytes += big;
+        let later = 3 + EARLY_KEPT_NS;
+        i.make_room(later, big);
+        assert_eq!(i.early.len(), 1);
+        assert_eq!(i.early_bytes, big);
+        // Recent ones over the bound: all go.
+        for t in 1..5 {
+            i.early.insert((8, later + t), read(&runtime));
+            i.early_bytes += big;
+        }
+        i.make_room(later + 5, big);
+        assert!(i.early.is_empty());
+        assert_eq!(i.early_bytes, 0);
     }
 }
