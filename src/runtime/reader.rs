@@ -75,11 +75,11 @@ const MAX_IMAGES: usize = 1 << 12;
 /// Early reads kept for the stages, at most, and how long (ns of trace)
 /// before the latest one's switch-out.
 const MAX_EARLY: usize = 4096;
+const EARLY_KEPT_NS: u64 = 2_000_000_000;
 /// Bytes of names the early reads kept may take, and what a name takes
 /// besides its text.
 const MAX_EARLY_BYTES: usize = 16 << 20;
 const NAME_OVERHEAD: usize = 32;
-const EARLY_KEPT_NS: u64 = 2_000_000_000;
 /// How long (ns of trace) a JVM's thread that is no Java thread is not
 /// read early again.
 const NOT_JAVA_NS: u64 = 1_000_000_000;
@@ -235,29 +235,7 @@ impl Interpreted {
             self.counts_of(java).wakers += 1;
             return;
         }
-        // Read early: used if the thread did not run from its switch-out
-        // to the end of that read, of the same runtime.
-        let early = self.early.remove(&(tid, event.time));
-        if let Some(e) = &early {
-            self.early_bytes -= e.bytes;
-        }
-        if let Some(early) = early
-            && early.runtime == runtime
-        {
-            let ran = match self.runs.ran_between(tid, event.time, early.read_end) {
-                Some(ran) => ran,
-                // Not every record up to the read's end is read yet: what
-                // the reader has seen counts, as for a read made now.
-                None => self.runs.ran_after(tid, event.time),
-            };
-            if ran {
-                self.counts_of(java).ran += 1;
-                return;
-            }
-            let before = self.counts_of(java).spliced;
-            self.use_read(stack, &runtime, tgid, early.groups);
-            let counts = self.counts_of(java);
-            counts.early += counts.spliced - before;
+        if self.use_early(stack, &runtime, tgid, tid, event.time) {
             return;
         }
         if self.runs.ran_after(tid, event.time) {
@@ -284,6 +262,44 @@ impl Interpreted {
             return;
         }
         self.use_read(stack, &runtime, tgid, groups);
+    }
+
+    /// Uses the early read of thread `tid`'s switch-out at `time` into
+    /// `stack`, if there is one that named frames of the same runtime:
+    /// spliced if the thread did not run from its switch-out to the end of
+    /// that read, counted as ran if it did. False when there is none, and
+    /// the thread is read now.
+    fn use_early(
+        &mut self,
+        stack: &mut Callchain,
+        runtime: &Runtime,
+        tgid: u32,
+        tid: u32,
+        time: u64,
+    ) -> bool {
+        let Some(early) = self.early.remove(&(tid, time)) else {
+            return false;
+        };
+        self.early_bytes -= early.bytes;
+        if early.runtime != *runtime || early.groups.is_err() {
+            return false;
+        }
+        let java = matches!(runtime, Runtime::Jvm(_));
+        let ran = match self.runs.ran_between(tid, time, early.read_end) {
+            Some(ran) => ran,
+            // Not every record up to the read's end is read yet: what the
+            // reader has seen counts, as for a read made now.
+            None => self.runs.ran_after(tid, time),
+        };
+        if ran {
+            self.counts_of(java).ran += 1;
+            return true;
+        }
+        let before = self.counts_of(java).spliced;
+        self.use_read(stack, runtime, tgid, early.groups);
+        let counts = self.counts_of(java);
+        counts.early += counts.spliced - before;
+        true
     }
 
     /// Splices what a read of `runtime`'s frames gave into `stack`, or
