@@ -36,12 +36,13 @@ pub(crate) struct EarlyReads {
 
 impl EarlyReads {
     /// Starts reading the switch-outs the reader hands on through `runs`
-    /// with `shared`; `None` when the thread cannot start (reads are then
-    /// late only).
+    /// with `shared`, once it has found an interpreter; `None` when the
+    /// thread cannot start (reads are then late only).
     pub(crate) fn start(shared: Shared, runs: Arc<LastRuns>) -> Option<EarlyReads> {
         let (requests, offs) = sync_channel(QUEUED);
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
+        let reading = shared.clone();
         let thread = std::thread::Builder::new()
             .name("offwake-early".into())
             .spawn(move || {
@@ -49,12 +50,14 @@ impl EarlyReads {
                     if stopped.load(Ordering::Relaxed) {
                         break;
                     }
-                    lock(&shared).read_early(off);
+                    lock(&reading).read_early(off);
                 }
             })
             .ok()?;
+        // The processes found so far; later ones are added as found.
+        let tgids: FxHashSet<u32> = lock(&shared).runtime_tgids().collect();
         runs.set_early(Some(Early {
-            tgids: FxHashSet::default(),
+            tgids,
             requests,
             pending: Default::default(),
         }));

@@ -139,6 +139,7 @@ pub(crate) struct Interpreted {
     /// switch-out time.
     early: HashMap<(u32, u64), EarlyRead>,
     early_bytes: usize,
+    found_any: bool,
     /// Threads of JVMs that are no Java threads, and when one was found.
     not_java: HashMap<u32, u64>,
     /// Python's, and Java's.
@@ -174,6 +175,7 @@ impl Interpreted {
             time: TimeBudget::new(TIME_BURST, SHARE),
             early: HashMap::new(),
             early_bytes: 0,
+            found_any: false,
             not_java: HashMap::new(),
             counts: Counts::default(),
             java: Counts::default(),
@@ -395,6 +397,19 @@ impl Interpreted {
         }
     }
 
+    /// Whether an interpreter was found in some process.
+    pub(crate) fn found_any(&self) -> bool {
+        self.found_any
+    }
+
+    /// The processes found running an interpreter.
+    pub(crate) fn runtime_tgids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.processes
+            .iter()
+            .filter(|(_, (_, r))| r.is_some())
+            .map(|(&tgid, _)| tgid)
+    }
+
     /// Splices `groups`, the names read of `runtime`'s frames, into
     /// `stack`.
     fn put(&mut self, stack: &mut Callchain, runtime: &Runtime, tgid: u32, groups: &[Vec<String>]) {
@@ -507,6 +522,7 @@ impl Interpreted {
             self.processes.clear();
         }
         self.runs.early_for(tgid, found.is_some());
+        self.found_any |= found.is_some();
         self.processes.insert(tgid, (version, found.clone()));
         found
     }

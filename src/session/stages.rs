@@ -7,6 +7,7 @@ use super::intervals::Cutter;
 use super::settle::Settler;
 use crate::aggregate::{self, Aggregator, TaskTable};
 use crate::diag::diag;
+use crate::event::runs::LastRuns;
 use crate::event::{Event, EventKind};
 use crate::plan::Plan;
 use crate::runtime::early::{self, EarlyReads, Shared};
@@ -85,6 +86,9 @@ pub(super) struct Stages {
     /// reads them as soon as the reader sees a switch-out.
     interpreted: Option<Shared>,
     early: Option<EarlyReads>,
+    /// Where the reader says when threads ran, until the early reads
+    /// start (with the first interpreter found).
+    early_runs: Option<Arc<LastRuns>>,
     aggregator: Aggregator,
     /// With `--interval`: where reports are cut.
     cutter: Option<Cutter>,
@@ -118,6 +122,7 @@ impl Stages {
             unwinder,
             interpreted: None,
             early: None,
+            early_runs: None,
             aggregator,
             cutter: None,
             settler: None,
@@ -143,7 +148,7 @@ impl Stages {
             self.maps.interpreted.clone(),
             runs.clone(),
         )));
-        self.early = EarlyReads::start(shared.clone(), runs);
+        self.early_runs = Some(runs);
         self.interpreted = Some(shared);
     }
 
@@ -297,7 +302,13 @@ impl Stages {
                 EventKind::Exit(_) | EventKind::Comm(_) | EventKind::Fork(_)
             ) || self.aggregator.may_keep_stack(&event))
         {
-            early::lock(i).splice(&mut event, &mut self.maps);
+            let mut interpreted = early::lock(i);
+            interpreted.splice(&mut event, &mut self.maps);
+            let found = self.early_runs.is_some() && interpreted.found_any();
+            drop(interpreted);
+            if found && let Some(runs) = self.early_runs.take() {
+                self.early = EarlyReads::start(i.clone(), runs);
+            }
         }
         let stored = self.aggregator.user_stacks_stored();
         self.aggregator.process_with(&event, &self.maps);
