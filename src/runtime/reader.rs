@@ -244,20 +244,10 @@ impl Interpreted {
             self.counts_of(java).ran += 1;
             return;
         }
-        let started = Instant::now();
-        if !self.time.allowed(started) || !self.rate.allow(event.time) {
+        let Some(groups) = self.walk(&runtime, tgid, tid, event.time) else {
             self.counts_of(java).unread += 1;
             return;
-        }
-        let groups = match self.ns_tid(tid) {
-            Some(ns_tid) => self.read(&runtime, tgid, ns_tid),
-            None => Err(Miss::Unreadable),
         };
-        let took = started.elapsed();
-        self.time.charge(took);
-        let counts = self.counts_of(java);
-        counts.walks += 1;
-        counts.walk_time += took;
         // Read after the read: what the reader saw meanwhile counts.
         if groups.is_ok() && self.runs.ran_after(tid, event.time) {
             self.counts_of(java).ran += 1;
@@ -304,6 +294,31 @@ impl Interpreted {
         true
     }
 
+    /// Reads thread `tid`'s frame names, within the rate and time budgets
+    /// (`None` past them), counting the walk and its time.
+    fn walk(
+        &mut self,
+        runtime: &Runtime,
+        tgid: u32,
+        tid: u32,
+        time: u64,
+    ) -> Option<Result<Vec<Vec<String>>, Miss>> {
+        let started = Instant::now();
+        if !self.time.allowed(started) || !self.rate.allow(time) {
+            return None;
+        }
+        let groups = match self.ns_tid(tid) {
+            Some(ns_tid) => self.read(runtime, tgid, ns_tid),
+            None => Err(Miss::Unreadable),
+        };
+        let took = started.elapsed();
+        self.time.charge(took);
+        let counts = self.counts_of(matches!(runtime, Runtime::Jvm(_)));
+        counts.walks += 1;
+        counts.walk_time += took;
+        Some(groups)
+    }
+
     /// Splices what a read of `runtime`'s frames gave into `stack`, or
     /// counts why not.
     fn use_read(
@@ -337,23 +352,13 @@ impl Interpreted {
         if java && not_java.is_some_and(|&t| off.time.saturating_sub(t) < NOT_JAVA_NS) {
             return;
         }
-        let started = Instant::now();
-        if self.runs.ran_after(off.tid, off.time)
-            || !self.time.allowed(started)
-            || !self.rate.allow(off.time)
-        {
+        if self.runs.ran_after(off.tid, off.time) {
             return;
         }
-        let groups = match self.ns_tid(off.tid) {
-            Some(ns_tid) => self.read(&runtime, off.tgid, ns_tid),
-            None => Err(Miss::Unreadable),
+        let Some(groups) = self.walk(&runtime, off.tgid, off.tid, off.time) else {
+            return;
         };
         let read_end = monotonic_ns();
-        let took = started.elapsed();
-        self.time.charge(took);
-        let counts = self.counts_of(java);
-        counts.walks += 1;
-        counts.walk_time += took;
         if java && matches!(groups, Err(Miss::NoThread)) {
             if self.not_java.len() >= MAX_PROCESSES {
                 self.not_java.clear();
