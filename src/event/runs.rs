@@ -11,6 +11,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -55,11 +56,12 @@ pub(crate) struct Early {
 }
 
 /// What one round of the reader saw: each thread's first and last time
-/// seen running, and the switch-outs.
+/// seen running, and the switch-outs (while an [`Early`] hook is set).
 #[derive(Debug, Default)]
 pub(crate) struct Seen {
     runs: FxHashMap<u32, (u64, u64)>,
     offs: Vec<Off>,
+    want_offs: bool,
 }
 
 /// One thread's runs: the latest time seen, the first and last of each of
@@ -100,6 +102,8 @@ struct Inner {
 pub(crate) struct LastRuns {
     inner: Mutex<Inner>,
     early: Mutex<Option<Early>>,
+    /// Whether `early` holds a hook, read once a round without its lock.
+    early_set: AtomicBool,
 }
 
 impl LastRuns {
@@ -110,7 +114,7 @@ impl LastRuns {
             EventKind::Switch(s) => {
                 ran(s.prev_tid);
                 ran(s.next_tid);
-                if s.prev_tid != 0 {
+                if s.prev_tid != 0 && seen.want_offs {
                     seen.offs.push(Off {
                         tid: s.prev_tid,
                         tgid: s.prev_tgid,
@@ -136,6 +140,7 @@ impl LastRuns {
     /// ([`LastRuns::round_read`]).
     pub(crate) fn publish(&self, seen: &mut Seen) {
         self.keep_offs(seen);
+        seen.want_offs = self.early_set.load(Ordering::Relaxed);
         if seen.runs.is_empty() {
             return;
         }
@@ -241,6 +246,7 @@ impl LastRuns {
 
     /// Sets the hook that takes the switch-outs of chosen processes.
     pub(crate) fn set_early(&self, early: Option<Early>) {
+        self.early_set.store(early.is_some(), Ordering::Relaxed);
         *self.early.lock().unwrap_or_else(|e| e.into_inner()) = early;
     }
 
@@ -386,6 +392,10 @@ mod tests {
         runs.early_for(8, true);
         runs.early_for(8, false);
         let mut seen = Seen::default();
+        // Switch-outs are noted from the round after the hook is seen.
+        LastRuns::note(&mut seen, &switch(50, 7, 9));
+        assert!(seen.offs.is_empty());
+        runs.publish(&mut seen);
         // 7 out at 100, in at 150 (as 9 leaves), out at 200; 8 out at 120.
         LastRuns::note(&mut seen, &switch(100, 7, 9));
         LastRuns::note(&mut seen, &switch(120, 8, 9));
