@@ -618,9 +618,9 @@ fn another_version_or_frame_layout_is_refused() {
     }
 }
 
-#[test]
-fn a_table_without_end_is_refused_within_its_reads() {
-    // 4100 entries, none empty: read for 4096 of them, no more.
+/// JDK 17's tables whose structs run on for 4,100 entries, none empty,
+/// each naming the same unwanted type and field.
+fn endless_tables() -> Tables {
     let mut tables = tables17();
     let filler = StructEntry {
         ty: "Foo",
@@ -630,6 +630,13 @@ fn a_table_without_end_is_refused_within_its_reads() {
     };
     tables.structs.resize(4100, filler);
     tables.terminated = false;
+    tables
+}
+
+#[test]
+fn a_table_without_end_is_refused_within_its_reads() {
+    // 4100 entries, none empty: read for 4096 of them, no more.
+    let tables = endless_tables();
     assert_eq!(tables.read(TABLE_READS).0, Err(Miss::TooLong));
     // A short one that runs into unmapped memory.
     let mut tables = tables17();
@@ -702,15 +709,7 @@ fn a_name_running_into_unmapped_memory_is_refused() {
 fn tables_are_read_a_page_at_a_time() {
     // 4100 entries, none empty, each naming the same unwanted strings:
     // a read per page of entries.
-    let mut tables = tables17();
-    let filler = StructEntry {
-        ty: "Foo",
-        field: "_bar",
-        is_static: false,
-        value: 8,
-    };
-    tables.structs.resize(4100, filler);
-    tables.terminated = false;
+    let tables = endless_tables();
     let (vm, reads) = tables.read(TABLE_READS);
     assert_eq!(vm, Err(Miss::TooLong));
     let pages = 4096 * 48 / PAGE;
