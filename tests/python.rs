@@ -49,16 +49,18 @@ fn interpreters() -> Vec<PathBuf> {
     found
 }
 
+/// The number a workload printed as `name=` in `stderr`.
+fn field(stderr: &str, name: &str) -> u64 {
+    stderr
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix(name))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{stderr}"))
+}
+
 /// The program's own measurement: (consumer, producer) microseconds.
 fn measured(stderr: &str) -> (u64, u64) {
-    let field = |name: &str| -> u64 {
-        stderr
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(name))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in:\n{stderr}"))
-    };
-    (field("consumer_us="), field("producer_us="))
+    (field(stderr, "consumer_us="), field(stderr, "producer_us="))
 }
 
 /// Of `blocks`, the blocked time whose target stack has a frame of
@@ -293,12 +295,6 @@ fn short_waits_have_their_functions_and_never_anothers() {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{err}");
     let blocks = folded_blocks(&String::from_utf8_lossy(&out.stdout));
-    let truth = |name: &str| -> u64 {
-        err.split_whitespace()
-            .find_map(|w| w.strip_prefix(name))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in:\n{err}"))
-    };
     let has = |b: &Block, prefix: &str| b.target.iter().any(|f| f.starts_with(prefix));
     let mut carried = [0u64; 2];
     for b in &blocks {
@@ -317,7 +313,7 @@ fn short_waits_have_their_functions_and_never_anothers() {
         }
     }
     let context = format!("{blocks:#?}\n{err}");
-    let (short_us, long_us) = (truth("short_us="), truth("long_us="));
+    let (short_us, long_us) = (field(&err, "short_us="), field(&err, "long_us="));
     assert!(carried[0] <= short_us * 103 / 100, "short: {context}");
     assert_ratio(
         &format!("long naps under long_nap ({context})"),
